@@ -1,0 +1,85 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_rlock_global_optspecs
+    string join \n url= prefix= connect-timeout= q/quiet v/verbose h/help V/version
+end
+
+function __fish_rlock_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_rlock_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_rlock_using_subcommand
+    set -l cmd (__fish_rlock_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c rlock -n "__fish_rlock_needs_command" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_needs_command" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_needs_command" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_needs_command" -s V -l version -d 'Print version'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l token -d 'Owner token printed by `rlock acquire`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand release" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l token -d 'Owner token printed by `rlock acquire`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l ttl -d 'New TTL, counted from now' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l json -d 'Print JSON instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON (one array) instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire release renew status list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire release renew status list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire release renew status list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire release renew status list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire release renew status list help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire release renew status list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,178 @@
+//! The command-line definition. It lives in the library so that tests and
+//! the man page / completion generator see exactly what the binary parses.
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use crate::duration::Span;
+
+const AFTER_HELP: &str = "\
+Environment:
+  RLOCK_URL            Redis URL(s), comma-separated (like --url)
+  RLOCK_PASSWORD       Redis password; keeps the secret off argv
+  RLOCK_PREFIX         key prefix (like --prefix)
+  RLOCK_TOKEN          owner token for release/renew (like --token)
+
+Exit codes:
+  0    success
+  64   bad usage or input (also: key holds foreign data, --limit mismatch)
+  69   Redis unreachable, not answering, or refusing us (auth, ACL)
+  70   unexpected reply from Redis
+  75   busy (--no-wait) or wait timed out; change with -E
+  77   the token does not own this lock
+  79   the lock was lost (expired or deleted while held)
+  130  interrupted by SIGINT while waiting (128+N for signal N)
+
+Examples:
+  tok=$(rlock acquire deploy --ttl 10m)
+  ...; rlock release deploy --token \"$tok\"
+  rlock acquire -n nightly -E 0 >/dev/null || exit 0
+  rlock status market --json";
+
+/// Redis-backed distributed locks for shell scripts, cron jobs and CI.
+#[derive(Debug, Parser)]
+#[command(name = "rlock", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_URL",
+        value_delimiter = ',',
+        value_name = "URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true,
+        help_heading = "Connection"
+    )]
+    pub url: Vec<String>,
+
+    /// Prefix of every Redis key rlock writes
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_PREFIX",
+        default_value = "rlock:",
+        value_name = "PREFIX",
+        help_heading = "Connection"
+    )]
+    pub prefix: String,
+
+    /// Give up connecting (or waiting for a reply) after this long
+    #[arg(
+        long,
+        global = true,
+        default_value = "2s",
+        value_name = "D",
+        help_heading = "Connection"
+    )]
+    pub connect_timeout: Span,
+
+    /// Print nothing on stderr but errors
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Say on stderr what happens (acquired, waiting, released)
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Take the lock and print its owner token on stdout (and nothing else)
+    #[command(after_help = "Examples:\n  tok=$(rlock acquire deploy --ttl 10m)\n  rlock acquire -w 30s nightly")]
+    Acquire {
+        /// Lock name
+        key: String,
+        #[command(flatten)]
+        lock: LockOpts,
+    },
+
+    /// Release a lock held by a token; releasing a free lock is harmless
+    Release {
+        /// Lock name
+        key: String,
+        #[command(flatten)]
+        token: TokenOpt,
+    },
+
+    /// Extend a held lock's TTL; fails if the token no longer owns it
+    Renew {
+        /// Lock name
+        key: String,
+        #[command(flatten)]
+        token: TokenOpt,
+        /// New TTL, counted from now
+        #[arg(long, default_value = "30s", value_name = "D")]
+        ttl: Span,
+    },
+
+    /// Show who holds a lock, since when, TTL left, fencing counter, waiters
+    Status {
+        /// Lock name
+        key: String,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// List the locks that are held or waited for
+    List {
+        /// Glob over lock names (Redis MATCH syntax)
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// Print JSON (one array) instead of text
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LockOpts {
+    /// Lease time; the lock frees itself this long after the last renewal
+    #[arg(long, default_value = "30s", value_name = "D", help_heading = "Lock")]
+    pub ttl: Span,
+
+    /// Wait at most this long for a busy lock (default: forever)
+    #[arg(short, long, value_name = "D", help_heading = "Lock")]
+    pub wait: Option<Span>,
+
+    /// Fail at once if the lock is busy
+    #[arg(short = 'n', long, conflicts_with = "wait", help_heading = "Lock")]
+    pub no_wait: bool,
+
+    /// Let up to N holders in at once (counting semaphore)
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = "Lock")]
+    pub limit: u32,
+
+    /// Exit code when the lock is busy or the wait times out
+    #[arg(short = 'E', long, default_value_t = 75, value_name = "CODE", help_heading = "Lock")]
+    pub conflict_exit_code: u8,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenOpt {
+    /// Owner token printed by `rlock acquire`
+    #[arg(long, env = "RLOCK_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: String,
+}
+
+/// The clap command, for generating the man page and completions.
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        super::command().debug_assert();
+    }
+}

@@ -1,0 +1,140 @@
+//! Connecting to Redis: URL checks, RLOCK_PASSWORD, timeouts, and error
+//! messages that never contain a password.
+
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::{Error, Result};
+
+/// Where and how to connect.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// Redis URLs: `redis://`, `rediss://`, `unix:///path` or `redis+unix:///path`.
+    pub urls: Vec<String>,
+    /// Password that overrides any in the URL (from RLOCK_PASSWORD).
+    pub password: Option<String>,
+    /// Bound on connecting, and on waiting for any reply but a blocking wait.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            urls: vec!["redis://127.0.0.1:6379".into()],
+            password: None,
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One Redis server: a client that can open connections to it.
+#[derive(Clone)]
+pub(crate) struct Server {
+    client: redis::Client,
+    /// host:port or socket path, safe to print.
+    pub(crate) label: String,
+    pub(crate) timeout: Duration,
+}
+
+impl Server {
+    pub(crate) fn open(opts: &ConnectOptions) -> Result<Server> {
+        match opts.urls.as_slice() {
+            [] => Err(Error::Usage("no Redis URL given".into())),
+            [url] => Server::parse(url, opts),
+            _ => Err(Error::Usage(
+                "several Redis URLs (RedLock) are not supported yet; give one --url".into(),
+            )),
+        }
+    }
+
+    fn parse(url: &str, opts: &ConnectOptions) -> Result<Server> {
+        let shown = redact(url);
+        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
+        match scheme {
+            "redis" | "unix" | "redis+unix" => {}
+            "rediss" => {
+                return Err(Error::Usage(format!(
+                    "Redis URL {shown}: TLS (rediss://) is not supported by this build yet"
+                )));
+            }
+            _ => {
+                return Err(Error::Usage(format!(
+                    "Redis URL {shown}: unknown scheme; use redis://, rediss:// or unix://"
+                )));
+            }
+        }
+        let info = url.into_connection_info().map_err(|e| {
+            Error::Usage(format!(
+                "invalid Redis URL {shown}: {}",
+                e.detail().unwrap_or("does not parse")
+            ))
+        })?;
+        let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
+        if let Some(pw) = &opts.password {
+            redis = redis.set_password(pw);
+        }
+        let label = info.addr().to_string();
+        let info = info.set_redis_settings(redis);
+        let client = redis::Client::open(info).map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+        Ok(Server {
+            client,
+            label,
+            timeout: opts.connect_timeout,
+        })
+    }
+
+    /// A fresh connection whose replies are bounded by the connect timeout.
+    pub(crate) fn connect(&self) -> Result<redis::Connection> {
+        let unavailable = |source| Error::Unavailable {
+            context: format!("cannot use Redis at {}", self.label),
+            source,
+        };
+        let conn = self
+            .client
+            .get_connection_with_timeout(self.timeout)
+            .map_err(unavailable)?;
+        conn.set_read_timeout(Some(self.timeout)).map_err(unavailable)?;
+        conn.set_write_timeout(Some(self.timeout)).map_err(unavailable)?;
+        Ok(conn)
+    }
+}
+
+/// The URL with any user:password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_credentials() {
+        assert_eq!(redact("redis://u:s3cret@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(redact("redis://:s3cret@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("nonsense"), "nonsense");
+    }
+
+    #[test]
+    fn refuses_unknown_schemes() {
+        let opts = |u: &str| ConnectOptions {
+            urls: vec![u.into()],
+            ..Default::default()
+        };
+        for bad in ["http://x", "x", "memcache://h:1"] {
+            assert!(matches!(Server::open(&opts(bad)), Err(Error::Usage(_))), "{bad}");
+        }
+        assert!(Server::open(&opts("redis://127.0.0.1:1")).is_ok());
+    }
+}

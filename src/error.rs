@@ -1,0 +1,101 @@
+//! Typed errors of the library. The binary maps them to exit codes
+//! (see [`crate::exit_code`]); nothing in the library prints or exits.
+
+use std::time::Duration;
+
+/// Everything that can go wrong while taking, keeping or giving back a lock.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input from the caller: a flag, a key, a token, a URL.
+    #[error("{0}")]
+    Usage(String),
+
+    /// Redis could not be reached, did not answer in time, or refused us
+    /// (authentication, ACL).
+    #[error("{context}: {source}")]
+    Unavailable {
+        context: String,
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// The lock is held and the caller asked not to wait.
+    #[error("lock {key:?} is busy{}", holder_suffix(.holder))]
+    Busy { key: String, holder: Option<String> },
+
+    /// Waiting for the lock took longer than the caller allowed.
+    #[error("timed out after {} waiting for lock {key:?}{}", humantime::format_duration(*.waited), holder_suffix(.holder))]
+    Timeout {
+        key: String,
+        waited: Duration,
+        holder: Option<String>,
+    },
+
+    /// The token given does not own the lock (someone else holds it).
+    #[error("token does not own lock {key:?}: it is held by another owner")]
+    NotOwner { key: String },
+
+    /// The lock is gone: it expired or was deleted while we thought we held it.
+    #[error("lock {key:?} was lost: {why}")]
+    Lost { key: String, why: String },
+
+    /// The Redis key exists but is not an rlock lock, or the lock is in use
+    /// in an incompatible way (another --limit).
+    #[error("{0}")]
+    Conflict(String),
+
+    /// A signal stopped us while waiting; nothing is held.
+    #[error("interrupted by signal {0} while waiting; nothing is held")]
+    Interrupted(i32),
+
+    /// Redis answered something we do not understand.
+    #[error("unexpected reply from Redis: {0}")]
+    Protocol(String),
+}
+
+fn holder_suffix(holder: &Option<String>) -> String {
+    holder
+        .as_ref()
+        .map(|h| format!(" (held by {h})"))
+        .unwrap_or_default()
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Classify an error from a Redis command on key `key`.
+    pub(crate) fn from_redis(err: redis::RedisError, what: &str) -> Self {
+        let text = err.to_string();
+        if text.contains("WRONGTYPE") || text.contains("not an integer") {
+            return Error::Conflict(format!(
+                "{what}: a key of this lock holds a value that is not an rlock lock \
+                 (someone else wrote there; pick another key or --prefix)"
+            ));
+        }
+        if is_unavailable(&err) {
+            return Error::Unavailable {
+                context: what.to_string(),
+                source: err,
+            };
+        }
+        Error::Protocol(format!("{what}: {err}"))
+    }
+}
+
+/// Connection trouble, timeouts and refusals (auth, ACL) all mean
+/// "Redis is not usable for us right now".
+pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || matches!(
+            err.kind(),
+            ErrorKind::AuthenticationFailed | ErrorKind::Io | ErrorKind::InvalidClientConfig
+        )
+        || matches!(
+            err.code(),
+            Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "LOADING" | "MASTERDOWN" | "READONLY")
+        )
+}

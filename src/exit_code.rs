@@ -1,0 +1,93 @@
+//! Exit codes of the `rlock` binary. They follow sysexits(3) where one fits;
+//! the table is repeated in README.md and the man page.
+
+use crate::Error;
+
+/// Success.
+pub const OK: u8 = 0;
+/// Bad usage or input: flags, durations, keys, tokens, URLs, a key holding
+/// foreign data, a --limit that differs from the lock's (EX_USAGE).
+pub const USAGE: u8 = 64;
+/// Redis unreachable, not answering in time, or refusing us (EX_UNAVAILABLE).
+pub const UNAVAILABLE: u8 = 69;
+/// Unexpected reply from Redis; a bug or an incompatible server (EX_SOFTWARE).
+pub const INTERNAL: u8 = 70;
+/// Busy (--no-wait) or the wait timed out (EX_TEMPFAIL, flock's default -E).
+pub const BUSY: u8 = 75;
+/// The token does not own this lock (EX_NOPERM).
+pub const NOT_OWNER: u8 = 77;
+/// The lock was lost: expired or deleted while held.
+pub const LOST: u8 = 79;
+/// exec: the command was found but could not be run.
+pub const CANNOT_EXECUTE: u8 = 126;
+/// exec: the command was not found.
+pub const NOT_FOUND: u8 = 127;
+
+/// Exit code for a process that died of signal `sig`, as shells report it.
+pub fn for_signal(sig: i32) -> u8 {
+    (128 + sig.clamp(1, 127)) as u8
+}
+
+/// Exit code for an error; `conflict` is the -E value used for busy/timeout.
+pub fn for_error(err: &Error, conflict: u8) -> u8 {
+    match err {
+        Error::Usage(_) | Error::Conflict(_) => USAGE,
+        Error::Unavailable { .. } => UNAVAILABLE,
+        Error::Protocol(_) => INTERNAL,
+        Error::Busy { .. } | Error::Timeout { .. } => conflict,
+        Error::NotOwner { .. } => NOT_OWNER,
+        Error::Lost { .. } => LOST,
+        Error::Interrupted(sig) => for_signal(*sig),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_map_to_128_plus_n() {
+        assert_eq!(for_signal(libc::SIGINT), 130);
+        assert_eq!(for_signal(libc::SIGKILL), 137);
+        assert_eq!(for_signal(libc::SIGTERM), 143);
+    }
+
+    #[test]
+    fn busy_uses_the_conflict_code() {
+        let busy = Error::Busy {
+            key: "k".into(),
+            holder: None,
+        };
+        assert_eq!(for_error(&busy, BUSY), 75);
+        assert_eq!(for_error(&busy, 0), 0);
+        assert_eq!(for_error(&Error::Usage("x".into()), 0), USAGE);
+        assert_eq!(for_error(&Error::NotOwner { key: "k".into() }, 0), 77);
+        assert_eq!(
+            for_error(
+                &Error::Lost {
+                    key: "k".into(),
+                    why: "gone".into()
+                },
+                0
+            ),
+            79
+        );
+    }
+
+    #[test]
+    fn codes_are_distinct() {
+        let mut all = [
+            OK,
+            USAGE,
+            UNAVAILABLE,
+            INTERNAL,
+            BUSY,
+            NOT_OWNER,
+            LOST,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+        ];
+        all.sort();
+        assert!(all.windows(2).all(|w| w[0] != w[1]));
+    }
+}

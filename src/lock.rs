@@ -1,0 +1,821 @@
+//! The lock itself: acquire (with FIFO waiting), release, renew, status.
+//!
+//! Every operation is one Lua script (see lua/), so each is atomic and one
+//! round trip; keys and tokens travel only as KEYS and ARGV.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::{Connection, FromRedisValue, Script, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::conn::{ConnectOptions, Server};
+use crate::{Error, Result};
+
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/common.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        })
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
+static RELEASE: LazyLock<Script> = script!("release.lua");
+static RENEW: LazyLock<Script> = script!("renew.lua");
+static STATUS: LazyLock<Script> = script!("status.lua");
+
+/// A waiter re-checks in with Redis at least this often, even if nothing
+/// wakes it: about one command per second on average while idle.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A queued waiter that has not checked in for this long is presumed dead
+/// and skipped (server clock).
+pub const WAITER_LEASE: Duration = Duration::from_secs(5);
+/// Shortest and longest lease TTL accepted.
+pub const MIN_TTL: Duration = Duration::from_millis(50);
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest key name accepted, in bytes.
+pub const MAX_KEY_LEN: usize = 512;
+
+/// An owner token: a UUIDv4, 122 random bits. Its Debug output hides it so
+/// it cannot end up in logs by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn generate() -> Token {
+        Token(uuid::Uuid::new_v4().hyphenated().to_string())
+    }
+
+    /// Parse a token given by a user (flag or RLOCK_TOKEN).
+    pub fn parse(s: &str) -> Result<Token> {
+        let u = uuid::Uuid::try_parse(s.trim())
+            .map_err(|_| Error::Usage("malformed token: expected a UUID as printed by `rlock acquire`".into()))?;
+        Ok(Token(u.hyphenated().to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// Who holds a lock, as stored beside the grant (never the token).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HolderInfo {
+    pub host: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+}
+
+impl HolderInfo {
+    /// This process on this host, optionally running `cmd`.
+    pub fn current(cmd: Option<String>) -> HolderInfo {
+        HolderInfo {
+            host: hostname(),
+            pid: std::process::id(),
+            cmd,
+        }
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates
+    // on success (and we cap at the buffer anyway).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// How long to wait for a busy lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Try once.
+    No,
+    /// Wait at most this long.
+    For(Duration),
+    /// Wait until granted (the default, like flock).
+    Forever,
+}
+
+/// What to ask for.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub ttl: Duration,
+    /// Holders allowed at once (1: exclusive lock).
+    pub limit: u32,
+    pub wait: Wait,
+    /// Re-enter with a token this process (or its parent) already holds.
+    pub token: Option<Token>,
+    pub info: HolderInfo,
+}
+
+impl Request {
+    pub fn new(ttl: Duration) -> Request {
+        Request {
+            ttl,
+            limit: 1,
+            wait: Wait::Forever,
+            token: None,
+            info: HolderInfo::current(None),
+        }
+    }
+}
+
+/// A granted lock.
+#[derive(Debug)]
+pub struct Lease {
+    pub key: String,
+    pub token: Token,
+    /// Fencing value: strictly increases with every grant of this lock.
+    pub fence: u64,
+    /// Re-entry depth after this grant (1 for a fresh grant).
+    pub count: u64,
+    pub ttl: Duration,
+    /// The lease is safe to rely on until this instant (monotonic clock):
+    /// request sent + TTL − drift.
+    pub valid_until: Instant,
+}
+
+/// Clock drift allowance for a lease of `ttl` (as in the RedLock paper:
+/// 1% plus 2 ms for timer granularity).
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The holder a waiter is waiting for.
+#[derive(Clone, Debug)]
+pub struct Busy {
+    pub holder: Option<HolderInfo>,
+    pub since_ms: u64,
+    /// When the first current lease runs out, if nobody renews it.
+    pub expires_in: Duration,
+    /// Place in the wait queue (0 = next in line).
+    pub position: u64,
+    pub holders: u64,
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.holder {
+            Some(h) => {
+                write!(f, "host {} pid {}", h.host, h.pid)?;
+                if self.since_ms > 0 {
+                    write!(f, " since {}", format_ms(self.since_ms))?;
+                }
+                if self.holders > 1 {
+                    write!(f, " and {} more", self.holders - 1)?;
+                }
+                Ok(())
+            }
+            None => write!(f, "waiters queued ahead"),
+        }
+    }
+}
+
+/// Server-clock milliseconds as an RFC 3339 UTC time.
+pub fn format_ms(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// What a release did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// The lock is free (for this token).
+    Released,
+    /// Re-entered holds remain; the lock is still held.
+    StillHeld(u64),
+    /// Nobody held it: already released, or expired. Harmless.
+    NotHeld,
+}
+
+/// A lock's state.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    pub key: String,
+    pub held: bool,
+    /// Slots (1 = exclusive); 0 when nobody holds or waits.
+    pub limit: u64,
+    /// Last fencing value granted (0: never granted).
+    pub fence: u64,
+    pub waiters: u64,
+    pub holders: Vec<HolderStatus>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HolderStatus {
+    pub host: String,
+    pub pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    /// RFC 3339, server clock.
+    pub since: String,
+    pub since_ms: u64,
+    pub ttl_ms: u64,
+    pub count: u64,
+    pub fence: u64,
+}
+
+/// Lets another thread (a signal handler thread) stop a waiting acquire at
+/// once: it sets a flag and pushes to the waiter's wake-up list, so the
+/// blocked BLPOP returns and the waiter leaves the queue itself.
+#[derive(Default)]
+pub struct Cancel {
+    flag: AtomicBool,
+    signal: AtomicI32,
+    target: Mutex<Option<(Server, String)>>,
+}
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Ask the waiting acquire to stop; `signal` is reported in the error.
+    pub fn cancel(&self, signal: i32) {
+        self.signal.store(signal, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
+        let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((server, key)) = target
+            && let Ok(mut c) = server.connect()
+        {
+            let _: redis::RedisResult<()> = redis::pipe()
+                .rpush(&key, "cancel")
+                .pexpire(&key, 10_000)
+                .query(&mut c);
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    fn interrupted(&self) -> Error {
+        Error::Interrupted(self.signal.load(Ordering::SeqCst))
+    }
+
+    fn watch(&self, server: &Server, key: &str) {
+        *self.target.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((server.clone(), key.to_string()));
+    }
+}
+
+/// A lock name checked and placed under a prefix, with its Redis keys.
+#[derive(Clone, Debug)]
+pub struct LockName {
+    name: String,
+    base: String,
+}
+
+impl LockName {
+    pub fn new(prefix: &str, name: &str) -> Result<LockName> {
+        if name.is_empty() {
+            return Err(Error::Usage("lock key must not be empty".into()));
+        }
+        if name.len() > MAX_KEY_LEN {
+            return Err(Error::Usage(format!(
+                "lock key is {} bytes; at most {MAX_KEY_LEN} allowed",
+                name.len()
+            )));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "lock key {name:?} contains control characters"
+            )));
+        }
+        if prefix.chars().any(char::is_control) {
+            return Err(Error::Usage(format!("prefix {prefix:?} contains control characters")));
+        }
+        // The braces make {name} the hash tag of every key of this lock, so
+        // all of them live in one Redis Cluster slot. If name itself holds a
+        // '}', the tag ends there, which is still common to all the keys.
+        Ok(LockName {
+            name: name.to_string(),
+            base: format!("{prefix}{{{name}}}"),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The main Redis key of the lock (a hash).
+    pub fn redis_key(&self) -> &str {
+        &self.base
+    }
+
+    fn keys(&self, token: Option<&Token>) -> Vec<String> {
+        let b = &self.base;
+        let mut keys = vec![
+            b.clone(),
+            format!("{b}:h"),
+            format!("{b}:q"),
+            format!("{b}:qa"),
+            format!("{b}:fence"),
+        ];
+        if let Some(t) = token {
+            keys.push(self.wake_key(t));
+        }
+        keys
+    }
+
+    fn wake_key(&self, token: &Token) -> String {
+        format!("{}:w:{}", self.base, token.as_str())
+    }
+}
+
+enum Attempt {
+    Granted { fence: u64, count: u64 },
+    Busy(Busy),
+}
+
+/// A connection to one Redis, with the lock operations.
+pub struct Locker {
+    server: Server,
+    conn: Option<Connection>,
+    prefix: String,
+}
+
+impl Locker {
+    /// Check the options and connect.
+    pub fn connect(opts: &ConnectOptions, prefix: &str) -> Result<Locker> {
+        let server = Server::open(opts)?;
+        let conn = server.connect()?;
+        Ok(Locker {
+            server,
+            conn: Some(conn),
+            prefix: prefix.to_string(),
+        })
+    }
+
+    pub fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(&self.prefix, key)
+    }
+
+    fn conn(&mut self) -> Result<&mut Connection> {
+        if self.conn.is_none() {
+            self.conn = Some(self.server.connect()?);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
+        // After an I/O error or timeout the reply stream may be out of step:
+        // never reuse that connection.
+        if crate::error::is_unavailable(&err) {
+            self.conn = None;
+        }
+        let what = if crate::error::is_unavailable(&err) {
+            format!("{what} on Redis at {}", self.server.label)
+        } else {
+            what
+        };
+        Error::from_redis(err, &what)
+    }
+
+    fn eval<T: FromRedisValue>(
+        &mut self,
+        script: &Script,
+        keys: &[String],
+        args: &[&str],
+        what: impl FnOnce() -> String,
+    ) -> Result<T> {
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        for a in args {
+            inv.arg(*a);
+        }
+        let res = inv.invoke(self.conn()?);
+        res.map_err(|e| self.fail(e, what()))
+    }
+
+    fn attempt(&mut self, lock: &LockName, token: &Token, req: &Request, queue: bool) -> Result<Attempt> {
+        let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
+        let ttl = ms(req.ttl).to_string();
+        let limit = req.limit.to_string();
+        let lease = ms(WAITER_LEASE).to_string();
+        let queue = if queue { "1" } else { "0" };
+        let reply: Vec<Value> = self.eval(
+            &ACQUIRE,
+            &lock.keys(Some(token)),
+            &[token.as_str(), &ttl, &limit, &info, queue, &lease],
+            || format!("acquire {:?}", lock.name()),
+        )?;
+        let int = |i: usize| -> Result<i64> {
+            reply
+                .get(i)
+                .and_then(|v| i64::from_redis_value(v.clone()).ok())
+                .ok_or_else(|| Error::Protocol(format!("acquire returned {reply:?}")))
+        };
+        match int(0)? {
+            1 => Ok(Attempt::Granted {
+                fence: int(1)? as u64,
+                count: int(2)? as u64,
+            }),
+            0 => {
+                let info: String = reply
+                    .get(3)
+                    .and_then(|v| String::from_redis_value(v.clone()).ok())
+                    .unwrap_or_default();
+                Ok(Attempt::Busy(Busy {
+                    holder: serde_json::from_str(&info).ok(),
+                    expires_in: Duration::from_millis(int(1)?.max(0) as u64),
+                    position: int(2)?.max(0) as u64,
+                    since_ms: int(4)?.max(0) as u64,
+                    holders: int(5)?.max(0) as u64,
+                }))
+            }
+            -1 => Err(Error::Conflict(format!(
+                "lock {:?} is in use with --limit {}, not {}; every holder must agree",
+                lock.name(),
+                int(1)?,
+                req.limit
+            ))),
+            _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
+        }
+    }
+
+    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called once,
+    /// when the first attempt finds the lock busy and we are going to wait.
+    /// `cancel`, if given, lets another thread stop the wait at once.
+    pub fn acquire(
+        &mut self,
+        key: &str,
+        req: &Request,
+        cancel: Option<&Cancel>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        check_ttl(req.ttl)?;
+        if req.limit == 0 {
+            return Err(Error::Usage("--limit must be at least 1".into()));
+        }
+        let lock = self.name(key)?;
+        let token = req.token.clone().unwrap_or_else(Token::generate);
+        let started = Instant::now();
+        let deadline = match req.wait {
+            Wait::No => None,
+            Wait::For(d) => Some(started + d),
+            Wait::Forever => None,
+        };
+        let queue = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
+        if let Some(c) = cancel {
+            c.watch(&self.server, &lock.wake_key(&token));
+        }
+        let mut announced = false;
+        let mut failures = 0;
+        loop {
+            if cancel.is_some_and(Cancel::is_cancelled) {
+                return Err(self.give_up(&lock, &token, cancel));
+            }
+            let sent = Instant::now();
+            let attempt = self.attempt(&lock, &token, req, queue);
+            if attempt.is_err() && cancel.is_some_and(Cancel::is_cancelled) {
+                return Err(self.give_up(&lock, &token, cancel));
+            }
+            let busy = match attempt? {
+                Attempt::Granted { fence, count } => {
+                    if cancel.is_some_and(Cancel::is_cancelled) {
+                        return Err(self.give_up(&lock, &token, cancel));
+                    }
+                    return Ok(Lease {
+                        key: key.to_string(),
+                        token,
+                        fence,
+                        count,
+                        ttl: req.ttl,
+                        valid_until: sent + req.ttl.saturating_sub(drift(req.ttl)),
+                    });
+                }
+                Attempt::Busy(b) => b,
+            };
+            let holder = busy.holder.as_ref().map(|_| busy.to_string());
+            if !queue {
+                return Err(Error::Busy {
+                    key: key.to_string(),
+                    holder,
+                });
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                let _ = self.abandon(&lock, &token);
+                return Err(Error::Timeout {
+                    key: key.to_string(),
+                    waited: now - started,
+                    holder,
+                });
+            }
+            if !announced {
+                on_wait(&busy);
+                announced = true;
+            }
+            // Sleep until woken through Redis, but never past the first
+            // lease's end (a crashed holder sends no wake-up), the heartbeat
+            // that keeps our place in the queue, or our own deadline.
+            let mut nap = HEARTBEAT;
+            if busy.expires_in > Duration::ZERO {
+                nap = nap.min(busy.expires_in + Duration::from_millis(1));
+            }
+            if let Some(d) = deadline {
+                nap = nap.min(d - now);
+            }
+            match self.nap(&lock.wake_key(&token), nap) {
+                Ok(()) => failures = 0,
+                Err(e) => {
+                    // A signal cuts a blocking read with a socket timeout
+                    // short (EINTR, never restarted), a moment before the
+                    // signal thread flags the cancellation; a dropped
+                    // connection may be a blip. Either way the connection
+                    // is gone: look again after a breath, with a new one.
+                    failures += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                    if cancel.is_some_and(Cancel::is_cancelled) {
+                        return Err(self.give_up(&lock, &token, cancel));
+                    }
+                    if failures >= 3 {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn give_up(&mut self, lock: &LockName, token: &Token, cancel: Option<&Cancel>) -> Error {
+        let _ = self.abandon(lock, token);
+        cancel.map(Cancel::interrupted).unwrap_or(Error::Interrupted(0))
+    }
+
+    /// Block on our wake-up list for at most `nap`.
+    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<()> {
+        let nap = nap.max(Duration::from_millis(1));
+        let timeout = self.server.timeout;
+        let conn = self.conn()?;
+        let _ = conn.set_read_timeout(Some(nap + timeout));
+        let res: redis::RedisResult<Option<(String, String)>> = redis::cmd("BLPOP")
+            .arg(wake_key)
+            .arg(format!("{:.3}", nap.as_secs_f64()))
+            .query(conn);
+        let _ = conn.set_read_timeout(Some(timeout));
+        res.map(drop).map_err(|e| self.fail(e, "wait for the lock".into()))
+    }
+
+    /// Leave the wait queue and drop every hold of `token`.
+    fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
+        self.eval(&RELEASE, &lock.keys(Some(token)), &[token.as_str(), "1"], || {
+            format!("release {:?}", lock.name())
+        })
+    }
+
+    /// Release one hold of `token` on `key`.
+    pub fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
+        let lock = self.name(key)?;
+        let n: i64 = self.eval(&RELEASE, &lock.keys(Some(token)), &[token.as_str(), "0"], || {
+            format!("release {key:?}")
+        })?;
+        match n {
+            0 => Ok(Released::Released),
+            n if n > 0 => Ok(Released::StillHeld(n as u64)),
+            -1 => Ok(Released::NotHeld),
+            -2 => Err(Error::NotOwner { key: key.into() }),
+            n => Err(Error::Protocol(format!("release returned {n}"))),
+        }
+    }
+
+    /// Extend the lease of `token` to `ttl` from now. Returns the instant
+    /// until which the lease is safe to rely on.
+    pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+        check_ttl(ttl)?;
+        let lock = self.name(key)?;
+        let sent = Instant::now();
+        let n: i64 = self.eval(&RENEW, &lock.keys(None), &[token.as_str(), &ms(ttl).to_string()], || {
+            format!("renew {key:?}")
+        })?;
+        match n {
+            n if n > 0 => Ok(sent + ttl.saturating_sub(drift(ttl))),
+            -1 => Err(Error::Lost {
+                key: key.into(),
+                why: "nobody holds it (it expired or was released)".into(),
+            }),
+            -2 => Err(Error::NotOwner { key: key.into() }),
+            n => Err(Error::Protocol(format!("renew returned {n}"))),
+        }
+    }
+
+    /// Who holds `key`, how long they keep it, who waits.
+    pub fn status(&mut self, key: &str) -> Result<Status> {
+        let lock = self.name(key)?;
+        let reply: Vec<Value> =
+            self.eval(&STATUS, &lock.keys(None), &[], || format!("status {key:?}"))?;
+        parse_status(key, reply)
+    }
+
+    /// Every live lock whose key matches the glob `pattern`.
+    pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        if pattern.chars().any(char::is_control) {
+            return Err(Error::Usage(format!("pattern {pattern:?} contains control characters")));
+        }
+        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
+        let mut names = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let res: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&glob)
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg("hash")
+                .query(self.conn()?);
+            let (next, keys) = res.map_err(|e| self.fail(e, "list locks".into()))?;
+            let start = self.prefix.len() + 1;
+            names.extend(
+                keys.into_iter()
+                    .filter(|k| k.len() > start && k.ends_with('}'))
+                    .map(|k| k[start..k.len() - 1].to_string()),
+            );
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        names.sort();
+        names.dedup();
+        let mut out = Vec::new();
+        for n in names {
+            let s = self.status(&n)?;
+            if s.held || s.waiters > 0 {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
+    let bad = || Error::Protocol(format!("status returned {reply:?}"));
+    let num = |v: &Value| u64::from_redis_value(v.clone()).ok();
+    let head: Vec<u64> = reply.iter().take(3).filter_map(num).collect();
+    let [limit, fence, waiters] = head[..] else {
+        return Err(bad());
+    };
+    let mut holders = Vec::new();
+    for h in &reply[3..] {
+        let Value::Array(f) = h else { return Err(bad()) };
+        let info: HolderInfo = f
+            .first()
+            .and_then(|v| String::from_redis_value(v.clone()).ok())
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default();
+        let n = |i: usize| f.get(i).and_then(num).unwrap_or(0);
+        holders.push(HolderStatus {
+            host: info.host,
+            pid: info.pid,
+            cmd: info.cmd,
+            since: format_ms(n(1)),
+            since_ms: n(1),
+            ttl_ms: n(2),
+            count: n(3),
+            fence: n(4),
+        });
+    }
+    Ok(Status {
+        key: key.to_string(),
+        held: !holders.is_empty(),
+        limit,
+        fence,
+        waiters,
+        holders,
+    })
+}
+
+fn escape_glob(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// Reject TTLs that are zero, too short to renew, or absurdly long.
+pub fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::Usage(format!(
+            "TTL {} is out of range: use {} to {}",
+            humantime::format_duration(ttl),
+            humantime::format_duration(MIN_TTL),
+            humantime::format_duration(MAX_TTL)
+        )));
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch by this host's clock.
+pub fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_share_one_hash_tag() {
+        let l = LockName::new("rlock:", "a}b").unwrap();
+        let tok = Token::generate();
+        for k in l.keys(Some(&tok)) {
+            let open = k.find('{').unwrap();
+            let close = open + k[open..].find('}').unwrap();
+            assert_eq!(&k[open + 1..close], "a", "{k}");
+        }
+        assert!(LockName::new("rlock:", "").is_err());
+        assert!(LockName::new("rlock:", "a\nb").is_err());
+        assert!(LockName::new("rlock:", &"x".repeat(MAX_KEY_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn tokens_are_uuids_and_hidden_in_debug() {
+        let t = Token::generate();
+        assert_eq!(uuid::Uuid::parse_str(t.as_str()).unwrap().get_version_num(), 4);
+        assert_eq!(format!("{t:?}"), "Token(***)");
+        assert!(Token::parse("nope").is_err());
+        assert_eq!(Token::parse(t.as_str()).unwrap(), t);
+    }
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(Duration::from_secs(30)).is_ok());
+        assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn glob_escaping() {
+        assert_eq!(escape_glob("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+}
+
+/// Human-readable status, one line per holder.
+pub fn render_status(st: &Status) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    if st.holders.is_empty() {
+        let _ = write!(out, "{}: free", st.key);
+        if st.fence > 0 {
+            let _ = write!(out, " (last fence {})", st.fence);
+        }
+    } else if st.limit > 1 {
+        let _ = write!(out, "{}: {} of {} slots held", st.key, st.holders.len(), st.limit);
+    } else {
+        let _ = write!(out, "{}: held", st.key);
+    }
+    if st.waiters > 0 {
+        let _ = write!(out, ", {} waiting", st.waiters);
+    }
+    out.push('\n');
+    for h in &st.holders {
+        let _ = write!(
+            out,
+            "  host {} pid {} since {} ttl {} fence {}",
+            h.host,
+            h.pid,
+            h.since,
+            humantime::format_duration(Duration::from_millis(h.ttl_ms)),
+            h.fence
+        );
+        if h.count > 1 {
+            let _ = write!(out, " held {}x", h.count);
+        }
+        if let Some(cmd) = &h.cmd {
+            let _ = write!(out, " cmd {cmd}");
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,157 @@
+//! The `rlock` binary: parse, dispatch to the library, map errors to exit
+//! codes. Everything else lives in the library.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use rlock::cli::{Cli, Command, Global, LockOpts};
+use rlock::{ConnectOptions, Locker, Released, Request, Token, Wait, exit_code};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(clap_exit(e)),
+    };
+    let conflict = match &cli.command {
+        Command::Acquire { lock, .. } => lock.conflict_exit_code,
+        _ => exit_code::BUSY,
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("rlock: {err:#}");
+            let code = err
+                .chain()
+                .find_map(|e| e.downcast_ref::<rlock::Error>())
+                .map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict));
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Help and version go to stdout with 0; every usage error is one line on
+/// stderr with exit code 64 (clap's own default would be 2).
+fn clap_exit(e: clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return exit_code::OK;
+    }
+    // clap's message spans several lines (error, details, usage); keep the
+    // part before the usage block, folded into one line.
+    let text = e.to_string();
+    let line: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let line = line.join(" ");
+    eprintln!("rlock: {} (see rlock --help)", line.trim_start_matches("error: "));
+    exit_code::USAGE
+}
+
+fn connect(g: &Global) -> anyhow::Result<Locker> {
+    let opts = ConnectOptions {
+        urls: g.url.iter().map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect(),
+        password: std::env::var("RLOCK_PASSWORD").ok().filter(|p| !p.is_empty()),
+        connect_timeout: g.connect_timeout.0,
+    };
+    Ok(Locker::connect(&opts, &g.prefix)?)
+}
+
+fn request(lock: &LockOpts) -> Request {
+    let mut req = Request::new(lock.ttl.0);
+    req.limit = lock.limit;
+    req.wait = match (lock.no_wait, lock.wait) {
+        (true, _) => Wait::No,
+        (false, Some(d)) => Wait::For(d.0),
+        (false, None) => Wait::Forever,
+    };
+    req
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Acquire { key, lock } => {
+            let req = request(lock);
+            rlock::lock::check_ttl(req.ttl)?;
+            let mut locker = connect(g)?;
+            let cancel = rlock::Cancel::new();
+            let lease = std::thread::scope(|s| -> anyhow::Result<_> {
+                let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
+                Ok(locker.acquire(key, &req, Some(&cancel), &mut |busy| {
+                    if !g.quiet {
+                        eprintln!("rlock: waiting for lock {key:?} held by {busy}");
+                    }
+                })?)
+            })?;
+            if g.verbose {
+                eprintln!("rlock: acquired {key:?} (fence {}, ttl {})", lease.fence, lock.ttl);
+            }
+            let mut out = std::io::stdout().lock();
+            if writeln!(out, "{}", lease.token.as_str()).and_then(|_| out.flush()).is_err() {
+                // Nobody can learn the token: do not leave the lock held.
+                let _ = locker.release(key, &lease.token);
+                anyhow::bail!("cannot write the token to stdout; lock released");
+            }
+            Ok(exit_code::OK)
+        }
+        Command::Release { key, token } => {
+            let token = Token::parse(&token.token)?;
+            let mut locker = connect(g)?;
+            match locker.release(key, &token)? {
+                Released::Released => {
+                    if g.verbose {
+                        eprintln!("rlock: released {key:?}");
+                    }
+                }
+                Released::StillHeld(n) => {
+                    if !g.quiet {
+                        eprintln!("rlock: {key:?} is still held by this token ({n} re-entries left)");
+                    }
+                }
+                Released::NotHeld => {
+                    if !g.quiet {
+                        eprintln!("rlock: {key:?} was not held (already released or expired); nothing to do");
+                    }
+                }
+            }
+            Ok(exit_code::OK)
+        }
+        Command::Renew { key, token, ttl } => {
+            let token = Token::parse(&token.token)?;
+            rlock::lock::check_ttl(ttl.0)?;
+            let mut locker = connect(g)?;
+            locker.renew(key, &token, ttl.0)?;
+            if g.verbose {
+                eprintln!("rlock: renewed {key:?} for {ttl}");
+            }
+            Ok(exit_code::OK)
+        }
+        Command::Status { key, json } => {
+            let mut locker = connect(g)?;
+            let st = locker.status(key)?;
+            if *json {
+                println!("{}", serde_json::to_string(&st)?);
+            } else {
+                print!("{}", rlock::lock::render_status(&st));
+            }
+            Ok(exit_code::OK)
+        }
+        Command::List { pattern, json } => {
+            let mut locker = connect(g)?;
+            let all = locker.list(pattern)?;
+            if *json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else {
+                for st in &all {
+                    print!("{}", rlock::lock::render_status(st));
+                }
+            }
+            Ok(exit_code::OK)
+        }
+    }
+}

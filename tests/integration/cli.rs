@@ -1,0 +1,382 @@
+//! The CLI contract: output, exit codes, bad input, waiting.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use crate::util::*;
+
+fn status_json(r: &Redis, key: &str) -> serde_json::Value {
+    let out = rlock(r).args(["status", key, "--json"]).run().ok();
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+#[test]
+fn acquire_prints_only_a_token_and_release_frees() {
+    let r = Redis::start();
+    let run = rlock(&r).args(["acquire", "job"]).run().ok();
+    assert_eq!(run.stderr, "");
+    let tok = run.token();
+    let st = status_json(&r, "job");
+    assert_eq!(st["held"], true);
+    assert_eq!(st["holders"][0]["pid"].as_u64().is_some(), true);
+    assert!(st["holders"][0]["ttl_ms"].as_u64().unwrap() > 25_000);
+    assert!(!serde_json::to_string(&st).unwrap().contains(&tok), "status leaks the token");
+    rlock(&r).args(["release", "job", "--token", &tok]).run().ok();
+    assert_eq!(status_json(&r, "job")["held"], false);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn releasing_twice_is_harmless_and_says_so() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+    rlock(&r).args(["release", "k"]).env("RLOCK_TOKEN", &tok).run().ok();
+    let again = rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    assert!(again.stderr.contains("not held"), "{}", again.stderr);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn busy_no_wait_exits_75_or_the_conflict_code() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "k"]).run().ok();
+    rlock(&r).args(["acquire", "-n", "k"]).run().fails(75, "busy");
+    rlock(&r).args(["acquire", "-n", "-E", "0", "k"]).run().code(0);
+    rlock(&r).args(["acquire", "--no-wait", "--conflict-exit-code", "3", "k"]).run().code(3);
+    // -w 0s means "try once" too.
+    rlock(&r).args(["acquire", "-w", "0s", "k"]).run().code(75);
+}
+
+#[test]
+fn wait_times_out_with_75_and_leaves_the_queue() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "k"]).run().ok();
+    let run = rlock(&r).args(["acquire", "-w", "300ms", "k"]).run().code(75);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stderr);
+    assert!(lines[0].contains("waiting for lock \"k\" held by host"), "{}", run.stderr);
+    assert!(lines[1].contains("timed out"), "{}", run.stderr);
+    assert!(run.elapsed >= Duration::from_millis(300));
+    assert_eq!(status_json(&r, "k")["waiters"], 0);
+    // -q silences the waiting line, not the error.
+    rlock(&r).args(["-q", "acquire", "-w", "100ms", "k"]).run().fails(75, "timed out");
+}
+
+#[test]
+fn waiter_gets_the_lock_when_it_is_released() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+    let waiter = rlock(&r).args(["acquire", "k"]).spawn();
+    eventually(Duration::from_secs(5), "the waiter to queue", || {
+        status_json(&r, "k")["waiters"] == 1
+    });
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    let got = finish(waiter, "waiter").ok();
+    assert_ne!(got.token(), tok);
+    assert_eq!(status_json(&r, "k")["held"], true);
+}
+
+#[test]
+fn waiter_gets_the_lock_when_the_holder_expires_without_release() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "k", "--ttl", "700ms"]).run().ok();
+    let run = rlock(&r).args(["acquire", "k", "-w", "10s"]).run().ok();
+    run.token();
+    // Bounded by the holder's TTL, not by the 10 s wait or a 2 s heartbeat.
+    assert!(run.elapsed < Duration::from_millis(1900), "{:?}", run.elapsed);
+}
+
+#[test]
+fn renew_extends_only_for_the_owner() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k", "--ttl", "5s"]).run().ok().token();
+    rlock(&r).args(["renew", "k", "--token", &tok, "--ttl", "1h"]).run().ok();
+    let ttl = status_json(&r, "k")["holders"][0]["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 3_000_000, "ttl {ttl}");
+    let foreign = uuid::Uuid::new_v4().to_string();
+    rlock(&r).args(["renew", "k", "--token", &foreign]).run().fails(77, "does not own");
+    rlock(&r).args(["release", "k", "--token", &foreign]).run().fails(77, "does not own");
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    rlock(&r).args(["renew", "k", "--token", &tok]).run().fails(79, "lost");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn renew_never_revives_an_expired_lease() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k", "--ttl", "100ms"]).run().ok().token();
+    std::thread::sleep(Duration::from_millis(250));
+    rlock(&r).args(["renew", "k", "--token", &tok]).run().fails(79, "lost");
+    assert_eq!(status_json(&r, "k")["held"], false);
+}
+
+#[test]
+fn fencing_counter_increases_with_every_grant() {
+    let r = Redis::start();
+    let mut last = 0;
+    for _ in 0..4 {
+        let tok = rlock(&r).args(["acquire", "f"]).run().ok().token();
+        let fence = status_json(&r, "f")["holders"][0]["fence"].as_u64().unwrap();
+        assert!(fence > last, "fence {fence} after {last}");
+        last = fence;
+        rlock(&r).args(["release", "f", "--token", &tok]).run().ok();
+    }
+    assert_eq!(status_json(&r, "f")["fence"], last);
+}
+
+#[test]
+fn status_and_list_text_and_json() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "alpha"]).run().ok();
+    rlock(&r).args(["acquire", "beta"]).run().ok();
+    let st = rlock(&r).args(["status", "alpha"]).run().ok();
+    assert!(st.stdout.starts_with("alpha: held\n  host "), "{}", st.stdout);
+    let free = rlock(&r).args(["status", "nothing"]).run().ok();
+    assert_eq!(free.stdout, "nothing: free\n");
+    let all: serde_json::Value =
+        serde_json::from_str(&rlock(&r).args(["list", "--json"]).run().ok().stdout).unwrap();
+    let names: Vec<&str> = all.as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    let some = rlock(&r).args(["list", "b*"]).run().ok();
+    assert!(some.stdout.starts_with("beta: held"), "{}", some.stdout);
+    assert!(!some.stdout.contains("alpha"));
+}
+
+#[test]
+fn prefix_separates_namespaces() {
+    let r = Redis::start();
+    rlock(&r).args(["--prefix", "a:", "acquire", "k"]).run().ok();
+    rlock(&r).args(["--prefix", "b:", "acquire", "-n", "k"]).run().ok();
+    rlock(&r).args(["acquire", "-n", "k"]).env("RLOCK_PREFIX", "a:").run().code(75);
+    assert!(r.keys().iter().any(|k| k == "a:{k}"), "{:?}", r.keys());
+}
+
+#[test]
+fn unix_socket_url_works() {
+    let r = Redis::start();
+    let url = format!("unix://{}", r.socket().display());
+    let tok = bare_rlock().args(["--url", &url, "acquire", "k"]).run().ok().token();
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+}
+
+#[test]
+fn sigint_while_waiting_exits_130_and_leaves_nothing() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+    let waiter = rlock(&r).args(["acquire", "k"]).spawn();
+    eventually(Duration::from_secs(5), "the waiter to queue", || {
+        status_json(&r, "k")["waiters"] == 1
+    });
+    unsafe { libc::kill(waiter.id() as i32, libc::SIGINT) };
+    let run = finish(waiter, "waiter").code(130);
+    assert!(run.stderr.ends_with("interrupted by signal 2 while waiting; nothing is held\n"), "{}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(1), "{:?}", run.elapsed);
+    assert_eq!(status_json(&r, "k")["waiters"], 0);
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "q"]).run().ok().token();
+    let mut waiters = Vec::new();
+    for i in 1..=5 {
+        let child = rlock(&r).args(["acquire", "q"]).spawn();
+        eventually(Duration::from_secs(5), "the waiter to queue", || {
+            status_json(&r, "q")["waiters"] == i
+        });
+        waiters.push(child);
+    }
+    let mut order = Vec::new();
+    let mut held = tok;
+    for mut w in waiters.into_iter() {
+        rlock(&r).args(["release", "q", "--token", &held]).run().ok();
+        let mut out = String::new();
+        let _ = w.wait().unwrap();
+        w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        held = out.trim().to_string();
+        order.push(status_json(&r, "q")["holders"][0]["fence"].as_u64().unwrap());
+    }
+    // Each waiter in turn got the next grant: a later one never overtook.
+    assert_eq!(order, [2, 3, 4, 5, 6]);
+}
+
+mod bad_input {
+    use super::*;
+
+    #[track_caller]
+    fn refused(r: &Redis, args: &[&str], code: i32, needle: &str) {
+        rlock(r).args(args).run().fails(code, needle);
+        r.assert_nothing_held(&[]);
+    }
+
+    #[test]
+    fn durations() {
+        let r = Redis::start();
+        refused(&r, &["acquire", "k", "--ttl", "30"], 64, "no unit");
+        refused(&r, &["acquire", "k", "--ttl", "soon"], 64, "invalid duration");
+        refused(&r, &["acquire", "k", "--ttl", "0s"], 64, "out of range");
+        refused(&r, &["acquire", "k", "--ttl", "100years"], 64, "out of range");
+        refused(&r, &["acquire", "k", "-w", "5"], 64, "no unit");
+        refused(&r, &["--connect-timeout", "x", "status", "k"], 64, "invalid duration");
+        let tok = uuid::Uuid::new_v4().to_string();
+        refused(&r, &["renew", "k", "--token", &tok, "--ttl", "0ms"], 64, "out of range");
+    }
+
+    #[test]
+    fn keys_and_flags() {
+        let r = Redis::start();
+        refused(&r, &["acquire", ""], 64, "must not be empty");
+        refused(&r, &["acquire", "a\tb"], 64, "control characters");
+        refused(&r, &["acquire", "a\u{1b}[31m"], 64, "control characters");
+        refused(&r, &["acquire", &"x".repeat(600)], 64, "at most 512");
+        refused(&r, &["acquire", "k", "--limit", "0"], 64, "limit");
+        refused(&r, &["acquire", "k", "-n", "-w", "1s"], 64, "cannot be used with");
+        refused(&r, &["frobnicate"], 64, "unrecognized subcommand");
+        refused(&r, &["release", "k"], 64, "--token");
+    }
+
+    #[test]
+    fn tokens() {
+        let r = Redis::start();
+        refused(&r, &["release", "k", "--token", "not-a-uuid"], 64, "malformed token");
+        refused(&r, &["renew", "k", "--token", "'; DEL x"], 64, "malformed token");
+    }
+
+    #[test]
+    fn unknown_url_scheme() {
+        let r = Redis::start();
+        for url in ["http://127.0.0.1:1", "localhost:6379", "memcached://h"] {
+            bare_rlock().args(["--url", url, "acquire", "k"]).run().fails(64, "scheme");
+        }
+        r.assert_nothing_held(&[]);
+    }
+
+    #[test]
+    fn unreachable_host_fails_within_the_connect_timeout() {
+        // Nobody listens on this port: refused at once.
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("redis://127.0.0.1:{port}");
+        bare_rlock().args(["--url", &url, "acquire", "k"]).run().fails(69, "cannot use Redis");
+        // Someone accepts but never answers: the timeout must cut it short.
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://127.0.0.1:{}", silent.local_addr().unwrap().port());
+        let run = bare_rlock()
+            .args(["--url", &url, "--connect-timeout", "500ms", "acquire", "k"])
+            .run()
+            .fails(69, "127.0.0.1");
+        assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
+    }
+
+    #[test]
+    fn wrong_password_is_refused_and_never_printed() {
+        let r = Redis::start_with(&["--requirepass", "right-horse"]);
+        let url = format!("redis://:wrong-battery@127.0.0.1:{}", r.port);
+        let run = bare_rlock().args(["--url", &url, "acquire", "k"]).run().fails(69, "127.0.0.1");
+        assert!(!run.stderr.contains("wrong-battery"), "{}", run.stderr);
+        let run = rlock(&r)
+            .env("RLOCK_PASSWORD", "staple-wrong")
+            .args(["acquire", "k"])
+            .run()
+            .fails(69, "127.0.0.1");
+        assert!(!run.stderr.contains("staple-wrong"), "{}", run.stderr);
+        // No password at all: NOAUTH is a refusal too.
+        rlock(&r).args(["status", "k"]).run().fails(69, "auth");
+        // The right one from the environment works.
+        let tok = rlock(&r)
+            .env("RLOCK_PASSWORD", "right-horse")
+            .args(["acquire", "k"])
+            .run()
+            .ok()
+            .token();
+        assert!(!tok.is_empty());
+    }
+
+    #[test]
+    fn key_of_another_type() {
+        let r = Redis::start();
+        let _: () = r.cmd(&["SET", "rlock:{str}", "someone else's"]);
+        refused_foreign(&r, "str", &["rlock:{str}"]);
+        let _: () = r.cmd(&["RPUSH", "rlock:{list}:h", "x"]);
+        refused_foreign(&r, "list", &["rlock:{str}", "rlock:{list}:h"]);
+        let _: () = r.cmd(&["SET", "rlock:{fence}:fence", "abc"]);
+        rlock(&r).args(["acquire", "fence"]).run().code(64);
+        r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h"]);
+    }
+
+    #[track_caller]
+    fn refused_foreign(r: &Redis, key: &str, foreign: &[&str]) {
+        let tok = uuid::Uuid::new_v4().to_string();
+        for args in [
+            vec!["acquire", key],
+            vec!["status", key],
+            vec!["release", key, "--token", &tok],
+            vec!["renew", key, "--token", &tok],
+        ] {
+            rlock(r).args(&args).run().fails(64, "not an rlock lock");
+        }
+        r.assert_nothing_held(foreign);
+    }
+
+    #[test]
+    fn a_server_that_is_not_redis_gives_70() {
+        // A peer that answers every request with the integer 5: the reply
+        // makes no sense for our script, and we must say so, not panic.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://127.0.0.1:{}", l.local_addr().unwrap().port());
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let mut s = s;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 || s.write_all(b":5\r\n").is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        bare_rlock().args(["--url", &url, "acquire", "k"]).run().fails(70, "unexpected reply");
+    }
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let run = bare_rlock().args(["--help"]).run().ok();
+    assert!(run.stdout.contains("Exit codes:"));
+    bare_rlock().args(["--version"]).run().ok();
+}
+
+#[test]
+fn contention_many_processes_never_overlap() {
+    // 8 shell loops, each taking the lock through the CLI and checking that
+    // nobody else is inside: a counter that must read 1 while held.
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let script = r#"
+        for i in 1 2 3 4 5; do
+          tok=$("$BIN" acquire c -w 60s) || exit 10
+          n=$(redis-cli -p "$PORT" INCR inside)
+          [ "$n" = 1 ] || { echo "overlap: $n holders" >&2; exit 11; }
+          redis-cli -p "$PORT" DECR inside >/dev/null
+          "$BIN" release c --token "$tok" || exit 12
+        done"#;
+    let kids: Vec<_> = (0..8)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .env("BIN", bin)
+                .env("PORT", r.port.to_string())
+                .env("RLOCK_URL", r.url())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in kids {
+        finish(k, "contender").ok();
+    }
+    assert_eq!(status_json(&r, "c")["fence"], 40);
+    r.assert_nothing_held(&["inside"]);
+}

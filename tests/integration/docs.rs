@@ -1,0 +1,44 @@
+//! man/ and completions/ are generated from the clap definition and
+//! committed; this test fails when they are stale. Regenerate with
+//! `RLOCK_BLESS=1 cargo test --test integration docs`.
+
+use std::path::Path;
+
+use clap_complete::Shell;
+
+fn generated() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut man = Vec::new();
+    clap_mangen::Man::new(rlock::cli::command()).render(&mut man).unwrap();
+    out.push(("man/rlock.1".to_string(), man));
+    for (shell, file) in [
+        (Shell::Bash, "completions/rlock.bash"),
+        (Shell::Zsh, "completions/_rlock"),
+        (Shell::Fish, "completions/rlock.fish"),
+    ] {
+        let mut buf = Vec::new();
+        clap_complete::generate(shell, &mut rlock::cli::command(), "rlock", &mut buf);
+        out.push((file.to_string(), buf));
+    }
+    out
+}
+
+#[test]
+fn man_page_and_completions_are_fresh() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bless = std::env::var_os("RLOCK_BLESS").is_some();
+    let mut stale = Vec::new();
+    for (file, want) in generated() {
+        let path = root.join(&file);
+        if bless {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &want).unwrap();
+        } else if std::fs::read(&path).ok().as_deref() != Some(&want[..]) {
+            stale.push(file);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale generated files {stale:?}: run `RLOCK_BLESS=1 cargo test --test integration docs`"
+    );
+}

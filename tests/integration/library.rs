@@ -1,0 +1,133 @@
+//! The library API against a real Redis.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rlock::{ConnectOptions, Error, Locker, Released, Request, Wait};
+
+use crate::util::*;
+
+fn locker(r: &Redis) -> Locker {
+    let opts = ConnectOptions {
+        urls: vec![r.url()],
+        ..Default::default()
+    };
+    Locker::connect(&opts, "rlock:").unwrap()
+}
+
+fn req(ttl_ms: u64) -> Request {
+    Request::new(Duration::from_millis(ttl_ms))
+}
+
+#[test]
+fn threads_hammering_one_key_never_overlap() {
+    let r = Redis::start();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..10)
+        .map(|_| {
+            let (inside, max_seen) = (inside.clone(), max_seen.clone());
+            let url = r.url();
+            std::thread::spawn(move || {
+                let opts = ConnectOptions {
+                    urls: vec![url],
+                    ..Default::default()
+                };
+                let mut l = Locker::connect(&opts, "rlock:").unwrap();
+                for _ in 0..50 {
+                    let lease = l.acquire("hot", &req(5000), None, &mut |_| {}).unwrap();
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_seen.fetch_max(n, Ordering::SeqCst);
+                    std::thread::yield_now();
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    assert_eq!(l.release("hot", &lease.token).unwrap(), Released::Released);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(max_seen.load(Ordering::SeqCst), 1);
+    let mut l = locker(&r);
+    assert_eq!(l.status("hot").unwrap().fence, 500);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn reentry_counts_and_releases_at_zero() {
+    let r = Redis::start();
+    let mut l = locker(&r);
+    let first = l.acquire("re", &req(5000), None, &mut |_| {}).unwrap();
+    assert_eq!(first.count, 1);
+    let mut again = req(5000);
+    again.token = Some(first.token.clone());
+    again.wait = Wait::No;
+    let second = l.acquire("re", &again, None, &mut |_| {}).unwrap();
+    assert_eq!((second.count, second.fence), (2, first.fence));
+    assert_eq!(l.release("re", &first.token).unwrap(), Released::StillHeld(1));
+    assert!(l.status("re").unwrap().held);
+    assert_eq!(l.release("re", &first.token).unwrap(), Released::Released);
+    assert_eq!(l.release("re", &first.token).unwrap(), Released::NotHeld);
+}
+
+#[test]
+fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
+    let r = Redis::start();
+    let mut l = locker(&r);
+    let mut three = req(5000);
+    three.limit = 3;
+    three.wait = Wait::No;
+    let leases: Vec<_> = (0..3)
+        .map(|_| l.acquire("sem", &three, None, &mut |_| {}).unwrap())
+        .collect();
+    let fences: Vec<u64> = leases.iter().map(|l| l.fence).collect();
+    assert_eq!(fences, [1, 2, 3]);
+    assert!(matches!(l.acquire("sem", &three, None, &mut |_| {}), Err(Error::Busy { .. })));
+    let mut two = three.clone();
+    two.limit = 2;
+    let err = l.acquire("sem", &two, None, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("--limit 3, not 2"), "{err}");
+    let st = l.status("sem").unwrap();
+    assert_eq!((st.limit, st.holders.len()), (3, 3));
+    l.release("sem", &leases[1].token).unwrap();
+    l.acquire("sem", &three, None, &mut |_| {}).unwrap();
+}
+
+#[test]
+fn validity_deadline_is_inside_the_ttl() {
+    let r = Redis::start();
+    let mut l = locker(&r);
+    let before = std::time::Instant::now();
+    let lease = l.acquire("v", &req(1000), None, &mut |_| {}).unwrap();
+    assert!(lease.valid_until > before);
+    let after = std::time::Instant::now();
+    assert!(lease.valid_until <= after + Duration::from_millis(1000) - rlock::lock::drift(lease.ttl));
+}
+
+#[test]
+fn a_dead_waiter_at_the_head_is_skipped() {
+    // A waiter that queued and then vanished (no heartbeat) must not stall
+    // the ones behind it for longer than the waiter lease.
+    let r = Redis::start();
+    let mut l = locker(&r);
+    let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
+    let mut dead = rlock(&r).args(["acquire", "d"]).spawn();
+    eventually(Duration::from_secs(5), "the first waiter to queue", || {
+        locker(&r).status("d").unwrap().waiters == 1
+    });
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    l.release("d", &holder.token).unwrap();
+    let started = std::time::Instant::now();
+    let mut l2 = locker(&r);
+    let mut w = req(5000);
+    w.wait = Wait::For(Duration::from_secs(15));
+    l2.acquire("d", &w, None, &mut |_| {}).unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited <= rlock::lock::WAITER_LEASE + rlock::lock::HEARTBEAT + Duration::from_millis(500),
+        "waited {waited:?}"
+    );
+}

@@ -1,0 +1,8 @@
+//! Integration tests: the real `rlock` binary and library against real
+//! redis-server processes started on free ports.
+
+mod util;
+
+mod cli;
+mod docs;
+mod library;

@@ -1,0 +1,265 @@
+//! Test harness: real redis-server processes on free ports, and a builder
+//! that runs the real `rlock` binary and checks its exit code and output.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// A redis-server child process, killed on drop.
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// Start a server with extra config arguments (`["--requirepass", "x"]`).
+    pub fn start_with(extra: &[&str]) -> Redis {
+        for _ in 0..5 {
+            if let Some(r) = Redis::try_start(extra) {
+                return r;
+            }
+        }
+        panic!("could not start redis-server on a free port after 5 tries");
+    }
+
+    fn try_start(extra: &[&str]) -> Option<Redis> {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!(
+            "rlock-test-{}-{}-{port}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no", "--dir", dir.to_str().unwrap()])
+            .args(["--unixsocket", dir.join("redis.sock").to_str().unwrap()])
+            .args(["--logfile", dir.join("redis.log").to_str().unwrap()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server not found on PATH: install it (apt-get install redis-server)");
+        let mut r = Redis { child, port, dir };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(r);
+            }
+            if let Ok(Some(_)) = r.child.try_wait() {
+                return None; // port taken meanwhile, most likely: try another
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start; its log:\n{}", r.log());
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
+    pub fn log(&self) -> String {
+        let mut s = String::new();
+        let _ = std::fs::File::open(self.dir.join("redis.log")).map(|mut f| f.read_to_string(&mut s));
+        s
+    }
+
+    /// A direct connection, for checking what rlock left in Redis.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query(&mut self.conn())
+            .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
+    }
+
+    /// Keys in the server, sorted.
+    pub fn keys(&self) -> Vec<String> {
+        let mut k: Vec<String> = self.cmd(&["KEYS", "*"]);
+        k.sort();
+        k
+    }
+
+    /// Assert no lock state is left: only fencing counters (which never
+    /// expire by design) and keys the test wrote itself may remain.
+    #[track_caller]
+    pub fn assert_nothing_held(&self, allowed: &[&str]) {
+        let left: Vec<String> = self
+            .keys()
+            .into_iter()
+            .filter(|k| !k.ends_with(":fence") && !allowed.contains(&k.as_str()))
+            .collect();
+        assert!(left.is_empty(), "lock state left in Redis: {left:?}");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs the real binary.
+pub struct Rlock {
+    cmd: Command,
+    desc: String,
+}
+
+pub fn rlock(redis: &Redis) -> Rlock {
+    let mut r = bare_rlock();
+    r.cmd.env("RLOCK_URL", redis.url());
+    r
+}
+
+/// The binary with a clean environment (no RLOCK_* from the caller).
+pub fn bare_rlock() -> Rlock {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlock"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RLOCK_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.stdin(Stdio::null());
+    Rlock {
+        cmd,
+        desc: "rlock".into(),
+    }
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    desc: String,
+}
+
+impl Rlock {
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for a in args {
+            self.desc.push(' ');
+            self.desc.push_str(a.as_ref());
+            self.cmd.arg(a.as_ref());
+        }
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn spawn(mut self) -> Child {
+        self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        self.cmd.spawn().unwrap()
+    }
+
+    pub fn run(mut self) -> Run {
+        let started = Instant::now();
+        let out = self.cmd.output().unwrap();
+        Run::from(out, started.elapsed(), self.desc)
+    }
+}
+
+impl Run {
+    pub fn from(out: Output, elapsed: Duration, desc: String) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed,
+            desc,
+        }
+    }
+
+    #[track_caller]
+    pub fn code(self, want: i32) -> Run {
+        assert_eq!(
+            self.code, want,
+            "`{}` exited {} (want {want})\nstdout: {}\nstderr: {}",
+            self.desc, self.code, self.stdout, self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn ok(self) -> Run {
+        self.code(0)
+    }
+
+    /// Exit code `want` and exactly one `rlock: ...` line on stderr
+    /// mentioning `needle`; no panic text.
+    #[track_caller]
+    pub fn fails(self, want: i32, needle: &str) -> Run {
+        let r = self.code(want);
+        let lines: Vec<&str> = r.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "want one stderr line, got: {}", r.stderr);
+        assert!(lines[0].starts_with("rlock: "), "stderr: {}", r.stderr);
+        assert!(
+            r.stderr.to_lowercase().contains(&needle.to_lowercase()),
+            "stderr {:?} lacks {needle:?}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        r
+    }
+
+    /// The token printed by `acquire`.
+    #[track_caller]
+    pub fn token(&self) -> String {
+        let t = self.stdout.trim_end_matches('\n');
+        assert!(
+            uuid::Uuid::parse_str(t).is_ok_and(|u| u.get_version_num() == 4),
+            "stdout is not just a UUIDv4 token: {:?}",
+            self.stdout
+        );
+        t.to_string()
+    }
+}
+
+/// Wait for a child and collect its output.
+pub fn finish(child: Child, desc: &str) -> Run {
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    Run::from(out, started.elapsed(), desc.to_string())
+}
+
+/// Poll `f` until it is true or `limit` passes.
+#[track_caller]
+pub fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !f() {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
