@@ -87,7 +87,9 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take the lock and print its owner token on stdout (and nothing else)
-    #[command(after_help = "Examples:\n  tok=$(rlock acquire deploy --ttl 10m)\n  rlock acquire -w 30s nightly")]
+    #[command(
+        after_help = "Examples:\n  tok=$(rlock acquire deploy --ttl 10m)\n  rlock acquire -w 30s nightly"
+    )]
     Acquire {
         /// Lock name
         key: String,
@@ -153,14 +155,25 @@ pub struct LockOpts {
     pub limit: u32,
 
     /// Exit code when the lock is busy or the wait times out
-    #[arg(short = 'E', long, default_value_t = 75, value_name = "CODE", help_heading = "Lock")]
+    #[arg(
+        short = 'E',
+        long,
+        default_value_t = 75,
+        value_name = "CODE",
+        help_heading = "Lock"
+    )]
     pub conflict_exit_code: u8,
 }
 
 #[derive(Debug, Args)]
 pub struct TokenOpt {
     /// Owner token printed by `rlock acquire`
-    #[arg(long, env = "RLOCK_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "RLOCK_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub token: String,
 }
 

@@ -76,7 +76,8 @@ impl Server {
         }
         let label = info.addr().to_string();
         let info = info.set_redis_settings(redis);
-        let client = redis::Client::open(info).map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+        let client =
+            redis::Client::open(info).map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
         Ok(Server {
             client,
             label,
@@ -94,8 +95,10 @@ impl Server {
             .client
             .get_connection_with_timeout(self.timeout)
             .map_err(unavailable)?;
-        conn.set_read_timeout(Some(self.timeout)).map_err(unavailable)?;
-        conn.set_write_timeout(Some(self.timeout)).map_err(unavailable)?;
+        conn.set_read_timeout(Some(self.timeout))
+            .map_err(unavailable)?;
+        conn.set_write_timeout(Some(self.timeout))
+            .map_err(unavailable)?;
         Ok(conn)
     }
 }
@@ -133,7 +136,10 @@ mod tests {
             ..Default::default()
         };
         for bad in ["http://x", "x", "memcache://h:1"] {
-            assert!(matches!(Server::open(&opts(bad)), Err(Error::Usage(_))), "{bad}");
+            assert!(
+                matches!(Server::open(&opts(bad)), Err(Error::Usage(_))),
+                "{bad}"
+            );
         }
         assert!(Server::open(&opts("redis://127.0.0.1:1")).is_ok());
     }

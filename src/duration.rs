@@ -49,6 +49,9 @@ mod tests {
             "1h30m".parse::<Span>().unwrap().0,
             Duration::from_secs(5400)
         );
-        assert_eq!("250ms".parse::<Span>().unwrap().0, Duration::from_millis(250));
+        assert_eq!(
+            "250ms".parse::<Span>().unwrap().0,
+            Duration::from_millis(250)
+        );
     }
 }

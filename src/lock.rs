@@ -54,8 +54,9 @@ impl Token {
 
     /// Parse a token given by a user (flag or RLOCK_TOKEN).
     pub fn parse(s: &str) -> Result<Token> {
-        let u = uuid::Uuid::try_parse(s.trim())
-            .map_err(|_| Error::Usage("malformed token: expected a UUID as printed by `rlock acquire`".into()))?;
+        let u = uuid::Uuid::try_parse(s.trim()).map_err(|_| {
+            Error::Usage("malformed token: expected a UUID as printed by `rlock acquire`".into())
+        })?;
         Ok(Token(u.hyphenated().to_string()))
     }
 
@@ -250,7 +251,11 @@ impl Cancel {
     pub fn cancel(&self, signal: i32) {
         self.signal.store(signal, Ordering::SeqCst);
         self.flag.store(true, Ordering::SeqCst);
-        let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let target = self
+            .target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         if let Some((server, key)) = target
             && let Ok(mut c) = server.connect()
         {
@@ -299,7 +304,9 @@ impl LockName {
             )));
         }
         if prefix.chars().any(char::is_control) {
-            return Err(Error::Usage(format!("prefix {prefix:?} contains control characters")));
+            return Err(Error::Usage(format!(
+                "prefix {prefix:?} contains control characters"
+            )));
         }
         // The braces make {name} the hash tag of every key of this lock, so
         // all of them live in one Redis Cluster slot. If name itself holds a
@@ -406,7 +413,13 @@ impl Locker {
         res.map_err(|e| self.fail(e, what()))
     }
 
-    fn attempt(&mut self, lock: &LockName, token: &Token, req: &Request, queue: bool) -> Result<Attempt> {
+    fn attempt(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+        queue: bool,
+    ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
         let limit = req.limit.to_string();
@@ -558,7 +571,9 @@ impl Locker {
 
     fn give_up(&mut self, lock: &LockName, token: &Token, cancel: Option<&Cancel>) -> Error {
         let _ = self.abandon(lock, token);
-        cancel.map(Cancel::interrupted).unwrap_or(Error::Interrupted(0))
+        cancel
+            .map(Cancel::interrupted)
+            .unwrap_or(Error::Interrupted(0))
     }
 
     /// Block on our wake-up list for at most `nap`.
@@ -572,22 +587,29 @@ impl Locker {
             .arg(format!("{:.3}", nap.as_secs_f64()))
             .query(conn);
         let _ = conn.set_read_timeout(Some(timeout));
-        res.map(drop).map_err(|e| self.fail(e, "wait for the lock".into()))
+        res.map(drop)
+            .map_err(|e| self.fail(e, "wait for the lock".into()))
     }
 
     /// Leave the wait queue and drop every hold of `token`.
     fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
-        self.eval(&RELEASE, &lock.keys(Some(token)), &[token.as_str(), "1"], || {
-            format!("release {:?}", lock.name())
-        })
+        self.eval(
+            &RELEASE,
+            &lock.keys(Some(token)),
+            &[token.as_str(), "1"],
+            || format!("release {:?}", lock.name()),
+        )
     }
 
     /// Release one hold of `token` on `key`.
     pub fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
         let lock = self.name(key)?;
-        let n: i64 = self.eval(&RELEASE, &lock.keys(Some(token)), &[token.as_str(), "0"], || {
-            format!("release {key:?}")
-        })?;
+        let n: i64 = self.eval(
+            &RELEASE,
+            &lock.keys(Some(token)),
+            &[token.as_str(), "0"],
+            || format!("release {key:?}"),
+        )?;
         match n {
             0 => Ok(Released::Released),
             n if n > 0 => Ok(Released::StillHeld(n as u64)),
@@ -603,9 +625,12 @@ impl Locker {
         check_ttl(ttl)?;
         let lock = self.name(key)?;
         let sent = Instant::now();
-        let n: i64 = self.eval(&RENEW, &lock.keys(None), &[token.as_str(), &ms(ttl).to_string()], || {
-            format!("renew {key:?}")
-        })?;
+        let n: i64 = self.eval(
+            &RENEW,
+            &lock.keys(None),
+            &[token.as_str(), &ms(ttl).to_string()],
+            || format!("renew {key:?}"),
+        )?;
         match n {
             n if n > 0 => Ok(sent + ttl.saturating_sub(drift(ttl))),
             -1 => Err(Error::Lost {
@@ -628,7 +653,9 @@ impl Locker {
     /// Every live lock whose key matches the glob `pattern`.
     pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         if pattern.chars().any(char::is_control) {
-            return Err(Error::Usage(format!("pattern {pattern:?} contains control characters")));
+            return Err(Error::Usage(format!(
+                "pattern {pattern:?} contains control characters"
+            )));
         }
         let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
         let mut names = Vec::new();
@@ -677,7 +704,9 @@ fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
     };
     let mut holders = Vec::new();
     for h in &reply[3..] {
-        let Value::Array(f) = h else { return Err(bad()) };
+        let Value::Array(f) = h else {
+            return Err(bad());
+        };
         let info: HolderInfo = f
             .first()
             .and_then(|v| String::from_redis_value(v.clone()).ok())
@@ -741,46 +770,6 @@ pub fn epoch_ms() -> u64 {
         .unwrap_or(0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_share_one_hash_tag() {
-        let l = LockName::new("rlock:", "a}b").unwrap();
-        let tok = Token::generate();
-        for k in l.keys(Some(&tok)) {
-            let open = k.find('{').unwrap();
-            let close = open + k[open..].find('}').unwrap();
-            assert_eq!(&k[open + 1..close], "a", "{k}");
-        }
-        assert!(LockName::new("rlock:", "").is_err());
-        assert!(LockName::new("rlock:", "a\nb").is_err());
-        assert!(LockName::new("rlock:", &"x".repeat(MAX_KEY_LEN + 1)).is_err());
-    }
-
-    #[test]
-    fn tokens_are_uuids_and_hidden_in_debug() {
-        let t = Token::generate();
-        assert_eq!(uuid::Uuid::parse_str(t.as_str()).unwrap().get_version_num(), 4);
-        assert_eq!(format!("{t:?}"), "Token(***)");
-        assert!(Token::parse("nope").is_err());
-        assert_eq!(Token::parse(t.as_str()).unwrap(), t);
-    }
-
-    #[test]
-    fn ttl_bounds() {
-        assert!(check_ttl(Duration::ZERO).is_err());
-        assert!(check_ttl(Duration::from_secs(30)).is_ok());
-        assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
-    }
-
-    #[test]
-    fn glob_escaping() {
-        assert_eq!(escape_glob("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
-    }
-}
-
 /// Human-readable status, one line per holder.
 pub fn render_status(st: &Status) -> String {
     use std::fmt::Write;
@@ -791,7 +780,13 @@ pub fn render_status(st: &Status) -> String {
             let _ = write!(out, " (last fence {})", st.fence);
         }
     } else if st.limit > 1 {
-        let _ = write!(out, "{}: {} of {} slots held", st.key, st.holders.len(), st.limit);
+        let _ = write!(
+            out,
+            "{}: {} of {} slots held",
+            st.key,
+            st.holders.len(),
+            st.limit
+        );
     } else {
         let _ = write!(out, "{}: held", st.key);
     }
@@ -818,4 +813,47 @@ pub fn render_status(st: &Status) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_share_one_hash_tag() {
+        let l = LockName::new("rlock:", "a}b").unwrap();
+        let tok = Token::generate();
+        for k in l.keys(Some(&tok)) {
+            let open = k.find('{').unwrap();
+            let close = open + k[open..].find('}').unwrap();
+            assert_eq!(&k[open + 1..close], "a", "{k}");
+        }
+        assert!(LockName::new("rlock:", "").is_err());
+        assert!(LockName::new("rlock:", "a\nb").is_err());
+        assert!(LockName::new("rlock:", &"x".repeat(MAX_KEY_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn tokens_are_uuids_and_hidden_in_debug() {
+        let t = Token::generate();
+        assert_eq!(
+            uuid::Uuid::parse_str(t.as_str()).unwrap().get_version_num(),
+            4
+        );
+        assert_eq!(format!("{t:?}"), "Token(***)");
+        assert!(Token::parse("nope").is_err());
+        assert_eq!(Token::parse(t.as_str()).unwrap(), t);
+    }
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(Duration::from_secs(30)).is_ok());
+        assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn glob_escaping() {
+        assert_eq!(escape_glob("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
 }

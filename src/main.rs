@@ -48,14 +48,24 @@ fn clap_exit(e: clap::Error) -> u8 {
         .filter(|l| !l.is_empty())
         .collect();
     let line = line.join(" ");
-    eprintln!("rlock: {} (see rlock --help)", line.trim_start_matches("error: "));
+    eprintln!(
+        "rlock: {} (see rlock --help)",
+        line.trim_start_matches("error: ")
+    );
     exit_code::USAGE
 }
 
 fn connect(g: &Global) -> anyhow::Result<Locker> {
     let opts = ConnectOptions {
-        urls: g.url.iter().map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect(),
-        password: std::env::var("RLOCK_PASSWORD").ok().filter(|p| !p.is_empty()),
+        urls: g
+            .url
+            .iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect(),
+        password: std::env::var("RLOCK_PASSWORD")
+            .ok()
+            .filter(|p| !p.is_empty()),
         connect_timeout: g.connect_timeout.0,
     };
     Ok(Locker::connect(&opts, &g.prefix)?)
@@ -89,10 +99,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 })?)
             })?;
             if g.verbose {
-                eprintln!("rlock: acquired {key:?} (fence {}, ttl {})", lease.fence, lock.ttl);
+                eprintln!(
+                    "rlock: acquired {key:?} (fence {}, ttl {})",
+                    lease.fence, lock.ttl
+                );
             }
             let mut out = std::io::stdout().lock();
-            if writeln!(out, "{}", lease.token.as_str()).and_then(|_| out.flush()).is_err() {
+            if writeln!(out, "{}", lease.token.as_str())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
                 // Nobody can learn the token: do not leave the lock held.
                 let _ = locker.release(key, &lease.token);
                 anyhow::bail!("cannot write the token to stdout; lock released");
@@ -110,12 +126,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 }
                 Released::StillHeld(n) => {
                     if !g.quiet {
-                        eprintln!("rlock: {key:?} is still held by this token ({n} re-entries left)");
+                        eprintln!(
+                            "rlock: {key:?} is still held by this token ({n} re-entries left)"
+                        );
                     }
                 }
                 Released::NotHeld => {
                     if !g.quiet {
-                        eprintln!("rlock: {key:?} was not held (already released or expired); nothing to do");
+                        eprintln!(
+                            "rlock: {key:?} was not held (already released or expired); nothing to do"
+                        );
                     }
                 }
             }

@@ -26,7 +26,10 @@ impl Drop for Guard {
 
 /// Watch INT/TERM/HUP/QUIT on a thread of `scope` and cancel `cancel` when one
 /// arrives. Drop the guard to stop watching.
-pub fn cancel_on_signals<'s, 'e: 's>(scope: &'s Scope<'s, 'e>, cancel: &'e Cancel) -> Result<Guard> {
+pub fn cancel_on_signals<'s, 'e: 's>(
+    scope: &'s Scope<'s, 'e>,
+    cancel: &'e Cancel,
+) -> Result<Guard> {
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
         .map_err(|e| Error::Protocol(format!("cannot install signal handlers: {e}")))?;
     let handle = signals.handle();

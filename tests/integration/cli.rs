@@ -21,8 +21,14 @@ fn acquire_prints_only_a_token_and_release_frees() {
     assert_eq!(st["held"], true);
     assert_eq!(st["holders"][0]["pid"].as_u64().is_some(), true);
     assert!(st["holders"][0]["ttl_ms"].as_u64().unwrap() > 25_000);
-    assert!(!serde_json::to_string(&st).unwrap().contains(&tok), "status leaks the token");
-    rlock(&r).args(["release", "job", "--token", &tok]).run().ok();
+    assert!(
+        !serde_json::to_string(&st).unwrap().contains(&tok),
+        "status leaks the token"
+    );
+    rlock(&r)
+        .args(["release", "job", "--token", &tok])
+        .run()
+        .ok();
     assert_eq!(status_json(&r, "job")["held"], false);
     r.assert_nothing_held(&[]);
 }
@@ -31,7 +37,11 @@ fn acquire_prints_only_a_token_and_release_frees() {
 fn releasing_twice_is_harmless_and_says_so() {
     let r = Redis::start();
     let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
-    rlock(&r).args(["release", "k"]).env("RLOCK_TOKEN", &tok).run().ok();
+    rlock(&r)
+        .args(["release", "k"])
+        .env("RLOCK_TOKEN", &tok)
+        .run()
+        .ok();
     let again = rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     assert!(again.stderr.contains("not held"), "{}", again.stderr);
     r.assert_nothing_held(&[]);
@@ -41,9 +51,18 @@ fn releasing_twice_is_harmless_and_says_so() {
 fn busy_no_wait_exits_75_or_the_conflict_code() {
     let r = Redis::start();
     rlock(&r).args(["acquire", "k"]).run().ok();
-    rlock(&r).args(["acquire", "-n", "k"]).run().fails(75, "busy");
-    rlock(&r).args(["acquire", "-n", "-E", "0", "k"]).run().code(0);
-    rlock(&r).args(["acquire", "--no-wait", "--conflict-exit-code", "3", "k"]).run().code(3);
+    rlock(&r)
+        .args(["acquire", "-n", "k"])
+        .run()
+        .fails(75, "busy");
+    rlock(&r)
+        .args(["acquire", "-n", "-E", "0", "k"])
+        .run()
+        .code(0);
+    rlock(&r)
+        .args(["acquire", "--no-wait", "--conflict-exit-code", "3", "k"])
+        .run()
+        .code(3);
     // -w 0s means "try once" too.
     rlock(&r).args(["acquire", "-w", "0s", "k"]).run().code(75);
 }
@@ -52,15 +71,25 @@ fn busy_no_wait_exits_75_or_the_conflict_code() {
 fn wait_times_out_with_75_and_leaves_the_queue() {
     let r = Redis::start();
     rlock(&r).args(["acquire", "k"]).run().ok();
-    let run = rlock(&r).args(["acquire", "-w", "300ms", "k"]).run().code(75);
+    let run = rlock(&r)
+        .args(["acquire", "-w", "300ms", "k"])
+        .run()
+        .code(75);
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{}", run.stderr);
-    assert!(lines[0].contains("waiting for lock \"k\" held by host"), "{}", run.stderr);
+    assert!(
+        lines[0].contains("waiting for lock \"k\" held by host"),
+        "{}",
+        run.stderr
+    );
     assert!(lines[1].contains("timed out"), "{}", run.stderr);
     assert!(run.elapsed >= Duration::from_millis(300));
     assert_eq!(status_json(&r, "k")["waiters"], 0);
     // -q silences the waiting line, not the error.
-    rlock(&r).args(["-q", "acquire", "-w", "100ms", "k"]).run().fails(75, "timed out");
+    rlock(&r)
+        .args(["-q", "acquire", "-w", "100ms", "k"])
+        .run()
+        .fails(75, "timed out");
 }
 
 #[test]
@@ -80,34 +109,66 @@ fn waiter_gets_the_lock_when_it_is_released() {
 #[test]
 fn waiter_gets_the_lock_when_the_holder_expires_without_release() {
     let r = Redis::start();
-    rlock(&r).args(["acquire", "k", "--ttl", "700ms"]).run().ok();
+    rlock(&r)
+        .args(["acquire", "k", "--ttl", "700ms"])
+        .run()
+        .ok();
     let run = rlock(&r).args(["acquire", "k", "-w", "10s"]).run().ok();
     run.token();
     // Bounded by the holder's TTL, not by the 10 s wait or a 2 s heartbeat.
-    assert!(run.elapsed < Duration::from_millis(1900), "{:?}", run.elapsed);
+    assert!(
+        run.elapsed < Duration::from_millis(1900),
+        "{:?}",
+        run.elapsed
+    );
 }
 
 #[test]
 fn renew_extends_only_for_the_owner() {
     let r = Redis::start();
-    let tok = rlock(&r).args(["acquire", "k", "--ttl", "5s"]).run().ok().token();
-    rlock(&r).args(["renew", "k", "--token", &tok, "--ttl", "1h"]).run().ok();
-    let ttl = status_json(&r, "k")["holders"][0]["ttl_ms"].as_u64().unwrap();
+    let tok = rlock(&r)
+        .args(["acquire", "k", "--ttl", "5s"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["renew", "k", "--token", &tok, "--ttl", "1h"])
+        .run()
+        .ok();
+    let ttl = status_json(&r, "k")["holders"][0]["ttl_ms"]
+        .as_u64()
+        .unwrap();
     assert!(ttl > 3_000_000, "ttl {ttl}");
     let foreign = uuid::Uuid::new_v4().to_string();
-    rlock(&r).args(["renew", "k", "--token", &foreign]).run().fails(77, "does not own");
-    rlock(&r).args(["release", "k", "--token", &foreign]).run().fails(77, "does not own");
+    rlock(&r)
+        .args(["renew", "k", "--token", &foreign])
+        .run()
+        .fails(77, "does not own");
+    rlock(&r)
+        .args(["release", "k", "--token", &foreign])
+        .run()
+        .fails(77, "does not own");
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
-    rlock(&r).args(["renew", "k", "--token", &tok]).run().fails(79, "lost");
+    rlock(&r)
+        .args(["renew", "k", "--token", &tok])
+        .run()
+        .fails(79, "lost");
     r.assert_nothing_held(&[]);
 }
 
 #[test]
 fn renew_never_revives_an_expired_lease() {
     let r = Redis::start();
-    let tok = rlock(&r).args(["acquire", "k", "--ttl", "100ms"]).run().ok().token();
+    let tok = rlock(&r)
+        .args(["acquire", "k", "--ttl", "100ms"])
+        .run()
+        .ok()
+        .token();
     std::thread::sleep(Duration::from_millis(250));
-    rlock(&r).args(["renew", "k", "--token", &tok]).run().fails(79, "lost");
+    rlock(&r)
+        .args(["renew", "k", "--token", &tok])
+        .run()
+        .fails(79, "lost");
     assert_eq!(status_json(&r, "k")["held"], false);
 }
 
@@ -117,7 +178,9 @@ fn fencing_counter_increases_with_every_grant() {
     let mut last = 0;
     for _ in 0..4 {
         let tok = rlock(&r).args(["acquire", "f"]).run().ok().token();
-        let fence = status_json(&r, "f")["holders"][0]["fence"].as_u64().unwrap();
+        let fence = status_json(&r, "f")["holders"][0]["fence"]
+            .as_u64()
+            .unwrap();
         assert!(fence > last, "fence {fence} after {last}");
         last = fence;
         rlock(&r).args(["release", "f", "--token", &tok]).run().ok();
@@ -131,12 +194,21 @@ fn status_and_list_text_and_json() {
     rlock(&r).args(["acquire", "alpha"]).run().ok();
     rlock(&r).args(["acquire", "beta"]).run().ok();
     let st = rlock(&r).args(["status", "alpha"]).run().ok();
-    assert!(st.stdout.starts_with("alpha: held\n  host "), "{}", st.stdout);
+    assert!(
+        st.stdout.starts_with("alpha: held\n  host "),
+        "{}",
+        st.stdout
+    );
     let free = rlock(&r).args(["status", "nothing"]).run().ok();
     assert_eq!(free.stdout, "nothing: free\n");
     let all: serde_json::Value =
         serde_json::from_str(&rlock(&r).args(["list", "--json"]).run().ok().stdout).unwrap();
-    let names: Vec<&str> = all.as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["alpha", "beta"]);
     let some = rlock(&r).args(["list", "b*"]).run().ok();
     assert!(some.stdout.starts_with("beta: held"), "{}", some.stdout);
@@ -146,9 +218,19 @@ fn status_and_list_text_and_json() {
 #[test]
 fn prefix_separates_namespaces() {
     let r = Redis::start();
-    rlock(&r).args(["--prefix", "a:", "acquire", "k"]).run().ok();
-    rlock(&r).args(["--prefix", "b:", "acquire", "-n", "k"]).run().ok();
-    rlock(&r).args(["acquire", "-n", "k"]).env("RLOCK_PREFIX", "a:").run().code(75);
+    rlock(&r)
+        .args(["--prefix", "a:", "acquire", "k"])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["--prefix", "b:", "acquire", "-n", "k"])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["acquire", "-n", "k"])
+        .env("RLOCK_PREFIX", "a:")
+        .run()
+        .code(75);
     assert!(r.keys().iter().any(|k| k == "a:{k}"), "{:?}", r.keys());
 }
 
@@ -156,7 +238,11 @@ fn prefix_separates_namespaces() {
 fn unix_socket_url_works() {
     let r = Redis::start();
     let url = format!("unix://{}", r.socket().display());
-    let tok = bare_rlock().args(["--url", &url, "acquire", "k"]).run().ok().token();
+    let tok = bare_rlock()
+        .args(["--url", &url, "acquire", "k"])
+        .run()
+        .ok()
+        .token();
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
 }
 
@@ -170,7 +256,12 @@ fn sigint_while_waiting_exits_130_and_leaves_nothing() {
     });
     unsafe { libc::kill(waiter.id() as i32, libc::SIGINT) };
     let run = finish(waiter, "waiter").code(130);
-    assert!(run.stderr.ends_with("interrupted by signal 2 while waiting; nothing is held\n"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .ends_with("interrupted by signal 2 while waiting; nothing is held\n"),
+        "{}",
+        run.stderr
+    );
     assert!(run.elapsed < Duration::from_secs(1), "{:?}", run.elapsed);
     assert_eq!(status_json(&r, "k")["waiters"], 0);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
@@ -192,12 +283,19 @@ fn waiters_are_served_in_arrival_order() {
     let mut order = Vec::new();
     let mut held = tok;
     for mut w in waiters.into_iter() {
-        rlock(&r).args(["release", "q", "--token", &held]).run().ok();
+        rlock(&r)
+            .args(["release", "q", "--token", &held])
+            .run()
+            .ok();
         let mut out = String::new();
         let _ = w.wait().unwrap();
         w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
         held = out.trim().to_string();
-        order.push(status_json(&r, "q")["holders"][0]["fence"].as_u64().unwrap());
+        order.push(
+            status_json(&r, "q")["holders"][0]["fence"]
+                .as_u64()
+                .unwrap(),
+        );
     }
     // Each waiter in turn got the next grant: a later one never overtook.
     assert_eq!(order, [2, 3, 4, 5, 6]);
@@ -216,13 +314,33 @@ mod bad_input {
     fn durations() {
         let r = Redis::start();
         refused(&r, &["acquire", "k", "--ttl", "30"], 64, "no unit");
-        refused(&r, &["acquire", "k", "--ttl", "soon"], 64, "invalid duration");
+        refused(
+            &r,
+            &["acquire", "k", "--ttl", "soon"],
+            64,
+            "invalid duration",
+        );
         refused(&r, &["acquire", "k", "--ttl", "0s"], 64, "out of range");
-        refused(&r, &["acquire", "k", "--ttl", "100years"], 64, "out of range");
+        refused(
+            &r,
+            &["acquire", "k", "--ttl", "100years"],
+            64,
+            "out of range",
+        );
         refused(&r, &["acquire", "k", "-w", "5"], 64, "no unit");
-        refused(&r, &["--connect-timeout", "x", "status", "k"], 64, "invalid duration");
+        refused(
+            &r,
+            &["--connect-timeout", "x", "status", "k"],
+            64,
+            "invalid duration",
+        );
         let tok = uuid::Uuid::new_v4().to_string();
-        refused(&r, &["renew", "k", "--token", &tok, "--ttl", "0ms"], 64, "out of range");
+        refused(
+            &r,
+            &["renew", "k", "--token", &tok, "--ttl", "0ms"],
+            64,
+            "out of range",
+        );
     }
 
     #[test]
@@ -233,7 +351,12 @@ mod bad_input {
         refused(&r, &["acquire", "a\u{1b}[31m"], 64, "control characters");
         refused(&r, &["acquire", &"x".repeat(600)], 64, "at most 512");
         refused(&r, &["acquire", "k", "--limit", "0"], 64, "limit");
-        refused(&r, &["acquire", "k", "-n", "-w", "1s"], 64, "cannot be used with");
+        refused(
+            &r,
+            &["acquire", "k", "-n", "-w", "1s"],
+            64,
+            "cannot be used with",
+        );
         refused(&r, &["frobnicate"], 64, "unrecognized subcommand");
         refused(&r, &["release", "k"], 64, "--token");
     }
@@ -241,15 +364,28 @@ mod bad_input {
     #[test]
     fn tokens() {
         let r = Redis::start();
-        refused(&r, &["release", "k", "--token", "not-a-uuid"], 64, "malformed token");
-        refused(&r, &["renew", "k", "--token", "'; DEL x"], 64, "malformed token");
+        refused(
+            &r,
+            &["release", "k", "--token", "not-a-uuid"],
+            64,
+            "malformed token",
+        );
+        refused(
+            &r,
+            &["renew", "k", "--token", "'; DEL x"],
+            64,
+            "malformed token",
+        );
     }
 
     #[test]
     fn unknown_url_scheme() {
         let r = Redis::start();
         for url in ["http://127.0.0.1:1", "localhost:6379", "memcached://h"] {
-            bare_rlock().args(["--url", url, "acquire", "k"]).run().fails(64, "scheme");
+            bare_rlock()
+                .args(["--url", url, "acquire", "k"])
+                .run()
+                .fails(64, "scheme");
         }
         r.assert_nothing_held(&[]);
     }
@@ -257,9 +393,16 @@ mod bad_input {
     #[test]
     fn unreachable_host_fails_within_the_connect_timeout() {
         // Nobody listens on this port: refused at once.
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let url = format!("redis://127.0.0.1:{port}");
-        bare_rlock().args(["--url", &url, "acquire", "k"]).run().fails(69, "cannot use Redis");
+        bare_rlock()
+            .args(["--url", &url, "acquire", "k"])
+            .run()
+            .fails(69, "cannot use Redis");
         // Someone accepts but never answers: the timeout must cut it short.
         let silent = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("redis://127.0.0.1:{}", silent.local_addr().unwrap().port());
@@ -274,7 +417,10 @@ mod bad_input {
     fn wrong_password_is_refused_and_never_printed() {
         let r = Redis::start_with(&["--requirepass", "right-horse"]);
         let url = format!("redis://:wrong-battery@127.0.0.1:{}", r.port);
-        let run = bare_rlock().args(["--url", &url, "acquire", "k"]).run().fails(69, "127.0.0.1");
+        let run = bare_rlock()
+            .args(["--url", &url, "acquire", "k"])
+            .run()
+            .fails(69, "127.0.0.1");
         assert!(!run.stderr.contains("wrong-battery"), "{}", run.stderr);
         let run = rlock(&r)
             .env("RLOCK_PASSWORD", "staple-wrong")
@@ -337,7 +483,10 @@ mod bad_input {
                 }
             }
         });
-        bare_rlock().args(["--url", &url, "acquire", "k"]).run().fails(70, "unexpected reply");
+        bare_rlock()
+            .args(["--url", &url, "acquire", "k"])
+            .run()
+            .fails(70, "unexpected reply");
     }
 }
 

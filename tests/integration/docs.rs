@@ -9,7 +9,9 @@ use clap_complete::Shell;
 fn generated() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let mut man = Vec::new();
-    clap_mangen::Man::new(rlock::cli::command()).render(&mut man).unwrap();
+    clap_mangen::Man::new(rlock::cli::command())
+        .render(&mut man)
+        .unwrap();
     out.push(("man/rlock.1".to_string(), man));
     for (shell, file) in [
         (Shell::Bash, "completions/rlock.bash"),

@@ -66,7 +66,10 @@ fn reentry_counts_and_releases_at_zero() {
     again.wait = Wait::No;
     let second = l.acquire("re", &again, None, &mut |_| {}).unwrap();
     assert_eq!((second.count, second.fence), (2, first.fence));
-    assert_eq!(l.release("re", &first.token).unwrap(), Released::StillHeld(1));
+    assert_eq!(
+        l.release("re", &first.token).unwrap(),
+        Released::StillHeld(1)
+    );
     assert!(l.status("re").unwrap().held);
     assert_eq!(l.release("re", &first.token).unwrap(), Released::Released);
     assert_eq!(l.release("re", &first.token).unwrap(), Released::NotHeld);
@@ -84,7 +87,10 @@ fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
         .collect();
     let fences: Vec<u64> = leases.iter().map(|l| l.fence).collect();
     assert_eq!(fences, [1, 2, 3]);
-    assert!(matches!(l.acquire("sem", &three, None, &mut |_| {}), Err(Error::Busy { .. })));
+    assert!(matches!(
+        l.acquire("sem", &three, None, &mut |_| {}),
+        Err(Error::Busy { .. })
+    ));
     let mut two = three.clone();
     two.limit = 2;
     let err = l.acquire("sem", &two, None, &mut |_| {}).unwrap_err();
@@ -103,7 +109,9 @@ fn validity_deadline_is_inside_the_ttl() {
     let lease = l.acquire("v", &req(1000), None, &mut |_| {}).unwrap();
     assert!(lease.valid_until > before);
     let after = std::time::Instant::now();
-    assert!(lease.valid_until <= after + Duration::from_millis(1000) - rlock::lock::drift(lease.ttl));
+    assert!(
+        lease.valid_until <= after + Duration::from_millis(1000) - rlock::lock::drift(lease.ttl)
+    );
 }
 
 #[test]

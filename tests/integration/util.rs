@@ -18,7 +18,11 @@ pub struct Redis {
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Redis {
@@ -45,7 +49,14 @@ impl Redis {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
             .args(["--appendonly", "no", "--dir", dir.to_str().unwrap()])
             .args(["--unixsocket", dir.join("redis.sock").to_str().unwrap()])
             .args(["--logfile", dir.join("redis.log").to_str().unwrap()])
@@ -79,13 +90,17 @@ impl Redis {
 
     pub fn log(&self) -> String {
         let mut s = String::new();
-        let _ = std::fs::File::open(self.dir.join("redis.log")).map(|mut f| f.read_to_string(&mut s));
+        let _ =
+            std::fs::File::open(self.dir.join("redis.log")).map(|mut f| f.read_to_string(&mut s));
         s
     }
 
     /// A direct connection, for checking what rlock left in Redis.
     pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
