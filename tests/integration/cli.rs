@@ -19,7 +19,7 @@ fn acquire_prints_only_a_token_and_release_frees() {
     let tok = run.token();
     let st = status_json(&r, "job");
     assert_eq!(st["held"], true);
-    assert_eq!(st["holders"][0]["pid"].as_u64().is_some(), true);
+    assert!(st["holders"][0]["pid"].as_u64().is_some());
     assert!(st["holders"][0]["ttl_ms"].as_u64().unwrap() > 25_000);
     assert!(
         !serde_json::to_string(&st).unwrap().contains(&tok),
