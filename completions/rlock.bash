@@ -19,6 +19,9 @@ _rlock() {
             rlock,acquire)
                 cmd="rlock__subcmd__acquire"
                 ;;
+            rlock,exec)
+                cmd="rlock__subcmd__exec"
+                ;;
             rlock,help)
                 cmd="rlock__subcmd__help"
                 ;;
@@ -36,6 +39,9 @@ _rlock() {
                 ;;
             rlock__subcmd__help,acquire)
                 cmd="rlock__subcmd__help__subcmd__acquire"
+                ;;
+            rlock__subcmd__help,exec)
+                cmd="rlock__subcmd__help__subcmd__exec"
                 ;;
             rlock__subcmd__help,help)
                 cmd="rlock__subcmd__help__subcmd__help"
@@ -59,7 +65,7 @@ _rlock() {
 
     case "${cmd}" in
         rlock)
-            opts="-q -v -h -V --url --prefix --connect-timeout --quiet --verbose --help --version acquire release renew status list help"
+            opts="-q -v -h -V --url --prefix --connect-timeout --quiet --verbose --help --version acquire exec release renew status list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -134,8 +140,66 @@ _rlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rlock__subcmd__exec)
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --limit --conflict-exit-code --on-lost --grace --url --prefix --connect-timeout --quiet --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rlock__subcmd__help)
-            opts="acquire release renew status list help"
+            opts="acquire exec release renew status list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -149,6 +213,20 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__help__subcmd__acquire)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rlock__subcmd__help__subcmd__exec)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -9,6 +9,8 @@
 -- ARGV[5] '1': join or stay in the wait queue when busy; '0': do not queue
 -- ARGV[6] waiter lease in ms: a queued caller that does not call again
 --         within it is dropped from the queue
+-- ARGV[7] '1': only re-enter; if the token does not hold the lock, change
+--         nothing and return {-2}
 --
 -- Returns one of
 --   {1, fence, count}           granted; count > 1 means re-entered
@@ -17,6 +19,7 @@
 --                               (0 if no holder), position is the caller's
 --                               place in the queue (0 = next in line)
 --   {-1, limit}                 the lock is in use with another limit
+--   {-2}                        re-entry only, and the token holds nothing
 local tok, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local bad = check_types()
 if bad then return bad end
@@ -37,6 +40,9 @@ if exp then
   end
   tidy(now)
   return {1, tonumber(redis.call('HGET', STATE, 'f:' .. tok)), n}
+end
+if ARGV[7] == '1' then
+  return {-2}
 end
 
 local free = limit - redis.call('ZCARD', HOLDERS)

@@ -3,7 +3,10 @@
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+use std::ffi::OsString;
+
 use crate::duration::Span;
+use crate::exec::OnLost;
 
 const AFTER_HELP: &str = "\
 Environment:
@@ -13,14 +16,16 @@ Environment:
   RLOCK_TOKEN          owner token for release/renew (like --token)
 
 Exit codes:
-  0    success
+  0    success (exec: the command's own exit code is passed through)
   64   bad usage or input (also: key holds foreign data, --limit mismatch)
   69   Redis unreachable, not answering, or refusing us (auth, ACL)
   70   unexpected reply from Redis
   75   busy (--no-wait) or wait timed out; change with -E
   77   the token does not own this lock
   79   the lock was lost (expired or deleted while held)
-  130  interrupted by SIGINT while waiting (128+N for signal N)
+  126  exec: the command could not be executed
+  127  exec: the command was not found
+  128+N  a signal N ended the wait, or killed exec's command (130: SIGINT)
 
 Examples:
   tok=$(rlock acquire deploy --ttl 10m)
@@ -95,6 +100,50 @@ pub enum Command {
         key: String,
         #[command(flatten)]
         lock: LockOpts,
+    },
+
+    /// Run a command while holding the lock, and exit with its status
+    #[command(after_help = "\
+The command runs in its own process group with RLOCK_KEY, RLOCK_TOKEN and
+RLOCK_FENCE in its environment. The lease is renewed every TTL/3; signals
+INT TERM HUP QUIT USR1 USR2 are forwarded to the group; the lock is released
+as soon as the command exits. A nested `rlock exec` (or acquire) of the same
+key inside the command re-enters instead of waiting for its parent.
+
+Examples:
+  rlock exec market -- ./settle.sh
+  rlock exec -n -E 0 nightly -- ./report.sh     # cron: skip if running elsewhere
+  rlock exec --ttl 2m -w 10m deploy -- make deploy")]
+    Exec {
+        /// Lock name
+        key: String,
+        #[command(flatten)]
+        lock: LockOpts,
+        /// What to do with the command if the lock is lost while it runs
+        #[arg(
+            long,
+            value_enum,
+            default_value = "term",
+            value_name = "ACTION",
+            help_heading = "Command"
+        )]
+        on_lost: OnLost,
+        /// Time the command gets to exit after SIGTERM before SIGKILL
+        #[arg(
+            long,
+            default_value = "10s",
+            value_name = "D",
+            help_heading = "Command"
+        )]
+        grace: Span,
+        /// The command and its arguments, best after `--`
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
     },
 
     /// Release a lock held by a token; releasing a free lock is harmless

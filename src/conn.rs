@@ -87,9 +87,9 @@ impl Server {
 
     /// A fresh connection whose replies are bounded by the connect timeout.
     pub(crate) fn connect(&self) -> Result<redis::Connection> {
-        let unavailable = |source| Error::Unavailable {
+        let unavailable = |cause| Error::Unavailable {
             context: format!("cannot use Redis at {}", self.label),
-            source,
+            cause,
         };
         let conn = self
             .client

@@ -12,11 +12,11 @@ pub enum Error {
 
     /// Redis could not be reached, did not answer in time, or refused us
     /// (authentication, ACL).
-    #[error("{context}: {source}")]
+    #[error("{context}: {cause}")]
     Unavailable {
         context: String,
-        #[source]
-        source: redis::RedisError,
+        // Not a #[source]: redis' message already includes its own cause.
+        cause: redis::RedisError,
     },
 
     /// The lock is held and the caller asked not to wait.
@@ -48,6 +48,15 @@ pub enum Error {
     #[error("interrupted by signal {0} while waiting; nothing is held")]
     Interrupted(i32),
 
+    /// exec: the command could not be started (exit 127 or 126).
+    #[error("cannot run {program:?}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+        code: u8,
+    },
+
     /// Redis answered something we do not understand.
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
@@ -75,7 +84,7 @@ impl Error {
         if is_unavailable(&err) {
             return Error::Unavailable {
                 context: what.to_string(),
-                source: err,
+                cause: err,
             };
         }
         Error::Protocol(format!("{what}: {err}"))

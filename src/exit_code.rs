@@ -38,6 +38,7 @@ pub fn for_error(err: &Error, conflict: u8) -> u8 {
         Error::NotOwner { .. } => NOT_OWNER,
         Error::Lost { .. } => LOST,
         Error::Interrupted(sig) => for_signal(*sig),
+        Error::Spawn { code, .. } => *code,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod conn;
 pub mod duration;
 pub mod error;
+pub mod exec;
 pub mod exit_code;
 pub mod lock;
 pub mod signals;

@@ -121,8 +121,9 @@ pub struct Request {
     /// Holders allowed at once (1: exclusive lock).
     pub limit: u32,
     pub wait: Wait,
-    /// Re-enter with a token this process (or its parent) already holds.
-    pub token: Option<Token>,
+    /// Re-enter with this token if it holds the lock (a parent `rlock
+    /// exec`, say); if it does not, acquire with a fresh token as usual.
+    pub reenter: Option<Token>,
     pub info: HolderInfo,
 }
 
@@ -132,7 +133,7 @@ impl Request {
             ttl,
             limit: 1,
             wait: Wait::Forever,
-            token: None,
+            reenter: None,
             info: HolderInfo::current(None),
         }
     }
@@ -349,6 +350,7 @@ impl LockName {
 enum Attempt {
     Granted { fence: u64, count: u64 },
     Busy(Busy),
+    NotHeld,
 }
 
 /// A connection to one Redis, with the lock operations.
@@ -368,6 +370,26 @@ impl Locker {
             conn: Some(conn),
             prefix: prefix.to_string(),
         })
+    }
+
+    /// Another locker for the same server and prefix, with its own
+    /// connection (opened on first use).
+    pub fn detached(&self) -> Locker {
+        Locker {
+            server: self.server.clone(),
+            conn: None,
+            prefix: self.prefix.clone(),
+        }
+    }
+
+    /// Bound on connecting and on each reply (but blocking waits).
+    pub fn timeout(&self) -> Duration {
+        self.server.timeout
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        self.conn = None;
     }
 
     pub fn name(&self, key: &str) -> Result<LockName> {
@@ -419,16 +441,25 @@ impl Locker {
         token: &Token,
         req: &Request,
         queue: bool,
+        reenter_only: bool,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
         let limit = req.limit.to_string();
         let lease = ms(WAITER_LEASE).to_string();
-        let queue = if queue { "1" } else { "0" };
+        let flag = |b| if b { "1" } else { "0" };
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.keys(Some(token)),
-            &[token.as_str(), &ttl, &limit, &info, queue, &lease],
+            &[
+                token.as_str(),
+                &ttl,
+                &limit,
+                &info,
+                flag(queue),
+                &lease,
+                flag(reenter_only),
+            ],
             || format!("acquire {:?}", lock.name()),
         )?;
         let int = |i: usize| -> Result<i64> {
@@ -461,6 +492,7 @@ impl Locker {
                 int(1)?,
                 req.limit
             ))),
+            -2 => Ok(Attempt::NotHeld),
             _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
         }
     }
@@ -480,7 +512,22 @@ impl Locker {
             return Err(Error::Usage("--limit must be at least 1".into()));
         }
         let lock = self.name(key)?;
-        let token = req.token.clone().unwrap_or_else(Token::generate);
+        if let Some(token) = &req.reenter {
+            let sent = Instant::now();
+            if let Attempt::Granted { fence, count } =
+                self.attempt(&lock, token, req, false, true)?
+            {
+                return Ok(Lease {
+                    key: key.to_string(),
+                    token: token.clone(),
+                    fence,
+                    count,
+                    ttl: req.ttl,
+                    valid_until: sent + req.ttl.saturating_sub(drift(req.ttl)),
+                });
+            }
+        }
+        let token = Token::generate();
         let started = Instant::now();
         let deadline = match req.wait {
             Wait::No => None,
@@ -498,7 +545,7 @@ impl Locker {
                 return Err(self.give_up(&lock, &token, cancel));
             }
             let sent = Instant::now();
-            let attempt = self.attempt(&lock, &token, req, queue);
+            let attempt = self.attempt(&lock, &token, req, queue, false);
             if attempt.is_err() && cancel.is_some_and(Cancel::is_cancelled) {
                 return Err(self.give_up(&lock, &token, cancel));
             }
@@ -517,6 +564,9 @@ impl Locker {
                     });
                 }
                 Attempt::Busy(b) => b,
+                Attempt::NotHeld => {
+                    return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
+                }
             };
             let holder = busy.holder.as_ref().map(|_| busy.to_string());
             if !queue {

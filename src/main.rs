@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use rlock::cli::{Cli, Command, Global, LockOpts};
-use rlock::{ConnectOptions, Locker, Released, Request, Token, Wait, exit_code};
+use rlock::exec::{Event, HELD_ENV, Spec};
+use rlock::{ConnectOptions, HolderInfo, Lease, Locker, Released, Request, Token, Wait, exit_code};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -14,7 +15,7 @@ fn main() -> ExitCode {
         Err(e) => return ExitCode::from(clap_exit(e)),
     };
     let conflict = match &cli.command {
-        Command::Acquire { lock, .. } => lock.conflict_exit_code,
+        Command::Acquire { lock, .. } | Command::Exec { lock, .. } => lock.conflict_exit_code,
         _ => exit_code::BUSY,
     };
     match run(cli) {
@@ -82,22 +83,42 @@ fn request(lock: &LockOpts) -> Request {
     req
 }
 
+/// Acquire (or re-enter, inside an `rlock exec` of the same lock), with
+/// INT/TERM/HUP/QUIT ending the wait cleanly.
+fn acquire(g: &Global, locker: &mut Locker, key: &str, mut req: Request) -> anyhow::Result<Lease> {
+    rlock::lock::check_ttl(req.ttl)?;
+    let name = locker.name(key)?;
+    req.reenter = rlock::exec::inherited_token(std::env::var(HELD_ENV).ok().as_deref(), &name);
+    let cancel = rlock::Cancel::new();
+    std::thread::scope(|s| {
+        let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
+        Ok(locker.acquire(key, &req, Some(&cancel), &mut |busy| {
+            if !g.quiet {
+                eprintln!("rlock: waiting for lock {key:?} held by {busy}");
+            }
+        })?)
+    })
+}
+
+/// The command line as shown by `status` (truncated; never the token).
+fn command_line(cmd: &[std::ffi::OsString]) -> String {
+    let line = cmd
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line,
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let g = &cli.global;
     match &cli.command {
         Command::Acquire { key, lock } => {
-            let req = request(lock);
-            rlock::lock::check_ttl(req.ttl)?;
             let mut locker = connect(g)?;
-            let cancel = rlock::Cancel::new();
-            let lease = std::thread::scope(|s| -> anyhow::Result<_> {
-                let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
-                Ok(locker.acquire(key, &req, Some(&cancel), &mut |busy| {
-                    if !g.quiet {
-                        eprintln!("rlock: waiting for lock {key:?} held by {busy}");
-                    }
-                })?)
-            })?;
+            let lease = acquire(g, &mut locker, key, request(lock))?;
             if g.verbose {
                 eprintln!(
                     "rlock: acquired {key:?} (fence {}, ttl {})",
@@ -114,6 +135,46 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 anyhow::bail!("cannot write the token to stdout; lock released");
             }
             Ok(exit_code::OK)
+        }
+        Command::Exec {
+            key,
+            lock,
+            on_lost,
+            grace,
+            command,
+        } => {
+            let mut req = request(lock);
+            req.info = HolderInfo::current(Some(command_line(command)));
+            let mut locker = connect(g)?;
+            let lease = acquire(g, &mut locker, key, req)?;
+            if g.verbose {
+                eprintln!(
+                    "rlock: acquired {key:?} (fence {}, ttl {})",
+                    lease.fence, lock.ttl
+                );
+            }
+            let spec = Spec {
+                program: command[0].clone(),
+                args: command[1..].to_vec(),
+                on_lost: *on_lost,
+                grace: grace.0,
+            };
+            let code = rlock::exec::run(&mut locker, &lease, &spec, &mut |ev| match ev {
+                Event::Lost { why, action } => {
+                    eprintln!("rlock: lock {key:?} lost: {why}; {action}")
+                }
+                Event::Forwarded(sig) if g.verbose => {
+                    eprintln!("rlock: passed signal {sig} to the command")
+                }
+                Event::Killed if !g.quiet => {
+                    eprintln!("rlock: the command did not exit in time; sent SIGKILL")
+                }
+                _ => {}
+            })?;
+            if g.verbose {
+                eprintln!("rlock: released {key:?}; the command exited with {code}");
+            }
+            Ok(code)
         }
         Command::Release { key, token } => {
             let token = Token::parse(&token.token)?;

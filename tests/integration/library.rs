@@ -62,7 +62,7 @@ fn reentry_counts_and_releases_at_zero() {
     let first = l.acquire("re", &req(5000), None, &mut |_| {}).unwrap();
     assert_eq!(first.count, 1);
     let mut again = req(5000);
-    again.token = Some(first.token.clone());
+    again.reenter = Some(first.token.clone());
     again.wait = Wait::No;
     let second = l.acquire("re", &again, None, &mut |_| {}).unwrap();
     assert_eq!((second.count, second.fence), (2, first.fence));

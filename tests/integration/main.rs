@@ -5,4 +5,5 @@ mod util;
 
 mod cli;
 mod docs;
+mod exec;
 mod library;

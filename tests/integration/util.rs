@@ -80,6 +80,10 @@ impl Redis {
         panic!("redis-server did not start; its log:\n{}", r.log());
     }
 
+    pub fn child_pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -242,6 +246,20 @@ impl Run {
         assert!(lines[0].starts_with("rlock: "), "stderr: {}", r.stderr);
         assert!(
             r.stderr.to_lowercase().contains(&needle.to_lowercase()),
+            "stderr {:?} lacks {needle:?}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        r
+    }
+
+    /// Exit code `want`, and `needle` somewhere on stderr (which may hold
+    /// more than one line, e.g. a report while the command ran).
+    #[track_caller]
+    pub fn fails_with_lines(self, want: i32, needle: &str) -> Run {
+        let r = self.code(want);
+        assert!(
+            r.stderr.contains(needle),
             "stderr {:?} lacks {needle:?}",
             r.stderr
         );
