@@ -75,10 +75,8 @@ local function tidy(now)
   local last = 0
   local h = redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')
   if h[2] then last = tonumber(h[2]) end
-  local a = redis.call('ZRANGE', ALIVE, 0, -1, 'WITHSCORES')
-  for i = 2, #a, 2 do
-    if tonumber(a[i]) > last then last = tonumber(a[i]) end
-  end
+  local a = redis.call('ZRANGE', ALIVE, -1, -1, 'WITHSCORES')
+  if a[2] and tonumber(a[2]) > last then last = tonumber(a[2]) end
   if last <= now then
     redis.call('DEL', STATE, HOLDERS, QUEUE, ALIVE)
   else

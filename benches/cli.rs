@@ -1,0 +1,916 @@
+//! `cargo bench --bench cli`: what the `rlock` CLI and library cost next to
+//! `flock`, `redis-cli PING` and `/bin/true` on the same machine.
+//!
+//! Prints a plain-text table and asserts nothing about timings: numbers on a
+//! shared machine are for reading, not for failing a build. Correctness is
+//! still checked where it is cheap (exclusion, FIFO order, leftovers),
+//! because a fast but wrong lock is no benchmark.
+//!
+//! Starts its own throwaway redis-server on a free loopback port, and uses
+//! the `rlock` binary Cargo built for this bench (bench profile).
+
+use std::collections::HashMap;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rlock::{ConnectOptions, Locker, Request, Wait};
+
+const RLOCK: &str = env!("CARGO_BIN_EXE_rlock");
+const PREFIX: &str = "rlock:";
+/// Past this the whole run is killed, so a wedged lock cannot hang CI.
+const WATCHDOG: Duration = Duration::from_secs(300);
+
+fn main() {
+    let started = Instant::now();
+    let redis = Redis::start();
+    watchdog(WATCHDOG, redis.child.id(), redis.dir.clone());
+    let version = redis_version(&redis);
+    println!("rlock CLI benchmark");
+    println!(
+        "  redis-server {version} on 127.0.0.1:{}, {} CPUs, binary {RLOCK}",
+        redis.port,
+        thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("  all times in ms; median over N runs unless said otherwise");
+
+    uncontended_cycle(&redis);
+    idle_waiters(&redis);
+    handoff_latency(&redis);
+    crowd(&redis);
+    contended(&redis);
+
+    println!();
+    println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
+}
+
+// ---------------------------------------------------------------- 1
+
+/// A named thing to time; it returns the wall time of one run.
+type Case<'a> = (&'static str, Box<dyn FnMut() -> Duration + 'a>);
+
+/// Each process-spawning variant N times, interleaved round-robin so that
+/// machine noise (other jobs, frequency scaling) hits all of them alike.
+fn uncontended_cycle(r: &Redis) {
+    const N: usize = 200;
+    const WARMUP: usize = 5;
+    let port = r.port.to_string();
+    let lockfile = r.dir.join("flock-cycle.lock");
+    let lockfile = lockfile.to_str().expect("temp path is UTF-8");
+    let mut cases: Vec<Case> = vec![
+        (
+            "a  rlock acquire k + rlock release k",
+            Box::new(|| acquire_release_pair(r, "k")),
+        ),
+        (
+            "b  redis-cli PING",
+            Box::new(|| {
+                timed(
+                    Command::new("redis-cli").args(["-h", "127.0.0.1", "-p", &port, "PING"]),
+                    "PONG",
+                )
+            }),
+        ),
+        (
+            "c  rlock exec k -- true",
+            Box::new(|| timed(rlock(r).args(["exec", "k", "--", "true"]), "")),
+        ),
+        (
+            "d  flock FILE true",
+            Box::new(|| timed(Command::new("flock").args([lockfile, "true"]), "")),
+        ),
+        (
+            "e  /bin/true",
+            Box::new(|| timed(&mut Command::new("/bin/true"), "")),
+        ),
+        // Not asked for, but needed to read b: how much of a PING is just
+        // redis-cli starting up (here it loads 17 shared libraries, rlock 3).
+        (
+            "f  redis-cli --version (no connection)",
+            Box::new(|| timed(Command::new("redis-cli").arg("--version"), "redis-cli")),
+        ),
+    ];
+    let mut samples = vec![Vec::with_capacity(N); cases.len()];
+    for round in 0..WARMUP + N {
+        for (i, (_, run)) in cases.iter_mut().enumerate() {
+            let d = run();
+            if round >= WARMUP {
+                samples[i].push(d);
+            }
+        }
+    }
+
+    section(&format!(
+        "1. Uncontended cycle, one process per command (N={N} each, round-robin)"
+    ));
+    println!("   {:<40} {:>9} {:>9}", "command", "median", "p99");
+    for ((name, _), s) in cases.iter().zip(&samples) {
+        println!("   {:<40} {:>9.2} {:>9.2}", name, ms(median(s)), ms(p99(s)));
+    }
+    let m = |i: usize| ms(median(&samples[i]));
+    println!(
+        "   ratios: exec/flock {:.2}x   exec/PING {:.2}x   pair/PING {:.2}x",
+        m(2) / m(3),
+        m(2) / m(1),
+        m(0) / m(1)
+    );
+}
+
+/// `rlock acquire` then `rlock release` with the printed token: the wall
+/// time of both processes, as a shell script would see it.
+fn acquire_release_pair(r: &Redis, key: &str) -> Duration {
+    let t = Instant::now();
+    let out = run_ok(rlock(r).args(["acquire", key]));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    run_ok(rlock(r).args(["release", key, "--token", &token]));
+    t.elapsed()
+}
+
+// ---------------------------------------------------------------- 2
+
+/// What idle waiters cost the server: a waiter blocks in BLPOP and only
+/// re-checks every HEARTBEAT, so this should be about one request per second
+/// each; anything much above that scales badly with many waiters.
+fn idle_waiters(r: &Redis) {
+    const WAITERS: usize = 10;
+    const SETTLE: Duration = Duration::from_secs(1);
+    const WINDOW: Duration = Duration::from_secs(10);
+    let key = "idle";
+    // Held through the CLI, so no holder process or connection adds traffic.
+    let held = run_ok(rlock(r).args(["acquire", key, "--ttl", "60s"]));
+    let token = String::from_utf8_lossy(&held.stdout).trim().to_string();
+    let mut waiters: Vec<Child> = (0..WAITERS)
+        .map(|_| {
+            rlock(r)
+                .args(["acquire", key])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn rlock acquire")
+        })
+        .collect();
+    let mut obs = locker(r);
+    let mut conn = r.conn();
+    let all_waiting = wait_until(Duration::from_secs(10), || {
+        waiters_of(&mut obs, key) == WAITERS as u64 && blocked_clients(&mut conn) == WAITERS as u64
+    });
+    thread::sleep(SETTLE);
+
+    let before = info(&mut conn, &["stats", "commandstats"]);
+    let t = Instant::now();
+    thread::sleep(WINDOW);
+    let after = info(&mut conn, &["stats", "commandstats"]);
+    let secs = t.elapsed().as_secs_f64();
+
+    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+    // Our own INFO is counted too (the first one, in the window).
+    let own = d("cmdstat_info");
+    let server_cmds = d("total_commands_processed") - own;
+    // Requests that only ever come from a client, never from inside a
+    // script: the round trips the waiters make.
+    let client_cmds: f64 = ["cmdstat_evalsha", "cmdstat_eval", "cmdstat_blpop"]
+        .iter()
+        .map(|k| d(k))
+        .sum();
+    let per = |n: f64| n / secs / WAITERS as f64;
+
+    let mut breakdown: Vec<(String, f64)> = after
+        .keys()
+        .filter(|k| k.starts_with("cmdstat_") && *k != "cmdstat_info")
+        .map(|k| (k["cmdstat_".len()..].to_string(), d(k)))
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
+    breakdown.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+
+    // Cleanup: SIGTERM makes a waiting acquire leave the queue itself.
+    for w in &waiters {
+        signal(w.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let codes: Vec<String> = waiters
+        .iter_mut()
+        .map(|w| match wait_deadline(w, deadline) {
+            Some(st) => st.code().map_or_else(|| format!("{st}"), |c| c.to_string()),
+            None => {
+                let _ = w.kill();
+                let _ = w.wait();
+                "still running (killed)".into()
+            }
+        })
+        .collect();
+    run_ok(rlock(r).args(["release", key, "--token", &token]));
+    let left = leftovers(r);
+
+    section(&format!(
+        "2. Idle waiters: {WAITERS} x `rlock acquire {key}` on a held lock, {:.0} s window",
+        WINDOW.as_secs_f64()
+    ));
+    if !all_waiting {
+        println!("   WARNING: not all {WAITERS} waiters were queued and blocked before measuring");
+    }
+    println!(
+        "   server commands/s per idle waiter (total_commands_processed, incl. inside Lua) {:>8.2}",
+        per(server_cmds)
+    );
+    println!(
+        "   client requests/s per idle waiter (EVALSHA+EVAL+BLPOP)                       {:>8.2}",
+        per(client_cmds)
+    );
+    println!(
+        "   in {secs:.2} s: {server_cmds:.0} server commands, {client_cmds:.0} client requests ({own:.0} own INFO excluded)"
+    );
+    let shown: Vec<String> = breakdown
+        .iter()
+        .map(|(k, n)| format!("{k} {n:.0}"))
+        .collect();
+    println!("   by command: {}", shown.join(", "));
+    let (_, usec) = script_usec(&before, &after);
+    println!("   server time per heartbeat acquire script: {usec:.1} us");
+    println!(
+        "   cleanup: waiters got SIGTERM, exit codes [{}]; left in Redis: {}",
+        dedup_counts(&codes),
+        describe(&left)
+    );
+}
+
+// ---------------------------------------------------------------- 3
+
+/// Time from a holder's release call to the moment a blocked waiter's
+/// acquire returns, in-process, next to a bare PING round trip.
+fn handoff_latency(r: &Redis) {
+    const N: usize = 200;
+    let key = "handoff";
+    let ttl = Duration::from_secs(30);
+    let mut holder = locker(r);
+    let mut obs = locker(r);
+    let mut conn = r.conn();
+
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (got_tx, got_rx) = mpsc::channel::<Instant>();
+    let mut waiter = locker(r);
+    thread::spawn(move || {
+        for () in go_rx {
+            let lease = waiter
+                .acquire(key, &request(ttl), None, &mut |_| {})
+                .expect("waiter acquire");
+            let granted = Instant::now();
+            waiter.release(key, &lease.token).expect("waiter release");
+            if got_tx.send(granted).is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut lat = Vec::with_capacity(N);
+    let mut early = 0;
+    let mut trouble = None;
+    for i in 0..N {
+        let lease = holder
+            .acquire(key, &request(ttl), None, &mut |_| {})
+            .expect("holder acquire");
+        go_tx.send(()).expect("waiter thread alive");
+        // Queued is not enough: it must be parked in BLPOP, or we would
+        // time a poll instead of a wake-up.
+        if !wait_until(Duration::from_secs(5), || {
+            waiters_of(&mut obs, key) == 1 && blocked_clients(&mut conn) == 1
+        }) {
+            trouble = Some(format!("round {i}: waiter not blocked within 5 s"));
+        }
+        let released = Instant::now();
+        holder.release(key, &lease.token).expect("holder release");
+        match got_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(granted) if granted >= released => lat.push(granted - released),
+            Ok(_) => early += 1,
+            Err(_) => {
+                trouble = Some(format!("round {i}: waiter not granted within 10 s"));
+                break;
+            }
+        }
+        if trouble.is_some() {
+            break;
+        }
+    }
+    drop(go_tx);
+
+    let ping = sample(1000, || {
+        let t = Instant::now();
+        let _: String = redis::cmd("PING").query(&mut conn).expect("PING");
+        t.elapsed()
+    });
+    let mut free_acquire = Vec::with_capacity(N);
+    let stats_before = info(&mut conn, &["commandstats"]);
+    let free_release = sample(N, || {
+        let t = Instant::now();
+        let lease = holder
+            .acquire("free", &request(ttl), None, &mut |_| {})
+            .expect("acquire");
+        free_acquire.push(t.elapsed());
+        let t = Instant::now();
+        holder.release("free", &lease.token).expect("release");
+        t.elapsed()
+    });
+    let (_, usec) = script_usec(&stats_before, &info(&mut conn, &["commandstats"]));
+
+    section(&format!(
+        "3. Release-to-next-holder latency, library, one blocked waiter (N={N})"
+    ));
+    if let Some(t) = &trouble {
+        println!("   WARNING: stopped early: {t}");
+    }
+    if early > 0 {
+        println!("   WARNING: {early} grants came before the release (waiter was not waiting)");
+    }
+    println!("   {:<40} {:>9} {:>9}", "what", "median", "p99");
+    let row = |name: &str, s: &[Duration]| {
+        println!("   {:<40} {:>9.2} {:>9.2}", name, ms(median(s)), ms(p99(s)))
+    };
+    row(
+        &format!("release -> waiter granted (n={})", lat.len()),
+        &lat,
+    );
+    row("PING round trip, redis crate (n=1000)", &ping);
+    row("acquire of a free lock, library", &free_acquire);
+    row("release, library", &free_release);
+    println!("   server time per acquire/release script on a free lock: {usec:.1} us");
+    println!(
+        "   handoff/PING {:.1}x   handoff/(acquire+release) {:.2}x",
+        ms(median(&lat)) / ms(median(&ping)),
+        ms(median(&lat)) / (ms(median(&free_acquire)) + ms(median(&free_release)))
+    );
+}
+
+// ---------------------------------------------------------------- 4
+
+/// 200 queued waiters, each with its own connection, drained one by one:
+/// FIFO order, total drain time, and what it costs Redis in CPU.
+fn crowd(r: &Redis) {
+    const N: usize = 200;
+    const HOLD: Duration = Duration::from_millis(1);
+    let key = "big";
+    let ttl = Duration::from_secs(60);
+    let mut holder = locker(r);
+    let mut obs = locker(r);
+    let mut conn = r.conn();
+    let lease = holder
+        .acquire(key, &request(ttl), None, &mut |_| {})
+        .expect("holder acquire");
+
+    let order = Arc::new(Mutex::new(Vec::with_capacity(N)));
+    let (tx, rx) = mpsc::channel::<Result<Instant, String>>();
+    let queueing = Instant::now();
+    let mut started = 0;
+    let mut trouble = None;
+    for i in 0..N {
+        let (tx, order, url) = (tx.clone(), order.clone(), r.url());
+        thread::spawn(move || {
+            let res = (|| {
+                let mut l = Locker::connect(&options(url), PREFIX)?;
+                let lease = l.acquire(key, &request(ttl), None, &mut |_| {})?;
+                let granted = Instant::now();
+                order.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+                thread::sleep(HOLD);
+                l.release(key, &lease.token)?;
+                Ok::<_, rlock::Error>(granted)
+            })();
+            let _ = tx.send(res.map_err(|e| format!("waiter {i}: {e}")));
+        });
+        started += 1;
+        // One at a time, so that the arrival order is known to be i.
+        if !wait_until(Duration::from_secs(5), || {
+            waiters_of(&mut obs, key) == i as u64 + 1
+        }) {
+            trouble = Some(format!("waiter {i} not queued within 5 s"));
+            break;
+        }
+    }
+    drop(tx);
+    let queue_time = queueing.elapsed();
+
+    let cpu_before = redis_cpu(&mut conn);
+    let stats_before = info(&mut conn, &["commandstats"]);
+    let released = Instant::now();
+    holder.release(key, &lease.token).expect("holder release");
+    let deadline = released + Duration::from_secs(60);
+    let mut grants = Vec::with_capacity(started);
+    let mut errors = Vec::new();
+    for _ in 0..started {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Ok(at)) => grants.push(at),
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => {
+                trouble = Some(format!(
+                    "only {} of {started} waiters finished within 60 s",
+                    grants.len() + errors.len()
+                ));
+                break;
+            }
+        }
+    }
+    let done = released.elapsed();
+    let cpu = redis_cpu(&mut conn) - cpu_before;
+    let (calls, usec) = script_usec(&stats_before, &info(&mut conn, &["commandstats"]));
+    let drain = grants
+        .iter()
+        .max()
+        .map_or(Duration::ZERO, |last| *last - released);
+
+    let order = order.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut served = order.clone();
+    served.sort_unstable();
+    served.dedup();
+    let out_of_order = order.iter().enumerate().filter(|(j, i)| j != *i).count();
+    let left = leftovers(r);
+
+    section(&format!(
+        "4. {N} concurrent waiters on one lock, library, hold ~{} ms each",
+        HOLD.as_millis()
+    ));
+    if let Some(t) = &trouble {
+        println!("   WARNING: {t}");
+    }
+    for e in errors.iter().take(5) {
+        println!("   ERROR: {e}");
+    }
+    println!(
+        "   queued {started} waiters one by one in {:.2} s",
+        queue_time.as_secs_f64()
+    );
+    println!(
+        "   grants {} (distinct waiters {}, expected {N}); out of arrival order: {out_of_order}",
+        order.len(),
+        served.len()
+    );
+    println!(
+        "   first release -> last grant {:>9.2} ms   ({:.2} ms per handoff incl. {} ms hold)",
+        ms(drain),
+        ms(drain) / order.len().max(1) as f64,
+        HOLD.as_millis()
+    );
+    println!(
+        "   Redis CPU until all released {:.3} CPU-s over {:.2} s wall = {:.0}% of one core",
+        cpu,
+        done.as_secs_f64(),
+        100.0 * cpu / done.as_secs_f64()
+    );
+    println!("   lock script calls during the drain {calls:.0}, {usec:.1} us of server time each");
+    println!("   left in Redis: {}", describe(&left));
+}
+
+// ---------------------------------------------------------------- 5
+
+/// 10 shell loops fighting over one lock, each critical section ~4 ms:
+/// rlock exec against flock, with the same exclusion check in both.
+fn contended(r: &Redis) {
+    const WORKERS: usize = 10;
+    const ITERS: usize = 50;
+    let dir = r.dir.join("contended");
+    std::fs::create_dir_all(&dir).expect("create work dir");
+    // mkdir is atomic: if the marker exists, someone else is inside.
+    let cs = dir.join("cs.sh");
+    std::fs::write(
+        &cs,
+        "if mkdir \"$1\" 2>/dev/null; then sleep 0.004; rmdir \"$1\"; \
+         else echo overlap >> \"$2\"; sleep 0.004; fi\n\
+         echo . >> \"$3\"\n",
+    )
+    .expect("write cs.sh");
+
+    let mut results = Vec::new();
+    for tool in ["rlock", "flock"] {
+        let marker = dir.join(format!("{tool}-inside"));
+        let overlaps = dir.join(format!("{tool}-overlaps"));
+        let done = dir.join(format!("{tool}-done"));
+        let failures = dir.join(format!("{tool}-failures"));
+        let mut cmd: Vec<String> = match tool {
+            "rlock" => vec![RLOCK.into(), "exec".into(), "c".into(), "--".into()],
+            _ => vec!["flock".into(), path(&dir.join("flock.lock"))],
+        };
+        cmd.extend(["sh".into(), path(&cs), path(&marker)]);
+        cmd.extend([path(&overlaps), path(&done)]);
+        let (wall, finished) = run_workers(r, WORKERS, ITERS, &cmd, &failures);
+        results.push((
+            tool,
+            wall,
+            finished,
+            lines(&overlaps),
+            lines(&done),
+            lines(&failures),
+        ));
+    }
+    let left = leftovers(r);
+
+    section(&format!(
+        "5. Contended: {WORKERS} shell loops x {ITERS} critical sections of `sleep 0.004` on one lock"
+    ));
+    println!(
+        "   {:<8} {:>10} {:>10} {:>10} {:>10}",
+        "tool", "wall ms", "sections", "overlaps", "failures"
+    );
+    for (tool, wall, finished, overlaps, done, failures) in &results {
+        println!(
+            "   {:<8} {:>10.2} {:>10} {:>10} {:>10}{}",
+            tool,
+            ms(*wall),
+            done,
+            overlaps,
+            failures,
+            if *finished { "" } else { "  (TIMED OUT)" }
+        );
+    }
+    println!(
+        "   rlock/flock {:.2}x   (floor: {} x 4 ms = {:.0} ms of sleeping)",
+        ms(results[0].1) / ms(results[1].1),
+        WORKERS * ITERS,
+        (WORKERS * ITERS * 4) as f64
+    );
+    println!("   exclusion check: mkdir of a marker inside the section, same for both tools");
+    println!("   left in Redis: {}", describe(&left));
+}
+
+/// Start `workers` shell loops, each running `cmd` `iters` times, and wait
+/// for all. Returns the wall time and whether all finished in time.
+fn run_workers(
+    r: &Redis,
+    workers: usize,
+    iters: usize,
+    cmd: &[String],
+    failures: &Path,
+) -> (Duration, bool) {
+    let script = format!(
+        "i=0; while [ $i -lt {iters} ]; do \"$@\" || echo \"exit $?\" >> {}; i=$((i+1)); done",
+        sh_quote(&path(failures))
+    );
+    let t = Instant::now();
+    let mut children: Vec<Child> = (0..workers)
+        .map(|_| {
+            use std::os::unix::process::CommandExt;
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(&script).arg("sh").args(cmd);
+            clean_env(&mut c);
+            c.env("RLOCK_URL", r.url())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                // Its own group, so a timeout can kill the whole loop.
+                .process_group(0)
+                .spawn()
+                .expect("spawn sh")
+        })
+        .collect();
+    let deadline = t + Duration::from_secs(120);
+    let mut finished = true;
+    for c in &mut children {
+        if wait_deadline(c, deadline).is_none() {
+            finished = false;
+            signal(-(c.id() as i32), libc::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+    (t.elapsed(), finished)
+}
+
+// ---------------------------------------------------------------- redis
+
+/// A redis-server child process on a free loopback port, killed on drop.
+struct Redis {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        for attempt in 0..5 {
+            if let Some(r) = Redis::try_start(attempt) {
+                return r;
+            }
+        }
+        panic!("could not start redis-server on a free port after 5 tries");
+    }
+
+    fn try_start(attempt: u32) -> Option<Redis> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind a loopback port")
+            .port();
+        let dir = std::env::temp_dir().join(format!(
+            "rlock-bench-{}-{attempt}-{port}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &path(&dir)])
+            .args(["--logfile", &path(&dir.join("redis.log"))])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server not found on PATH");
+        let mut r = Redis { child, port, dir };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(r);
+            }
+            if let Ok(Some(_)) = r.child.try_wait() {
+                return None; // port taken meanwhile, most likely: try another
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start within 5 s");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis")
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One INFO reply as field -> number; a commandstats line becomes
+/// `cmdstat_<name>` -> calls and `usec_<name>` -> microseconds spent. One
+/// INFO call for all sections, so that the cost of observing is exactly one
+/// INFO per snapshot.
+fn info(conn: &mut redis::Connection, sections: &[&str]) -> HashMap<String, f64> {
+    let mut cmd = redis::cmd("INFO");
+    for s in sections {
+        cmd.arg(*s);
+    }
+    let text: String = cmd.query(conn).expect("INFO");
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.trim().split_once(':') else {
+            continue;
+        };
+        if let Some(name) = k.strip_prefix("cmdstat_") {
+            for (field, prefix) in [("calls=", "cmdstat_"), ("usec=", "usec_")] {
+                let n = v.split(',').find_map(|f| f.strip_prefix(field));
+                if let Some(n) = n.and_then(|n| n.parse::<f64>().ok()) {
+                    out.insert(format!("{prefix}{name}"), n);
+                }
+            }
+        } else if let Ok(n) = v.parse::<f64>() {
+            out.insert(k.to_string(), n);
+        }
+    }
+    out
+}
+
+/// Server-side microseconds per lock script call between two snapshots:
+/// what one acquire/release/status costs Redis's single thread.
+fn script_usec(before: &HashMap<String, f64>, after: &HashMap<String, f64>) -> (f64, f64) {
+    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+    let calls = d("cmdstat_evalsha") + d("cmdstat_eval");
+    let usec = d("usec_evalsha") + d("usec_eval");
+    (calls, if calls > 0.0 { usec / calls } else { 0.0 })
+}
+
+fn blocked_clients(conn: &mut redis::Connection) -> u64 {
+    info(conn, &["clients"])
+        .get("blocked_clients")
+        .map_or(0, |n| *n as u64)
+}
+
+/// CPU seconds the server has used, system plus user, all threads.
+fn redis_cpu(conn: &mut redis::Connection) -> f64 {
+    let i = info(conn, &["cpu"]);
+    i.get("used_cpu_sys").unwrap_or(&0.0) + i.get("used_cpu_user").unwrap_or(&0.0)
+}
+
+fn redis_version(r: &Redis) -> String {
+    let text: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut r.conn())
+        .expect("INFO server");
+    text.lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("?")
+        .trim()
+        .to_string()
+}
+
+/// Keys left in Redis, but the fencing counters, which never expire by
+/// design.
+fn leftovers(r: &Redis) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut r.conn())
+        .expect("KEYS");
+    keys.retain(|k| !k.ends_with(":fence"));
+    keys.sort();
+    keys
+}
+
+fn describe(keys: &[String]) -> String {
+    if keys.is_empty() {
+        "nothing (but fencing counters)".into()
+    } else {
+        format!("{keys:?}")
+    }
+}
+
+// ---------------------------------------------------------------- rlock
+
+fn options(url: String) -> ConnectOptions {
+    ConnectOptions {
+        urls: vec![url],
+        ..Default::default()
+    }
+}
+
+fn locker(r: &Redis) -> Locker {
+    Locker::connect(&options(r.url()), PREFIX).expect("connect locker")
+}
+
+fn request(ttl: Duration) -> Request {
+    let mut req = Request::new(ttl);
+    req.wait = Wait::Forever;
+    req
+}
+
+/// Waiters queued on `key` right now (0 on error: the caller polls anyway).
+fn waiters_of(l: &mut Locker, key: &str) -> u64 {
+    l.status(key).map_or(0, |s| s.waiters)
+}
+
+/// The bench's own `rlock`, pointed at our server, with none of the
+/// caller's RLOCK_* settings (a stray RLOCK_HELD would mean re-entry).
+fn rlock(r: &Redis) -> Command {
+    let mut c = Command::new(RLOCK);
+    clean_env(&mut c);
+    c.env("RLOCK_URL", r.url()).stdin(Stdio::null());
+    c
+}
+
+fn clean_env(c: &mut Command) {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RLOCK_") {
+            c.env_remove(k);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- processes
+
+/// Run to completion; panics unless it exits 0 (a failing command would
+/// make its timing meaningless).
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn");
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// Wall time of one successful run whose stdout contains `want`.
+fn timed(cmd: &mut Command, want: &str) -> Duration {
+    let t = Instant::now();
+    let out = run_ok(cmd);
+    let d = t.elapsed();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(want),
+        "{cmd:?} printed {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    d
+}
+
+fn wait_deadline(c: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// kill(2); a negative pid means a process group.
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Kill Redis and exit if the run takes far too long: with the server
+/// gone, every rlock process still running errors out and exits too.
+fn watchdog(limit: Duration, redis_pid: u32, dir: PathBuf) {
+    thread::spawn(move || {
+        thread::sleep(limit);
+        eprintln!("bench: still running after {limit:?}; giving up");
+        signal(redis_pid as i32, libc::SIGKILL);
+        let _ = std::fs::remove_dir_all(dir);
+        std::process::exit(2);
+    });
+}
+
+fn path(p: &Path) -> String {
+    p.to_str().expect("temp path is UTF-8").to_string()
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Lines in a file; 0 if it does not exist.
+fn lines(p: &Path) -> usize {
+    std::fs::read_to_string(p).map_or(0, |s| s.lines().count())
+}
+
+/// Poll `f` every millisecond until it holds or `limit` passes.
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !f() {
+        if start.elapsed() >= limit {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+// ---------------------------------------------------------------- stats
+
+fn sample(n: usize, mut f: impl FnMut() -> Duration) -> Vec<Duration> {
+    (0..n).map(|_| f()).collect()
+}
+
+fn sorted(s: &[Duration]) -> Vec<Duration> {
+    let mut v = s.to_vec();
+    v.sort_unstable();
+    v
+}
+
+fn median(s: &[Duration]) -> Duration {
+    let v = sorted(s);
+    match v.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2,
+    }
+}
+
+/// Nearest-rank 99th percentile.
+fn p99(s: &[Duration]) -> Duration {
+    let v = sorted(s);
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v[(v.len() * 99).div_ceil(100) - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `["143", "143", "x"]` as `143 x2, x`.
+fn dedup_counts(items: &[String]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for i in items {
+        match counts.iter_mut().find(|(k, _)| k == i) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((i, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(k, n)| {
+            if *n > 1 {
+                format!("{k} x{n}")
+            } else {
+                k.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn section(title: &str) {
+    println!();
+    println!("{title}");
+}
