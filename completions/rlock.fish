@@ -29,7 +29,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every 
 complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_needs_command" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
-complete -c rlock -n "__fish_rlock_needs_command" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_needs_command" -s V -l version -d 'Print version'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'

@@ -33,9 +33,45 @@ Examples:
   rlock acquire -n nightly -E 0 >/dev/null || exit 0
   rlock status market --json";
 
+const AFTER_LONG_HELP: &str = "\
+Waiting:
+  Waiters queue in Redis in arrival order (FIFO) and block on a wake-up list;
+  a release wakes the next in line. Each sleep is bounded by the holder's TTL
+  (a crashed holder costs at most its TTL) and by a 2s heartbeat. A waiter
+  that dies is skipped after its 5s waiter lease (server clock); one that
+  times out or is interrupted leaves the queue at once.
+
+Signals (exec):
+  INT TERM HUP QUIT USR1 USR2 are forwarded to the command's process group.
+  After a forwarded INT/TERM/HUP/QUIT the command has --grace to exit, then
+  the group gets SIGKILL; a second INT or TERM sends SIGKILL at once. If rlock
+  is SIGKILLed, the kernel kills the command (PR_SET_PDEATHSIG). While
+  waiting for a lock, INT/TERM/HUP/QUIT end the wait with exit 128+N and
+  leave nothing behind.
+
+Lock loss (exec):
+  The lease is trusted until request sent + TTL - drift (1% + 2ms), moved on
+  by each confirmed renewal (every TTL/3). It is lost when a renewal finds it
+  gone or owned by another, or when no renewal is confirmed with less than
+  TTL/3 of validity left. Then --on-lost term sends SIGTERM, and SIGKILL
+  after --grace but never after the validity deadline; kill sends SIGKILL at
+  once; ignore lets the command finish. rlock never re-acquires a lost lock
+  and exits 79.
+
+Keys:
+  Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa (zsets),
+  P{K}:w:<token> (lists) and P{K}:fence (the fencing counter, never expires).
+  The {K} hash tag keeps them in one Redis Cluster slot.";
+
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.
 #[derive(Debug, Parser)]
-#[command(name = "rlock", version, about, after_help = AFTER_HELP)]
+#[command(
+    name = "rlock",
+    version,
+    about,
+    after_help = AFTER_HELP,
+    after_long_help = concat_help()
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -224,6 +260,10 @@ pub struct TokenOpt {
         value_name = "TOKEN"
     )]
     pub token: String,
+}
+
+fn concat_help() -> String {
+    format!("{AFTER_HELP}\n\n{AFTER_LONG_HELP}")
 }
 
 /// The clap command, for generating the man page and completions.

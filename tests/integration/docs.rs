@@ -8,11 +8,21 @@ use clap_complete::Shell;
 
 fn generated() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
+    let top = rlock::cli::command();
     let mut man = Vec::new();
-    clap_mangen::Man::new(rlock::cli::command())
-        .render(&mut man)
-        .unwrap();
+    clap_mangen::Man::new(top.clone()).render(&mut man).unwrap();
     out.push(("man/rlock.1".to_string(), man));
+    // One page per subcommand, as git and cargo do: `man rlock-exec`.
+    for sub in top.get_subcommands() {
+        let name = format!("rlock-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .name(&*name.clone().leak())
+            .bin_name(format!("rlock {}", sub.get_name()));
+        let mut man = Vec::new();
+        clap_mangen::Man::new(page).render(&mut man).unwrap();
+        out.push((format!("man/{name}.1"), man));
+    }
     for (shell, file) in [
         (Shell::Bash, "completions/rlock.bash"),
         (Shell::Zsh, "completions/_rlock"),
