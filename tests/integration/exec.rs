@@ -333,6 +333,7 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
             .as_u64()
             .unwrap();
     let expires_ns = now_ns() + u128::from(ttl_ms) * 1_000_000;
+    let frozen_ns = now_ns();
     kill(r.child_pid(), libc::SIGSTOP);
     let run = finish(child, "exec");
     kill(r.child_pid(), libc::SIGCONT);
@@ -347,7 +348,9 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
         (term_ns - expires_ns) / 1_000_000
     );
     eprintln!(
-        "frozen redis: child signalled {} ms before the server TTL ran out (ttl 1500 ms): {}",
+        "frozen redis (ttl 1500 ms): renewals stopped -> child signalled {} ms; \
+         signalled {} ms before the server TTL ran out: {}",
+        (term_ns - frozen_ns) / 1_000_000,
         (expires_ns - term_ns) / 1_000_000,
         run.stderr.trim()
     );

@@ -115,6 +115,73 @@ fn validity_deadline_is_inside_the_ttl() {
 }
 
 #[test]
+fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
+    // Holder, then waiters A (alive), B (killed), C (alive). When A is done,
+    // B's turn comes but B is dead: C must get the lock once B's waiter
+    // lease runs out, not later.
+    let r = Redis::start();
+    let mut l = locker(&r);
+    let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
+    let mut queue = |n: u64| {
+        let child = rlock(&r).args(["acquire", "d"]).spawn();
+        eventually(Duration::from_secs(5), "the waiter to queue", || {
+            locker(&r).status("d").unwrap().waiters == n
+        });
+        child
+    };
+    let a = queue(1);
+    let mut b = queue(2);
+    let c = queue(3);
+    b.kill().unwrap();
+    b.wait().unwrap();
+    l.release("d", &holder.token).unwrap();
+    let a_token = finish(a, "waiter A").ok().token();
+    let a_token = rlock::Token::parse(&a_token).unwrap();
+    let started = std::time::Instant::now();
+    l.release("d", &a_token).unwrap();
+    finish(c, "waiter C").ok().token();
+    let waited = started.elapsed();
+    let bound = rlock::lock::WAITER_LEASE + rlock::lock::HEARTBEAT + Duration::from_millis(500);
+    assert!(waited <= bound, "C waited {waited:?} behind a dead waiter (bound {bound:?})");
+    eprintln!("waiter behind a dead one got the lock after {waited:?}");
+}
+
+#[test]
+fn semaphore_peak_concurrency_is_exactly_the_limit() {
+    let r = Redis::start();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (inside, peak) = (inside.clone(), peak.clone());
+            let url = r.url();
+            std::thread::spawn(move || {
+                let opts = ConnectOptions {
+                    urls: vec![url],
+                    ..Default::default()
+                };
+                let mut l = Locker::connect(&opts, "rlock:").unwrap();
+                let mut three = req(5000);
+                three.limit = 3;
+                for _ in 0..20 {
+                    let lease = l.acquire("sem", &three, None, &mut |_| {}).unwrap();
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(n, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(2));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    l.release("sem", &lease.token).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(peak.load(Ordering::SeqCst), 3);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn a_dead_waiter_at_the_head_is_skipped() {
     // A waiter that queued and then vanished (no heartbeat) must not stall
     // the ones behind it for longer than the waiter lease.
