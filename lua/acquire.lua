@@ -26,12 +26,6 @@ if bad then return bad end
 local now = now_ms()
 prune(now)
 
-local cur = tonumber(redis.call('HGET', STATE, 'limit'))
-if cur and cur ~= limit
-  and (redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0) then
-  return {-1, cur}
-end
-
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 if exp then
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
@@ -39,10 +33,17 @@ if exp then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
   end
   tidy(now)
-  return {1, tonumber(redis.call('HGET', STATE, 'f:' .. tok)), n}
+  return {1, tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0, n}
 end
 if ARGV[7] == '1' then
   return {-2}
+end
+
+-- Checked after re-entry: a nested holder re-enters whatever it asked for.
+local cur = tonumber(redis.call('HGET', STATE, 'limit'))
+if cur and cur ~= limit
+  and (redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0) then
+  return {-1, cur}
 end
 
 local free = limit - redis.call('ZCARD', HOLDERS)

@@ -1,12 +1,14 @@
 -- renew.lua: extend the lease of a token that still holds the lock.
--- An expired lease is never revived: prune runs first.
+-- An expired lease is never revived (prune runs first), and a lease is never
+-- shortened: a nested holder with a short TTL, or `rlock renew` with the
+-- default TTL, must not cut the lease an outer holder relies on.
 --
 -- KEYS[1..5] as in common.lua
 -- ARGV[1] token
--- ARGV[2] new lease TTL in ms, counted from now (server clock)
+-- ARGV[2] lease TTL in ms, counted from now (server clock)
 --
 -- Returns
---   ttl_ms   renewed; the lease now ends ttl_ms from now
+--   ms > 0   renewed; the lease now ends ms from now (at least ARGV[2])
 --   -1       nobody holds the lock (released, or expired)
 --   -2       the lock is held, but not by this token
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
@@ -14,10 +16,15 @@ local bad = check_types()
 if bad then return bad end
 local now = now_ms()
 prune(now)
-if redis.call('ZSCORE', HOLDERS, tok) then
-  redis.call('ZADD', HOLDERS, now + ttl, tok)
-  tidy(now)
-  return ttl
+local exp = redis.call('ZSCORE', HOLDERS, tok)
+if exp then
+  exp = tonumber(exp)
+  if now + ttl > exp then
+    exp = now + ttl
+    redis.call('ZADD', HOLDERS, exp, tok)
+    tidy(now)
+  end
+  return exp - now
 end
 if redis.call('ZCARD', HOLDERS) == 0 then
   return -1

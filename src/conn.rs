@@ -7,6 +7,8 @@ use redis::IntoConnectionInfo;
 
 use crate::{Error, Result};
 
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Where and how to connect.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
@@ -39,6 +41,12 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn open(opts: &ConnectOptions) -> Result<Server> {
+        if opts.connect_timeout.is_zero() || opts.connect_timeout > MAX_TIMEOUT {
+            return Err(Error::Usage(format!(
+                "--connect-timeout {} is out of range: use 1ms to 1h",
+                humantime::format_duration(opts.connect_timeout)
+            )));
+        }
         match opts.urls.as_slice() {
             [] => Err(Error::Usage("no Redis URL given".into())),
             [url] => Server::parse(url, opts),
@@ -103,17 +111,18 @@ impl Server {
     }
 }
 
-/// The URL with any user:password replaced by `***`.
+/// The URL with any user:password replaced by `***`. Passwords may hold
+/// characters a URL should have escaped (`/`, `?`, `@`), so everything up to
+/// the last `@` counts as credentials; what does not look like a URL at all
+/// is not echoed if it holds an `@`.
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let end = rest.find(['/', '?']).unwrap_or(rest.len());
-            match rest[..end].rfind('@') {
-                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-                None => url.to_string(),
-            }
-        }
-        None => url.to_string(),
+    match (url.split_once("://"), url.rfind('@')) {
+        (_, None) => url.to_string(),
+        (Some((scheme, rest)), Some(_)) => match rest.rfind('@') {
+            Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+            None => "<redacted URL>".to_string(),
+        },
+        (None, Some(_)) => "<redacted URL>".to_string(),
     }
 }
 
@@ -127,6 +136,10 @@ mod tests {
         assert_eq!(redact("redis://:s3cret@h"), "redis://***@h");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
         assert_eq!(redact("nonsense"), "nonsense");
+        assert_eq!(redact("redis://:se?cret@h"), "redis://***@h");
+        assert_eq!(redact("redis://user:se/cret@h:1"), "redis://***@h:1");
+        assert_eq!(redact("redis:/:secret@h"), "<redacted URL>");
+        assert_eq!(redact("redis//:secret@h"), "<redacted URL>");
     }
 
     #[test]

@@ -6,6 +6,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// Longest duration accepted anywhere, so deadlines computed from it never
+/// overflow.
+pub const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// A duration parsed from a humantime string with a unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Span(pub Duration);
@@ -23,9 +27,12 @@ impl FromStr for Span {
                 "duration {t:?} has no unit; write e.g. {t}s or {t}ms"
             ));
         }
-        humantime::parse_duration(t)
-            .map(Span)
-            .map_err(|e| format!("invalid duration {t:?}: {e}; use e.g. 30s, 5m or 1h30m"))
+        let d = humantime::parse_duration(t)
+            .map_err(|e| format!("invalid duration {t:?}: {e}; use e.g. 30s, 5m or 1h30m"))?;
+        if d > MAX {
+            return Err(format!("duration {t:?} is too long; at most 100 years"));
+        }
+        Ok(Span(d))
     }
 }
 

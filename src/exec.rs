@@ -1,34 +1,39 @@
 //! `rlock exec`: run a command under a lock.
 //!
-//! Three threads besides the caller's:
-//! - a reaper that waits for the child and reports its status;
+//! Besides the caller's thread, which makes every decision ([`Supervisor`]),
+//! three threads feed it events over one channel:
+//! - a signal thread, alive from before the wait for the lock until the
+//!   command has exited, so that no signal falls between two handlers;
+//! - a reaper that waits for the command and reports its exit;
 //! - a renewer that extends the lease every TTL/3 on its own connection and
-//!   publishes the confirmed validity deadline (monotonic clock);
-//! - a signal thread that reports INT/TERM/HUP/QUIT/USR1/USR2.
-//!
-//! All decisions are made in one place, [`supervise`], from their events and
-//! two deadlines, so there is no state shared between threads beyond the
-//! validity deadline and a stop flag.
+//!   publishes the confirmed validity deadline (monotonic clock).
 //!
 //! Signal policy:
-//! - INT, TERM, HUP, QUIT, USR1 and USR2 received by rlock go to the child's
-//!   process group (the child runs in its own group so that a `sh -c`
-//!   grandchild gets them too), and rlock keeps supervising.
-//! - After a forwarded INT/TERM/HUP/QUIT, the child has `--grace` to exit;
-//!   then the group gets SIGKILL. A second INT or TERM escalates at once.
-//!   So a signal always ends in the child's exit and a release.
-//! - If rlock itself is SIGKILLed, the kernel sends SIGKILL to the child
-//!   (PR_SET_PDEATHSIG), which never runs on without a renewed lock.
-//! - When stdin is a terminal and rlock is in its foreground, the child's
-//!   group becomes the terminal's foreground group while it runs, so that it
-//!   can read the terminal and gets Ctrl-C directly from it, as under a shell.
+//! - While waiting for the lock, INT/TERM/HUP/QUIT end the wait (exit
+//!   128+N; nothing is left held or queued). USR1/USR2 are ignored then.
+//! - Once the command runs, INT, TERM, HUP, QUIT, USR1 and USR2 received by
+//!   rlock go to the command's process group (the command runs in its own
+//!   group, so a `sh -c` grandchild gets them too), and rlock keeps
+//!   supervising. After a forwarded INT/TERM/HUP/QUIT the command has
+//!   `--grace` to exit; then the group gets SIGKILL. A second INT or TERM
+//!   escalates at once. So a signal always ends in an exit and a release.
+//! - Interactive use (stdin a terminal, rlock in its foreground): the
+//!   command stays in rlock's process group, as under flock(1), so it can
+//!   read the terminal and job control (Ctrl-Z, fg) works. Signals from the
+//!   terminal reach the command directly and are not forwarded a second
+//!   time; signals sent to rlock by a process go to the command alone.
+//! - If rlock is SIGKILLed, the kernel sends SIGKILL to the command
+//!   (PR_SET_PDEATHSIG), and a tiny guard process forked by rlock, which
+//!   notices rlock's death when its pipe closes, sends SIGKILL to the whole
+//!   group (not in interactive use, where the group is the shell's job).
 //!
 //! Lock-loss policy: when a renewal finds the lock gone or taken, or when no
 //! renewal has been confirmed and the lease is within TTL/3 of its validity
 //! deadline, the lock counts as lost: `--on-lost term` sends SIGTERM to the
 //! group and SIGKILL after `--grace`, but never later than the validity
-//! deadline; `kill` sends SIGKILL at once; `ignore` only reports it. The lock
-//! is never re-acquired behind the user's back.
+//! deadline; `kill` sends SIGKILL at once; `ignore` only reports it. If the
+//! command exits while the lock is lost, whatever it left running in its
+//! group is killed too. The lock is never re-acquired behind the user's back.
 
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -39,10 +44,12 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
-use signal_hook::iterator::Signals;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::low_level::siginfo::Cause;
 
 use crate::lock::{LockName, Locker};
-use crate::{Error, Lease, Result, Token, exit_code};
+use crate::{Busy, Cancel, Error, Lease, Released, Request, Result, Token, exit_code};
 
 /// What to do with the child when the lock is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -67,12 +74,16 @@ pub struct Spec {
 /// Things worth telling the user while the command runs.
 #[derive(Debug)]
 pub enum Event<'a> {
+    /// The lock is held; the command is about to start.
+    Acquired(&'a Lease),
     /// The lock was lost; what was done about it.
     Lost { why: &'a str, action: &'a str },
-    /// A signal was passed on to the command's process group.
+    /// A signal was passed on to the command.
     Forwarded(i32),
     /// The command outlived its grace period and was killed.
     Killed,
+    /// The lock could not be released; it frees itself when its TTL ends.
+    ReleaseFailed(&'a Error),
 }
 
 /// Environment variable listing the locks held by enclosing `rlock exec`s,
@@ -104,31 +115,193 @@ fn held_with(held: Option<&str>, lock: &LockName, token: &Token) -> String {
 }
 
 enum Msg {
-    Exited(ExitStatus),
-    Signal(i32),
+    /// The command exited (None: its status could not be read).
+    Exited(Option<ExitStatus>),
+    /// A signal for rlock; `tty` when the terminal sent it to the whole
+    /// foreground group (the command got it already).
+    Signal {
+        sig: i32,
+        tty: bool,
+    },
     Lost(String),
 }
 
-/// Run `spec` under `lease` (already acquired through `locker`), renewing
-/// it, forwarding signals and enforcing the lock-loss policy. Releases the
-/// lease as soon as the child exits and returns rlock's exit code: the
-/// child's, or 128+N if signal N killed it; a lost lock is
-/// [`Error::Lost`].
+/// Where a signal goes: while waiting, it cancels the wait; once the
+/// command runs, it goes to the supervisor.
+enum Route {
+    Wait,
+    Child(Sender<Msg>),
+}
+
+/// Acquire `key` as `req` says, run `spec` under the lock (renewing it,
+/// forwarding signals, enforcing the lock-loss policy), release it as soon as
+/// the command exits, and return rlock's exit code: the command's, or 128+N
+/// if signal N killed it. A lost lock is [`Error::Lost`].
 pub fn run(
     locker: &mut Locker,
-    lease: &Lease,
+    key: &str,
+    req: &Request,
     spec: &Spec,
+    on_wait: &mut dyn FnMut(&Busy),
     on_event: &mut dyn FnMut(Event),
 ) -> Result<u8> {
-    let lock = locker.name(&lease.key)?;
+    let lock = locker.name(key)?;
+    // SAFETY: plain syscall. An inherited "ignore SIGCHLD" would make the
+    // kernel reap the command for us, and its exit status would be lost.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    let interactive = interactive();
+    let mut signals =
+        SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2])
+            .map_err(|e| Error::Protocol(format!("cannot install signal handlers: {e}")))?;
+    let signal_handle = signals.handle();
+    let cancel = Cancel::new();
+    let route = Mutex::new(Route::Wait);
+    // Shared with the scoped threads, so they live outside the scope.
+    let slot = std::sync::OnceLock::new();
+    let valid_until = Mutex::new(Instant::now());
+    let stop = AtomicBool::new(false);
+    let mut renewer = locker.detached();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for origin in signals.forever() {
+                let sig = origin.signal;
+                match &*route.lock().unwrap_or_else(|e| e.into_inner()) {
+                    Route::Wait if matches!(sig, SIGINT | SIGTERM | SIGHUP | SIGQUIT) => {
+                        cancel.cancel(sig)
+                    }
+                    Route::Wait => {}
+                    Route::Child(tx) => {
+                        let tty = interactive && origin.cause == Cause::Kernel;
+                        let _ = tx.send(Msg::Signal { sig, tty });
+                    }
+                }
+            }
+        });
+        let _close = OnDrop(|| signal_handle.close());
+        let acquired = locker.acquire(key, req, Some(&cancel), on_wait)?;
+        let lease: &Lease = slot.get_or_init(|| acquired);
+        on_event(Event::Acquired(lease));
+        let (tx, rx) = mpsc::channel();
+        let (child, pgid) = {
+            let mut route = route.lock().unwrap_or_else(|e| e.into_inner());
+            if cancel.is_cancelled() {
+                let _ = locker.release(key, &lease.token);
+                return Err(cancel.interrupted());
+            }
+            match spawn(spec, lease, &lock, interactive) {
+                Ok(c) => {
+                    *route = Route::Child(tx.clone());
+                    let pgid = if interactive {
+                        0
+                    } else {
+                        c.id() as libc::pid_t
+                    };
+                    (c, pgid)
+                }
+                Err(e) => {
+                    locker.release(key, &lease.token)?;
+                    return Err(e);
+                }
+            }
+        };
+        let target = Target {
+            pid: child.id() as libc::pid_t,
+            pgid,
+        };
+        let guard = (!interactive).then(|| Guard::spawn(pgid)).flatten();
+        let t = tx.clone();
+        let mut child = child;
+        s.spawn(move || {
+            let _ = t.send(Msg::Exited(child.wait().ok()));
+        });
+        *valid_until.lock().unwrap_or_else(|e| e.into_inner()) = lease.valid_until;
+        renewer.set_timeout(
+            renewer
+                .timeout()
+                .min((lease.ttl / 3).max(Duration::from_millis(50))),
+        );
+        let (t, v, st, r) = (tx.clone(), &valid_until, &stop, &mut renewer);
+        let renewing = s.spawn(move || renew_loop(r, lease, v, st, t));
+        drop(tx);
+        let stop_renewing = OnDrop(|| {
+            stop.store(true, Ordering::SeqCst);
+            renewing.thread().unpark();
+        });
+        let sup = Supervisor {
+            target,
+            lease,
+            spec,
+            valid_until: &valid_until,
+            stop: &stop,
+            renewer: renewing.thread(),
+        };
+        let (status, lost) = sup.run(&rx, on_event);
+        // Release at once: the next holder may be waiting. The renewer is
+        // stopped first so it cannot extend what we give back.
+        drop(stop_renewing);
+        let released = locker.release(key, &lease.token);
+        if let Some(g) = guard {
+            g.dismiss();
+        }
+        let lost = lost.or(match &released {
+            // Gone although no renewal noticed: lost all the same.
+            Ok(Released::NotHeld) => Some("it was gone when the command ended".into()),
+            Err(Error::NotOwner { .. }) => {
+                Some("another owner held it when the command ended".into())
+            }
+            _ => None,
+        });
+        if let Some(why) = lost {
+            return Err(Error::Lost {
+                key: key.into(),
+                why,
+            });
+        }
+        if let Err(e) = &released {
+            on_event(Event::ReleaseFailed(e));
+        }
+        Ok(match status {
+            Some(st) => match (st.code(), st.signal()) {
+                (Some(c), _) => c as u8,
+                (None, Some(sig)) => exit_code::for_signal(sig),
+                _ => exit_code::INTERNAL,
+            },
+            None => exit_code::INTERNAL,
+        })
+    })
+}
+
+/// Runs its closure when dropped, so cleanup happens on every way out.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+/// Is rlock in the foreground of a terminal on stdin?
+fn interactive() -> bool {
+    // SAFETY: plain syscalls on fd 0.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+fn spawn(
+    spec: &Spec,
+    lease: &Lease,
+    lock: &LockName,
+    interactive: bool,
+) -> Result<std::process::Child> {
     let held = std::env::var(HELD_ENV).ok();
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env("RLOCK_KEY", &lease.key)
         .env("RLOCK_TOKEN", lease.token.as_str())
         .env("RLOCK_FENCE", lease.fence.to_string())
-        .env(HELD_ENV, held_with(held.as_deref(), &lock, &lease.token))
-        .process_group(0);
+        .env(HELD_ENV, held_with(held.as_deref(), lock, &lease.token));
+    if !interactive {
+        cmd.process_group(0);
+    }
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run
     // between fork and exec.
@@ -144,86 +317,85 @@ pub fn run(
             Ok(())
         });
     }
+    cmd.spawn().map_err(|source| Error::Spawn {
+        program: spec.program.to_string_lossy().into_owned(),
+        code: match source.kind() {
+            std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+            _ => exit_code::CANNOT_EXECUTE,
+        },
+        source,
+    })
+}
 
-    // Watch signals before the child exists, so none falls in between.
-    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2])
-        .map_err(|e| Error::Protocol(format!("cannot install signal handlers: {e}")))?;
-    let sig_handle = signals.handle();
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(source) => {
-            sig_handle.close();
-            locker.release(&lease.key, &lease.token)?;
-            let code = match source.kind() {
-                std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
-                _ => exit_code::CANNOT_EXECUTE,
-            };
-            return Err(Error::Spawn {
-                program: spec.program.to_string_lossy().into_owned(),
-                source,
-                code,
-            });
-        }
-    };
-    let pgid = child.id() as libc::pid_t;
-    let tty = Foreground::take(pgid);
+/// A forked process that SIGKILLs the command's process group if rlock dies
+/// without dismissing it: it blocks reading a pipe whose only writer is
+/// rlock, and end-of-file means rlock is gone. PR_SET_PDEATHSIG covers only
+/// the direct child; this covers what it started.
+struct Guard {
+    pid: libc::pid_t,
+    fd: libc::c_int,
+}
 
-    let (tx, rx) = mpsc::channel();
-    let valid_until = Mutex::new(lease.valid_until);
-    let stop = AtomicBool::new(false);
-    let mut renewer = locker.detached();
-    renewer.set_timeout(
-        renewer
-            .timeout()
-            .min((lease.ttl / 3).max(Duration::from_millis(50))),
-    );
-    let (status, lost, released) = std::thread::scope(|s| {
-        let t = tx.clone();
-        s.spawn(move || {
-            let status = child.wait().unwrap_or_else(|_| ExitStatus::from_raw(0));
-            let _ = t.send(Msg::Exited(status));
-        });
-        let t = tx.clone();
-        s.spawn(move || {
-            for sig in signals.forever() {
-                if t.send(Msg::Signal(sig)).is_err() {
-                    break;
+impl Guard {
+    fn spawn(pgid: libc::pid_t) -> Option<Guard> {
+        let mut fds = [0; 2];
+        // SAFETY: fork in a multi-threaded process: the child calls only
+        // async-signal-safe functions (close, signal, read, killpg, _exit)
+        // and never returns into Rust code.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return None;
+            }
+            match libc::fork() {
+                -1 => {
+                    libc::close(fds[0]);
+                    libc::close(fds[1]);
+                    None
+                }
+                0 => {
+                    libc::close(fds[1]);
+                    // Not ours to handle: and rlock's inherited handlers
+                    // would report them to rlock's signal thread.
+                    for sig in [
+                        SIGINT,
+                        SIGTERM,
+                        SIGHUP,
+                        SIGQUIT,
+                        SIGUSR1,
+                        SIGUSR2,
+                        libc::SIGPIPE,
+                    ] {
+                        libc::signal(sig, libc::SIG_IGN);
+                    }
+                    let mut byte = 0u8;
+                    let n = loop {
+                        let n = libc::read(fds[0], (&mut byte as *mut u8).cast(), 1);
+                        if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                            break n;
+                        }
+                    };
+                    if n == 0 {
+                        libc::killpg(pgid, SIGKILL);
+                    }
+                    libc::_exit(0)
+                }
+                pid => {
+                    libc::close(fds[0]);
+                    Some(Guard { pid, fd: fds[1] })
                 }
             }
-        });
-        let t = tx.clone();
-        let (v, st) = (&valid_until, &stop);
-        let renew = s.spawn(move || renew_loop(&mut renewer, lease, v, st, &t));
-        drop(tx);
-        let sup = Supervisor {
-            pgid,
-            lease,
-            spec,
-            valid_until: &valid_until,
-            stop: &stop,
-            renewer: renew.thread(),
-        };
-        let (status, lost) = sup.run(&rx, on_event);
-        // Release at once: the next holder may be waiting. The renewer is
-        // stopped first so it cannot extend what we give back.
-        stop.store(true, Ordering::SeqCst);
-        renew.thread().unpark();
-        sig_handle.close();
-        (status, lost, locker.release(&lease.key, &lease.token))
-    });
-    drop(tty);
-    if let Some(why) = lost {
-        return Err(Error::Lost {
-            key: lease.key.clone(),
-            why,
-        });
+        }
     }
-    released?;
-    Ok(match (status.code(), status.signal()) {
-        (Some(c), _) => c as u8,
-        (None, Some(sig)) => exit_code::for_signal(sig),
-        _ => exit_code::INTERNAL,
-    })
+
+    /// rlock is done with the group: let the guard go without killing.
+    fn dismiss(self) {
+        // SAFETY: plain syscalls on our own fd and child.
+        unsafe {
+            libc::write(self.fd, b"x".as_ptr().cast(), 1);
+            libc::close(self.fd);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
 }
 
 /// Extend the lease every TTL/3 and publish how long it is valid. Reports a
@@ -234,10 +406,10 @@ fn renew_loop(
     lease: &Lease,
     valid_until: &Mutex<Instant>,
     stop: &AtomicBool,
-    tx: &Sender<Msg>,
+    tx: Sender<Msg>,
 ) {
     let every = lease.ttl / 3;
-    let retry = (every / 4).max(Duration::from_millis(20));
+    let retry = (every / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
     let mut next = Instant::now() + every;
     loop {
         while !stop.load(Ordering::SeqCst) && Instant::now() < next {
@@ -265,8 +437,39 @@ fn renew_loop(
     }
 }
 
-struct Supervisor<'a> {
+/// Who gets the command's signals: its process group, or (interactive use,
+/// where the group is the shell's job) the command alone.
+#[derive(Clone, Copy)]
+struct Target {
+    pid: libc::pid_t,
+    /// 0 when the command shares rlock's group.
     pgid: libc::pid_t,
+}
+
+impl Target {
+    fn signal(self, sig: i32) {
+        // SAFETY: plain syscalls. The group or pid stays ours until the
+        // reaper has reported the exit; after that only `sweep` signals.
+        unsafe {
+            if self.pgid > 0 {
+                libc::killpg(self.pgid, sig);
+            } else {
+                libc::kill(self.pid, sig);
+            }
+        }
+    }
+
+    /// Kill whatever the command left running in its group.
+    fn sweep(self) {
+        if self.pgid > 0 {
+            // SAFETY: plain syscall; ESRCH when the group is empty.
+            unsafe { libc::killpg(self.pgid, SIGKILL) };
+        }
+    }
+}
+
+struct Supervisor<'a> {
+    target: Target,
     lease: &'a Lease,
     spec: &'a Spec,
     valid_until: &'a Mutex<Instant>,
@@ -279,20 +482,14 @@ impl Supervisor<'_> {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn signal(&self, sig: i32) {
-        // SAFETY: plain syscall; the group exists until the child is reaped
-        // and we stop signalling once the reaper reports its exit.
-        unsafe { libc::killpg(self.pgid, sig) };
-    }
-
-    /// Returns the child's exit status and, if the lock was lost, why.
+    /// Returns the command's exit status and, if the lock was lost, why.
     fn run(
         &self,
         rx: &mpsc::Receiver<Msg>,
         on_event: &mut dyn FnMut(Event),
-    ) -> (ExitStatus, Option<String>) {
+    ) -> (Option<ExitStatus>, Option<String>) {
         // Without a confirmed renewal, the lock counts as lost this long
-        // before its validity deadline, leaving time to stop the child.
+        // before its validity deadline, leaving time to stop the command.
         let lead = self.lease.ttl / 3;
         let mut lost: Option<String> = None;
         let mut kill_at: Option<Instant> = None;
@@ -309,22 +506,28 @@ impl Supervisor<'_> {
             let msg = match rx.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(m) => Some(m),
                 Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return (ExitStatus::from_raw(0), lost);
-                }
+                Err(RecvTimeoutError::Disconnected) => return (None, lost),
             };
             let now = Instant::now();
             match msg {
-                Some(Msg::Exited(status)) => return (status, lost),
-                Some(Msg::Signal(sig)) => {
-                    self.signal(sig);
-                    on_event(Event::Forwarded(sig));
+                Some(Msg::Exited(status)) => {
+                    // Whatever the command left running must not outlive a
+                    // lost lock either.
+                    if lost.is_some() && self.spec.on_lost != OnLost::Ignore {
+                        self.target.sweep();
+                    }
+                    return (status, lost);
+                }
+                Some(Msg::Signal { sig, tty }) => {
+                    if !tty {
+                        self.target.signal(sig);
+                        on_event(Event::Forwarded(sig));
+                    }
                     if matches!(sig, SIGINT | SIGTERM) {
                         interrupts += 1;
                     }
                     if interrupts >= 2 {
-                        self.signal(SIGKILL);
-                        on_event(Event::Killed);
+                        self.kill(on_event);
                         kill_at = None;
                     } else if matches!(sig, SIGINT | SIGTERM | SIGHUP | SIGQUIT) {
                         let at = now + self.spec.grace;
@@ -346,13 +549,17 @@ impl Supervisor<'_> {
                         lost = Some(why);
                     }
                     if kill_at.is_some_and(|k| now >= k) {
-                        self.signal(SIGKILL);
-                        on_event(Event::Killed);
+                        self.kill(on_event);
                         kill_at = None;
                     }
                 }
             }
         }
+    }
+
+    fn kill(&self, on_event: &mut dyn FnMut(Event)) {
+        self.target.signal(SIGKILL);
+        on_event(Event::Killed);
     }
 
     /// Apply the lock-loss policy; returns the new SIGKILL deadline.
@@ -368,7 +575,7 @@ impl Supervisor<'_> {
         match self.spec.on_lost {
             OnLost::Term => {
                 let at = (now + self.spec.grace).min(self.valid_until().max(now));
-                self.signal(SIGTERM);
+                self.target.signal(SIGTERM);
                 let action = format!(
                     "sent SIGTERM to the command, SIGKILL in {} if it is still running",
                     humantime::format_duration(
@@ -382,7 +589,7 @@ impl Supervisor<'_> {
                 Some(kill_at.map_or(at, |k| k.min(at)))
             }
             OnLost::Kill => {
-                self.signal(SIGKILL);
+                self.target.signal(SIGKILL);
                 on_event(Event::Lost {
                     why,
                     action: "killed the command",
@@ -396,42 +603,6 @@ impl Supervisor<'_> {
                 });
                 kill_at
             }
-        }
-    }
-}
-
-/// While it lives, the child's process group is the terminal's foreground
-/// group (when rlock was in the foreground of a terminal on stdin).
-struct Foreground {
-    ours: libc::pid_t,
-}
-
-impl Foreground {
-    fn take(child: libc::pid_t) -> Option<Foreground> {
-        // SAFETY: plain syscalls on fd 0.
-        unsafe {
-            if libc::isatty(0) == 0 || libc::tcgetpgrp(0) != libc::getpgrp() {
-                return None;
-            }
-            let ours = libc::getpgrp();
-            if libc::tcsetpgrp(0, child) != 0 {
-                return None;
-            }
-            // It may have touched the terminal before it was allowed to.
-            libc::killpg(child, libc::SIGCONT);
-            Some(Foreground { ours })
-        }
-    }
-}
-
-impl Drop for Foreground {
-    fn drop(&mut self) {
-        // SAFETY: plain syscalls. rlock is in a background group now, so
-        // taking the terminal back raises SIGTTOU unless it is ignored.
-        unsafe {
-            let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-            libc::tcsetpgrp(0, self.ours);
-            libc::signal(libc::SIGTTOU, old);
         }
     }
 }

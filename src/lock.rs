@@ -34,8 +34,18 @@ static STATUS: LazyLock<Script> = script!("status.lua");
 /// wakes it: about one command per second on average while idle.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A queued waiter that has not checked in for this long is presumed dead
-/// and skipped (server clock).
+/// and skipped (server clock). Shorter for leases shorter than this: a dead
+/// waiter never blocks others for longer than its own TTL.
 pub const WAITER_LEASE: Duration = Duration::from_secs(5);
+/// Consecutive Redis failures a wait survives (with a new connection each
+/// time) before it gives up.
+const MAX_FAILURES: u32 = 3;
+/// A connection idle for longer than this is replaced before use: servers,
+/// proxies and NATs close idle connections, and a command sent into a dead
+/// one fails where a fresh one would work.
+const IDLE_RECONNECT: Duration = Duration::from_secs(1);
+/// Cap on any wait, so that deadlines never overflow.
+const MAX_WAIT: Duration = crate::duration::MAX;
 /// Shortest and longest lease TTL accepted.
 pub const MIN_TTL: Duration = Duration::from_millis(50);
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -152,6 +162,21 @@ pub struct Lease {
     /// The lease is safe to rely on until this instant (monotonic clock):
     /// request sent + TTL − drift.
     pub valid_until: Instant,
+}
+
+/// How long a waiter for a lease of `ttl` keeps its place in the queue
+/// without checking in.
+pub fn waiter_lease(ttl: Duration) -> Duration {
+    WAITER_LEASE.min(ttl)
+}
+
+/// How often a waiter checks in: well within its waiter lease.
+pub fn heartbeat(ttl: Duration) -> Duration {
+    HEARTBEAT.min(waiter_lease(ttl) * 2 / 5)
+}
+
+fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(50 << failures.min(4))
 }
 
 /// Clock drift allowance for a lease of `ttl` (as in the RedLock paper:
@@ -271,7 +296,7 @@ impl Cancel {
         self.flag.load(Ordering::SeqCst)
     }
 
-    fn interrupted(&self) -> Error {
+    pub fn interrupted(&self) -> Error {
         Error::Interrupted(self.signal.load(Ordering::SeqCst))
     }
 
@@ -357,6 +382,7 @@ enum Attempt {
 pub struct Locker {
     server: Server,
     conn: Option<Connection>,
+    last_used: Instant,
     prefix: String,
 }
 
@@ -368,6 +394,7 @@ impl Locker {
         Ok(Locker {
             server,
             conn: Some(conn),
+            last_used: Instant::now(),
             prefix: prefix.to_string(),
         })
     }
@@ -378,6 +405,7 @@ impl Locker {
         Locker {
             server: self.server.clone(),
             conn: None,
+            last_used: Instant::now(),
             prefix: self.prefix.clone(),
         }
     }
@@ -397,10 +425,19 @@ impl Locker {
     }
 
     fn conn(&mut self) -> Result<&mut Connection> {
+        if self.last_used.elapsed() > IDLE_RECONNECT {
+            self.conn = None;
+        }
+        self.last_used = Instant::now();
         if self.conn.is_none() {
             self.conn = Some(self.server.connect()?);
         }
         Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    /// Note that a command just finished, so the connection is fresh.
+    fn used(&mut self) {
+        self.last_used = Instant::now();
     }
 
     fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
@@ -432,6 +469,7 @@ impl Locker {
             inv.arg(*a);
         }
         let res = inv.invoke(self.conn()?);
+        self.used();
         res.map_err(|e| self.fail(e, what()))
     }
 
@@ -446,7 +484,7 @@ impl Locker {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
         let limit = req.limit.to_string();
-        let lease = ms(WAITER_LEASE).to_string();
+        let lease = ms(waiter_lease(req.ttl)).to_string();
         let flag = |b| if b { "1" } else { "0" };
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
@@ -512,62 +550,77 @@ impl Locker {
             return Err(Error::Usage("--limit must be at least 1".into()));
         }
         let lock = self.name(key)?;
+        let lease = |token: Token, fence, count, sent: Instant| Lease {
+            key: key.to_string(),
+            token,
+            fence,
+            count,
+            ttl: req.ttl,
+            valid_until: sent + req.ttl.saturating_sub(drift(req.ttl)),
+        };
         if let Some(token) = &req.reenter {
             let sent = Instant::now();
             if let Attempt::Granted { fence, count } =
                 self.attempt(&lock, token, req, false, true)?
             {
-                return Ok(Lease {
-                    key: key.to_string(),
-                    token: token.clone(),
-                    fence,
-                    count,
-                    ttl: req.ttl,
-                    valid_until: sent + req.ttl.saturating_sub(drift(req.ttl)),
-                });
+                return Ok(lease(token.clone(), fence, count, sent));
             }
         }
-        let token = Token::generate();
+        let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
         let started = Instant::now();
         let deadline = match req.wait {
-            Wait::No => None,
-            Wait::For(d) => Some(started + d),
-            Wait::Forever => None,
+            Wait::For(d) => Some(started.checked_add(d).unwrap_or(started + MAX_WAIT)),
+            Wait::No | Wait::Forever => None,
         };
         let queue = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
-        if let Some(c) = cancel {
-            c.watch(&self.server, &lock.wake_key(&token));
-        }
+        let heartbeat = heartbeat(req.ttl);
+        let mut token = Token::generate();
         let mut announced = false;
         let mut failures = 0;
         loop {
-            if cancel.is_some_and(Cancel::is_cancelled) {
+            if let Some(c) = cancel {
+                c.watch(&self.server, &lock.wake_key(&token));
+            }
+            if cancelled() {
                 return Err(self.give_up(&lock, &token, cancel));
             }
             let sent = Instant::now();
-            let attempt = self.attempt(&lock, &token, req, queue, false);
-            if attempt.is_err() && cancel.is_some_and(Cancel::is_cancelled) {
-                return Err(self.give_up(&lock, &token, cancel));
-            }
-            let busy = match attempt? {
-                Attempt::Granted { fence, count } => {
-                    if cancel.is_some_and(Cancel::is_cancelled) {
+            let busy = match self.attempt(&lock, &token, req, queue, false) {
+                Ok(Attempt::Granted { fence, count }) => {
+                    if cancelled() {
                         return Err(self.give_up(&lock, &token, cancel));
                     }
-                    return Ok(Lease {
-                        key: key.to_string(),
-                        token,
-                        fence,
-                        count,
-                        ttl: req.ttl,
-                        valid_until: sent + req.ttl.saturating_sub(drift(req.ttl)),
-                    });
+                    return Ok(lease(token, fence, count, sent));
                 }
-                Attempt::Busy(b) => b,
-                Attempt::NotHeld => {
+                Ok(Attempt::Busy(b)) => b,
+                Ok(Attempt::NotHeld) => {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }
+                Err(e) => {
+                    // The grant may have happened with its reply lost: give
+                    // that token up, and go on (if at all) with a new one so
+                    // that an orphaned grant can never count as a re-entry.
+                    if let Error::Unavailable { cause, .. } = &e
+                        && cause.is_timeout()
+                    {
+                        let _ = self.abandon(&lock, &token);
+                    }
+                    failures += 1;
+                    if cancelled() {
+                        return Err(cancel.map_or(Error::Interrupted(0), Cancel::interrupted));
+                    }
+                    // A first attempt fails fast; a wait already under way
+                    // rides out a short outage (a restart, a failover).
+                    let transient = announced && matches!(e, Error::Unavailable { .. });
+                    if failures >= MAX_FAILURES || !transient {
+                        return Err(e);
+                    }
+                    token = Token::generate();
+                    std::thread::sleep(backoff(failures));
+                    continue;
+                }
             };
+            failures = 0;
             let holder = busy.holder.as_ref().map(|_| busy.to_string());
             if !queue {
                 return Err(Error::Busy {
@@ -588,32 +641,35 @@ impl Locker {
                 on_wait(&busy);
                 announced = true;
             }
+            // The script empties our wake-up list, which may have swallowed
+            // a cancel poke: look at the flag once more before blocking.
+            if cancelled() {
+                return Err(self.give_up(&lock, &token, cancel));
+            }
             // Sleep until woken through Redis, but never past the first
             // lease's end (a crashed holder sends no wake-up), the heartbeat
             // that keeps our place in the queue, or our own deadline.
-            let mut nap = HEARTBEAT;
+            let mut nap = heartbeat;
             if busy.expires_in > Duration::ZERO {
                 nap = nap.min(busy.expires_in + Duration::from_millis(1));
             }
             if let Some(d) = deadline {
                 nap = nap.min(d - now);
             }
-            match self.nap(&lock.wake_key(&token), nap) {
-                Ok(()) => failures = 0,
-                Err(e) => {
-                    // A signal cuts a blocking read with a socket timeout
-                    // short (EINTR, never restarted), a moment before the
-                    // signal thread flags the cancellation; a dropped
-                    // connection may be a blip. Either way the connection
-                    // is gone: look again after a breath, with a new one.
-                    failures += 1;
-                    std::thread::sleep(Duration::from_millis(50));
-                    if cancel.is_some_and(Cancel::is_cancelled) {
-                        return Err(self.give_up(&lock, &token, cancel));
-                    }
-                    if failures >= 3 {
-                        return Err(e);
-                    }
+            if let Err(e) = self.nap(&lock.wake_key(&token), nap) {
+                // A signal cuts a blocking read with a socket timeout short
+                // (EINTR, never restarted), a moment before the signal
+                // thread flags the cancellation; a dropped connection may
+                // be a blip. The connection is gone either way: look again
+                // after a breath, with a new one.
+                failures += 1;
+                std::thread::sleep(backoff(failures));
+                if cancelled() {
+                    return Err(self.give_up(&lock, &token, cancel));
+                }
+                if failures >= MAX_FAILURES {
+                    let _ = self.abandon(&lock, &token);
+                    return Err(e);
                 }
             }
         }
@@ -637,6 +693,7 @@ impl Locker {
             .arg(format!("{:.3}", nap.as_secs_f64()))
             .query(conn);
         let _ = conn.set_read_timeout(Some(timeout));
+        self.used();
         res.map(drop)
             .map_err(|e| self.fail(e, "wait for the lock".into()))
     }
@@ -682,7 +739,10 @@ impl Locker {
             || format!("renew {key:?}"),
         )?;
         match n {
-            n if n > 0 => Ok(sent + ttl.saturating_sub(drift(ttl))),
+            n if n > 0 => {
+                let left = Duration::from_millis(n as u64);
+                Ok(sent + left.saturating_sub(drift(left)))
+            }
             -1 => Err(Error::Lost {
                 key: key.into(),
                 why: "nobody holds it (it expired or was released)".into(),
@@ -720,6 +780,7 @@ impl Locker {
                 .arg("TYPE")
                 .arg("hash")
                 .query(self.conn()?);
+            self.used();
             let (next, keys) = res.map_err(|e| self.fail(e, "list locks".into()))?;
             let start = self.prefix.len() + 1;
             names.extend(
@@ -736,7 +797,13 @@ impl Locker {
         names.dedup();
         let mut out = Vec::new();
         for n in names {
-            let s = self.status(&n)?;
+            // Skip hashes that merely look like ours (an empty name, a
+            // foreign key under the prefix).
+            let s = match self.status(&n) {
+                Ok(s) => s,
+                Err(Error::Usage(_) | Error::Conflict(_)) => continue,
+                Err(e) => return Err(e),
+            };
             if s.held || s.waiters > 0 {
                 out.push(s);
             }

@@ -86,18 +86,30 @@ fn request(lock: &LockOpts) -> Request {
 /// Acquire (or re-enter, inside an `rlock exec` of the same lock), with
 /// INT/TERM/HUP/QUIT ending the wait cleanly.
 fn acquire(g: &Global, locker: &mut Locker, key: &str, mut req: Request) -> anyhow::Result<Lease> {
-    rlock::lock::check_ttl(req.ttl)?;
-    let name = locker.name(key)?;
-    req.reenter = rlock::exec::inherited_token(std::env::var(HELD_ENV).ok().as_deref(), &name);
+    req.reenter = inherited(locker, key)?;
     let cancel = rlock::Cancel::new();
     std::thread::scope(|s| {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
-        Ok(locker.acquire(key, &req, Some(&cancel), &mut |busy| {
-            if !g.quiet {
-                eprintln!("rlock: waiting for lock {key:?} held by {busy}");
-            }
-        })?)
+        Ok(locker.acquire(key, &req, Some(&cancel), &mut waiting(g, key))?)
     })
+}
+
+/// The token an enclosing `rlock exec` holds for `key`, for re-entry.
+fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
+    let name = locker.name(key)?;
+    Ok(rlock::exec::inherited_token(
+        std::env::var(HELD_ENV).ok().as_deref(),
+        &name,
+    ))
+}
+
+/// Says once on stderr whom we wait for (unless -q).
+fn waiting<'a>(g: &'a Global, key: &'a str) -> impl FnMut(&rlock::Busy) + 'a {
+    move |busy| {
+        if !g.quiet {
+            eprintln!("rlock: waiting for lock {key:?} held by {busy}");
+        }
+    }
 }
 
 /// The command line as shown by `status` (truncated; never the token).
@@ -146,31 +158,43 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut req = request(lock);
             req.info = HolderInfo::current(Some(command_line(command)));
             let mut locker = connect(g)?;
-            let lease = acquire(g, &mut locker, key, req)?;
-            if g.verbose {
-                eprintln!(
-                    "rlock: acquired {key:?} (fence {}, ttl {})",
-                    lease.fence, lock.ttl
-                );
-            }
+            req.reenter = inherited(&locker, key)?;
             let spec = Spec {
                 program: command[0].clone(),
                 args: command[1..].to_vec(),
                 on_lost: *on_lost,
                 grace: grace.0,
             };
-            let code = rlock::exec::run(&mut locker, &lease, &spec, &mut |ev| match ev {
-                Event::Lost { why, action } => {
-                    eprintln!("rlock: lock {key:?} lost: {why}; {action}")
-                }
-                Event::Forwarded(sig) if g.verbose => {
-                    eprintln!("rlock: passed signal {sig} to the command")
-                }
-                Event::Killed if !g.quiet => {
-                    eprintln!("rlock: the command did not exit in time; sent SIGKILL")
-                }
-                _ => {}
-            })?;
+            let code = rlock::exec::run(
+                &mut locker,
+                key,
+                &req,
+                &spec,
+                &mut waiting(g, key),
+                &mut |ev| match ev {
+                    Event::Acquired(lease) if g.verbose => {
+                        eprintln!(
+                            "rlock: acquired {key:?} (fence {}, ttl {})",
+                            lease.fence, lock.ttl
+                        )
+                    }
+                    Event::Lost { why, action } => {
+                        eprintln!("rlock: lock {key:?} lost: {why}; {action}")
+                    }
+                    Event::Forwarded(sig) if g.verbose => {
+                        eprintln!("rlock: passed signal {sig} to the command")
+                    }
+                    Event::Killed if !g.quiet => {
+                        eprintln!("rlock: the command did not exit in time; sent SIGKILL")
+                    }
+                    Event::ReleaseFailed(e) => {
+                        eprintln!(
+                            "rlock: could not release {key:?} (it frees itself when its TTL ends): {e}"
+                        )
+                    }
+                    _ => {}
+                },
+            )?;
             if g.verbose {
                 eprintln!("rlock: released {key:?}; the command exited with {code}");
             }

@@ -219,15 +219,37 @@ fn status_and_list_text_and_json() {
 fn limit_admits_n_holders_and_refuses_another_n() {
     let r = Redis::start();
     for _ in 0..2 {
-        rlock(&r).args(["acquire", "--limit", "2", "-n", "pool"]).run().ok();
+        rlock(&r)
+            .args(["acquire", "--limit", "2", "-n", "pool"])
+            .run()
+            .ok();
     }
-    rlock(&r).args(["acquire", "--limit", "2", "-n", "pool"]).run().fails(75, "busy");
+    rlock(&r)
+        .args(["acquire", "--limit", "2", "-n", "pool"])
+        .run()
+        .fails(75, "busy");
     let st = status_json(&r, "pool");
-    assert_eq!((st["limit"].as_u64(), st["holders"].as_array().unwrap().len()), (Some(2), 2));
-    rlock(&r).args(["acquire", "--limit", "3", "-n", "pool"]).run().fails(64, "--limit 2, not 3");
-    rlock(&r).args(["acquire", "-n", "pool"]).run().fails(64, "--limit 2, not 1");
+    assert_eq!(
+        (
+            st["limit"].as_u64(),
+            st["holders"].as_array().unwrap().len()
+        ),
+        (Some(2), 2)
+    );
+    rlock(&r)
+        .args(["acquire", "--limit", "3", "-n", "pool"])
+        .run()
+        .fails(64, "--limit 2, not 3");
+    rlock(&r)
+        .args(["acquire", "-n", "pool"])
+        .run()
+        .fails(64, "--limit 2, not 1");
     let text = rlock(&r).args(["status", "pool"]).run().ok();
-    assert!(text.stdout.starts_with("pool: 2 of 2 slots held\n"), "{}", text.stdout);
+    assert!(
+        text.stdout.starts_with("pool: 2 of 2 slots held\n"),
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]
@@ -338,7 +360,20 @@ mod bad_input {
         refused(&r, &["acquire", "k", "--ttl", "0s"], 64, "out of range");
         refused(
             &r,
-            &["acquire", "k", "--ttl", "100years"],
+            &["acquire", "k", "--ttl", "10years"],
+            64,
+            "out of range",
+        );
+        refused(&r, &["acquire", "k", "--ttl", "1000years"], 64, "too long");
+        refused(
+            &r,
+            &["acquire", "k", "-w", "18446744073709551615s"],
+            64,
+            "duration",
+        );
+        refused(
+            &r,
+            &["--connect-timeout", "0s", "status", "k"],
             64,
             "out of range",
         );

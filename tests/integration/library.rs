@@ -122,7 +122,7 @@ fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
     let r = Redis::start();
     let mut l = locker(&r);
     let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
-    let mut queue = |n: u64| {
+    let queue = |n: u64| {
         let child = rlock(&r).args(["acquire", "d"]).spawn();
         eventually(Duration::from_secs(5), "the waiter to queue", || {
             locker(&r).status("d").unwrap().waiters == n
@@ -142,7 +142,10 @@ fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
     finish(c, "waiter C").ok().token();
     let waited = started.elapsed();
     let bound = rlock::lock::WAITER_LEASE + rlock::lock::HEARTBEAT + Duration::from_millis(500);
-    assert!(waited <= bound, "C waited {waited:?} behind a dead waiter (bound {bound:?})");
+    assert!(
+        waited <= bound,
+        "C waited {waited:?} behind a dead waiter (bound {bound:?})"
+    );
     eprintln!("waiter behind a dead one got the lock after {waited:?}");
 }
 
