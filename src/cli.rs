@@ -45,9 +45,12 @@ Signals (exec):
   INT TERM HUP QUIT USR1 USR2 are forwarded to the command's process group.
   After a forwarded INT/TERM/HUP/QUIT the command has --grace to exit, then
   the group gets SIGKILL; a second INT or TERM sends SIGKILL at once. If rlock
-  is SIGKILLed, the kernel kills the command (PR_SET_PDEATHSIG). While
-  waiting for a lock, INT/TERM/HUP/QUIT end the wait with exit 128+N and
-  leave nothing behind.
+  is SIGKILLed, the kernel kills the command (PR_SET_PDEATHSIG) and a guard
+  process kills its whole group. While waiting for a lock, INT/TERM/HUP/QUIT
+  end the wait with exit 128+N and leave nothing behind.
+  Interactive use (stdin a terminal, rlock in its foreground): the command
+  stays in rlock's process group like under flock(1); terminal signals reach
+  it directly and are not forwarded twice; Ctrl-Z suspends both.
 
 Lock loss (exec):
   The lease is trusted until request sent + TTL - drift (1% + 2ms), moved on
@@ -55,8 +58,9 @@ Lock loss (exec):
   gone or owned by another, or when no renewal is confirmed with less than
   TTL/3 of validity left. Then --on-lost term sends SIGTERM, and SIGKILL
   after --grace but never after the validity deadline; kill sends SIGKILL at
-  once; ignore lets the command finish. rlock never re-acquires a lost lock
-  and exits 79.
+  once; ignore lets the command finish. Whatever the command leaves running
+  in its group is killed when it exits. rlock never re-acquires a lost lock
+  and exits 79. Renewals never shorten a lease.
 
 Keys:
   Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa (zsets),

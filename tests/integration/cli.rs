@@ -210,6 +210,9 @@ fn status_and_list_text_and_json() {
         .map(|s| s["key"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["alpha", "beta"]);
+    // A foreign hash that looks like a lock does not break the listing.
+    let _: () = r.cmd(&["HSET", "rlock:{}", "x", "1"]);
+    rlock(&r).args(["list"]).run().ok();
     let some = rlock(&r).args(["list", "b*"]).run().ok();
     assert!(some.stdout.starts_with("beta: held"), "{}", some.stdout);
     assert!(!some.stdout.contains("alpha"));
@@ -461,6 +464,19 @@ mod bad_input {
             .run()
             .fails(69, "127.0.0.1");
         assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
+    }
+
+    #[test]
+    fn malformed_urls_never_echo_the_password() {
+        for url in [
+            "redis://:se?cret@127.0.0.1:1",
+            "redis://u:se/cret@127.0.0.1:1",
+            "redis:/:secret@h",
+        ] {
+            let run = bare_rlock().args(["--url", url, "status", "k"]).run();
+            assert!(run.code == 64 || run.code == 69, "{url}: {}", run.code);
+            assert!(!run.stderr.contains("cret"), "{url}: {}", run.stderr);
+        }
     }
 
     #[test]

@@ -424,3 +424,147 @@ fn many_concurrent_execs_never_overlap() {
     }
     r.assert_nothing_held(&["inside"]);
 }
+
+#[test]
+fn a_short_nested_ttl_never_shortens_the_outer_lease() {
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let script =
+        format!("{bin} exec --ttl 1s k1 -- true; {bin} renew k1 --ttl 2s; {bin} status k1 --json");
+    let run = rlock(&r)
+        .args(["exec", "--ttl", "1m", "k1", "--", "sh", "-c", &script])
+        .run()
+        .ok();
+    let st: serde_json::Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    let ttl = st["holders"][0]["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 50_000, "nested holders cut the lease to {ttl} ms");
+}
+
+#[test]
+fn release_works_after_the_server_closed_the_idle_connection() {
+    let r = Redis::start_with(&["--timeout", "1"]);
+    rlock(&r)
+        .args(["exec", "k", "--", "sleep", "2.5"])
+        .run()
+        .ok();
+    assert!(!held(&r, "k"));
+}
+
+#[test]
+fn after_a_loss_nothing_the_command_started_runs_on() {
+    let r = Redis::start();
+    let dir = tmp("sweep");
+    let pidfile = dir.join("bg");
+    let script = format!(
+        "(trap '' TERM; exec sleep 30) & echo $! > {}; while :; do sleep 0.05; done",
+        pidfile.display()
+    );
+    let child = rlock(&r)
+        .args(["exec", "--ttl", "900ms", "k", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the background job", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let bg: i32 = read(&pidfile).trim().parse().unwrap();
+    let _: () = r.cmd(&["DEL", "rlock:{k}:h"]);
+    finish(child, "exec").code(79);
+    eventually(Duration::from_secs(5), "the background job to die", || {
+        !alive(bg)
+    });
+}
+
+#[test]
+fn rlock_killed_takes_grandchildren_along() {
+    let r = Redis::start();
+    let dir = tmp("orphan-gc");
+    let pidfile = dir.join("pid");
+    let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+    let mut child = rlock(&r)
+        .args(["exec", "k", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the grandchild pid", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let pid: i32 = read(&pidfile).trim().parse().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eventually(Duration::from_secs(5), "the grandchild to die", || {
+        !alive(pid)
+    });
+}
+
+#[test]
+fn an_inherited_ignored_sigchld_does_not_hide_the_exit_code() {
+    use std::os::unix::process::CommandExt;
+    let r = Redis::start();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rlock"));
+    cmd.args(["--url", &r.url(), "exec", "k", "--", "sh", "-c", "exit 3"]);
+    // SAFETY: signal() is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    assert_eq!(cmd.status().unwrap().code(), Some(3));
+}
+
+#[test]
+fn a_lock_gone_when_the_command_ends_is_reported_lost() {
+    let r = Redis::start();
+    let script = format!("redis-cli -p {} DEL 'rlock:{{k}}:h' >/dev/null", r.port);
+    rlock(&r)
+        .args(["exec", "--ttl", "1m", "k", "--", "sh", "-c", &script])
+        .run()
+        .fails(79, "gone when the command ended");
+}
+
+#[test]
+fn nested_exec_of_a_semaphore_reenters() {
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let inner = format!("{bin} exec -n g -- true");
+    rlock(&r)
+        .args(["exec", "--limit", "3", "g", "--", "sh", "-c", &inner])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn interactive_commands_share_rlocks_process_group() {
+    // Under a pseudo-terminal (script(1)), the command stays in the
+    // terminal's foreground group so it can read the terminal.
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let dir = tmp("tty");
+    let out = dir.join("pgids");
+    let inner = format!(
+        "{bin} exec k -- sh -c 'cut -d\" \" -f5 /proc/$$/stat > {o}; cut -d\" \" -f5 /proc/$PPID/stat >> {o}'",
+        o = out.display()
+    );
+    let status = std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("RLOCK_URL", r.url())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pgids: Vec<String> = read(&out).lines().map(|l| l.trim().to_string()).collect();
+    assert_eq!(pgids.len(), 2, "{pgids:?}");
+    assert_eq!(
+        pgids[0], pgids[1],
+        "the command got its own group under a terminal"
+    );
+    // Without a terminal it gets its own group.
+    let inner = format!(
+        "ps -o pgid= -p $$ > {o}; ps -o pgid= -p $PPID >> {o}",
+        o = out.display()
+    );
+    rlock(&r)
+        .args(["exec", "k", "--", "sh", "-c", &inner])
+        .run()
+        .ok();
+    let pgids: Vec<String> = read(&out).lines().map(|l| l.trim().to_string()).collect();
+    assert_ne!(pgids[0], pgids[1]);
+}
