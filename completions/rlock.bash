@@ -34,6 +34,9 @@ _rlock() {
             rlock,renew)
                 cmd="rlock__subcmd__renew"
                 ;;
+            rlock,rw)
+                cmd="rlock__subcmd__rw"
+                ;;
             rlock,status)
                 cmd="rlock__subcmd__status"
                 ;;
@@ -55,6 +58,9 @@ _rlock() {
             rlock__subcmd__help,renew)
                 cmd="rlock__subcmd__help__subcmd__renew"
                 ;;
+            rlock__subcmd__help,rw)
+                cmd="rlock__subcmd__help__subcmd__rw"
+                ;;
             rlock__subcmd__help,status)
                 cmd="rlock__subcmd__help__subcmd__status"
                 ;;
@@ -65,7 +71,7 @@ _rlock() {
 
     case "${cmd}" in
         rlock)
-            opts="-q -v -h -V --url --prefix --connect-timeout --quiet --verbose --help --version acquire exec release renew status list help"
+            opts="-q -v -h -V --url --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew status list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -91,7 +97,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__acquire)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --limit --conflict-exit-code --url --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --url --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -109,15 +115,15 @@ _rlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --limit)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --conflict-exit-code)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -141,7 +147,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --limit --conflict-exit-code --on-lost --grace --url --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --grace --url --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -159,15 +165,15 @@ _rlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --limit)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --conflict-exit-code)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -199,7 +205,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__help)
-            opts="acquire exec release renew status list help"
+            opts="acquire exec rw release renew status list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -296,6 +302,20 @@ _rlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rlock__subcmd__help__subcmd__rw)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rlock__subcmd__help__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -378,6 +398,60 @@ _rlock() {
                     return 0
                     ;;
                 --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rlock__subcmd__rw)
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --grace --url --prefix --connect-timeout --quiet --verbose --help read write"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --grace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

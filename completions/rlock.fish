@@ -33,6 +33,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -s h -l help -d 'Print help (s
 complete -c rlock -n "__fish_rlock_needs_command" -s V -l version -d 'Print version'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
@@ -40,8 +41,8 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the lock
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
@@ -51,8 +52,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s v -l verbose -d 
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to the command\'s process group, SIGKILL after --grace'
 kill\t'SIGKILL to the command\'s process group at once'
 ignore\t'Let the command run on; only report the loss'"
@@ -64,6 +65,20 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -d 'Fa
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to the command\'s process group, SIGKILL after --grace'
+kill\t'SIGKILL to the command\'s process group at once'
+ignore\t'Let the command run on; only report the loss'"
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l token -d 'Owner token printed by `rlock acquire`' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
@@ -93,10 +108,11 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "list" -d 'List the locks that are held or waited for'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec release renew status list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew status list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,33 +1,49 @@
 -- acquire.lua: grant the lock to a token, let its holder re-enter, or queue
 -- the caller behind earlier waiters (FIFO).
 --
--- KEYS[1..6] as in common.lua (KEYS[6] is the caller's own wake-up list)
+-- KEYS[1..7] as in common.lua (KEYS[7] is the caller's own wake-up list)
 -- ARGV[1] token (UUIDv4)
 -- ARGV[2] lease TTL in ms
--- ARGV[3] limit: how many holders at once (1 = exclusive)
+-- ARGV[3] limit: how many holders at once (kind x; 1 = exclusive)
 -- ARGV[4] holder info, JSON (host, pid, cmd)
 -- ARGV[5] '1': join or stay in the wait queue when busy; '0': do not queue
 -- ARGV[6] waiter lease in ms: a queued caller that does not call again
 --         within it is dropped from the queue
 -- ARGV[7] '1': only re-enter; if the token does not hold the lock, change
 --         nothing and return {-2}
+-- ARGV[8] mode: 'x' (exclusive/semaphore), 'r' (read) or 'w' (write)
 --
 -- Returns one of
 --   {1, fence, count}           granted; count > 1 means re-entered
 --   {0, wait_ms, position, holder_info, holder_since_ms, holders}
---                               busy: wait_ms is when the first lease ends
---                               (0 if no holder), position is the caller's
---                               place in the queue (0 = next in line)
+--                               busy: wait_ms is when the first lease of a
+--                               holder or another waiter ends (0 if none),
+--                               position is the caller's place in the queue
+--                               (0 = next in line)
 --   {-1, limit}                 the lock is in use with another limit
 --   {-2}                        re-entry only, and the token holds nothing
-local tok, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+--   {-3, kind}                  the lock is in use as another kind ('x'/'rw')
+--   {-4}                        a reader asked to re-enter as a writer
+local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
+local kind = (mode == 'x') and 'x' or 'rw'
 local bad = check_types()
 if bad then return bad end
 local now = now_ms()
 prune(now)
 
+local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0
+local cur_kind = redis.call('HGET', STATE, 'kind')
+if cur_kind and cur_kind ~= kind and in_use then
+  return {-3, cur_kind}
+end
+
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 if exp then
+  -- Re-entry. A writer may nest reads and writes; a reader only reads: an
+  -- upgrade would wait for itself.
+  if mode == 'w' and redis.call('HGET', STATE, 'm:' .. tok) == 'r' then
+    return {-4}
+  end
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
   if now + ttl > tonumber(exp) then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
@@ -41,39 +57,49 @@ end
 
 -- Checked after re-entry: a nested holder re-enters whatever it asked for.
 local cur = tonumber(redis.call('HGET', STATE, 'limit'))
-if cur and cur ~= limit
-  and (redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0) then
+if kind == 'x' and cur and cur ~= limit and in_use then
   return {-1, cur}
 end
 
-local free = limit - redis.call('ZCARD', HOLDERS)
 local rank = redis.call('ZRANK', QUEUE, tok)
-local ahead = rank or redis.call('ZCARD', QUEUE)
-redis.call('DEL', KEYS[6])
-if ahead < free then
+redis.call('DEL', KEYS[7])
+if may_enter(kind, mode, limit, tok, rank) then
   leave_queue(tok)
   local fence = redis.call('INCR', FENCE)
   redis.call('ZADD', HOLDERS, now + ttl, tok)
-  redis.call('HSET', STATE, 'limit', limit, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
+  redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
     's:' .. tok, now, 'f:' .. tok, fence)
-  wake(limit)
+  if kind == 'x' then
+    redis.call('HSET', STATE, 'limit', limit)
+  else
+    redis.call('HSET', STATE, 'm:' .. tok, mode)
+    if mode == 'w' then redis.call('HSET', STATE, 'writer', tok) end
+  end
+  wake()
   tidy(now)
   return {1, fence, 1}
 end
 
+local position = rank or redis.call('ZCARD', QUEUE)
 if ARGV[5] == '1' then
   if not rank then
     local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')
-    redis.call('ZADD', QUEUE, (tonumber(last[2]) or 0) + 1, tok)
+    local seq = (tonumber(last[2]) or 0) + 1
+    redis.call('ZADD', QUEUE, seq, tok)
+    if mode == 'w' then redis.call('ZADD', WRITERS, seq, tok) end
   end
   redis.call('ZADD', ALIVE, now + tonumber(ARGV[6]), tok)
-  redis.call('HSET', STATE, 'limit', limit)
+  redis.call('HSET', STATE, 'kind', kind)
+  if kind == 'x' then redis.call('HSET', STATE, 'limit', limit) end
 elseif rank then
   leave_queue(tok)
 end
-wake(limit)
+wake()
 tidy(now)
 
+-- Nothing can change for the caller before the first holder's lease or
+-- another waiter's lease ends (a dead waiter ahead is then skipped), unless
+-- someone wakes it.
 local first = redis.call('ZRANGE', HOLDERS, 0, 0, 'WITHSCORES')
 local wait_ms, info, since = 0, '', 0
 if first[1] then
@@ -81,4 +107,9 @@ if first[1] then
   info = redis.call('HGET', STATE, 'i:' .. first[1]) or ''
   since = tonumber(redis.call('HGET', STATE, 's:' .. first[1])) or 0
 end
-return {0, wait_ms, ahead, info, since, redis.call('ZCARD', HOLDERS)}
+local alive = redis.call('ZRANGE', ALIVE, 0, 1, 'WITHSCORES')
+for i = 1, #alive, 2 do
+  local left = tonumber(alive[i + 1]) - now
+  if alive[i] ~= tok and (wait_ms == 0 or left < wait_ms) then wait_ms = left end
+end
+return {0, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS)}

@@ -1,7 +1,7 @@
 -- release.lua: drop one hold (or, with ARGV[2] = '1', every re-entry and any
 -- place in the wait queue at once), then wake the waiters next in line.
 --
--- KEYS[1..6] as in common.lua
+-- KEYS[1..7] as in common.lua
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
 --
@@ -14,10 +14,9 @@ local bad = check_types()
 if bad then return bad end
 local now = now_ms()
 prune(now)
-local limit = tonumber(redis.call('HGET', STATE, 'limit'))
 if ARGV[2] == '1' then
   leave_queue(tok)
-  redis.call('DEL', KEYS[6])
+  redis.call('DEL', KEYS[7])
 end
 
 local result
@@ -35,6 +34,6 @@ elseif redis.call('ZCARD', HOLDERS) == 0 then
 else
   result = -2
 end
-wake(limit)
+wake()
 tidy(now)
 return result

@@ -3,7 +3,7 @@
 -- shortened: a nested holder with a short TTL, or `rlock renew` with the
 -- default TTL, must not cut the lease an outer holder relies on.
 --
--- KEYS[1..5] as in common.lua
+-- KEYS[1..6] as in common.lua
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms, counted from now (server clock)
 --

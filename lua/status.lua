@@ -1,18 +1,26 @@
 -- status.lua: read a lock's state without changing it.
 --
--- KEYS[1..5] as in common.lua
+-- KEYS[1..6] as in common.lua
 --
--- Returns {limit, fence, waiters, holder...}, each holder being
---   {info_json, since_ms, ttl_left_ms, count, fence}
--- Leases that have run out by the server's clock are left out; limit is 0
--- when nobody holds or waits for the lock.
+-- Returns {kind, limit, fence, waiters, waiting_writers, holder...}, each
+-- holder being {info_json, since_ms, ttl_left_ms, count, fence, mode}.
+-- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
+-- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
+-- have run out by the server's clock are left out.
 local bad = check_types()
 if bad then return bad end
 local now = now_ms()
+local writers = 0
+for _, tok in ipairs(redis.call('ZRANGE', WRITERS, 0, -1)) do
+  local alive = redis.call('ZSCORE', ALIVE, tok)
+  if alive and tonumber(alive) > now then writers = writers + 1 end
+end
 local out = {
+  redis.call('HGET', STATE, 'kind') or '',
   tonumber(redis.call('HGET', STATE, 'limit')) or 0,
   tonumber(redis.call('GET', FENCE)) or 0,
   redis.call('ZCOUNT', ALIVE, '(' .. now, '+inf'),
+  writers,
 }
 local hs = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #hs, 2 do
@@ -23,6 +31,7 @@ for i = 1, #hs, 2 do
     tonumber(hs[i + 1]) - now,
     tonumber(redis.call('HGET', STATE, 'c:' .. tok)) or 0,
     tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0,
+    redis.call('HGET', STATE, 'm:' .. tok) or '',
   }
 end
 return out

@@ -17,7 +17,8 @@ Environment:
 
 Exit codes:
   0    success (exec: the command's own exit code is passed through)
-  64   bad usage or input (also: key holds foreign data, --limit mismatch)
+  64   bad usage or input (also: key holds foreign data, --limit or lock
+       kind mismatch, read-to-write upgrade)
   69   Redis unreachable, not answering, or refusing us (auth, ACL)
   70   unexpected reply from Redis
   75   busy (--no-wait) or wait timed out; change with -E
@@ -63,7 +64,7 @@ Lock loss (exec):
   and exits 79. Renewals never shorten a lease.
 
 Keys:
-  Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa (zsets),
+  Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa, P{K}:qw (zsets),
   P{K}:w:<token> (lists) and P{K}:fence (the fencing counter, never expires).
   The {K} hash tag keeps them in one Redis Cluster slot.";
 
@@ -140,6 +141,8 @@ pub enum Command {
         key: String,
         #[command(flatten)]
         lock: LockOpts,
+        #[command(flatten)]
+        slots: Slots,
     },
 
     /// Run a command while holding the lock, and exit with its status
@@ -159,26 +162,47 @@ Examples:
         key: String,
         #[command(flatten)]
         lock: LockOpts,
-        /// What to do with the command if the lock is lost while it runs
-        #[arg(
-            long,
-            value_enum,
-            default_value = "term",
-            value_name = "ACTION",
-            help_heading = "Command"
-        )]
-        on_lost: OnLost,
-        /// Time the command gets to exit after SIGTERM before SIGKILL
-        #[arg(
-            long,
-            default_value = "10s",
-            value_name = "D",
-            help_heading = "Command"
-        )]
-        grace: Span,
+        #[command(flatten)]
+        slots: Slots,
+        #[command(flatten)]
+        run: RunOpts,
         /// The command and its arguments, best after `--`
         #[arg(
             required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
+    },
+
+    /// Read-write lock: many readers at once, or one writer
+    #[command(after_help = "\
+Readers share the lock; a writer excludes readers and other writers. Each
+reader has its own token, lease and renewal: a crashed reader frees only its
+own share. Once a writer waits, new readers queue behind it, so a stream of
+readers cannot starve writers. With CMD, behaves like `rlock exec`; without,
+prints a token like `rlock acquire` (release and renew it as usual).
+A nested read inside a read, or read/write inside a write, re-enters; a read
+that tries to re-enter as a write is refused (exit 64) instead of deadlocking.
+
+Examples:
+  rlock rw read catalog -- ./export.sh       # many exporters at once
+  rlock rw write catalog -- ./import.sh      # one importer, alone
+  tok=$(rlock rw write catalog --ttl 5m)")]
+    Rw {
+        /// read (shared) or write (exclusive)
+        #[arg(value_enum)]
+        mode: RwMode,
+        /// Lock name
+        key: String,
+        #[command(flatten)]
+        lock: LockOpts,
+        #[command(flatten)]
+        run: RunOpts,
+        /// Command to run under the lock (best after `--`); without one,
+        /// print a token like `rlock acquire`
+        #[arg(
             trailing_var_arg = true,
             allow_hyphen_values = true,
             value_name = "CMD"
@@ -239,10 +263,6 @@ pub struct LockOpts {
     #[arg(short = 'n', long, conflicts_with = "wait", help_heading = "Lock")]
     pub no_wait: bool,
 
-    /// Let up to N holders in at once (counting semaphore)
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = "Lock")]
-    pub limit: u32,
-
     /// Exit code when the lock is busy or the wait times out
     #[arg(
         short = 'E',
@@ -252,6 +272,42 @@ pub struct LockOpts {
         help_heading = "Lock"
     )]
     pub conflict_exit_code: u8,
+}
+
+#[derive(Debug, Args)]
+pub struct Slots {
+    /// Let up to N holders in at once (counting semaphore)
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = "Lock")]
+    pub limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct RunOpts {
+    /// What to do with the command if the lock is lost while it runs
+    #[arg(
+        long,
+        value_enum,
+        default_value = "term",
+        value_name = "ACTION",
+        help_heading = "Command"
+    )]
+    pub on_lost: OnLost,
+    /// Time the command gets to exit after SIGTERM before SIGKILL
+    #[arg(
+        long,
+        default_value = "10s",
+        value_name = "D",
+        help_heading = "Command"
+    )]
+    pub grace: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RwMode {
+    /// Shared: many readers at once
+    Read,
+    /// Exclusive: one writer, no readers
+    Write,
 }
 
 #[derive(Debug, Args)]

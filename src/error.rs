@@ -24,7 +24,7 @@ pub enum Error {
     Busy { key: String, holder: Option<String> },
 
     /// Waiting for the lock took longer than the caller allowed.
-    #[error("timed out after {} waiting for lock {key:?}{}", humantime::format_duration(*.waited), holder_suffix(.holder))]
+    #[error("timed out after {} waiting for lock {key:?}{}", humantime::format_duration(Duration::from_millis(.waited.as_millis() as u64)), holder_suffix(.holder))]
     Timeout {
         key: String,
         waited: Duration,

@@ -23,4 +23,6 @@ pub mod signals;
 
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
-pub use lock::{Busy, Cancel, HolderInfo, Lease, Locker, Released, Request, Status, Token, Wait};
+pub use lock::{
+    Busy, Cancel, HolderInfo, Lease, Locker, Mode, Released, Request, Status, Token, Wait,
+};

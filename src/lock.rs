@@ -124,11 +124,34 @@ pub enum Wait {
     Forever,
 }
 
+/// What kind of hold to ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// An exclusive lock, or a counting semaphore with `limit` > 1.
+    Exclusive,
+    /// A shared hold of a read-write lock.
+    Read,
+    /// The exclusive hold of a read-write lock.
+    Write,
+}
+
+impl Mode {
+    fn arg(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "x",
+            Mode::Read => "r",
+            Mode::Write => "w",
+        }
+    }
+}
+
 /// What to ask for.
 #[derive(Clone, Debug)]
 pub struct Request {
     pub ttl: Duration,
-    /// Holders allowed at once (1: exclusive lock).
+    pub mode: Mode,
+    /// Holders allowed at once (1: exclusive lock). Only for
+    /// [`Mode::Exclusive`]; read-write locks need 1.
     pub limit: u32,
     pub wait: Wait,
     /// Re-enter with this token if it holds the lock (a parent `rlock
@@ -141,6 +164,7 @@ impl Request {
     pub fn new(ttl: Duration) -> Request {
         Request {
             ttl,
+            mode: Mode::Exclusive,
             limit: 1,
             wait: Wait::Forever,
             reenter: None,
@@ -190,7 +214,8 @@ pub fn drift(ttl: Duration) -> Duration {
 pub struct Busy {
     pub holder: Option<HolderInfo>,
     pub since_ms: u64,
-    /// When the first current lease runs out, if nobody renews it.
+    /// When the first lease of a holder or of another waiter runs out, if
+    /// nobody renews it: the longest a waiter need sleep without a wake-up.
     pub expires_in: Duration,
     /// Place in the wait queue (0 = next in line).
     pub position: u64,
@@ -235,17 +260,24 @@ pub enum Released {
 #[derive(Clone, Debug, Serialize)]
 pub struct Status {
     pub key: String,
+    /// "exclusive", "semaphore" or "rw"; "" when nobody holds or waits.
+    pub kind: String,
     pub held: bool,
-    /// Slots (1 = exclusive); 0 when nobody holds or waits.
+    /// Slots of an exclusive lock or semaphore (1 = exclusive); 0 for a
+    /// read-write lock, and when nobody holds or waits.
     pub limit: u64,
     /// Last fencing value granted (0: never granted).
     pub fence: u64,
     pub waiters: u64,
+    /// Writers among the waiters (read-write locks).
+    pub waiting_writers: u64,
     pub holders: Vec<HolderStatus>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct HolderStatus {
+    /// "exclusive", "read" or "write".
+    pub mode: String,
     pub host: String,
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -360,6 +392,7 @@ impl LockName {
             format!("{b}:q"),
             format!("{b}:qa"),
             format!("{b}:fence"),
+            format!("{b}:qw"),
         ];
         if let Some(t) = token {
             keys.push(self.wake_key(t));
@@ -497,6 +530,7 @@ impl Locker {
                 flag(queue),
                 &lease,
                 flag(reenter_only),
+                req.mode.arg(),
             ],
             || format!("acquire {:?}", lock.name()),
         )?;
@@ -531,6 +565,26 @@ impl Locker {
                 req.limit
             ))),
             -2 => Ok(Attempt::NotHeld),
+            -3 => {
+                let kind = reply
+                    .get(1)
+                    .and_then(|v| String::from_redis_value(v.clone()).ok())
+                    .unwrap_or_default();
+                let (is, asked) = if kind == "rw" {
+                    ("a read-write lock (rlock rw)", "an exclusive lock")
+                } else {
+                    ("an exclusive lock or semaphore", "a read-write lock")
+                };
+                Err(Error::Conflict(format!(
+                    "lock {:?} is in use as {is}; it cannot be taken as {asked}",
+                    lock.name()
+                )))
+            }
+            -4 => Err(Error::Conflict(format!(
+                "lock {:?}: this owner holds it for reading and cannot upgrade to writing \
+                 (that would wait for itself); release the read lock first",
+                lock.name()
+            ))),
             _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
         }
     }
@@ -548,6 +602,9 @@ impl Locker {
         check_ttl(req.ttl)?;
         if req.limit == 0 {
             return Err(Error::Usage("--limit must be at least 1".into()));
+        }
+        if req.limit != 1 && req.mode != Mode::Exclusive {
+            return Err(Error::Usage("read-write locks take no --limit".into()));
         }
         let lock = self.name(key)?;
         let lease = |token: Token, fence, count, sent: Instant| Lease {
@@ -815,22 +872,34 @@ impl Locker {
 fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
     let bad = || Error::Protocol(format!("status returned {reply:?}"));
     let num = |v: &Value| u64::from_redis_value(v.clone()).ok();
-    let head: Vec<u64> = reply.iter().take(3).filter_map(num).collect();
-    let [limit, fence, waiters] = head[..] else {
+    let text = |v: Option<&Value>| {
+        v.and_then(|v| String::from_redis_value(v.clone()).ok())
+            .unwrap_or_default()
+    };
+    let head: Vec<u64> = reply.iter().skip(1).take(4).filter_map(num).collect();
+    let [limit, fence, waiters, waiting_writers] = head[..] else {
         return Err(bad());
     };
+    let kind = match (text(reply.first()).as_str(), limit) {
+        ("rw", _) => "rw",
+        ("x", 1) => "exclusive",
+        ("x", _) => "semaphore",
+        _ => "",
+    };
     let mut holders = Vec::new();
-    for h in &reply[3..] {
+    for h in &reply[5..] {
         let Value::Array(f) = h else {
             return Err(bad());
         };
-        let info: HolderInfo = f
-            .first()
-            .and_then(|v| String::from_redis_value(v.clone()).ok())
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default();
+        let info: HolderInfo = serde_json::from_str(&text(f.first())).unwrap_or_default();
         let n = |i: usize| f.get(i).and_then(num).unwrap_or(0);
+        let mode = match text(f.get(5)).as_str() {
+            "r" => "read",
+            "w" => "write",
+            _ => "exclusive",
+        };
         holders.push(HolderStatus {
+            mode: mode.to_string(),
             host: info.host,
             pid: info.pid,
             cmd: info.cmd,
@@ -843,10 +912,12 @@ fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
     }
     Ok(Status {
         key: key.to_string(),
+        kind: kind.to_string(),
         held: !holders.is_empty(),
         limit,
         fence,
         waiters,
+        waiting_writers,
         holders,
     })
 }
@@ -891,30 +962,37 @@ pub fn epoch_ms() -> u64 {
 pub fn render_status(st: &Status) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    if st.holders.is_empty() {
-        let _ = write!(out, "{}: free", st.key);
-        if st.fence > 0 {
-            let _ = write!(out, " (last fence {})", st.fence);
+    let _ = write!(out, "{}: ", st.key);
+    let writing = st.holders.iter().any(|h| h.mode == "write");
+    match (st.holders.len(), st.kind.as_str()) {
+        (0, _) => out.push_str("free"),
+        (_, "rw") if writing => out.push_str("held for writing"),
+        (n, "rw") => {
+            let _ = write!(out, "held for reading by {n}");
         }
-    } else if st.limit > 1 {
-        let _ = write!(
-            out,
-            "{}: {} of {} slots held",
-            st.key,
-            st.holders.len(),
-            st.limit
-        );
-    } else {
-        let _ = write!(out, "{}: held", st.key);
+        (n, "semaphore") => {
+            let _ = write!(out, "{n} of {} slots held", st.limit);
+        }
+        _ => out.push_str("held"),
+    }
+    if st.holders.is_empty() && st.fence > 0 {
+        let _ = write!(out, " (last fence {})", st.fence);
     }
     if st.waiters > 0 {
         let _ = write!(out, ", {} waiting", st.waiters);
+        if st.waiting_writers > 0 {
+            let _ = write!(out, " ({} writers)", st.waiting_writers);
+        }
     }
     out.push('\n');
     for h in &st.holders {
+        out.push_str("  ");
+        if h.mode != "exclusive" {
+            let _ = write!(out, "{} ", h.mode);
+        }
         let _ = write!(
             out,
-            "  host {} pid {} since {} ttl {} fence {}",
+            "host {} pid {} since {} ttl {} fence {}",
             h.host,
             h.pid,
             h.since,

@@ -5,9 +5,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use rlock::cli::{Cli, Command, Global, LockOpts};
+use rlock::cli::{Cli, Command, Global, LockOpts, RunOpts, RwMode};
 use rlock::exec::{Event, HELD_ENV, Spec};
-use rlock::{ConnectOptions, HolderInfo, Lease, Locker, Released, Request, Token, Wait, exit_code};
+use rlock::{
+    ConnectOptions, HolderInfo, Lease, Locker, Mode, Released, Request, Token, Wait, exit_code,
+};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -15,7 +17,9 @@ fn main() -> ExitCode {
         Err(e) => return ExitCode::from(clap_exit(e)),
     };
     let conflict = match &cli.command {
-        Command::Acquire { lock, .. } | Command::Exec { lock, .. } => lock.conflict_exit_code,
+        Command::Acquire { lock, .. } | Command::Exec { lock, .. } | Command::Rw { lock, .. } => {
+            lock.conflict_exit_code
+        }
         _ => exit_code::BUSY,
     };
     match run(cli) {
@@ -74,13 +78,85 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
 
 fn request(lock: &LockOpts) -> Request {
     let mut req = Request::new(lock.ttl.0);
-    req.limit = lock.limit;
     req.wait = match (lock.no_wait, lock.wait) {
         (true, _) => Wait::No,
         (false, Some(d)) => Wait::For(d.0),
         (false, None) => Wait::Forever,
     };
     req
+}
+
+/// `acquire`, and `rw` without a command: print the token and exit.
+fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
+    let mut locker = connect(g)?;
+    let lease = acquire(g, &mut locker, key, req)?;
+    if g.verbose {
+        eprintln!(
+            "rlock: acquired {key:?} (fence {}, ttl {})",
+            lease.fence,
+            humantime::format_duration(lease.ttl)
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{}", lease.token.as_str())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        // Nobody can learn the token: do not leave the lock held.
+        let _ = locker.release(key, &lease.token);
+        anyhow::bail!("cannot write the token to stdout; lock released");
+    }
+    Ok(exit_code::OK)
+}
+
+/// `exec`, and `rw` with a command.
+fn exec(
+    g: &Global,
+    key: &str,
+    mut req: Request,
+    run: &RunOpts,
+    command: &[std::ffi::OsString],
+) -> anyhow::Result<u8> {
+    req.info = HolderInfo::current(Some(command_line(command)));
+    let mut locker = connect(g)?;
+    req.reenter = inherited(&locker, key)?;
+    let spec = Spec {
+        program: command[0].clone(),
+        args: command[1..].to_vec(),
+        on_lost: run.on_lost,
+        grace: run.grace.0,
+    };
+    let code = rlock::exec::run(
+        &mut locker,
+        key,
+        &req,
+        &spec,
+        &mut waiting(g, key),
+        &mut |ev| match ev {
+            Event::Acquired(lease) if g.verbose => eprintln!(
+                "rlock: acquired {key:?} (fence {}, ttl {})",
+                lease.fence,
+                humantime::format_duration(lease.ttl)
+            ),
+            Event::Lost { why, action } => eprintln!("rlock: lock {key:?} lost: {why}; {action}"),
+            Event::Forwarded(sig) if g.verbose => {
+                eprintln!("rlock: passed signal {sig} to the command")
+            }
+            Event::Killed if !g.quiet => {
+                eprintln!("rlock: the command did not exit in time; sent SIGKILL")
+            }
+            Event::ReleaseFailed(e) => {
+                eprintln!(
+                    "rlock: could not release {key:?} (it frees itself when its TTL ends): {e}"
+                )
+            }
+            _ => {}
+        },
+    )?;
+    if g.verbose {
+        eprintln!("rlock: released {key:?}; the command exited with {code}");
+    }
+    Ok(code)
 }
 
 /// Acquire (or re-enter, inside an `rlock exec` of the same lock), with
@@ -128,77 +204,39 @@ fn command_line(cmd: &[std::ffi::OsString]) -> String {
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let g = &cli.global;
     match &cli.command {
-        Command::Acquire { key, lock } => {
-            let mut locker = connect(g)?;
-            let lease = acquire(g, &mut locker, key, request(lock))?;
-            if g.verbose {
-                eprintln!(
-                    "rlock: acquired {key:?} (fence {}, ttl {})",
-                    lease.fence, lock.ttl
-                );
-            }
-            let mut out = std::io::stdout().lock();
-            if writeln!(out, "{}", lease.token.as_str())
-                .and_then(|_| out.flush())
-                .is_err()
-            {
-                // Nobody can learn the token: do not leave the lock held.
-                let _ = locker.release(key, &lease.token);
-                anyhow::bail!("cannot write the token to stdout; lock released");
-            }
-            Ok(exit_code::OK)
+        Command::Acquire { key, lock, slots } => {
+            let mut req = request(lock);
+            req.limit = slots.limit;
+            print_token(g, key, req)
         }
         Command::Exec {
             key,
             lock,
-            on_lost,
-            grace,
+            slots,
+            run,
             command,
         } => {
             let mut req = request(lock);
-            req.info = HolderInfo::current(Some(command_line(command)));
-            let mut locker = connect(g)?;
-            req.reenter = inherited(&locker, key)?;
-            let spec = Spec {
-                program: command[0].clone(),
-                args: command[1..].to_vec(),
-                on_lost: *on_lost,
-                grace: grace.0,
+            req.limit = slots.limit;
+            exec(g, key, req, run, command)
+        }
+        Command::Rw {
+            mode,
+            key,
+            lock,
+            run,
+            command,
+        } => {
+            let mut req = request(lock);
+            req.mode = match mode {
+                RwMode::Read => Mode::Read,
+                RwMode::Write => Mode::Write,
             };
-            let code = rlock::exec::run(
-                &mut locker,
-                key,
-                &req,
-                &spec,
-                &mut waiting(g, key),
-                &mut |ev| match ev {
-                    Event::Acquired(lease) if g.verbose => {
-                        eprintln!(
-                            "rlock: acquired {key:?} (fence {}, ttl {})",
-                            lease.fence, lock.ttl
-                        )
-                    }
-                    Event::Lost { why, action } => {
-                        eprintln!("rlock: lock {key:?} lost: {why}; {action}")
-                    }
-                    Event::Forwarded(sig) if g.verbose => {
-                        eprintln!("rlock: passed signal {sig} to the command")
-                    }
-                    Event::Killed if !g.quiet => {
-                        eprintln!("rlock: the command did not exit in time; sent SIGKILL")
-                    }
-                    Event::ReleaseFailed(e) => {
-                        eprintln!(
-                            "rlock: could not release {key:?} (it frees itself when its TTL ends): {e}"
-                        )
-                    }
-                    _ => {}
-                },
-            )?;
-            if g.verbose {
-                eprintln!("rlock: released {key:?}; the command exited with {code}");
+            if command.is_empty() {
+                print_token(g, key, req)
+            } else {
+                exec(g, key, req, run, command)
             }
-            Ok(code)
         }
         Command::Release { key, token } => {
             let token = Token::parse(&token.token)?;

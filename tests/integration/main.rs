@@ -7,3 +7,4 @@ mod cli;
 mod docs;
 mod exec;
 mod library;
+mod rw;

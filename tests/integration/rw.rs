@@ -1,0 +1,346 @@
+//! `rlock rw read|write`: shared readers, exclusive writers, per-reader
+//! leases, writer preference.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rlock::{ConnectOptions, Locker, Mode, Request, Wait};
+
+use crate::util::*;
+
+fn status(r: &Redis, key: &str) -> serde_json::Value {
+    serde_json::from_str(&rlock(r).args(["status", key, "--json"]).run().ok().stdout).unwrap()
+}
+
+fn locker(url: &str) -> Locker {
+    let opts = ConnectOptions {
+        urls: vec![url.to_string()],
+        ..Default::default()
+    };
+    Locker::connect(&opts, "rlock:").unwrap()
+}
+
+fn req(mode: Mode, ttl_ms: u64) -> Request {
+    let mut r = Request::new(Duration::from_millis(ttl_ms));
+    r.mode = mode;
+    r
+}
+
+#[test]
+fn readers_overlap() {
+    // Each reader waits (bounded) until all three are inside at once.
+    let r = Redis::start();
+    let dir = std::env::temp_dir().join(format!("rlock-rw-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        "touch {d}/$1; for i in $(seq 100); do [ $(ls {d} | wc -l) -ge 3 ] && exit 0; sleep 0.05; done; exit 9",
+        d = dir.display()
+    );
+    let kids: Vec<_> = (0..3)
+        .map(|i| {
+            rlock(&r)
+                .args([
+                    "rw",
+                    "read",
+                    "cat",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                    "sh",
+                    &i.to_string(),
+                ])
+                .spawn()
+        })
+        .collect();
+    for k in kids {
+        finish(k, "reader").ok();
+    }
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_writer_excludes_everyone_and_kinds_do_not_mix() {
+    let r = Redis::start();
+    let w = rlock(&r).args(["rw", "write", "cat"]).run().ok().token();
+    rlock(&r)
+        .args(["rw", "read", "-n", "cat"])
+        .run()
+        .fails(75, "busy");
+    rlock(&r)
+        .args(["rw", "write", "-n", "cat"])
+        .run()
+        .fails(75, "busy");
+    rlock(&r)
+        .args(["acquire", "-n", "cat"])
+        .run()
+        .fails(64, "read-write lock");
+    rlock(&r)
+        .args(["rw", "read", "-w", "200ms", "cat"])
+        .run()
+        .fails_with_lines(75, "timed out");
+    let st = status(&r, "cat");
+    assert_eq!(
+        (st["kind"].as_str(), st["holders"][0]["mode"].as_str()),
+        (Some("rw"), Some("write"))
+    );
+    rlock(&r).args(["release", "cat", "--token", &w]).run().ok();
+    // And the other way round: an exclusive lock is not an rw lock.
+    rlock(&r).args(["acquire", "ex"]).run().ok();
+    rlock(&r)
+        .args(["rw", "read", "-n", "ex"])
+        .run()
+        .fails(64, "exclusive lock");
+    rlock(&r)
+        .args(["rw", "read", "--limit", "2", "cat"])
+        .run()
+        .code(64);
+}
+
+#[test]
+fn one_readers_release_keeps_the_others_shares() {
+    let r = Redis::start();
+    let a = rlock(&r).args(["rw", "read", "cat"]).run().ok().token();
+    let b = rlock(&r).args(["rw", "read", "cat"]).run().ok().token();
+    rlock(&r).args(["release", "cat", "--token", &a]).run().ok();
+    let st = status(&r, "cat");
+    assert_eq!(st["holders"].as_array().unwrap().len(), 1);
+    rlock(&r)
+        .args(["rw", "write", "-n", "cat"])
+        .run()
+        .fails(75, "busy");
+    // A's token is spent: it owns nothing while B reads.
+    rlock(&r)
+        .args(["renew", "cat", "--token", &a])
+        .run()
+        .fails(77, "does not own");
+    rlock(&r).args(["renew", "cat", "--token", &b]).run().ok();
+    rlock(&r).args(["release", "cat", "--token", &b]).run().ok();
+    rlock(&r).args(["rw", "write", "-n", "cat"]).run().ok();
+}
+
+#[test]
+fn a_crashed_readers_share_expires_alone() {
+    let r = Redis::start();
+    rlock(&r)
+        .args(["rw", "read", "cat", "--ttl", "300ms"])
+        .run()
+        .ok(); // never renewed
+    rlock(&r)
+        .args(["rw", "read", "cat", "--ttl", "1m"])
+        .run()
+        .ok();
+    assert_eq!(status(&r, "cat")["holders"].as_array().unwrap().len(), 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let st = status(&r, "cat");
+    let holders = st["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1);
+    assert!(holders[0]["ttl_ms"].as_u64().unwrap() > 50_000);
+}
+
+#[test]
+fn a_stream_of_readers_cannot_starve_a_writer() {
+    // Four readers keep the lock read-held without a gap (each re-enters as
+    // soon as it leaves, with overlapping 300 ms reads). Without writer
+    // preference the writer would wait until they all stop (5 s).
+    let r = Redis::start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|i| {
+            let (url, stop) = (r.url(), stop.clone());
+            std::thread::spawn(move || {
+                let mut l = locker(&url);
+                std::thread::sleep(Duration::from_millis(75 * i));
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    let lease = l
+                        .acquire("cat", &req(Mode::Read, 5000), None, &mut |_| {})
+                        .unwrap();
+                    std::thread::sleep(Duration::from_millis(300));
+                    l.release("cat", &lease.token).unwrap();
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(600));
+    let mut w = locker(&r.url());
+    let started = Instant::now();
+    let lease = w
+        .acquire("cat", &req(Mode::Write, 5000), None, &mut |_| {})
+        .unwrap();
+    let waited = started.elapsed();
+    let st = status(&r, "cat");
+    assert_eq!(st["holders"].as_array().unwrap().len(), 1, "{st}");
+    w.release("cat", &lease.token).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for t in readers {
+        t.join().unwrap();
+    }
+    eprintln!("writer waited {waited:?} under a continuous stream of 300 ms readers");
+    assert!(
+        waited < Duration::from_secs(2),
+        "writer starved for {waited:?}"
+    );
+}
+
+#[test]
+fn a_writers_release_wakes_every_waiting_reader_at_once() {
+    let r = Redis::start();
+    let w = rlock(&r).args(["rw", "write", "cat"]).run().ok().token();
+    let readers: Vec<_> = (0..3)
+        .map(|_| rlock(&r).args(["rw", "read", "cat"]).spawn())
+        .collect();
+    eventually(Duration::from_secs(5), "3 readers to queue", || {
+        status(&r, "cat")["waiters"] == 3
+    });
+    let started = Instant::now();
+    rlock(&r).args(["release", "cat", "--token", &w]).run().ok();
+    for k in readers {
+        finish(k, "reader").ok().token();
+    }
+    // One at a time, each would need a 2 s heartbeat.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(status(&r, "cat")["holders"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_writer_that_gives_up_or_dies_stops_blocking_readers() {
+    let r = Redis::start();
+    let reader = rlock(&r).args(["rw", "read", "cat"]).run().ok().token();
+    // Gives up: readers pass again at once.
+    rlock(&r)
+        .args(["rw", "write", "-w", "300ms", "cat"])
+        .run()
+        .code(75);
+    rlock(&r).args(["rw", "read", "-n", "cat"]).run().ok();
+    // Dies while waiting: within its own TTL.
+    let mut writer = rlock(&r)
+        .args(["rw", "write", "--ttl", "1s", "cat"])
+        .spawn();
+    eventually(Duration::from_secs(5), "the writer to queue", || {
+        status(&r, "cat")["waiting_writers"] == 1
+    });
+    rlock(&r)
+        .args(["rw", "read", "-n", "cat"])
+        .run()
+        .fails(75, "busy");
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    let started = Instant::now();
+    rlock(&r)
+        .args(["rw", "read", "-w", "10s", "cat"])
+        .run()
+        .ok();
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    rlock(&r)
+        .args(["release", "cat", "--token", &reader])
+        .run()
+        .ok();
+}
+
+#[test]
+fn reentry_nests_reads_and_writes_but_refuses_an_upgrade() {
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let nested =
+        format!("{bin} rw read -n cat -- {bin} rw write -n cat -- {bin} rw read -n cat -- true");
+    rlock(&r)
+        .args(["rw", "write", "cat", "--", "sh", "-c", &nested])
+        .run()
+        .ok();
+    rlock(&r)
+        .args([
+            "rw",
+            "read",
+            "cat",
+            "--",
+            "sh",
+            "-c",
+            &format!("{bin} rw read -n cat -- true"),
+        ])
+        .run()
+        .ok();
+    rlock(&r)
+        .args([
+            "rw",
+            "read",
+            "cat",
+            "--",
+            "sh",
+            "-c",
+            &format!("{bin} rw write cat -- true"),
+        ])
+        .run()
+        .fails_with_lines(64, "cannot upgrade");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn rw_exec_behaves_like_exec() {
+    let r = Redis::start();
+    let run = rlock(&r)
+        .args([
+            "rw",
+            "write",
+            "cat",
+            "--",
+            "sh",
+            "-c",
+            "echo $RLOCK_KEY $RLOCK_FENCE; exit 7",
+        ])
+        .run()
+        .code(7);
+    assert_eq!(run.stdout.trim(), "cat 1");
+    rlock(&r)
+        .args(["rw", "read", "cat", "--", "sh", "-c", "kill -TERM $$"])
+        .run()
+        .code(143);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn every_key_of_an_rw_lock_shares_one_hash_tag() {
+    let r = Redis::start();
+    let _ = rlock(&r).args(["rw", "read", "a{b}c"]).run().ok();
+    let mut writer = rlock(&r).args(["rw", "write", "a{b}c"]).spawn();
+    eventually(Duration::from_secs(5), "the writer to queue", || {
+        status(&r, "a{b}c")["waiting_writers"] == 1
+    });
+    let keys = r.keys();
+    assert!(keys.len() >= 5, "{keys:?}");
+    let tag = |k: &str| {
+        let open = k.find('{').unwrap();
+        let close = open + k[open..].find('}').unwrap();
+        k[open + 1..close].to_string()
+    };
+    let tags: std::collections::BTreeSet<String> = keys.iter().map(|k| tag(k)).collect();
+    assert_eq!(tags.len(), 1, "keys in several slots: {keys:?}");
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+}
+
+#[test]
+fn library_waits_for_a_write_with_a_timeout() {
+    let r = Redis::start();
+    let mut l = locker(&r.url());
+    let w = l
+        .acquire("cat", &req(Mode::Write, 5000), None, &mut |_| {})
+        .unwrap();
+    let mut read = req(Mode::Read, 5000);
+    read.wait = Wait::For(Duration::from_millis(200));
+    let err = locker(&r.url())
+        .acquire("cat", &read, None, &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, rlock::Error::Timeout { .. }), "{err}");
+    l.release("cat", &w.token).unwrap();
+}
