@@ -150,6 +150,7 @@ pub fn run(
     // kernel reap the command for us, and its exit status would be lost.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
     let interactive = interactive();
+    let guard = if interactive { None } else { Guard::spawn() };
     let mut signals =
         SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2])
             .map_err(|e| Error::Protocol(format!("cannot install signal handlers: {e}")))?;
@@ -208,7 +209,9 @@ pub fn run(
             pid: child.id() as libc::pid_t,
             pgid,
         };
-        let guard = (!interactive).then(|| Guard::spawn(pgid)).flatten();
+        if let Some(g) = &guard {
+            g.arm(pgid);
+        }
         let t = tx.clone();
         let mut child = child;
         s.spawn(move || {
@@ -331,17 +334,21 @@ fn spawn(
 /// without dismissing it: it blocks reading a pipe whose only writer is
 /// rlock, and end-of-file means rlock is gone. PR_SET_PDEATHSIG covers only
 /// the direct child; this covers what it started.
+///
+/// It is forked first thing, while rlock is still single-threaded and small
+/// (a fork later costs about a millisecond), learns the group to guard
+/// through the pipe once the command runs, and is never waited for: it exits
+/// by itself when dismissed.
 struct Guard {
     pid: libc::pid_t,
     fd: libc::c_int,
 }
 
 impl Guard {
-    fn spawn(pgid: libc::pid_t) -> Option<Guard> {
+    fn spawn() -> Option<Guard> {
         let mut fds = [0; 2];
-        // SAFETY: fork in a multi-threaded process: the child calls only
-        // async-signal-safe functions (close, signal, read, killpg, _exit)
-        // and never returns into Rust code.
+        // SAFETY: the child calls only async-signal-safe functions (close,
+        // signal, setpgid, read, killpg, _exit) and never returns into Rust.
         unsafe {
             if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
                 return None;
@@ -354,8 +361,9 @@ impl Guard {
                 }
                 0 => {
                     libc::close(fds[1]);
-                    // Not ours to handle: and rlock's inherited handlers
-                    // would report them to rlock's signal thread.
+                    // Outlive a kill of rlock's own job (a CI runner killing
+                    // the process group), which is when it is needed.
+                    libc::setpgid(0, 0);
                     for sig in [
                         SIGINT,
                         SIGTERM,
@@ -367,14 +375,10 @@ impl Guard {
                     ] {
                         libc::signal(sig, libc::SIG_IGN);
                     }
+                    let mut pgid: libc::pid_t = 0;
+                    let armed = read_full(fds[0], (&mut pgid as *mut libc::pid_t).cast(), 4) == 4;
                     let mut byte = 0u8;
-                    let n = loop {
-                        let n = libc::read(fds[0], (&mut byte as *mut u8).cast(), 1);
-                        if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                            break n;
-                        }
-                    };
-                    if n == 0 {
+                    if armed && read_full(fds[0], &mut byte, 1) == 0 && pgid > 1 {
                         libc::killpg(pgid, SIGKILL);
                     }
                     libc::_exit(0)
@@ -387,15 +391,45 @@ impl Guard {
         }
     }
 
+    /// From now on, guard process group `pgid`.
+    fn arm(&self, pgid: libc::pid_t) {
+        // SAFETY: writes 4 bytes from a local to our own pipe.
+        unsafe { libc::write(self.fd, (&pgid as *const libc::pid_t).cast(), 4) };
+    }
+
     /// rlock is done with the group: let the guard go without killing.
     fn dismiss(self) {
+        // SAFETY: writes one byte to our own pipe; Drop closes it.
+        unsafe { libc::write(self.fd, b"x".as_ptr().cast(), 1) };
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // Unarmed, end-of-file lets the guard go; armed but not dismissed
+        // (an early return), it kills the group, which is what we want.
         // SAFETY: plain syscalls on our own fd and child.
         unsafe {
-            libc::write(self.fd, b"x".as_ptr().cast(), 1);
             libc::close(self.fd);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG);
         }
     }
+}
+
+/// read(2) until `len` bytes, end-of-file or an error other than EINTR.
+/// Returns the bytes read. Async-signal-safe.
+unsafe fn read_full(fd: libc::c_int, buf: *mut u8, len: usize) -> usize {
+    let mut got = 0;
+    while got < len {
+        // SAFETY: the caller gives a buffer of `len` bytes.
+        let n = unsafe { libc::read(fd, buf.add(got).cast(), len - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n == 0 || unsafe { *libc::__errno_location() } != libc::EINTR {
+            break;
+        }
+    }
+    got
 }
 
 /// Extend the lease every TTL/3 and publish how long it is valid. Reports a
