@@ -40,20 +40,30 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn open(opts: &ConnectOptions) -> Result<Server> {
+    /// Every server named in `opts`: one, or several for RedLock.
+    pub(crate) fn open_all(opts: &ConnectOptions) -> Result<Vec<Server>> {
         if opts.connect_timeout.is_zero() || opts.connect_timeout > MAX_TIMEOUT {
             return Err(Error::Usage(format!(
                 "--connect-timeout {} is out of range: use 1ms to 1h",
                 humantime::format_duration(opts.connect_timeout)
             )));
         }
-        match opts.urls.as_slice() {
-            [] => Err(Error::Usage("no Redis URL given".into())),
-            [url] => Server::parse(url, opts),
-            _ => Err(Error::Usage(
-                "several Redis URLs (RedLock) are not supported yet; give one --url".into(),
-            )),
+        if opts.urls.is_empty() {
+            return Err(Error::Usage("no Redis URL given".into()));
         }
+        let servers = opts
+            .urls
+            .iter()
+            .map(|u| Server::parse(u, opts))
+            .collect::<Result<Vec<_>>>()?;
+        let mut labels: Vec<&str> = servers.iter().map(|s| s.label.as_str()).collect();
+        labels.sort();
+        if labels.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::Usage(
+                "the same Redis is named twice; RedLock needs independent masters".into(),
+            ));
+        }
+        Ok(servers)
     }
 
     fn parse(url: &str, opts: &ConnectOptions) -> Result<Server> {
@@ -150,10 +160,10 @@ mod tests {
         };
         for bad in ["http://x", "x", "memcache://h:1"] {
             assert!(
-                matches!(Server::open(&opts(bad)), Err(Error::Usage(_))),
+                matches!(Server::open_all(&opts(bad)), Err(Error::Usage(_))),
                 "{bad}"
             );
         }
-        assert!(Server::open(&opts("redis://127.0.0.1:1")).is_ok());
+        assert!(Server::open_all(&opts("redis://127.0.0.1:1")).is_ok());
     }
 }

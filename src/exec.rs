@@ -48,7 +48,8 @@ use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::low_level::siginfo::Cause;
 
-use crate::lock::{LockName, Locker};
+use crate::Locker;
+use crate::lock::LockName;
 use crate::{Busy, Cancel, Error, Lease, Released, Request, Result, Token, exit_code};
 
 /// What to do with the child when the lock is lost.

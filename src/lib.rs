@@ -19,10 +19,11 @@ pub mod error;
 pub mod exec;
 pub mod exit_code;
 pub mod lock;
+mod locker;
+mod quorum;
 pub mod signals;
 
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
-pub use lock::{
-    Busy, Cancel, HolderInfo, Lease, Locker, Mode, Released, Request, Status, Token, Wait,
-};
+pub use lock::{Busy, Cancel, HolderInfo, Lease, Mode, Released, Request, Status, Token, Wait};
+pub use locker::Locker;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::{Connection, FromRedisValue, Script, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::conn::{ConnectOptions, Server};
+use crate::conn::Server;
 use crate::{Error, Result};
 
 macro_rules! script {
@@ -375,7 +375,7 @@ impl LockName {
         })
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -405,37 +405,42 @@ impl LockName {
     }
 }
 
-enum Attempt {
+pub(crate) enum Attempt {
     Granted { fence: u64, count: u64 },
     Busy(Busy),
     NotHeld,
 }
 
-/// A connection to one Redis, with the lock operations.
-pub struct Locker {
+/// One Redis server and a connection to it, with the lock operations.
+pub(crate) struct Node {
     server: Server,
     conn: Option<Connection>,
     last_used: Instant,
     prefix: String,
 }
 
-impl Locker {
-    /// Check the options and connect.
-    pub fn connect(opts: &ConnectOptions, prefix: &str) -> Result<Locker> {
-        let server = Server::open(opts)?;
-        let conn = server.connect()?;
-        Ok(Locker {
+impl Node {
+    /// A node for `server`; it connects on first use.
+    pub(crate) fn new(server: Server, prefix: &str) -> Node {
+        Node {
             server,
-            conn: Some(conn),
+            conn: None,
             last_used: Instant::now(),
             prefix: prefix.to_string(),
-        })
+        }
     }
 
-    /// Another locker for the same server and prefix, with its own
+    /// Connect now, to report an unusable server at once.
+    pub(crate) fn connect(&mut self) -> Result<()> {
+        self.conn = Some(self.server.connect()?);
+        self.last_used = Instant::now();
+        Ok(())
+    }
+
+    /// Another node for the same server and prefix, with its own
     /// connection (opened on first use).
-    pub fn detached(&self) -> Locker {
-        Locker {
+    pub(crate) fn detached(&self) -> Node {
+        Node {
             server: self.server.clone(),
             conn: None,
             last_used: Instant::now(),
@@ -444,16 +449,16 @@ impl Locker {
     }
 
     /// Bound on connecting and on each reply (but blocking waits).
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.server.timeout
     }
 
-    pub fn set_timeout(&mut self, timeout: Duration) {
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.server.timeout = timeout;
         self.conn = None;
     }
 
-    pub fn name(&self, key: &str) -> Result<LockName> {
+    pub(crate) fn name(&self, key: &str) -> Result<LockName> {
         LockName::new(&self.prefix, key)
     }
 
@@ -506,7 +511,7 @@ impl Locker {
         res.map_err(|e| self.fail(e, what()))
     }
 
-    fn attempt(
+    pub(crate) fn attempt(
         &mut self,
         lock: &LockName,
         token: &Token,
@@ -592,7 +597,7 @@ impl Locker {
     /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called once,
     /// when the first attempt finds the lock busy and we are going to wait.
     /// `cancel`, if given, lets another thread stop the wait at once.
-    pub fn acquire(
+    pub(crate) fn acquire(
         &mut self,
         key: &str,
         req: &Request,
@@ -756,7 +761,7 @@ impl Locker {
     }
 
     /// Leave the wait queue and drop every hold of `token`.
-    fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
+    pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
         self.eval(
             &RELEASE,
             &lock.keys(Some(token)),
@@ -766,7 +771,7 @@ impl Locker {
     }
 
     /// Release one hold of `token` on `key`.
-    pub fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
+    pub(crate) fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
         let lock = self.name(key)?;
         let n: i64 = self.eval(
             &RELEASE,
@@ -785,7 +790,7 @@ impl Locker {
 
     /// Extend the lease of `token` to `ttl` from now. Returns the instant
     /// until which the lease is safe to rely on.
-    pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
         check_ttl(ttl)?;
         let lock = self.name(key)?;
         let sent = Instant::now();
@@ -810,7 +815,7 @@ impl Locker {
     }
 
     /// Who holds `key`, how long they keep it, who waits.
-    pub fn status(&mut self, key: &str) -> Result<Status> {
+    pub(crate) fn status(&mut self, key: &str) -> Result<Status> {
         let lock = self.name(key)?;
         let reply: Vec<Value> =
             self.eval(&STATUS, &lock.keys(None), &[], || format!("status {key:?}"))?;
@@ -818,7 +823,7 @@ impl Locker {
     }
 
     /// Every live lock whose key matches the glob `pattern`.
-    pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+    pub(crate) fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         if pattern.chars().any(char::is_control) {
             return Err(Error::Usage(format!(
                 "pattern {pattern:?} contains control characters"

@@ -7,4 +7,5 @@ mod cli;
 mod docs;
 mod exec;
 mod library;
+mod redlock;
 mod rw;

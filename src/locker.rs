@@ -1,0 +1,125 @@
+//! The public lock handle: one Redis, or RedLock over several independent
+//! masters when several URLs are given.
+
+use std::time::{Duration, Instant};
+
+use crate::conn::{ConnectOptions, Server};
+use crate::lock::{LockName, Node};
+use crate::quorum::Quorum;
+use crate::{Busy, Cancel, Lease, Released, Request, Result, Status, Token};
+
+/// Lock operations against one Redis, or against several with RedLock.
+pub struct Locker(Inner);
+
+// One is the common case, and a Locker lives as long as the command: not
+// worth a box.
+#[allow(clippy::large_enum_variant)]
+enum Inner {
+    One(Node),
+    Many(Quorum),
+}
+
+impl Locker {
+    /// Check the options and connect. With one URL, the connection is made
+    /// now so an unusable server is reported at once; with several
+    /// (RedLock), each node connects on first use.
+    pub fn connect(opts: &ConnectOptions, prefix: &str) -> Result<Locker> {
+        let mut servers = Server::open_all(opts)?;
+        if servers.len() == 1 {
+            let mut node = Node::new(servers.remove(0), prefix);
+            node.connect()?;
+            return Ok(Locker(Inner::One(node)));
+        }
+        Ok(Locker(Inner::Many(Quorum::new(servers, prefix))))
+    }
+
+    /// How many Redis servers take part (more than one: RedLock).
+    pub fn servers(&self) -> usize {
+        match &self.0 {
+            Inner::One(_) => 1,
+            Inner::Many(q) => q.len(),
+        }
+    }
+
+    /// Another locker for the same servers and prefix, with connections of
+    /// its own (opened on first use).
+    pub fn detached(&self) -> Locker {
+        Locker(match &self.0 {
+            Inner::One(n) => Inner::One(n.detached()),
+            Inner::Many(q) => Inner::Many(q.detached()),
+        })
+    }
+
+    /// Bound on connecting and on each reply (but blocking waits).
+    pub fn timeout(&self) -> Duration {
+        match &self.0 {
+            Inner::One(n) => n.timeout(),
+            Inner::Many(q) => q.timeout(),
+        }
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        match &mut self.0 {
+            Inner::One(n) => n.set_timeout(timeout),
+            Inner::Many(q) => q.set_timeout(timeout),
+        }
+    }
+
+    pub fn name(&self, key: &str) -> Result<LockName> {
+        match &self.0 {
+            Inner::One(n) => n.name(key),
+            Inner::Many(q) => q.name(key),
+        }
+    }
+
+    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called once,
+    /// when the first attempt finds the lock busy and we are going to wait.
+    /// `cancel`, if given, lets another thread stop the wait at once.
+    pub fn acquire(
+        &mut self,
+        key: &str,
+        req: &Request,
+        cancel: Option<&Cancel>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        match &mut self.0 {
+            Inner::One(n) => n.acquire(key, req, cancel, on_wait),
+            Inner::Many(q) => q.acquire(key, req, cancel, on_wait),
+        }
+    }
+
+    /// Release one hold of `token` on `key`.
+    pub fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
+        match &mut self.0 {
+            Inner::One(n) => n.release(key, token),
+            Inner::Many(q) => q.release(key, token),
+        }
+    }
+
+    /// Extend the lease of `token` to at least `ttl` from now. Returns the
+    /// instant until which the lease is safe to rely on.
+    pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+        match &mut self.0 {
+            Inner::One(n) => n.renew(key, token, ttl),
+            Inner::Many(q) => q.renew(key, token, ttl),
+        }
+    }
+
+    /// Who holds `key`, how long they keep it, who waits. Under RedLock,
+    /// as the first server that answers sees it.
+    pub fn status(&mut self, key: &str) -> Result<Status> {
+        match &mut self.0 {
+            Inner::One(n) => n.status(key),
+            Inner::Many(q) => q.status(key),
+        }
+    }
+
+    /// Every live lock whose key matches the glob `pattern`. Under RedLock,
+    /// as the first server that answers sees them.
+    pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        match &mut self.0 {
+            Inner::One(n) => n.list(pattern),
+            Inner::Many(q) => q.list(pattern),
+        }
+    }
+}

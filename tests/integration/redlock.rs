@@ -1,0 +1,181 @@
+//! RedLock over several independent redis-server processes.
+
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+fn masters(n: usize) -> Vec<Redis> {
+    (0..n).map(|_| Redis::start()).collect()
+}
+
+fn urls(ms: &[Redis]) -> String {
+    ms.iter().map(Redis::url).collect::<Vec<_>>().join(",")
+}
+
+fn rl(ms: &[Redis]) -> Rlock {
+    bare_rlock().env("RLOCK_URL", &urls(ms))
+}
+
+fn held_on(m: &Redis, key: &str) -> bool {
+    let st: serde_json::Value =
+        serde_json::from_str(&rlock(m).args(["status", key, "--json"]).run().ok().stdout).unwrap();
+    st["held"] == true
+}
+
+fn freeze(m: &Redis) {
+    // SAFETY: plain syscall on our own child.
+    unsafe { libc::kill(m.child_pid() as i32, libc::SIGSTOP) };
+}
+
+fn thaw(m: &Redis) {
+    // SAFETY: as above.
+    unsafe { libc::kill(m.child_pid() as i32, libc::SIGCONT) };
+}
+
+#[test]
+fn acquire_and_release_on_every_master() {
+    let ms = masters(3);
+    let tok = rl(&ms).args(["acquire", "k"]).run().ok().token();
+    assert!(ms.iter().all(|m| held_on(m, "k")));
+    rl(&ms).args(["acquire", "-n", "k"]).run().fails(75, "busy");
+    rl(&ms).args(["release", "k", "--token", &tok]).run().ok();
+    assert!(ms.iter().all(|m| !held_on(m, "k")));
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+}
+
+#[test]
+fn a_minority_holding_the_key_cannot_block_or_be_kept() {
+    // One master already holds the key for someone else: a majority is
+    // still reachable, so the lock is granted; the failed attempts of a
+    // second client leave nothing behind on the others.
+    let ms = masters(3);
+    rlock(&ms[0]).args(["acquire", "k"]).run().ok();
+    let tok = rl(&ms).args(["acquire", "-n", "k"]).run().ok().token();
+    rl(&ms).args(["acquire", "-n", "k"]).run().fails(75, "busy");
+    rl(&ms).args(["release", "k", "--token", &tok]).run().ok();
+    assert!(!held_on(&ms[1], "k") && !held_on(&ms[2], "k"));
+}
+
+#[test]
+fn one_frozen_master_does_not_slow_acquire() {
+    let ms = masters(3);
+    freeze(&ms[2]);
+    let started = Instant::now();
+    let run = rl(&ms).args(["acquire", "k"]).run();
+    let took = started.elapsed();
+    let release = rl(&ms)
+        .args(["release", "k", "--token", run.stdout.trim()])
+        .run();
+    thaw(&ms[2]);
+    run.ok().token();
+    release.ok();
+    eprintln!("acquire with 1 of 3 masters frozen took {took:?}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn a_frozen_majority_fails_cleanly_with_69() {
+    let ms = masters(3);
+    freeze(&ms[1]);
+    freeze(&ms[2]);
+    let run = rl(&ms).args(["acquire", "-n", "k"]).run();
+    thaw(&ms[1]);
+    thaw(&ms[2]);
+    run.fails(69, "RedLock needs 2");
+    // The one master that answered was released again.
+    assert!(!held_on(&ms[0], "k"));
+}
+
+#[test]
+fn exec_loses_the_lock_when_a_majority_stops_answering() {
+    let ms = masters(3);
+    let dir = std::env::temp_dir().join(format!("rlock-redlock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ready = dir.join("ready");
+    let term = dir.join("term");
+    let script = format!(
+        "trap 'touch {t}; exit 0' TERM; touch {r}; while :; do sleep 0.01; done",
+        t = term.display(),
+        r = ready.display()
+    );
+    let child = rl(&ms)
+        .args(["exec", "--ttl", "1500ms", "k", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the command to start", || {
+        ready.exists()
+    });
+    freeze(&ms[0]);
+    freeze(&ms[1]);
+    let run = finish(child, "exec");
+    thaw(&ms[0]);
+    thaw(&ms[1]);
+    run.fails_with_lines(79, "lost");
+    assert!(term.exists(), "the command was not sent SIGTERM");
+}
+
+#[test]
+fn exclusion_holds_across_five_masters() {
+    let ms = masters(5);
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let body = format!(
+        "n=$(redis-cli -p {p} INCR inside); [ \"$n\" = 1 ] || exit 99; redis-cli -p {p} DECR inside >/dev/null",
+        p = ms[0].port
+    );
+    let script =
+        format!("for i in 1 2 3 4 5; do {bin} exec -w 60s c -- sh -c '{body}' || exit $?; done");
+    let kids: Vec<_> = (0..6)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", &script])
+                .env("RLOCK_URL", urls(&ms))
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in kids {
+        finish(k, "contender").ok();
+    }
+    // Fencing under RedLock: the maximum of the granting majority.
+    let st: serde_json::Value = serde_json::from_str(
+        &rlock(&ms[0])
+            .args(["status", "c", "--json"])
+            .run()
+            .ok()
+            .stdout,
+    )
+    .unwrap();
+    assert!(st["fence"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn rw_and_limit_are_refused_under_redlock() {
+    let ms = masters(3);
+    rl(&ms).args(["rw", "read", "k"]).run().fails(64, "RedLock");
+    rl(&ms)
+        .args(["acquire", "--limit", "2", "k"])
+        .run()
+        .fails(64, "RedLock");
+    rl(&ms)
+        .args(["acquire", "k"])
+        .env("RLOCK_URL", &format!("{},{}", ms[0].url(), ms[0].url()))
+        .run()
+        .fails(64, "named twice");
+}
+
+#[test]
+fn nested_exec_reenters_under_redlock() {
+    let ms = masters(3);
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let inner = format!("{bin} exec -n k -- true");
+    rl(&ms)
+        .args(["exec", "k", "--", "sh", "-c", &inner])
+        .run()
+        .ok();
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+}
