@@ -249,11 +249,12 @@ impl Quorum {
             self.abandon_all(&lock, &token);
             let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
             if answered < self.majority() {
+                // A refusal that is not about reachability (a foreign key,
+                // a kind mismatch) is the real answer.
                 if let Some(Some(Err(e))) = answers.into_iter().find(|a| matches!(a, Some(Err(_))))
+                    && !matches!(e, Error::Unavailable { .. })
                 {
-                    if !matches!(e, Error::Unavailable { .. }) {
-                        return Err(e);
-                    }
+                    return Err(e);
                 }
                 return Err(no_answer(
                     &format!("acquire {key:?}"),
