@@ -87,7 +87,8 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Redis URL: redis://[user:pass@]host:port/db, rediss://..., unix:///path
+    /// Redis URL: redis://[user:pass@]host:port/db or unix:///path; several
+    /// (repeated, or comma-separated) mean RedLock over independent masters
     #[arg(
         long,
         global = true,
