@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rlock_global_optspecs
-    string join \n url= prefix= connect-timeout= q/quiet v/verbose h/help V/version
+    string join \n url= tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
 end
 
 function __fish_rlock_needs_command
@@ -24,7 +24,10 @@ function __fish_rlock_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c rlock -n "__fish_rlock_needs_command" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_needs_command" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -43,7 +46,10 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease ti
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -d 'Fail at once if the lock is busy'
@@ -58,7 +64,10 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to
 kill\t'SIGKILL to the command\'s process group at once'
 ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -d 'Fail at once if the lock is busy'
@@ -72,7 +81,10 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to d
 kill\t'SIGKILL to the command\'s process group at once'
 ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
-complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -d 'Fail at once if the lock is busy'
@@ -80,7 +92,10 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print 
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l token -d 'Owner token printed by `rlock acquire`' -r
-complete -c rlock -n "__fish_rlock_using_subcommand release" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -88,20 +103,29 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l token -d 'Owner token printed by `rlock acquire`' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l ttl -d 'New TTL, counted from now' -r
-complete -c rlock -n "__fish_rlock_using_subcommand renew" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand status" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand list" -l url -d 'Redis URL: redis://[user:pass@]host:port/db or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON (one array) instead of text'

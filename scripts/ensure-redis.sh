@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Install redis-server and redis-cli from Debian's packages if they are missing.
+# Install what the demo and the tests need from Debian's packages, if it is
+# missing: redis-server and redis-cli, and openssl (the TLS tests make their
+# certificates with it).
 set -euo pipefail
-if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
-  exit 0
-fi
-echo "rlock: installing redis-server (apt-get)..." >&2
+missing=()
+command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
+command -v openssl >/dev/null || missing+=(openssl)
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "rlock: installing ${missing[*]} (apt-get)..." >&2
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq redis-server >/dev/null
+$sudo apt-get install -y -qq "${missing[@]}" >/dev/null

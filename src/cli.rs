@@ -14,6 +14,7 @@ Environment:
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
   RLOCK_PREFIX         key prefix (like --prefix)
   RLOCK_TOKEN          owner token for release/renew (like --token)
+  RLOCK_TLS_CA, RLOCK_TLS_CERT, RLOCK_TLS_KEY   like --tls-ca, --tls-cert, --tls-key
 
 Exit codes:
   0    success (exec: the command's own exit code is passed through)
@@ -87,8 +88,9 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Redis URL: redis://[user:pass@]host:port/db or unix:///path; several
-    /// (repeated, or comma-separated) mean RedLock over independent masters
+    /// Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or
+    /// unix:///path; several (repeated, or comma-separated) mean RedLock
+    /// over independent masters
     #[arg(
         long,
         global = true,
@@ -100,6 +102,38 @@ pub struct Global {
         help_heading = "Connection"
     )]
     pub url: Vec<String>,
+
+    /// CA certificate (PEM) to trust for rediss:// instead of the system's
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_TLS_CA",
+        value_name = "FILE",
+        help_heading = "Connection"
+    )]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM) for rediss:// servers that require one
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key",
+        help_heading = "Connection"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// Private key (PEM) of the client certificate
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert",
+        help_heading = "Connection"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
 
     /// Prefix of every Redis key rlock writes
     #[arg(

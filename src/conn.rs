@@ -1,6 +1,7 @@
 //! Connecting to Redis: URL checks, RLOCK_PASSWORD, timeouts, and error
 //! messages that never contain a password.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::IntoConnectionInfo;
@@ -18,6 +19,55 @@ pub struct ConnectOptions {
     pub password: Option<String>,
     /// Bound on connecting, and on waiting for any reply but a blocking wait.
     pub connect_timeout: Duration,
+    /// TLS (`rediss://`): a CA certificate (PEM) to trust instead of the
+    /// system's roots, and an optional client certificate and key (PEM).
+    pub tls: Tls,
+}
+
+/// TLS files for `rediss://` URLs.
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl Tls {
+    fn is_set(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.key.is_some()
+    }
+
+    fn certificates(&self) -> Result<redis::TlsCertificates> {
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read(path)
+                .map_err(|e| Error::Usage(format!("cannot read {flag} {}: {e}", path.display())))
+        };
+        let client_tls = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: read("--tls-cert", cert)?,
+                client_key: read("--tls-key", key)?,
+            }),
+            (None, None) => None,
+            _ => return Err(Error::Usage("--tls-cert and --tls-key go together".into())),
+        };
+        let root_cert = self
+            .ca
+            .as_ref()
+            .map(|ca| read("--tls-ca", ca))
+            .transpose()?;
+        Ok(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        })
+    }
+}
+
+/// rustls needs one process-wide crypto provider; ring is the one built in.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 impl Default for ConnectOptions {
@@ -26,6 +76,7 @@ impl Default for ConnectOptions {
             urls: vec!["redis://127.0.0.1:6379".into()],
             password: None,
             connect_timeout: Duration::from_secs(2),
+            tls: Tls::default(),
         }
     }
 }
@@ -70,12 +121,12 @@ impl Server {
         let shown = redact(url);
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
-            "redis" | "unix" | "redis+unix" => {}
-            "rediss" => {
+            "redis" | "unix" | "redis+unix" if opts.tls.is_set() => {
                 return Err(Error::Usage(format!(
-                    "Redis URL {shown}: TLS (rediss://) is not supported by this build yet"
+                    "Redis URL {shown}: --tls-ca/--tls-cert/--tls-key need a rediss:// URL"
                 )));
             }
+            "redis" | "unix" | "redis+unix" | "rediss" => {}
             _ => {
                 return Err(Error::Usage(format!(
                     "Redis URL {shown}: unknown scheme; use redis://, rediss:// or unix://"
@@ -94,8 +145,17 @@ impl Server {
         }
         let label = info.addr().to_string();
         let info = info.set_redis_settings(redis);
-        let client =
-            redis::Client::open(info).map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+        let client = if scheme == "rediss" {
+            install_crypto_provider();
+            if opts.tls.is_set() {
+                redis::Client::build_with_tls(info, opts.tls.certificates()?)
+            } else {
+                redis::Client::open(info)
+            }
+        } else {
+            redis::Client::open(info)
+        };
+        let client = client.map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
         Ok(Server {
             client,
             label,

@@ -72,6 +72,11 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
             .ok()
             .filter(|p| !p.is_empty()),
         connect_timeout: g.connect_timeout.0,
+        tls: rlock::conn::Tls {
+            ca: g.tls_ca.clone(),
+            cert: g.tls_cert.clone(),
+            key: g.tls_key.clone(),
+        },
     };
     Ok(Locker::connect(&opts, &g.prefix)?)
 }

@@ -9,3 +9,4 @@ mod exec;
 mod library;
 mod redlock;
 mod rw;
+mod tls_acl;

@@ -48,6 +48,12 @@ impl Redis {
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        // "{port}" in an extra argument stands for the chosen port, so a
+        // TLS server can put its TLS listener there (with --port 0).
+        let extra: Vec<String> = extra
+            .iter()
+            .map(|a| a.replace("{port}", &port.to_string()))
+            .collect();
         let child = Command::new("redis-server")
             .args([
                 "--port",

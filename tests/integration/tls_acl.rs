@@ -1,0 +1,201 @@
+//! TLS (`rediss://` with a CA and client certificates made here with
+//! openssl) and the least-privilege ACL documented in the README.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::*;
+
+/// A CA, a server certificate for localhost/127.0.0.1 and a client
+/// certificate, all signed by the CA, in a fresh directory.
+fn certificates(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlock-tls-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sh = |script: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    sh(
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=rlock test CA'",
+    );
+    sh("printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san");
+    for who in ["server", "client"] {
+        sh(&format!(
+            "openssl req -newkey rsa:2048 -nodes -keyout {who}.key -out {who}.csr -subj '/CN={who}' && \
+             openssl x509 -req -in {who}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out {who}.crt -days 2 -extfile san"
+        ));
+    }
+    dir
+}
+
+fn tls_server(dir: &Path, client_certs: bool) -> Redis {
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let auth = if client_certs { "yes" } else { "no" };
+    Redis::start_with(&[
+        "--port",
+        "0",
+        "--tls-port",
+        "{port}",
+        "--tls-cert-file",
+        &p("server.crt"),
+        "--tls-key-file",
+        &p("server.key"),
+        "--tls-ca-cert-file",
+        &p("ca.crt"),
+        "--tls-auth-clients",
+        auth,
+    ])
+}
+
+#[test]
+fn rediss_with_a_custom_ca() {
+    let dir = certificates("ca");
+    let r = tls_server(&dir, false);
+    let url = format!("rediss://localhost:{}", r.port);
+    let ca = dir.join("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let tok = bare_rlock()
+        .args(["--url", &url, "--tls-ca", ca, "acquire", "k"])
+        .run()
+        .ok()
+        .token();
+    bare_rlock()
+        .env("RLOCK_URL", &url)
+        .env("RLOCK_TLS_CA", ca)
+        .args(["exec", "-w", "1s", "x", "--", "true"])
+        .run()
+        .ok();
+    bare_rlock()
+        .args([
+            "--url", &url, "--tls-ca", ca, "release", "k", "--token", &tok,
+        ])
+        .run()
+        .ok();
+    // Without the CA the server's certificate is not trusted.
+    bare_rlock()
+        .args(["--url", &url, "status", "k"])
+        .run()
+        .fails(69, "certificate");
+    // Plain redis:// to a TLS port fails as unreachable, not with a panic.
+    let plain = format!("redis://127.0.0.1:{}", r.port);
+    bare_rlock()
+        .args(["--url", &plain, "--connect-timeout", "500ms", "status", "k"])
+        .run()
+        .code(69);
+    // TLS files with a plain URL are a usage error.
+    bare_rlock()
+        .args(["--url", &plain, "--tls-ca", ca, "status", "k"])
+        .run()
+        .fails(64, "rediss://");
+    bare_rlock()
+        .args([
+            "--url",
+            &url,
+            "--tls-ca",
+            "/nonexistent/ca.crt",
+            "status",
+            "k",
+        ])
+        .run()
+        .fails(64, "cannot read");
+}
+
+#[test]
+fn rediss_with_a_client_certificate() {
+    let dir = certificates("mtls");
+    let r = tls_server(&dir, true);
+    let url = format!("rediss://127.0.0.1:{}", r.port);
+    let f = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    bare_rlock()
+        .args([
+            "--url",
+            &url,
+            "--tls-ca",
+            &f("ca.crt"),
+            "--tls-cert",
+            &f("client.crt"),
+            "--tls-key",
+            &f("client.key"),
+        ])
+        .args(["exec", "k", "--", "true"])
+        .run()
+        .ok();
+    // The server demands a client certificate.
+    bare_rlock()
+        .args(["--url", &url, "--tls-ca", &f("ca.crt"), "status", "k"])
+        .run()
+        .code(69);
+    bare_rlock()
+        .args(["--url", &url, "--tls-cert", &f("client.crt"), "status", "k"])
+        .run()
+        .code(64);
+}
+
+/// The ACL the README documents for an rlock user, word for word.
+fn readme_acl() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.trim_start().starts_with("ACL SETUSER rlock "))
+        .expect("README documents `ACL SETUSER rlock ...`");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn every_command_works_as_the_least_privileged_acl_user() {
+    let r = Redis::start();
+    let acl = readme_acl();
+    let args: Vec<&str> = acl.iter().map(String::as_str).collect();
+    let _: () = r.cmd(&args);
+    let url = format!("redis://rlock:rlock-secret@127.0.0.1:{}", r.port);
+    let run = |a: &[&str]| bare_rlock().env("RLOCK_URL", &url).args(a).run();
+    let tok = run(&["acquire", "k"]).ok().token();
+    run(&["renew", "k", "--token", &tok]).ok();
+    run(&["status", "k"]).ok();
+    run(&["list"]).ok();
+    // A waiter is woken by the release (BLPOP, RPUSH inside the script).
+    let waiter = bare_rlock()
+        .env("RLOCK_URL", &url)
+        .args(["acquire", "k"])
+        .spawn();
+    eventually(std::time::Duration::from_secs(5), "the waiter", || {
+        run(&["status", "k", "--json"])
+            .stdout
+            .contains("\"waiters\":1")
+    });
+    run(&["release", "k", "--token", &tok]).ok();
+    let next = finish(waiter, "waiter").ok().token();
+    run(&["release", "k", "--token", &next]).ok();
+    run(&["exec", "k", "--", "true"]).ok();
+    run(&["rw", "read", "cat", "--", "true"]).ok();
+    run(&["exec", "--limit", "2", "sem", "--", "true"]).ok();
+    // Interrupting a wait pokes the wake-up list (RPUSH, PEXPIRE).
+    let holder = run(&["acquire", "k"]).ok().token();
+    let waiter = bare_rlock()
+        .env("RLOCK_URL", &url)
+        .args(["acquire", "k"])
+        .spawn();
+    eventually(std::time::Duration::from_secs(5), "the waiter", || {
+        run(&["status", "k", "--json"])
+            .stdout
+            .contains("\"waiters\":1")
+    });
+    // SAFETY: plain syscall on our own child.
+    unsafe { libc::kill(waiter.id() as i32, libc::SIGINT) };
+    finish(waiter, "waiter").code(130);
+    run(&["release", "k", "--token", &holder]).ok();
+    r.assert_nothing_held(&[]);
+    // And the user is really limited: keys outside the prefix are refused.
+    run(&["--prefix", "other:", "status", "k"]).fails(69, "");
+}
