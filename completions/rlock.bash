@@ -71,7 +71,7 @@ _rlock() {
 
     case "${cmd}" in
         rlock)
-            opts="-q -v -h -V --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew status list help"
+            opts="-q -v -h -V --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew status list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -109,7 +109,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__acquire)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -171,7 +171,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --grace --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --grace --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -367,7 +367,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__list)
-            opts="-q -v -h --json --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --json --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -405,7 +405,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__release)
-            opts="-q -v -h --token --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --token --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -447,7 +447,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__renew)
-            opts="-q -v -h --token --ttl --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --token --ttl --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -493,7 +493,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__rw)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --grace --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --grace --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -559,7 +559,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__status)
-            opts="-q -v -h --json --url --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --json --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

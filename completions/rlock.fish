@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rlock_global_optspecs
-    string join \n url= tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
+    string join \n url= cluster tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
 end
 
 function __fish_rlock_needs_command
@@ -30,6 +30,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -l tls-cert -d 'Client certifi
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_needs_command" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -53,6 +54,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Priv
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Print help'
@@ -71,6 +73,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -88,6 +91,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private k
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -98,6 +102,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-cert -d 'Cli
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s h -l help -d 'Print help'
@@ -109,6 +114,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-cert -d 'Clien
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s h -l help -d 'Print help'
@@ -119,6 +125,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-key -d 'Priva
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l json -d 'Print JSON instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
@@ -129,6 +136,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-key -d 'Private
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON (one array) instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'

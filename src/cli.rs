@@ -14,6 +14,7 @@ Environment:
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
   RLOCK_PREFIX         key prefix (like --prefix)
   RLOCK_TOKEN          owner token for release/renew (like --token)
+  RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_TLS_CA, RLOCK_TLS_CERT, RLOCK_TLS_KEY   like --tls-ca, --tls-cert, --tls-key
 
 Exit codes:
@@ -102,6 +103,10 @@ pub struct Global {
         help_heading = "Connection"
     )]
     pub url: Vec<String>,
+
+    /// The URLs are seed nodes of one Redis Cluster (not RedLock masters)
+    #[arg(long, global = true, env = "RLOCK_CLUSTER", value_parser = clap::builder::FalseyValueParser::new(), help_heading = "Connection")]
+    pub cluster: bool,
 
     /// CA certificate (PEM) to trust for rediss:// instead of the system's
     #[arg(

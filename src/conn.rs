@@ -22,6 +22,8 @@ pub struct ConnectOptions {
     /// TLS (`rediss://`): a CA certificate (PEM) to trust instead of the
     /// system's roots, and an optional client certificate and key (PEM).
     pub tls: Tls,
+    /// The URLs are seed nodes of one Redis Cluster.
+    pub cluster: bool,
 }
 
 /// TLS files for `rediss://` URLs.
@@ -77,21 +79,38 @@ impl Default for ConnectOptions {
             password: None,
             connect_timeout: Duration::from_secs(2),
             tls: Tls::default(),
+            cluster: false,
         }
     }
 }
 
-/// One Redis server: a client that can open connections to it.
+/// One Redis server, or one Redis Cluster: a client that can open
+/// connections to it.
 #[derive(Clone)]
 pub(crate) struct Server {
-    client: redis::Client,
-    /// host:port or socket path, safe to print.
+    client: Client,
+    /// host:port or socket path (the first seed, for a cluster), safe to
+    /// print.
     pub(crate) label: String,
     pub(crate) timeout: Duration,
 }
 
+#[derive(Clone)]
+enum Client {
+    One(redis::Client),
+    Cluster(redis::cluster::ClusterClient),
+}
+
+/// A URL checked and turned into connection settings.
+struct Seed {
+    info: redis::ConnectionInfo,
+    label: String,
+    tls: bool,
+}
+
 impl Server {
-    /// Every server named in `opts`: one, or several for RedLock.
+    /// Every server named in `opts`: one, several for RedLock, or one
+    /// cluster reached through several seed nodes.
     pub(crate) fn open_all(opts: &ConnectOptions) -> Result<Vec<Server>> {
         if opts.connect_timeout.is_zero() || opts.connect_timeout > MAX_TIMEOUT {
             return Err(Error::Usage(format!(
@@ -102,22 +121,102 @@ impl Server {
         if opts.urls.is_empty() {
             return Err(Error::Usage("no Redis URL given".into()));
         }
-        let servers = opts
+        let seeds = opts
             .urls
             .iter()
-            .map(|u| Server::parse(u, opts))
+            .map(|u| Seed::parse(u, opts))
             .collect::<Result<Vec<_>>>()?;
-        let mut labels: Vec<&str> = servers.iter().map(|s| s.label.as_str()).collect();
+        let mut labels: Vec<&str> = seeds.iter().map(|s| s.label.as_str()).collect();
         labels.sort();
         if labels.windows(2).any(|w| w[0] == w[1]) {
             return Err(Error::Usage(
-                "the same Redis is named twice; RedLock needs independent masters".into(),
+                "the same Redis is named twice; give each server once".into(),
             ));
         }
-        Ok(servers)
+        if opts.cluster {
+            return Ok(vec![Server::cluster(seeds, opts)?]);
+        }
+        seeds.into_iter().map(|s| Server::one(s, opts)).collect()
     }
 
-    fn parse(url: &str, opts: &ConnectOptions) -> Result<Server> {
+    fn one(seed: Seed, opts: &ConnectOptions) -> Result<Server> {
+        let shown = seed.label.clone();
+        let client = if seed.tls {
+            install_crypto_provider();
+            if opts.tls.is_set() {
+                redis::Client::build_with_tls(seed.info, opts.tls.certificates()?)
+            } else {
+                redis::Client::open(seed.info)
+            }
+        } else {
+            redis::Client::open(seed.info)
+        };
+        let client = client.map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+        Ok(Server {
+            client: Client::One(client),
+            label: seed.label,
+            timeout: opts.connect_timeout,
+        })
+    }
+
+    fn cluster(seeds: Vec<Seed>, opts: &ConnectOptions) -> Result<Server> {
+        if seeds
+            .iter()
+            .any(|s| matches!(s.info.addr(), redis::ConnectionAddr::Unix(_)))
+        {
+            return Err(Error::Usage(
+                "--cluster needs host:port URLs, not unix sockets".into(),
+            ));
+        }
+        let label = format!("cluster via {}", seeds[0].label);
+        let tls = seeds.iter().any(|s| s.tls);
+        let mut b = redis::cluster::ClusterClient::builder(seeds.into_iter().map(|s| s.info))
+            .connection_timeout(opts.connect_timeout)
+            .response_timeout(opts.connect_timeout)
+            .retries(3);
+        if let Some(pw) = &opts.password {
+            b = b.password(pw);
+        }
+        if tls {
+            install_crypto_provider();
+            b = b.tls(redis::TlsMode::Secure);
+            if opts.tls.is_set() {
+                b = b.certs(opts.tls.certificates()?);
+            }
+        }
+        let client = b
+            .build()
+            .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
+        Ok(Server {
+            client: Client::Cluster(client),
+            label,
+            timeout: opts.connect_timeout,
+        })
+    }
+
+    /// A fresh connection whose replies are bounded by the connect timeout.
+    pub(crate) fn connect(&self) -> Result<Conn> {
+        let unavailable = |cause| Error::Unavailable {
+            context: format!("cannot use Redis at {}", self.label),
+            cause,
+        };
+        let conn = match &self.client {
+            Client::One(c) => Conn::One(
+                c.get_connection_with_timeout(self.timeout)
+                    .map_err(unavailable)?,
+            ),
+            Client::Cluster(c) => Conn::Cluster(Box::new(c.get_connection().map_err(unavailable)?)),
+        };
+        conn.set_read_timeout(Some(self.timeout))
+            .map_err(unavailable)?;
+        conn.set_write_timeout(Some(self.timeout))
+            .map_err(unavailable)?;
+        Ok(conn)
+    }
+}
+
+impl Seed {
+    fn parse(url: &str, opts: &ConnectOptions) -> Result<Seed> {
         let shown = redact(url);
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
@@ -144,40 +243,164 @@ impl Server {
             redis = redis.set_password(pw);
         }
         let label = info.addr().to_string();
-        let info = info.set_redis_settings(redis);
-        let client = if scheme == "rediss" {
-            install_crypto_provider();
-            if opts.tls.is_set() {
-                redis::Client::build_with_tls(info, opts.tls.certificates()?)
-            } else {
-                redis::Client::open(info)
-            }
-        } else {
-            redis::Client::open(info)
-        };
-        let client = client.map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
-        Ok(Server {
-            client,
+        Ok(Seed {
+            info: info.set_redis_settings(redis),
             label,
-            timeout: opts.connect_timeout,
+            tls: scheme == "rediss",
         })
     }
+}
 
-    /// A fresh connection whose replies are bounded by the connect timeout.
-    pub(crate) fn connect(&self) -> Result<redis::Connection> {
-        let unavailable = |cause| Error::Unavailable {
-            context: format!("cannot use Redis at {}", self.label),
-            cause,
+/// A connection to one Redis, or to a Redis Cluster (which routes every
+/// command by its first key, following MOVED and ASK).
+pub(crate) enum Conn {
+    One(redis::Connection),
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl Conn {
+    pub(crate) fn set_read_timeout(&self, d: Option<Duration>) -> redis::RedisResult<()> {
+        match self {
+            Conn::One(c) => c.set_read_timeout(d),
+            Conn::Cluster(c) => c.set_read_timeout(d),
+        }
+    }
+
+    fn set_write_timeout(&self, d: Option<Duration>) -> redis::RedisResult<()> {
+        match self {
+            Conn::One(c) => c.set_write_timeout(d),
+            Conn::Cluster(c) => c.set_write_timeout(d),
+        }
+    }
+
+    /// Every key matching `glob` of type `ty`, on every master.
+    pub(crate) fn scan(&mut self, glob: &str, ty: &str) -> redis::RedisResult<Vec<String>> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let scan = |cursor: u64| {
+            let mut c = redis::cmd("SCAN");
+            c.arg(cursor)
+                .arg("MATCH")
+                .arg(glob)
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg(ty);
+            c
         };
-        let conn = self
-            .client
-            .get_connection_with_timeout(self.timeout)
-            .map_err(unavailable)?;
-        conn.set_read_timeout(Some(self.timeout))
-            .map_err(unavailable)?;
-        conn.set_write_timeout(Some(self.timeout))
-            .map_err(unavailable)?;
-        Ok(conn)
+        let mut keys = Vec::new();
+        match self {
+            Conn::One(c) => {
+                let mut cursor = 0;
+                loop {
+                    let (next, mut batch): (u64, Vec<String>) = scan(cursor).query(c)?;
+                    keys.append(&mut batch);
+                    cursor = next;
+                    if cursor == 0 {
+                        break;
+                    }
+                }
+            }
+            Conn::Cluster(c) => {
+                // SCAN is per node: walk every master in turn.
+                let slots = c.route_command(
+                    &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                )?;
+                // Each range is [start, end, [host, port, id, ...], replicas...].
+                let ranges: Vec<Vec<redis::Value>> =
+                    redis::FromRedisValue::from_redis_value(slots)?;
+                let mut masters: Vec<(String, u16)> = Vec::new();
+                for r in ranges {
+                    if let Some(node) = r.into_iter().nth(2) {
+                        let node: Vec<redis::Value> =
+                            redis::FromRedisValue::from_redis_value(node)?;
+                        let mut it = node.into_iter();
+                        if let (Some(h), Some(p)) = (it.next(), it.next()) {
+                            masters.push((
+                                redis::FromRedisValue::from_redis_value(h)?,
+                                redis::FromRedisValue::from_redis_value(p)?,
+                            ));
+                        }
+                    }
+                }
+                masters.sort();
+                masters.dedup();
+                for (host, port) in masters {
+                    let mut cursor = 0;
+                    loop {
+                        let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                            host: host.clone(),
+                            port,
+                        });
+                        let reply = c.route_command(&scan(cursor), at)?;
+                        let (next, mut batch): (u64, Vec<String>) =
+                            redis::FromRedisValue::from_redis_value(reply)?;
+                        keys.append(&mut batch);
+                        cursor = next;
+                        if cursor == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(keys)
+    }
+}
+
+impl redis::ConnectionLike for Conn {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        match self {
+            Conn::One(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        match self {
+            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match self {
+            Conn::One(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.req_command(cmd),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+
+    fn supports_pipelining(&self) -> bool {
+        match self {
+            Conn::One(c) => c.supports_pipelining(),
+            Conn::Cluster(c) => c.supports_pipelining(),
+        }
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match self {
+            Conn::One(c) => c.check_connection(),
+            Conn::Cluster(c) => c.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Conn::One(c) => c.is_open(),
+            Conn::Cluster(c) => c.is_open(),
+        }
     }
 }
 

@@ -81,6 +81,12 @@ impl Error {
                  (someone else wrote there; pick another key or --prefix)"
             ));
         }
+        if err.code() == Some("MOVED") {
+            return Error::Usage(format!(
+                "{what}: the server is a Redis Cluster node and another node serves this key; \
+                 give --cluster (RLOCK_CLUSTER=1)"
+            ));
+        }
         if is_unavailable(&err) {
             return Error::Unavailable {
                 context: what.to_string(),

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::{Connection, FromRedisValue, Script, Value};
+use redis::{FromRedisValue, Script, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::conn::Server;
+use crate::conn::{Conn, Server};
 use crate::{Error, Result};
 
 macro_rules! script {
@@ -317,10 +317,10 @@ impl Cancel {
         if let Some((server, key)) = target
             && let Ok(mut c) = server.connect()
         {
-            let _: redis::RedisResult<()> = redis::pipe()
-                .rpush(&key, "cancel")
-                .pexpire(&key, 10_000)
-                .query(&mut c);
+            let _: redis::RedisResult<()> =
+                redis::cmd("RPUSH").arg(&key).arg("cancel").query(&mut c);
+            let _: redis::RedisResult<()> =
+                redis::cmd("PEXPIRE").arg(&key).arg(10_000).query(&mut c);
         }
     }
 
@@ -414,7 +414,7 @@ pub(crate) enum Attempt {
 /// One Redis server and a connection to it, with the lock operations.
 pub(crate) struct Node {
     server: Server,
-    conn: Option<Connection>,
+    conn: Option<Conn>,
     last_used: Instant,
     prefix: String,
 }
@@ -462,7 +462,7 @@ impl Node {
         LockName::new(&self.prefix, key)
     }
 
-    fn conn(&mut self) -> Result<&mut Connection> {
+    fn conn(&mut self) -> Result<&mut Conn> {
         if self.last_used.elapsed() > IDLE_RECONNECT {
             self.conn = None;
         }
@@ -830,31 +830,15 @@ impl Node {
             )));
         }
         let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
-        let mut names = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let res: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&glob)
-                .arg("COUNT")
-                .arg(1000)
-                .arg("TYPE")
-                .arg("hash")
-                .query(self.conn()?);
-            self.used();
-            let (next, keys) = res.map_err(|e| self.fail(e, "list locks".into()))?;
-            let start = self.prefix.len() + 1;
-            names.extend(
-                keys.into_iter()
-                    .filter(|k| k.len() > start && k.ends_with('}'))
-                    .map(|k| k[start..k.len() - 1].to_string()),
-            );
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+        let res = self.conn()?.scan(&glob, "hash");
+        self.used();
+        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
+        let start = self.prefix.len() + 1;
+        let mut names: Vec<String> = keys
+            .into_iter()
+            .filter(|k| k.len() > start && k.ends_with('}'))
+            .map(|k| k[start..k.len() - 1].to_string())
+            .collect();
         names.sort();
         names.dedup();
         let mut out = Vec::new();

@@ -72,6 +72,7 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
             .ok()
             .filter(|p| !p.is_empty()),
         connect_timeout: g.connect_timeout.0,
+        cluster: g.cluster,
         tls: rlock::conn::Tls {
             ca: g.tls_ca.clone(),
             cert: g.tls_cert.clone(),

@@ -4,6 +4,7 @@
 mod util;
 
 mod cli;
+mod cluster;
 mod docs;
 mod exec;
 mod library;

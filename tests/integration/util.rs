@@ -302,3 +302,65 @@ pub fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A Redis Cluster of `n` masters (no replicas), each a [`Redis`].
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    pub fn start(n: usize) -> Cluster {
+        let nodes: Vec<Redis> = (0..n)
+            .map(|_| {
+                Redis::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|r| format!("127.0.0.1:{}", r.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let c = Cluster { nodes };
+        eventually(Duration::from_secs(20), "the cluster to be ok", || {
+            c.nodes.iter().all(|r| {
+                let info: String = r.cmd(&["CLUSTER", "INFO"]);
+                info.contains("cluster_state:ok")
+            })
+        });
+        c
+    }
+
+    /// Seed URLs, comma-separated.
+    pub fn urls(&self) -> String {
+        self.nodes
+            .iter()
+            .map(Redis::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every key on every node.
+    pub fn keys(&self) -> Vec<String> {
+        let mut k: Vec<String> = self.nodes.iter().flat_map(Redis::keys).collect();
+        k.sort();
+        k
+    }
+}

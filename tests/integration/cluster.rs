@@ -1,0 +1,123 @@
+//! Redis Cluster: three masters started by the harness, keys in every slot
+//! range, every command.
+
+use std::time::Duration;
+
+use crate::util::*;
+
+fn rc(c: &Cluster) -> Rlock {
+    bare_rlock()
+        .env("RLOCK_URL", &c.urls())
+        .env("RLOCK_CLUSTER", "1")
+}
+
+#[test]
+fn every_command_works_for_keys_on_every_master() {
+    let c = Cluster::start(3);
+    // 12 names land on all three masters (16384 slots split in three).
+    let keys: Vec<String> = (0..12).map(|i| format!("job-{i}")).collect();
+    for k in &keys {
+        let tok = rc(&c).args(["acquire", k]).run().ok().token();
+        rc(&c).args(["acquire", "-n", k]).run().fails(75, "busy");
+        rc(&c).args(["renew", k, "--token", &tok]).run().ok();
+        rc(&c).args(["status", k]).run().ok();
+        rc(&c).args(["release", k, "--token", &tok]).run().ok();
+        rc(&c).args(["exec", k, "--", "true"]).run().ok();
+        rc(&c).args(["rw", "read", k, "--", "true"]).run().ok();
+        rc(&c)
+            .args(["exec", "--limit", "2", &format!("{k}-sem"), "--", "true"])
+            .run()
+            .ok();
+    }
+    let per_node: Vec<usize> = c.nodes.iter().map(|r| r.keys().len()).collect();
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "fence keys per node: {per_node:?}"
+    );
+    for r in &c.nodes {
+        r.assert_nothing_held(&[]);
+    }
+}
+
+#[test]
+fn waiting_and_wakeups_work_across_the_cluster() {
+    let c = Cluster::start(3);
+    let mut held = Vec::new();
+    for k in ["a", "b", "c", "d", "e", "f"] {
+        held.push((k, rc(&c).args(["acquire", k]).run().ok().token()));
+    }
+    let waiters: Vec<_> = held
+        .iter()
+        .map(|(k, _)| rc(&c).args(["acquire", "-w", "20s", k]).spawn())
+        .collect();
+    for (k, _) in &held {
+        eventually(Duration::from_secs(5), "a waiter to queue", || {
+            rc(&c)
+                .args(["status", k, "--json"])
+                .run()
+                .ok()
+                .stdout
+                .contains("\"waiters\":1")
+        });
+    }
+    let started = std::time::Instant::now();
+    for (k, t) in &held {
+        rc(&c).args(["release", k, "--token", t]).run().ok();
+    }
+    for w in waiters {
+        finish(w, "waiter").ok().token();
+    }
+    // Woken by the releases, not by the 2 s heartbeat.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn list_sees_locks_on_every_master() {
+    let c = Cluster::start(3);
+    let keys: Vec<String> = (0..9).map(|i| format!("l{i}")).collect();
+    for k in &keys {
+        rc(&c).args(["acquire", k]).run().ok();
+    }
+    let all: serde_json::Value =
+        serde_json::from_str(&rc(&c).args(["list", "--json"]).run().ok().stdout).unwrap();
+    let mut names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, keys.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+#[test]
+fn one_seed_is_enough_and_moved_is_followed() {
+    let c = Cluster::start(3);
+    let seed = c.nodes[0].url();
+    let keys = ["x1", "x2", "x3", "x4", "x5", "x6"];
+    for k in keys {
+        bare_rlock()
+            .args(["--cluster", "--url", &seed, "exec", k, "--", "true"])
+            .run()
+            .ok();
+    }
+    // Without --cluster, a key served by another master gets MOVED: a
+    // one-line error that says to use --cluster, never a panic.
+    let moved: Vec<Run> = keys
+        .iter()
+        .map(|k| {
+            bare_rlock()
+                .args(["--url", &seed, "acquire", "-n", k])
+                .run()
+        })
+        .filter(|r| r.code != 0)
+        .collect();
+    assert!(!moved.is_empty(), "all six keys on the seed node?");
+    for r in moved {
+        r.fails(64, "--cluster");
+    }
+}
