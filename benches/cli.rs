@@ -7,7 +7,10 @@
 //! because a fast but wrong lock is no benchmark.
 //!
 //! Starts its own throwaway redis-server on a free loopback port, and uses
-//! the `rlock` binary Cargo built for this bench (bench profile).
+//! the `rlock` binary Cargo built for this bench (bench profile). If `etcd`
+//! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
+//! etcd-client), it starts a throwaway single-node etcd the same way and
+//! adds `etcdctl lock` rows; without them those rows are skipped.
 
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
@@ -26,9 +29,17 @@ const PREFIX: &str = "rlock:";
 const WATCHDOG: Duration = Duration::from_secs(300);
 
 fn main() {
+    if std::env::var_os(RSS_HELPER).is_some() {
+        rss_helper_main();
+    }
     let started = Instant::now();
     let redis = Redis::start();
-    watchdog(WATCHDOG, redis.child.id(), redis.dir.clone());
+    let etcd = Etcd::start();
+    let mut children = vec![(redis.child.id(), redis.dir.clone())];
+    if let Ok(e) = &etcd {
+        children.push((e.child.id(), e.dir.clone()));
+    }
+    watchdog(WATCHDOG, children);
     let version = redis_version(&redis);
     println!("rlock CLI benchmark");
     println!(
@@ -36,13 +47,23 @@ fn main() {
         redis.port,
         thread::available_parallelism().map_or(0, |n| n.get())
     );
+    match &etcd {
+        Ok(e) => println!(
+            "  etcd {} on 127.0.0.1:{} (single node, WAL fsynced on disk; redis persists nothing)",
+            e.version, e.port
+        ),
+        Err(why) => println!("  etcd: {why}, skipped"),
+    }
     println!("  all times in ms; median over N runs unless said otherwise");
+    let etcd = etcd.as_ref().map_err(String::as_str);
 
-    uncontended_cycle(&redis);
+    uncontended_cycle(&redis, etcd);
     idle_waiters(&redis);
     handoff_latency(&redis);
     crowd(&redis);
-    contended(&redis);
+    contended(&redis, etcd);
+    throughput(&redis);
+    peak_rss(&redis, etcd);
 
     println!();
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
@@ -55,7 +76,8 @@ type Case<'a> = (&'static str, Box<dyn FnMut() -> Duration + 'a>);
 
 /// Each process-spawning variant N times, interleaved round-robin so that
 /// machine noise (other jobs, frequency scaling) hits all of them alike.
-fn uncontended_cycle(r: &Redis) {
+/// With etcd, `etcdctl lock` (about 25 ms a run here) joins the same rounds.
+fn uncontended_cycle(r: &Redis, etcd: Result<&Etcd, &str>) {
     const N: usize = 200;
     const WARMUP: usize = 5;
     let port = r.port.to_string();
@@ -94,6 +116,17 @@ fn uncontended_cycle(r: &Redis) {
             Box::new(|| timed(Command::new("redis-cli").arg("--version"), "redis-cli")),
         ),
     ];
+    if let Ok(e) = etcd {
+        cases.push((
+            "g  etcdctl lock k true",
+            Box::new(move || timed(e.ctl().args(["lock", "k", "true"]), "")),
+        ));
+        // The same for g: etcdctl is a Go binary; this is its start-up.
+        cases.push((
+            "h  etcdctl version (no connection)",
+            Box::new(move || timed(e.ctl().arg("version"), "etcdctl version")),
+        ));
+    }
     let mut samples = vec![Vec::with_capacity(N); cases.len()];
     for round in 0..WARMUP + N {
         for (i, (_, run)) in cases.iter_mut().enumerate() {
@@ -118,6 +151,15 @@ fn uncontended_cycle(r: &Redis) {
         m(2) / m(1),
         m(0) / m(1)
     );
+    match etcd {
+        Ok(_) => println!(
+            "   etcdctl: lock/exec {:.2}x   lock/flock {:.2}x   lock/version {:.2}x",
+            m(6) / m(2),
+            m(6) / m(3),
+            m(6) / m(7)
+        ),
+        Err(why) => println!("   etcd: {why}, skipped"),
+    }
 }
 
 /// `rlock acquire` then `rlock release` with the printed token: the wall
@@ -463,8 +505,9 @@ fn crowd(r: &Redis) {
 // ---------------------------------------------------------------- 5
 
 /// 10 shell loops fighting over one lock, each critical section ~4 ms:
-/// rlock exec against flock, with the same exclusion check in both.
-fn contended(r: &Redis) {
+/// rlock exec against flock (and `etcdctl lock`, with etcd), with the same
+/// exclusion check in all.
+fn contended(r: &Redis, etcd: Result<&Etcd, &str>) {
     const WORKERS: usize = 10;
     const ITERS: usize = 50;
     let dir = r.dir.join("contended");
@@ -479,14 +522,23 @@ fn contended(r: &Redis) {
     )
     .expect("write cs.sh");
 
+    let mut tools = vec!["rlock", "flock"];
+    if etcd.is_ok() {
+        tools.push("etcdctl");
+    }
     let mut results = Vec::new();
-    for tool in ["rlock", "flock"] {
+    for tool in tools {
         let marker = dir.join(format!("{tool}-inside"));
         let overlaps = dir.join(format!("{tool}-overlaps"));
         let done = dir.join(format!("{tool}-done"));
         let failures = dir.join(format!("{tool}-failures"));
-        let mut cmd: Vec<String> = match tool {
-            "rlock" => vec![RLOCK.into(), "exec".into(), "c".into(), "--".into()],
+        let mut cmd: Vec<String> = match (tool, etcd) {
+            ("rlock", _) => vec![RLOCK.into(), "exec".into(), "c".into(), "--".into()],
+            ("etcdctl", Ok(e)) => {
+                let mut ctl = vec!["etcdctl".into(), e.endpoints_arg()];
+                ctl.extend(["lock", "c", "--"].map(String::from));
+                ctl
+            }
             _ => vec!["flock".into(), path(&dir.join("flock.lock"))],
         };
         cmd.extend(["sh".into(), path(&cs), path(&marker)]);
@@ -521,14 +573,22 @@ fn contended(r: &Redis) {
             if *finished { "" } else { "  (TIMED OUT)" }
         );
     }
+    let etcd_ratio = match results.get(2) {
+        Some(e) => format!("etcdctl/rlock {:.2}x   ", ms(e.1) / ms(results[0].1)),
+        None => String::new(),
+    };
     println!(
-        "   rlock/flock {:.2}x   (floor: {} x 4 ms = {:.0} ms of sleeping)",
+        "   rlock/flock {:.2}x   {etcd_ratio}(floor: {} x 4 ms = {:.0} ms of sleeping)",
         ms(results[0].1) / ms(results[1].1),
         WORKERS * ITERS,
         (WORKERS * ITERS * 4) as f64
     );
-    println!("   exclusion check: mkdir of a marker inside the section, same for both tools");
+    println!("   exclusion check: mkdir of a marker inside the section, same for all tools");
     println!("   left in Redis: {}", describe(&left));
+    match etcd {
+        Ok(e) => println!("   left in etcd: {}", e.describe_keys()),
+        Err(why) => println!("   etcd: {why}, skipped"),
+    }
 }
 
 /// Start `workers` shell loops, each running `cmd` `iters` times, and wait
@@ -571,6 +631,400 @@ fn run_workers(
         }
     }
     (t.elapsed(), finished)
+}
+
+// ---------------------------------------------------------------- 6
+
+/// Lock+unlock cycles per second on one key through the library, from one
+/// and from eight threads (each with its own `Locker`), next to what
+/// `redis-benchmark` gets from the same server for a trivial EVAL.
+fn throughput(r: &Redis) {
+    const WINDOW: Duration = Duration::from_secs(3);
+    const CLIENTS: usize = 8;
+    const REQUESTS: usize = 100_000;
+    let runs: Vec<Cycles> = [1, CLIENTS]
+        .iter()
+        .map(|&threads| lib_cycles(r, "tput", threads, WINDOW))
+        .collect();
+    let eval = redis_benchmark_eval(r, CLIENTS, REQUESTS);
+    let left = leftovers(r);
+
+    section(&format!(
+        "6. Library throughput: acquire (Wait::Forever) + release on one key, {:.0} s per row",
+        WINDOW.as_secs_f64()
+    ));
+    println!(
+        "   {:<8} {:>9} {:>14} {:>8} {:>12} {:>10} {:>9}",
+        "threads", "cycles/s", "script calls/s", "vs EVAL", "requests/cyc", "redis CPU", "overlaps"
+    );
+    let eval_rate = eval.as_ref().ok().copied();
+    for c in &runs {
+        let rate = c.cycles as f64 / c.secs;
+        let vs_eval = eval_rate.map_or("-".into(), |e| format!("{:.1}%", 100.0 * 2.0 * rate / e));
+        println!(
+            "   {:<8} {:>9.0} {:>14.0} {:>8} {:>12.2} {:>9.0}% {:>9}",
+            c.threads,
+            rate,
+            2.0 * rate,
+            vs_eval,
+            c.requests / (c.cycles.max(1) as f64),
+            100.0 * c.redis_cpu,
+            c.overlaps
+        );
+        for e in c.errors.iter().take(3) {
+            println!("   ERROR: {e}");
+        }
+    }
+    match &eval {
+        Ok(e) => println!(
+            "   redis-benchmark -c {CLIENTS} -n {REQUESTS} EVAL \"return 1\" 0: {e:.0} ops/s (same server, same run)"
+        ),
+        Err(why) => println!("   redis-benchmark: {why}, skipped"),
+    }
+    println!("   script calls/s = 2 per cycle (acquire + release); vs EVAL = script calls/s over");
+    println!("   redis-benchmark's EVAL ops/s (for cycles, halve it); requests/cyc = what the");
+    println!("   server got per cycle (EVALSHA+EVAL+BLPOP); redis CPU in % of one core");
+    println!("   left in Redis: {}", describe(&left));
+}
+
+struct Cycles {
+    threads: usize,
+    cycles: u64,
+    secs: f64,
+    /// Client requests the server counted (EVALSHA, EVAL, BLPOP).
+    requests: f64,
+    overlaps: u64,
+    /// Redis CPU-seconds per second of the run.
+    redis_cpu: f64,
+    errors: Vec<String>,
+}
+
+/// `threads` threads, connected before the clock starts, each acquiring and
+/// releasing `key` until `window` is over; then each finishes the cycle it
+/// is in. An atomic flag set inside the critical section checks exclusion.
+fn lib_cycles(r: &Redis, key: &'static str, threads: usize, window: Duration) -> Cycles {
+    use std::sync::Barrier;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let ttl = Duration::from_secs(30);
+    let stop = Arc::new(AtomicBool::new(false));
+    let inside = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let start = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let mut l = locker(r);
+            let (stop, inside) = (stop.clone(), inside.clone());
+            let (overlaps, start) = (overlaps.clone(), start.clone());
+            thread::spawn(move || {
+                let mut n = 0u64;
+                start.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let lease = l.acquire(key, &request(ttl), None, &mut |_| {})?;
+                    if inside.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    inside.store(false, Ordering::SeqCst);
+                    l.release(key, &lease.token)?;
+                    n += 1;
+                }
+                Ok::<_, rlock::Error>(n)
+            })
+        })
+        .collect();
+    let mut conn = r.conn();
+    let before = info(&mut conn, &["commandstats"]);
+    let cpu_before = redis_cpu(&mut conn);
+    start.wait();
+    let t = Instant::now();
+    thread::sleep(window);
+    stop.store(true, Ordering::Relaxed);
+    let mut cycles = 0;
+    let mut errors = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(n)) => cycles += n,
+            Ok(Err(e)) => errors.push(e.to_string()),
+            Err(_) => errors.push("thread panicked".into()),
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = redis_cpu(&mut conn) - cpu_before;
+    let after = info(&mut conn, &["commandstats"]);
+    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+    Cycles {
+        threads,
+        cycles,
+        secs,
+        requests: d("cmdstat_evalsha") + d("cmdstat_eval") + d("cmdstat_blpop"),
+        overlaps: overlaps.load(Ordering::Relaxed),
+        redis_cpu: cpu / secs,
+        errors,
+    }
+}
+
+/// `redis-benchmark -q ... EVAL "return 1" 0` against our server: requests
+/// per second from its final line, `EVAL return 1 0: 71633.23 requests per
+/// second, p50=0.071 msec` (progress lines before it end in `\r`).
+fn redis_benchmark_eval(r: &Redis, clients: usize, requests: usize) -> Result<f64, String> {
+    if !on_path("redis-benchmark") {
+        return Err("not installed".into());
+    }
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &r.port.to_string(), "-q"])
+        .args(["-c", &clients.to_string(), "-n", &requests.to_string()])
+        .args(["EVAL", "return 1", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("could not run: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(['\r', '\n'])
+        .find_map(|l| l.split_once(" requests per second"))
+        .and_then(|(head, _)| head.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("no rate in its output ({}): {text:?}", out.status))
+}
+
+// ---------------------------------------------------------------- 7
+
+/// Set in the environment of this bench binary run as the peak-RSS helper.
+const RSS_HELPER: &str = "RLOCK_BENCH_RSS_HELPER";
+
+/// Peak resident set size of one run, in KB. Linux keeps a process's peak
+/// across execve, and a child spawned by this bench starts out sharing the
+/// bench's memory (vfork), so ru_maxrss of any child of ours is at least
+/// the bench's own peak: every command would read about the same 9 MB. So
+/// a fresh copy of this binary, still small, forks and runs each command
+/// (see [`rss_helper_main`]) and reports what wait4(2) measured.
+fn peak_rss(r: &Redis, etcd: Result<&Etcd, &str>) {
+    const N: usize = 10;
+    let lockfile = path(&r.dir.join("flock-rss.lock"));
+    let url = r.url();
+    let mut cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "rlock exec k -- true",
+            vec![RLOCK, "exec", "k", "--", "true"],
+        ),
+        ("flock FILE true", vec!["flock", &lockfile, "true"]),
+        ("/bin/true", vec!["/bin/true"]),
+    ]
+    .into_iter()
+    .map(|(name, argv)| (name, argv.into_iter().map(String::from).collect()))
+    .collect();
+    if let Ok(e) = etcd {
+        let mut argv = vec!["etcdctl".into(), e.endpoints_arg()];
+        argv.extend(["lock", "k", "true"].map(String::from));
+        cases.push(("etcdctl lock k true", argv));
+    }
+    let kb: Vec<Vec<u64>> = cases
+        .iter()
+        .map(|(_, argv)| {
+            (0..N)
+                .map(|_| {
+                    let exe = std::env::current_exe().expect("path of this bench binary");
+                    let mut c = Command::new(exe);
+                    clean_env(&mut c);
+                    c.env(RSS_HELPER, "1").env("RLOCK_URL", &url).args(argv);
+                    let out = run_ok(c.stdin(Stdio::null()));
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    text.trim().parse().expect("helper prints a number")
+                })
+                .collect()
+        })
+        .collect();
+
+    section(&format!(
+        "7. Peak RSS of one run in KB (ru_maxrss, incl. children it waited for; N={N})"
+    ));
+    println!("   {:<40} {:>9} {:>9}", "command", "median", "max");
+    let med = |v: &[u64]| sorted_u64(v)[v.len() / 2];
+    for ((name, _), v) in cases.iter().zip(&kb) {
+        let max = v.iter().max().copied().unwrap_or(0);
+        println!("   {:<40} {:>9} {:>9}", name, med(v), max);
+    }
+    let ratio = |i: usize, j: usize| med(&kb[i]) as f64 / med(&kb[j]) as f64;
+    match etcd {
+        Ok(_) => println!(
+            "   ratios: exec/flock {:.2}x   etcdctl/exec {:.2}x",
+            ratio(0, 1),
+            ratio(3, 0)
+        ),
+        Err(why) => {
+            println!("   ratios: exec/flock {:.2}x", ratio(0, 1));
+            println!("   etcd: {why}, skipped");
+        }
+    }
+    println!("   measured by a fresh copy of this bench: fork, exec, wait4, as /usr/bin/time %M");
+    println!("   not counted: rlock's guard process (forked, never waited for)");
+}
+
+/// The helper side of [`peak_rss`]: run argv once, print its ru_maxrss in
+/// KB, and exit 0 if it succeeded. A real fork(2), not std's vfork-style
+/// spawn: the child then starts with a new memory map holding only the
+/// helper's few private pages, instead of sharing (and inheriting the peak
+/// of) the helper's whole map until it execs. The helper is single-threaded.
+fn rss_helper_main() -> ! {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let args: Vec<CString> = std::env::args_os()
+        .skip(1)
+        .map(|a| CString::new(a.as_bytes()).expect("no NUL in arguments"))
+        .collect();
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    // SAFETY: single-threaded, nothing else reads the environment now.
+    unsafe { std::env::remove_var(RSS_HELPER) };
+    // SAFETY: a NUL-terminated literal.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+    assert!(null >= 0, "open /dev/null");
+    // SAFETY: the helper is single-threaded, so the child may call
+    // anything; it only uses memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: see above; argv is NULL-terminated, its strings live.
+        unsafe {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            libc::execvp(argv[0], argv.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pointers to live locals of the right types.
+    while unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+        let err = std::io::Error::last_os_error();
+        assert_eq!(err.kind(), std::io::ErrorKind::Interrupted, "wait4: {err}");
+    }
+    println!("{}", usage.ru_maxrss); // KB on Linux
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
+// ---------------------------------------------------------------- etcd
+
+/// An etcd child process, single member, on two free loopback ports (client
+/// and peer); killed and its data dir removed on drop.
+struct Etcd {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    version: String,
+}
+
+impl Etcd {
+    /// Err says why there is none: not installed, or failed to start.
+    fn start() -> Result<Etcd, String> {
+        if !on_path("etcd") || !on_path("etcdctl") {
+            return Err("not installed".into());
+        }
+        let mut why = String::new();
+        for attempt in 0..5 {
+            match Etcd::try_start(attempt) {
+                Ok(e) => return Ok(e),
+                Err(e) => why = e,
+            }
+        }
+        Err(format!("failed to start after 5 tries ({why})"))
+    }
+
+    fn try_start(attempt: u32) -> Result<Etcd, String> {
+        // Both listeners open at once, so that the two ports differ.
+        let bind = || TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let (a, b) = (bind(), bind());
+        let port_of = |l: TcpListener| l.local_addr().expect("local address").port();
+        let (port, peer) = (port_of(a), port_of(b));
+        let dir = std::env::temp_dir().join(format!(
+            "rlock-bench-etcd-{}-{attempt}-{port}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let log = std::fs::File::create(dir.join("etcd.log")).expect("create etcd.log");
+        let client_url = format!("http://127.0.0.1:{port}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let mut cmd = Command::new("etcd");
+        clean_env(&mut cmd);
+        cmd.args(["--name", "default", "--data-dir", &path(&dir.join("data"))])
+            .args(["--listen-client-urls", &client_url])
+            .args(["--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .args(["--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let child = cmd.spawn().map_err(|e| format!("spawn etcd: {e}"))?;
+        let mut e = Etcd {
+            child,
+            port,
+            dir,
+            version: String::new(),
+        };
+        let healthy = wait_until(Duration::from_secs(10), || {
+            matches!(e.child.try_wait(), Ok(None))
+                && e.ctl()
+                    .args(["--dial-timeout=1s", "--command-timeout=2s"])
+                    .args(["endpoint", "health"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+        });
+        if !healthy {
+            let log = std::fs::read_to_string(e.dir.join("etcd.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(3).collect();
+            return Err(format!("not healthy within 10 s; log ends {tail:?}"));
+        }
+        let out = Command::new("etcd").arg("--version").output();
+        e.version = out
+            .ok()
+            .and_then(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                let v = text.lines().next()?.strip_prefix("etcd Version:")?.trim();
+                Some(v.to_string())
+            })
+            .unwrap_or_else(|| "?".into());
+        Ok(e)
+    }
+
+    fn endpoints_arg(&self) -> String {
+        format!("--endpoints=http://127.0.0.1:{}", self.port)
+    }
+
+    /// etcdctl pointed at our etcd, API v3, none of the caller's ETCD*.
+    fn ctl(&self) -> Command {
+        let mut c = Command::new("etcdctl");
+        clean_env(&mut c);
+        c.arg(self.endpoints_arg()).stdin(Stdio::null());
+        c
+    }
+
+    /// All keys in etcd: `etcdctl lock` leaves none once it has exited.
+    fn describe_keys(&self) -> String {
+        let out = run_ok(self.ctl().args(["get", "", "--prefix", "--keys-only"]));
+        let keys: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+        if keys.is_empty() {
+            "nothing".into()
+        } else {
+            format!("{keys:?}")
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 // ---------------------------------------------------------------- redis
@@ -760,12 +1214,20 @@ fn rlock(r: &Redis) -> Command {
     c
 }
 
+/// None of the caller's RLOCK_*, ETCD_* or ETCDCTL_* settings (etcd and
+/// etcdctl read their flags from the environment too), and etcdctl speaks
+/// API v3 (the default only since 3.4).
 fn clean_env(c: &mut Command) {
-    for (k, _) in std::env::vars() {
-        if k.starts_with("RLOCK_") {
+    for (k, _) in std::env::vars_os() {
+        let s = k.to_string_lossy();
+        if ["RLOCK_", "ETCD_", "ETCDCTL_"]
+            .iter()
+            .any(|p| s.starts_with(p))
+        {
             c.env_remove(k);
         }
     }
+    c.env("ETCDCTL_API", "3");
 }
 
 // ---------------------------------------------------------------- processes
@@ -817,16 +1279,29 @@ fn signal(pid: i32, sig: i32) {
     }
 }
 
-/// Kill Redis and exit if the run takes far too long: with the server
-/// gone, every rlock process still running errors out and exits too.
-fn watchdog(limit: Duration, redis_pid: u32, dir: PathBuf) {
+/// Kill the servers (Redis, etcd) and exit if the run takes far too long:
+/// with the servers gone, every client still running errors out and exits.
+fn watchdog(limit: Duration, servers: Vec<(u32, PathBuf)>) {
     thread::spawn(move || {
         thread::sleep(limit);
         eprintln!("bench: still running after {limit:?}; giving up");
-        signal(redis_pid as i32, libc::SIGKILL);
-        let _ = std::fs::remove_dir_all(dir);
+        for (pid, dir) in servers {
+            signal(pid as i32, libc::SIGKILL);
+            let _ = std::fs::remove_dir_all(dir);
+        }
         std::process::exit(2);
     });
+}
+
+/// An executable file called `name` in some directory of PATH.
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }
 
 fn path(p: &Path) -> String {
@@ -858,6 +1333,12 @@ fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 fn sample(n: usize, mut f: impl FnMut() -> Duration) -> Vec<Duration> {
     (0..n).map(|_| f()).collect()
+}
+
+fn sorted_u64(s: &[u64]) -> Vec<u64> {
+    let mut v = s.to_vec();
+    v.sort_unstable();
+    v
 }
 
 fn sorted(s: &[Duration]) -> Vec<Duration> {

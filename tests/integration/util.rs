@@ -356,11 +356,4 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(",")
     }
-
-    /// Every key on every node.
-    pub fn keys(&self) -> Vec<String> {
-        let mut k: Vec<String> = self.nodes.iter().flat_map(Redis::keys).collect();
-        k.sort();
-        k
-    }
 }
