@@ -71,13 +71,21 @@ _rlock() {
 
     case "${cmd}" in
         rlock)
-            opts="-q -v -h -V --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew status list help"
+            opts="-q -v -h -V --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew status list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -109,7 +117,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__acquire)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,6 +151,14 @@ _rlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --tls-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -171,7 +187,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --grace --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -210,6 +226,14 @@ _rlock() {
                     return 0
                     ;;
                 --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -367,13 +391,21 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__list)
-            opts="-q -v -h --json --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --json --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -405,7 +437,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__release)
-            opts="-q -v -h --token --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --token --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -416,6 +448,14 @@ _rlock() {
                     return 0
                     ;;
                 --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -447,7 +487,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__renew)
-            opts="-q -v -h --token --ttl --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --token --ttl --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -462,6 +502,14 @@ _rlock() {
                     return 0
                     ;;
                 --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -493,7 +541,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__rw)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --grace --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -531,6 +579,14 @@ _rlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --tls-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -559,13 +615,21 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__status)
-            opts="-q -v -h --json --url --cluster --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-q -v -h --json --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rlock_global_optspecs
-    string join \n url= cluster tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
+    string join \n url= cluster sentinel= min-replicas= tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
 end
 
 function __fish_rlock_needs_command
@@ -25,6 +25,8 @@ function __fish_rlock_using_subcommand
 end
 
 complete -c rlock -n "__fish_rlock_needs_command" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -48,6 +50,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -d 'Wa
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -67,6 +71,8 @@ kill\t'SIGKILL to the command\'s process group at once'
 ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -85,6 +91,8 @@ kill\t'SIGKILL to the command\'s process group at once'
 ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -97,6 +105,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -s v -l verbose -d 'Say 
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l token -d 'Owner token printed by `rlock acquire`' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -109,6 +119,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -s h -l help -d 'Pr
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l token -d 'Owner token printed by `rlock acquire`' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l ttl -d 'New TTL, counted from now' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -119,6 +131,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Pri
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
@@ -130,6 +144,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Pr
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F

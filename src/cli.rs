@@ -15,6 +15,8 @@ Environment:
   RLOCK_PREFIX         key prefix (like --prefix)
   RLOCK_TOKEN          owner token for release/renew (like --token)
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
+  RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
+  RLOCK_MIN_REPLICAS   like --min-replicas
   RLOCK_TLS_CA, RLOCK_TLS_CERT, RLOCK_TLS_KEY   like --tls-ca, --tls-cert, --tls-key
 
 Exit codes:
@@ -107,6 +109,21 @@ pub struct Global {
     /// The URLs are seed nodes of one Redis Cluster (not RedLock masters)
     #[arg(long, global = true, env = "RLOCK_CLUSTER", value_parser = clap::builder::FalseyValueParser::new(), help_heading = "Connection")]
     pub cluster: bool,
+
+    /// The URLs are Sentinels; lock on the master they know by this name
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_SENTINEL",
+        value_name = "MASTER_NAME",
+        conflicts_with = "cluster",
+        help_heading = "Connection"
+    )]
+    pub sentinel: Option<String>,
+
+    /// Confirm each new grant on N replicas (WAIT) or fail and release it
+    #[arg(long, global = true, env = "RLOCK_MIN_REPLICAS", default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100), help_heading = "Connection")]
+    pub min_replicas: u32,
 
     /// CA certificate (PEM) to trust for rediss:// instead of the system's
     #[arg(

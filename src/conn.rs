@@ -24,6 +24,11 @@ pub struct ConnectOptions {
     pub tls: Tls,
     /// The URLs are seed nodes of one Redis Cluster.
     pub cluster: bool,
+    /// The URLs are Sentinels watching the master of this name.
+    pub sentinel: Option<String>,
+    /// After a grant, wait (with WAIT) until this many replicas have it;
+    /// fewer within the connect timeout fails the acquire.
+    pub min_replicas: u32,
 }
 
 /// TLS files for `rediss://` URLs.
@@ -80,6 +85,8 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(2),
             tls: Tls::default(),
             cluster: false,
+            sentinel: None,
+            min_replicas: 0,
         }
     }
 }
@@ -93,12 +100,16 @@ pub(crate) struct Server {
     /// print.
     pub(crate) label: String,
     pub(crate) timeout: Duration,
+    pub(crate) min_replicas: u32,
 }
 
 #[derive(Clone)]
 enum Client {
     One(redis::Client),
     Cluster(redis::cluster::ClusterClient),
+    /// Asks the Sentinels for the current master at every (re)connect, so
+    /// a failover is followed on the next connection.
+    Sentinel(std::sync::Arc<std::sync::Mutex<redis::sentinel::SentinelClient>>),
 }
 
 /// A URL checked and turned into connection settings.
@@ -133,8 +144,16 @@ impl Server {
                 "the same Redis is named twice; give each server once".into(),
             ));
         }
+        if opts.cluster && opts.sentinel.is_some() {
+            return Err(Error::Usage(
+                "--cluster and --sentinel exclude each other".into(),
+            ));
+        }
         if opts.cluster {
             return Ok(vec![Server::cluster(seeds, opts)?]);
+        }
+        if let Some(name) = &opts.sentinel {
+            return Ok(vec![Server::sentinel(seeds, name, opts)?]);
         }
         seeds.into_iter().map(|s| Server::one(s, opts)).collect()
     }
@@ -156,6 +175,7 @@ impl Server {
             client: Client::One(client),
             label: seed.label,
             timeout: opts.connect_timeout,
+            min_replicas: opts.min_replicas,
         })
     }
 
@@ -191,6 +211,57 @@ impl Server {
             client: Client::Cluster(client),
             label,
             timeout: opts.connect_timeout,
+            min_replicas: opts.min_replicas,
+        })
+    }
+
+    fn sentinel(seeds: Vec<Seed>, name: &str, opts: &ConnectOptions) -> Result<Server> {
+        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "invalid --sentinel master name {name:?}"
+            )));
+        }
+        let label = format!("master {name:?} via Sentinel {}", seeds[0].label);
+        let tls = seeds.iter().any(|s| s.tls);
+        // The sentinels' own credentials come from their URLs; the master's
+        // from RLOCK_PASSWORD (or the first URL's user:password).
+        let creds = seeds[0].info.redis_settings().clone();
+        let addrs: Vec<redis::ConnectionAddr> =
+            seeds.iter().map(|s| s.info.addr().clone()).collect();
+        let mut b = SentinelClientBuilder::new(addrs, name, SentinelServerType::Master)
+            .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
+        if let Some(user) = creds.username() {
+            b = b
+                .set_client_to_redis_username(user)
+                .set_client_to_sentinel_username(user);
+        }
+        if let Some(pw) = creds.password() {
+            b = b.set_client_to_sentinel_password(pw);
+        }
+        if let Some(pw) = opts.password.as_deref().or(creds.password()) {
+            b = b.set_client_to_redis_password(pw);
+        }
+        if tls {
+            install_crypto_provider();
+            b = b
+                .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+                .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
+            if opts.tls.is_set() {
+                let certs = opts.tls.certificates()?;
+                b = b
+                    .set_client_to_redis_certificates(certs.clone())
+                    .set_client_to_sentinel_certificates(certs);
+            }
+        }
+        let client = b
+            .build()
+            .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
+        Ok(Server {
+            client: Client::Sentinel(std::sync::Arc::new(std::sync::Mutex::new(client))),
+            label,
+            timeout: opts.connect_timeout,
+            min_replicas: opts.min_replicas,
         })
     }
 
@@ -206,6 +277,18 @@ impl Server {
                     .map_err(unavailable)?,
             ),
             Client::Cluster(c) => Conn::Cluster(Box::new(c.get_connection().map_err(unavailable)?)),
+            Client::Sentinel(c) => {
+                let master = c
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_client()
+                    .map_err(unavailable)?;
+                Conn::One(
+                    master
+                        .get_connection_with_timeout(self.timeout)
+                        .map_err(unavailable)?,
+                )
+            }
         };
         conn.set_read_timeout(Some(self.timeout))
             .map_err(unavailable)?;

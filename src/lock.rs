@@ -546,10 +546,13 @@ impl Node {
                 .ok_or_else(|| Error::Protocol(format!("acquire returned {reply:?}")))
         };
         match int(0)? {
-            1 => Ok(Attempt::Granted {
-                fence: int(1)? as u64,
-                count: int(2)? as u64,
-            }),
+            1 => {
+                let (fence, count) = (int(1)? as u64, int(2)? as u64);
+                if count == 1 && self.server.min_replicas > 0 {
+                    self.confirm_replicas(lock, token)?;
+                }
+                Ok(Attempt::Granted { fence, count })
+            }
             0 => {
                 let info: String = reply
                     .get(3)
@@ -592,6 +595,32 @@ impl Node {
             ))),
             _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
         }
+    }
+
+    /// Replication is asynchronous: a failover can lose a fresh grant. With
+    /// --min-replicas N, wait until N replicas have it, or give it back.
+    fn confirm_replicas(&mut self, lock: &LockName, token: &Token) -> Result<()> {
+        let want = self.server.min_replicas;
+        let within = self.server.timeout * 4 / 5;
+        let res: redis::RedisResult<i64> = redis::cmd("WAIT")
+            .arg(want)
+            .arg(within.as_millis() as u64)
+            .query(self.conn()?);
+        self.used();
+        let acked = res.map_err(|e| self.fail(e, format!("acquire {:?}: WAIT", lock.name())))?;
+        if acked >= i64::from(want) {
+            return Ok(());
+        }
+        let _ = self.abandon(lock, token);
+        Err(Error::Unavailable {
+            context: format!(
+                "acquire {:?}: the grant reached {acked} of the {want} replicas \
+                 --min-replicas asks for within {}; released it",
+                lock.name(),
+                humantime::format_duration(Duration::from_millis(within.as_millis() as u64))
+            ),
+            cause: redis::RedisError::from((redis::ErrorKind::Io, "too few replicas")),
+        })
     }
 
     /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called once,

@@ -73,6 +73,8 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
             .filter(|p| !p.is_empty()),
         connect_timeout: g.connect_timeout.0,
         cluster: g.cluster,
+        sentinel: g.sentinel.clone(),
+        min_replicas: g.min_replicas,
         tls: rlock::conn::Tls {
             ca: g.tls_ca.clone(),
             cert: g.tls_cert.clone(),

@@ -10,4 +10,5 @@ mod exec;
 mod library;
 mod redlock;
 mod rw;
+mod sentinel;
 mod tls_acl;

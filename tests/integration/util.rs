@@ -357,3 +357,130 @@ impl Cluster {
             .join(",")
     }
 }
+
+/// A master, one replica and three Sentinels watching them as "mymaster".
+pub struct Sentinels {
+    pub master: Redis,
+    pub replica: Redis,
+    sentinels: Vec<(Child, u16, PathBuf)>,
+}
+
+impl Sentinels {
+    pub fn start() -> Sentinels {
+        let master = Redis::start();
+        let mport = master.port.to_string();
+        let replica = Redis::start_with(&["--replicaof", "127.0.0.1", &mport]);
+        eventually(Duration::from_secs(10), "the replica to sync", || {
+            let info: String = replica.cmd(&["INFO", "replication"]);
+            info.contains("master_link_status:up")
+        });
+        let sentinels = (0..3)
+            .map(|i| {
+                let port = free_port();
+                let dir = std::env::temp_dir().join(format!(
+                    "rlock-sentinel-{}-{}-{i}",
+                    std::process::id(),
+                    SEQ.fetch_add(1, Ordering::SeqCst)
+                ));
+                std::fs::create_dir_all(&dir).unwrap();
+                let conf = dir.join("sentinel.conf");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {mport} 2\n\
+                         sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
+                        dir.display()
+                    ),
+                )
+                .unwrap();
+                let child = Command::new("redis-server")
+                    .arg(&conf)
+                    .arg("--sentinel")
+                    .args(["--logfile", dir.join("sentinel.log").to_str().unwrap()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                (child, port, dir)
+            })
+            .collect();
+        let s = Sentinels {
+            master,
+            replica,
+            sentinels,
+        };
+        // Ready when every Sentinel is connected to the replica and has its
+        // INFO: flags exactly "slave" (not "slave,disconnected").
+        eventually(
+            Duration::from_secs(20),
+            "the sentinels to see the replica",
+            || {
+                s.sentinels.iter().all(|(_, port, _)| {
+                    let replicas: redis::RedisResult<Vec<Vec<String>>> =
+                        redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                            .and_then(|c| c.get_connection())
+                            .and_then(|mut c| {
+                                redis::cmd("SENTINEL")
+                                    .arg("replicas")
+                                    .arg("mymaster")
+                                    .query(&mut c)
+                            });
+                    replicas.is_ok_and(|r| {
+                        r.iter()
+                            .any(|f| f.windows(2).any(|w| w[0] == "flags" && w[1] == "slave"))
+                    })
+                })
+            },
+        );
+        s
+    }
+
+    pub fn urls(&self) -> String {
+        self.sentinels
+            .iter()
+            .map(|(_, port, _)| format!("redis://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Port of the master the first Sentinel names now.
+    pub fn master_port(&self) -> u16 {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{}", self.sentinels[0].1))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let (_, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg("mymaster")
+            .query(&mut c)
+            .unwrap();
+        port
+    }
+
+    /// Make the replica the master, and wait until the Sentinels say so.
+    pub fn failover(&self) {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{}", self.sentinels[0].1))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("SENTINEL")
+            .arg("failover")
+            .arg("mymaster")
+            .query(&mut c)
+            .unwrap();
+        eventually(Duration::from_secs(20), "the failover", || {
+            let role: String = self.replica.cmd(&["INFO", "replication"]);
+            self.master_port() == self.replica.port && role.contains("role:master")
+        });
+    }
+}
+
+impl Drop for Sentinels {
+    fn drop(&mut self) {
+        for (child, _, dir) in &mut self.sentinels {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Sentinel: a master, a replica and three Sentinels started by the
+//! harness, with a forced failover.
+
+use crate::util::*;
+
+fn rs(s: &Sentinels) -> Rlock {
+    bare_rlock()
+        .env("RLOCK_URL", &s.urls())
+        .env("RLOCK_SENTINEL", "mymaster")
+}
+
+#[test]
+fn locks_follow_the_master_through_a_failover() {
+    let s = Sentinels::start();
+    assert_eq!(s.master_port(), s.master.port);
+    // Confirmed on the replica before acquire returns, so the failover
+    // cannot lose it.
+    let tok = rs(&s)
+        .args(["--min-replicas", "1", "acquire", "k"])
+        .run()
+        .ok()
+        .token();
+    rs(&s).args(["exec", "other", "--", "true"]).run().ok();
+    s.failover();
+    let st = rs(&s).args(["status", "k", "--json"]).run().ok();
+    assert!(
+        st.stdout.contains("\"held\":true"),
+        "the grant was lost in the failover: {}",
+        st.stdout
+    );
+    rs(&s).args(["acquire", "-n", "k"]).run().fails(75, "busy");
+    rs(&s).args(["release", "k", "--token", &tok]).run().ok();
+    rs(&s).args(["exec", "k", "--", "true"]).run().ok();
+}
+
+#[test]
+fn too_few_replicas_fail_and_release_the_grant() {
+    let s = Sentinels::start();
+    rs(&s)
+        .args([
+            "--min-replicas",
+            "2",
+            "--connect-timeout",
+            "500ms",
+            "acquire",
+            "k",
+        ])
+        .run()
+        .fails(69, "replicas");
+    s.master.assert_nothing_held(&[]);
+    rs(&s)
+        .args(["--sentinel", "nosuchmaster", "status", "k"])
+        .run()
+        .code(69);
+}
