@@ -14,7 +14,7 @@ bench:
 	@command -v etcd >/dev/null && command -v etcdctl >/dev/null || { \
 	  echo "rlock: installing etcd-server, etcd-client (apt-get)..." >&2; \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    etcd-server etcd-client >/dev/null || \
 	  echo "rlock: could not install etcd; the bench will skip it" >&2; }
