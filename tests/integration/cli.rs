@@ -568,7 +568,6 @@ fn contention_many_processes_never_overlap() {
     // 8 shell loops, each taking the lock through the CLI and checking that
     // nobody else is inside: a counter that must read 1 while held.
     let r = Redis::start();
-    let bin = env!("CARGO_BIN_EXE_rlock");
     let script = r#"
         for i in 1 2 3 4 5; do
           tok=$("$BIN" acquire c -w 60s) || exit 10
@@ -577,21 +576,7 @@ fn contention_many_processes_never_overlap() {
           redis-cli -p "$PORT" DECR inside >/dev/null
           "$BIN" release c --token "$tok" || exit 12
         done"#;
-    let kids: Vec<_> = (0..8)
-        .map(|_| {
-            std::process::Command::new("sh")
-                .args(["-c", script])
-                .env("BIN", bin)
-                .env("PORT", r.port.to_string())
-                .env("RLOCK_URL", r.url())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for k in kids {
-        finish(k, "contender").ok();
-    }
+    contenders(8, script, &r.url(), &r);
     assert_eq!(status_json(&r, "c")["fence"], 40);
     r.assert_nothing_held(&["inside"]);
 }

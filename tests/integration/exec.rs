@@ -408,20 +408,7 @@ fn many_concurrent_execs_never_overlap() {
     let body = "n=$(redis-cli -p $PORT INCR inside); [ \"$n\" = 1 ] || exit 99; sleep 0.01; redis-cli -p $PORT DECR inside >/dev/null";
     let script =
         format!("for i in 1 2 3 4 5; do {bin} exec -w 60s c -- sh -c '{body}' || exit $?; done");
-    let kids: Vec<_> = (0..8)
-        .map(|_| {
-            std::process::Command::new("sh")
-                .args(["-c", &script])
-                .env("PORT", r.port.to_string())
-                .env("RLOCK_URL", r.url())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for k in kids {
-        finish(k, "contender").ok();
-    }
+    contenders(8, &script, &r.url(), &r);
     r.assert_nothing_held(&["inside"]);
 }
 

@@ -126,19 +126,7 @@ fn exclusion_holds_across_five_masters() {
     );
     let script =
         format!("for i in 1 2 3 4 5; do {bin} exec -w 60s c -- sh -c '{body}' || exit $?; done");
-    let kids: Vec<_> = (0..6)
-        .map(|_| {
-            std::process::Command::new("sh")
-                .args(["-c", &script])
-                .env("RLOCK_URL", urls(&ms))
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for k in kids {
-        finish(k, "contender").ok();
-    }
+    contenders(6, &script, &urls(&ms), &ms[0]);
     // Fencing under RedLock: the maximum of the granting majority.
     let st: serde_json::Value = serde_json::from_str(
         &rlock(&ms[0])

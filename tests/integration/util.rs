@@ -484,3 +484,26 @@ impl Drop for Sentinels {
         }
     }
 }
+
+/// Run `count` copies of the shell `script` at once, with `RLOCK_URL`,
+/// `BIN` (the rlock binary) and `PORT` (of `port_of`) in their environment,
+/// and assert that every one of them exits 0.
+#[track_caller]
+pub fn contenders(count: usize, script: &str, url: &str, port_of: &Redis) {
+    let kids: Vec<_> = (0..count)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", script])
+                .env("BIN", env!("CARGO_BIN_EXE_rlock"))
+                .env("PORT", port_of.port.to_string())
+                .env("RLOCK_URL", url)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in kids {
+        finish(k, "contender").ok();
+    }
+}
