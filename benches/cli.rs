@@ -10,7 +10,9 @@
 //! the `rlock` binary Cargo built for this bench (bench profile). If `etcd`
 //! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
 //! etcd-client), it starts a throwaway single-node etcd the same way and
-//! adds `etcdctl lock` rows; without them those rows are skipped.
+//! adds `etcdctl lock` rows; without them those rows are skipped. Section
+//! 8 starts more redis-servers of its own: two RedLock sets (3 and 5
+//! independent masters) and a 3-master Redis Cluster.
 
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rlock::{ConnectOptions, Locker, Request, Wait};
+use rlock::{ConnectOptions, Locker, Released, Request, Wait};
 
 const RLOCK: &str = env!("CARGO_BIN_EXE_rlock");
 const PREFIX: &str = "rlock:";
@@ -35,11 +37,7 @@ fn main() {
     let started = Instant::now();
     let redis = Redis::start();
     let etcd = Etcd::start();
-    let mut children = vec![(redis.child.id(), redis.dir.clone())];
-    if let Ok(e) = &etcd {
-        children.push((e.child.id(), e.dir.clone()));
-    }
-    watchdog(WATCHDOG, children);
+    watchdog(WATCHDOG);
     let version = redis_version(&redis);
     println!("rlock CLI benchmark");
     println!(
@@ -64,6 +62,7 @@ fn main() {
     contended(&redis, etcd);
     throughput(&redis);
     peak_rss(&redis, etcd);
+    deployments();
 
     println!();
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
@@ -903,6 +902,219 @@ fn rss_helper_main() -> ! {
     std::process::exit(if ok { 0 } else { 1 });
 }
 
+// ---------------------------------------------------------------- 8
+
+/// One deployment of section 8: its servers, its locker and its samples.
+struct Deployment<'a> {
+    name: &'static str,
+    servers: &'a [Redis],
+    cluster: bool,
+    locker: Result<Locker, String>,
+    acquire: Vec<Duration>,
+    cycle: Vec<Duration>,
+    errors: Vec<String>,
+}
+
+/// Acquire (`Wait::No`, a free lock) then release, one thread, through the
+/// library, on each kind of deployment of the README but Sentinel (which
+/// talks to one master, as one Redis does): one Redis, RedLock over 3 and
+/// over 5 independent redis-servers, and a 3-master Redis Cluster. Every
+/// deployment gets servers of its own, started here and killed at the end
+/// of the section, and the rows take turns cycle by cycle, as in section 1.
+fn deployments() {
+    const N: usize = 500;
+    const WARMUP: usize = 20;
+    const MASTERS: usize = 3;
+    let one = [Redis::start()];
+    let red3: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let red5: Vec<Redis> = (0..5).map(|_| Redis::start()).collect();
+    let cluster = start_cluster(MASTERS);
+    let connect = |servers: &[Redis], cluster: bool| {
+        let opts = ConnectOptions {
+            urls: servers.iter().map(Redis::url).collect(),
+            cluster,
+            ..Default::default()
+        };
+        Locker::connect(&opts, PREFIX).map_err(|e| format!("connect: {e}"))
+    };
+    let row = |name, servers, cluster| Deployment {
+        name,
+        servers,
+        cluster,
+        locker: connect(servers, cluster),
+        acquire: Vec::with_capacity(N),
+        cycle: Vec::with_capacity(N),
+        errors: Vec::new(),
+    };
+    let mut rows = vec![
+        row("one Redis", &one[..], false),
+        row("RedLock, 3 redis-servers", &red3, false),
+        row("RedLock, 5 redis-servers", &red5, false),
+    ];
+    if let Ok(nodes) = &cluster {
+        rows.push(row("Redis Cluster, 3 masters (key k<i>)", nodes, true));
+    }
+
+    let mut req = Request::new(Duration::from_secs(30));
+    req.wait = Wait::No;
+    for round in 0..WARMUP + N {
+        for d in &mut rows {
+            let Ok(l) = &mut d.locker else { continue };
+            // Cluster: a new key each cycle, so that every master serves;
+            // elsewhere one key, free again after each release.
+            let key = if d.cluster {
+                format!("k{round}")
+            } else {
+                "k".to_string()
+            };
+            let t = Instant::now();
+            let lease = match l.acquire(&key, &req, None, &mut |_| {}) {
+                Ok(lease) => lease,
+                Err(e) => {
+                    note(&mut d.errors, format!("round {round}: acquire {key}: {e}"));
+                    continue;
+                }
+            };
+            let acquired = t.elapsed();
+            let released = l.release(&key, &lease.token);
+            let cycle = t.elapsed();
+            match released {
+                Ok(Released::Released) if round >= WARMUP => {
+                    d.acquire.push(acquired);
+                    d.cycle.push(cycle);
+                }
+                Ok(Released::Released) => {}
+                Ok(other) => note(&mut d.errors, format!("round {round}: release: {other:?}")),
+                Err(e) => note(&mut d.errors, format!("round {round}: release: {e}")),
+            }
+        }
+    }
+
+    section(&format!(
+        "8. Acquire latency by deployment, library, one thread, Wait::No on a free lock \
+         (N={N} each after {WARMUP} warm-up, round-robin)"
+    ));
+    println!(
+        "   {:<36} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "deployment", "acquire", "p99", "acq+rel", "p99", "x acq", "x acq+rel"
+    );
+    let base = rows
+        .first()
+        .filter(|d| !d.acquire.is_empty())
+        .map(|d| (ms(median(&d.acquire)), ms(median(&d.cycle))));
+    for d in &rows {
+        if let Err(why) = &d.locker {
+            println!("   {:<36} {why}", d.name);
+            continue;
+        }
+        let (a, c) = (ms(median(&d.acquire)), ms(median(&d.cycle)));
+        let (xa, xc) = base.map_or(("-".into(), "-".into()), |(ba, bc)| {
+            (format!("{:.2}x", a / ba), format!("{:.2}x", c / bc))
+        });
+        println!(
+            "   {:<36} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9}",
+            d.name,
+            a,
+            ms(p99(&d.acquire)),
+            c,
+            ms(p99(&d.cycle)),
+            xa,
+            xc
+        );
+        if d.acquire.len() < N {
+            println!(
+                "   {:<36} only {} of {N} cycles counted",
+                "",
+                d.acquire.len()
+            );
+        }
+        for e in &d.errors {
+            println!("   ERROR: {e}");
+        }
+    }
+    println!("   ms; x = median over the one-Redis row's median; every row on servers of its own");
+    println!("   RedLock: each call runs on every master at once, one thread per master; acquire");
+    println!("   returns once a majority has granted, release once every master has answered");
+    match &cluster {
+        Ok(nodes) => {
+            let per: Vec<String> = nodes
+                .iter()
+                .map(|r| {
+                    redis::cmd("DBSIZE")
+                        .query::<u64>(&mut r.conn())
+                        .map_or_else(|e| format!("? ({e})"), |n| n.to_string())
+                })
+                .collect();
+            println!(
+                "   cluster: key k<i> in cycle i (k0..k{}), a new key each cycle so that all {MASTERS}",
+                WARMUP + N - 1
+            );
+            println!(
+                "   masters serve; the others reuse key k. Keys per master afterwards (fencing counters): {}",
+                per.join(" / ")
+            );
+        }
+        Err(why) => println!("   Redis Cluster: {why}, skipped"),
+    }
+    let all: Vec<&Redis> = rows.iter().flat_map(|d| d.servers).collect();
+    let left: Vec<String> = all.iter().flat_map(|r| leftovers(r)).collect();
+    println!("   left on all {} servers: {}", all.len(), describe(&left));
+}
+
+/// `n` redis-servers in cluster mode made into one Redis Cluster of `n`
+/// masters and no replicas (as tests/integration/util.rs does), ready when
+/// every node says `cluster_state:ok`. Err says why there is none.
+fn start_cluster(n: usize) -> Result<Vec<Redis>, String> {
+    let nodes: Vec<Redis> = (0..n)
+        .map(|_| {
+            Redis::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+            ])
+        })
+        .collect();
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|r| format!("127.0.0.1:{}", r.port))
+        .collect();
+    let out = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("could not run redis-cli --cluster create: {e}"))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let tail: Vec<&str> = text.lines().rev().take(3).collect();
+        return Err(format!(
+            "redis-cli --cluster create exited with {}; output ends {tail:?}",
+            out.status
+        ));
+    }
+    let state_ok = |r: &Redis| {
+        redis::Client::open(r.url())
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
+            .is_ok_and(|info| info.contains("cluster_state:ok"))
+    };
+    if !wait_until(Duration::from_secs(20), || nodes.iter().all(state_ok)) {
+        return Err("not every node said cluster_state:ok within 20 s".into());
+    }
+    Ok(nodes)
+}
+
+/// Keep the first few errors: enough to explain a row, never a flood.
+fn note(errors: &mut Vec<String>, e: String) {
+    if errors.len() < 3 {
+        errors.push(e);
+    }
+}
+
 // ---------------------------------------------------------------- etcd
 
 /// An etcd child process, single member, on two free loopback ports (client
@@ -964,6 +1176,7 @@ impl Etcd {
             dir,
             version: String::new(),
         };
+        watch(&e.child, &e.dir);
         let healthy = wait_until(Duration::from_secs(10), || {
             matches!(e.child.try_wait(), Ok(None))
                 && e.ctl()
@@ -1021,6 +1234,7 @@ impl Etcd {
 
 impl Drop for Etcd {
     fn drop(&mut self) {
+        unwatch(&self.child);
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -1038,15 +1252,20 @@ struct Redis {
 
 impl Redis {
     fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// With more redis-server arguments (cluster mode, say).
+    fn start_with(extra: &[&str]) -> Redis {
         for attempt in 0..5 {
-            if let Some(r) = Redis::try_start(attempt) {
+            if let Some(r) = Redis::try_start(attempt, extra) {
                 return r;
             }
         }
         panic!("could not start redis-server on a free port after 5 tries");
     }
 
-    fn try_start(attempt: u32) -> Option<Redis> {
+    fn try_start(attempt: u32, extra: &[&str]) -> Option<Redis> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("bind a loopback port")
@@ -1061,12 +1280,14 @@ impl Redis {
             .args(["--save", "", "--appendonly", "no"])
             .args(["--dir", &path(&dir)])
             .args(["--logfile", &path(&dir.join("redis.log"))])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server not found on PATH");
         let mut r = Redis { child, port, dir };
+        watch(&r.child, &r.dir);
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(5) {
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -1093,6 +1314,7 @@ impl Redis {
 
 impl Drop for Redis {
     fn drop(&mut self) {
+        unwatch(&self.child);
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -1279,14 +1501,29 @@ fn signal(pid: i32, sig: i32) {
     }
 }
 
+/// Servers running now (Redis, etcd), for the watchdog: pid and directory.
+/// Each adds itself when it starts and leaves when it is dropped.
+static SERVERS: Mutex<Vec<(u32, PathBuf)>> = Mutex::new(Vec::new());
+
+fn watch(server: &Child, dir: &Path) {
+    let mut s = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    s.push((server.id(), dir.to_path_buf()));
+}
+
+fn unwatch(server: &Child) {
+    let mut s = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    s.retain(|(pid, _)| *pid != server.id());
+}
+
 /// Kill the servers (Redis, etcd) and exit if the run takes far too long:
 /// with the servers gone, every client still running errors out and exits.
-fn watchdog(limit: Duration, servers: Vec<(u32, PathBuf)>) {
+fn watchdog(limit: Duration) {
     thread::spawn(move || {
         thread::sleep(limit);
         eprintln!("bench: still running after {limit:?}; giving up");
-        for (pid, dir) in servers {
-            signal(pid as i32, libc::SIGKILL);
+        let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        for (pid, dir) in servers.iter() {
+            signal(*pid as i32, libc::SIGKILL);
             let _ = std::fs::remove_dir_all(dir);
         }
         std::process::exit(2);
