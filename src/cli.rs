@@ -383,6 +383,21 @@ fn concat_help() -> String {
     format!("{AFTER_HELP}\n\n{AFTER_LONG_HELP}")
 }
 
+impl Command {
+    /// The lock name the command works on, if it has one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Command::Acquire { key, .. }
+            | Command::Exec { key, .. }
+            | Command::Rw { key, .. }
+            | Command::Release { key, .. }
+            | Command::Renew { key, .. }
+            | Command::Status { key, .. } => Some(key),
+            Command::List { .. } => None,
+        }
+    }
+}
+
 /// The clap command, for generating the man page and completions.
 pub fn command() -> clap::Command {
     Cli::command()

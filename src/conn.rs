@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use redis::IntoConnectionInfo;
+use redis::{FromRedisValue, IntoConnectionInfo};
 
 use crate::{Error, Result};
 
@@ -109,7 +109,90 @@ enum Client {
     Cluster(redis::cluster::ClusterClient),
     /// Asks the Sentinels for the current master at every (re)connect, so
     /// a failover is followed on the next connection.
-    Sentinel(std::sync::Arc<std::sync::Mutex<redis::sentinel::SentinelClient>>),
+    Sentinel(std::sync::Arc<Sentinels>),
+}
+
+/// What it takes to find and reach the master a set of Sentinels watches.
+/// Looked up by hand, with the connect timeout on every step: redis-rs'
+/// Sentinel client has no timeouts, and one frozen Sentinel or master would
+/// hang rlock for good.
+struct Sentinels {
+    name: String,
+    sentinels: Vec<redis::Client>,
+    /// Credentials for the master (the Sentinels' are in their URLs).
+    master: redis::RedisConnectionInfo,
+    tls: Option<Tls>,
+}
+
+impl Sentinels {
+    fn connect_master(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        let mut last = redis::RedisError::from((redis::ErrorKind::Io, "no Sentinel answered"));
+        for sentinel in &self.sentinels {
+            match self.try_sentinel(sentinel, timeout) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn try_sentinel(
+        &self,
+        sentinel: &redis::Client,
+        timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let mut s = sentinel.get_connection_with_timeout(timeout)?;
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&self.name)
+            .query(&mut s)?;
+        let Some((host, port)) = addr else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "this Sentinel knows no master by that name",
+            )));
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        let info = format!("{scheme}://{host}:{port}")
+            .into_connection_info()?
+            .set_redis_settings(self.master.clone());
+        let client = match &self.tls {
+            Some(tls) if tls.is_set() => {
+                let certs = tls.certificates().map_err(|e| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "TLS files",
+                        e.to_string(),
+                    ))
+                })?;
+                redis::Client::build_with_tls(info, certs)?
+            }
+            _ => redis::Client::open(info)?,
+        };
+        let mut m = client.get_connection_with_timeout(timeout)?;
+        m.set_read_timeout(Some(timeout))?;
+        m.set_write_timeout(Some(timeout))?;
+        // A Sentinel can lag behind a failover: only a master will do.
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut m)?;
+        match role.first().map(|v| String::from_redis_value(v.clone())) {
+            Some(Ok(r)) if r == "master" => Ok(m),
+            _ => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the address a Sentinel gave is not a master (yet)",
+            ))),
+        }
+    }
 }
 
 /// A URL checked and turned into connection settings.
@@ -135,7 +218,7 @@ impl Server {
         let seeds = opts
             .urls
             .iter()
-            .map(|u| Seed::parse(u, opts))
+            .map(|u| Seed::parse(u, opts, opts.sentinel.is_none()))
             .collect::<Result<Vec<_>>>()?;
         let mut labels: Vec<&str> = seeds.iter().map(|s| s.label.as_str()).collect();
         labels.sort();
@@ -150,6 +233,12 @@ impl Server {
             ));
         }
         if opts.cluster {
+            if opts.min_replicas > 0 {
+                // redis-rs sends WAIT to every master, not the key's own.
+                return Err(Error::Usage(
+                    "--min-replicas is not supported with --cluster".into(),
+                ));
+            }
             return Ok(vec![Server::cluster(seeds, opts)?]);
         }
         if let Some(name) = &opts.sentinel {
@@ -193,7 +282,10 @@ impl Server {
         let mut b = redis::cluster::ClusterClient::builder(seeds.into_iter().map(|s| s.info))
             .connection_timeout(opts.connect_timeout)
             .response_timeout(opts.connect_timeout)
-            .retries(3);
+            // No resends: redis-rs sends a command again after a read
+            // timeout, and a lock script must run at most once. Redirects
+            // are retried by the caller on a fresh connection instead.
+            .retries(0);
         if let Some(pw) = &opts.password {
             b = b.password(pw);
         }
@@ -216,7 +308,6 @@ impl Server {
     }
 
     fn sentinel(seeds: Vec<Seed>, name: &str, opts: &ConnectOptions) -> Result<Server> {
-        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         if name.is_empty() || name.chars().any(char::is_control) {
             return Err(Error::Usage(format!(
                 "invalid --sentinel master name {name:?}"
@@ -224,45 +315,32 @@ impl Server {
         }
         let label = format!("master {name:?} via Sentinel {}", seeds[0].label);
         let tls = seeds.iter().any(|s| s.tls);
-        // The sentinels' own credentials come from their URLs; the master's
-        // from RLOCK_PASSWORD (or the first URL's user:password).
-        let creds = seeds[0].info.redis_settings().clone();
-        let addrs: Vec<redis::ConnectionAddr> =
-            seeds.iter().map(|s| s.info.addr().clone()).collect();
-        let mut b = SentinelClientBuilder::new(addrs, name, SentinelServerType::Master)
-            .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
-        if let Some(user) = creds.username() {
-            b = b
-                .set_client_to_redis_username(user)
-                .set_client_to_sentinel_username(user);
+        // The master gets RLOCK_PASSWORD, or the first URL's credentials.
+        let mut master = seeds[0].info.redis_settings().clone();
+        if let Some(pw) = &opts.password {
+            master = master.set_password(pw);
         }
-        if let Some(pw) = creds.password() {
-            b = b.set_client_to_sentinel_password(pw);
-        }
-        if let Some(pw) = opts.password.as_deref().or(creds.password()) {
-            b = b.set_client_to_redis_password(pw);
-        }
-        if tls {
-            install_crypto_provider();
-            b = b
-                .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
-                .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
-            if opts.tls.is_set() {
-                let certs = opts.tls.certificates()?;
-                b = b
-                    .set_client_to_redis_certificates(certs.clone())
-                    .set_client_to_sentinel_certificates(certs);
+        let mut sentinels = Vec::new();
+        for seed in seeds {
+            if let Client::One(c) = Server::one(seed, opts)?.client {
+                sentinels.push(c);
             }
         }
-        let client = b
-            .build()
-            .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
         Ok(Server {
-            client: Client::Sentinel(std::sync::Arc::new(std::sync::Mutex::new(client))),
+            client: Client::Sentinel(std::sync::Arc::new(Sentinels {
+                name: name.to_string(),
+                sentinels,
+                master,
+                tls: tls.then(|| opts.tls.clone()),
+            })),
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
         })
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.client, Client::Cluster(_))
     }
 
     /// A fresh connection whose replies are bounded by the connect timeout.
@@ -277,18 +355,7 @@ impl Server {
                     .map_err(unavailable)?,
             ),
             Client::Cluster(c) => Conn::Cluster(Box::new(c.get_connection().map_err(unavailable)?)),
-            Client::Sentinel(c) => {
-                let master = c
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_client()
-                    .map_err(unavailable)?;
-                Conn::One(
-                    master
-                        .get_connection_with_timeout(self.timeout)
-                        .map_err(unavailable)?,
-                )
-            }
+            Client::Sentinel(s) => Conn::One(s.connect_master(self.timeout).map_err(unavailable)?),
         };
         conn.set_read_timeout(Some(self.timeout))
             .map_err(unavailable)?;
@@ -299,7 +366,9 @@ impl Server {
 }
 
 impl Seed {
-    fn parse(url: &str, opts: &ConnectOptions) -> Result<Seed> {
+    /// `password`: apply RLOCK_PASSWORD (not to Sentinels, which have their
+    /// own credentials in their URLs).
+    fn parse(url: &str, opts: &ConnectOptions, password: bool) -> Result<Seed> {
         let shown = redact(url);
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
@@ -322,7 +391,7 @@ impl Seed {
             ))
         })?;
         let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
-        if let Some(pw) = &opts.password {
+        if let Some(pw) = opts.password.as_ref().filter(|_| password) {
             redis = redis.set_password(pw);
         }
         let label = info.addr().to_string();
@@ -490,16 +559,37 @@ impl redis::ConnectionLike for Conn {
 /// The URL with any user:password replaced by `***`. Passwords may hold
 /// characters a URL should have escaped (`/`, `?`, `@`), so everything up to
 /// the last `@` counts as credentials; what does not look like a URL at all
-/// is not echoed if it holds an `@`.
+/// is not echoed if it holds an `@`. A query string (`?pass=...` works for
+/// unix sockets) is hidden too.
 pub fn redact(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
+    let hidden = match (url.split_once("://"), url.rfind('@')) {
         (_, None) => url.to_string(),
         (Some((scheme, rest)), Some(_)) => match rest.rfind('@') {
             Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
             None => "<redacted URL>".to_string(),
         },
         (None, Some(_)) => "<redacted URL>".to_string(),
+    };
+    match hidden.split_once('?') {
+        Some((base, _)) => format!("{base}?***"),
+        None => hidden,
     }
+}
+
+/// `text` with every word that looks like a URL redacted (for messages
+/// that may quote what the user typed, like clap's).
+pub fn redact_text(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            if w.contains("://") || w.contains('@') {
+                let t = w.trim_matches(|c| c == '\'' || c == '"');
+                w.replace(t, &redact(t))
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -516,6 +606,11 @@ mod tests {
         assert_eq!(redact("redis://user:se/cret@h:1"), "redis://***@h:1");
         assert_eq!(redact("redis:/:secret@h"), "<redacted URL>");
         assert_eq!(redact("redis//:secret@h"), "<redacted URL>");
+        assert_eq!(redact("unix:///x.sock?pass=hunter2"), "unix:///x.sock?***");
+        assert_eq!(
+            redact_text("unexpected argument 'redis://:hunter2@h' found"),
+            "unexpected argument 'redis://***@h' found"
+        );
     }
 
     #[test]

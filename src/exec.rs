@@ -190,7 +190,13 @@ pub fn run(
                 let _ = locker.release(key, &lease.token);
                 return Err(cancel.interrupted());
             }
-            match spawn(spec, lease, &lock, interactive) {
+            match spawn(
+                spec,
+                lease,
+                &lock,
+                !interactive,
+                guard.as_ref().map(|g| g.fd),
+            ) {
                 Ok(c) => {
                     *route = Route::Child(tx.clone());
                     let pgid = if interactive {
@@ -201,6 +207,10 @@ pub fn run(
                     (c, pgid)
                 }
                 Err(e) => {
+                    // The child may have armed the guard before its exec failed.
+                    if let Some(g) = &guard {
+                        g.dismiss();
+                    }
                     locker.release(key, &lease.token)?;
                     return Err(e);
                 }
@@ -210,9 +220,6 @@ pub fn run(
             pid: child.id() as libc::pid_t,
             pgid,
         };
-        if let Some(g) = &guard {
-            g.arm(pgid);
-        }
         let t = tx.clone();
         let mut child = child;
         s.spawn(move || {
@@ -244,7 +251,7 @@ pub fn run(
         // stopped first so it cannot extend what we give back.
         drop(stop_renewing);
         let released = locker.release(key, &lease.token);
-        if let Some(g) = guard {
+        if let Some(g) = &guard {
             g.dismiss();
         }
         let lost = lost.or(match &released {
@@ -290,11 +297,15 @@ fn interactive() -> bool {
     unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
 }
 
+/// Start the command, in its own process group unless in interactive use
+/// (where it stays in the terminal's job), arming the guard whose pipe is
+/// `guard`.
 fn spawn(
     spec: &Spec,
     lease: &Lease,
     lock: &LockName,
-    interactive: bool,
+    own_group: bool,
+    guard: Option<libc::c_int>,
 ) -> Result<std::process::Child> {
     let held = std::env::var(HELD_ENV).ok();
     let mut cmd = Command::new(&spec.program);
@@ -303,11 +314,11 @@ fn spawn(
         .env("RLOCK_TOKEN", lease.token.as_str())
         .env("RLOCK_FENCE", lease.fence.to_string())
         .env(HELD_ENV, held_with(held.as_deref(), lock, &lease.token));
-    if !interactive {
+    if own_group {
         cmd.process_group(0);
     }
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run
+    // SAFETY: only async-signal-safe calls (prctl, getppid, getpid, write, _exit) run
     // between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -317,6 +328,12 @@ fn spawn(
             // rlock may have died before the line above took effect.
             if libc::getppid() != parent {
                 libc::_exit(exit_code::LOST as i32);
+            }
+            // Arm the guard from here, before the command can start anything:
+            // our process group is our pid. (The pipe is close-on-exec.)
+            if let Some(fd) = guard {
+                let pid = libc::getpid();
+                libc::write(fd, (&pid as *const libc::pid_t).cast(), 4);
             }
             Ok(())
         });
@@ -337,9 +354,10 @@ fn spawn(
 /// the direct child; this covers what it started.
 ///
 /// It is forked first thing, while rlock is still single-threaded and small
-/// (a fork later costs about a millisecond), learns the group to guard
-/// through the pipe once the command runs, and is never waited for: it exits
-/// by itself when dismissed.
+/// (a fork later costs about a millisecond), learns the group to guard from
+/// the command itself (which writes its pid to the pipe between fork and
+/// exec, so no window is left where rlock could die unguarded), and is never
+/// waited for: it exits by itself when dismissed.
 struct Guard {
     pid: libc::pid_t,
     fd: libc::c_int,
@@ -392,14 +410,8 @@ impl Guard {
         }
     }
 
-    /// From now on, guard process group `pgid`.
-    fn arm(&self, pgid: libc::pid_t) {
-        // SAFETY: writes 4 bytes from a local to our own pipe.
-        unsafe { libc::write(self.fd, (&pgid as *const libc::pid_t).cast(), 4) };
-    }
-
     /// rlock is done with the group: let the guard go without killing.
-    fn dismiss(self) {
+    fn dismiss(&self) {
         // SAFETY: writes one byte to our own pipe; Drop closes it.
         unsafe { libc::write(self.fd, b"x".as_ptr().cast(), 1) };
     }

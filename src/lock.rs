@@ -14,21 +14,36 @@ use serde::{Deserialize, Serialize};
 use crate::conn::{Conn, Server};
 use crate::{Error, Result};
 
+/// One server-side operation: its Lua source and SHA1, computed once.
+pub(crate) struct Lua {
+    code: &'static str,
+    sha: String,
+}
+
 macro_rules! script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            let code = concat!(
                 include_str!("../lua/common.lua"),
                 include_str!(concat!("../lua/", $file))
-            ))
+            );
+            Lua {
+                code,
+                sha: Script::new(code).get_hash().to_string(),
+            }
         })
     };
 }
 
-static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
-static RELEASE: LazyLock<Script> = script!("release.lua");
-static RENEW: LazyLock<Script> = script!("renew.lua");
-static STATUS: LazyLock<Script> = script!("status.lua");
+static ACQUIRE: LazyLock<Lua> = script!("acquire.lua");
+static RELEASE: LazyLock<Lua> = script!("release.lua");
+static RENEW: LazyLock<Lua> = script!("renew.lua");
+static STATUS: LazyLock<Lua> = script!("status.lua");
+
+/// How often a command refused with a cluster redirect (MOVED, ASK,
+/// TRYAGAIN, CLUSTERDOWN: never executed) is sent again on a fresh
+/// connection that knows the new slot owners.
+const REDIRECT_RETRIES: u32 = 3;
 
 /// A waiter re-checks in with Redis at least this often, even if nothing
 /// wakes it: about one command per second on average while idle.
@@ -368,10 +383,19 @@ impl LockName {
         }
         // The braces make {name} the hash tag of every key of this lock, so
         // all of them live in one Redis Cluster slot. If name itself holds a
-        // '}', the tag ends there, which is still common to all the keys.
+        // '}', the tag ends there, which is still common to all the keys;
+        // but an empty tag ("{}") means no tag, and keys in many slots.
+        let base = format!("{prefix}{{{name}}}");
+        let open = base.find('{').unwrap_or(0);
+        if base[open..].starts_with("{}") {
+            return Err(Error::Usage(format!(
+                "lock key {name:?} under prefix {prefix:?} makes an empty hash tag \
+                 (\"{{}}\"); do not start the key with '}}' or put \"{{}}\" in the prefix"
+            )));
+        }
         Ok(LockName {
             name: name.to_string(),
-            base: format!("{prefix}{{{name}}}"),
+            base,
         })
     }
 
@@ -492,22 +516,49 @@ impl Node {
         Error::from_redis(err, &what)
     }
 
+    /// Run `script` with EVALSHA, or EVAL when the server lacks it (a
+    /// restart, a failover, SCRIPT FLUSH). Done by hand rather than with
+    /// redis-rs' Script, whose fallback SCRIPT LOAD goes to every node of a
+    /// cluster and fails when any is down; EVAL goes to the key's node only.
     fn eval<T: FromRedisValue>(
         &mut self,
-        script: &Script,
+        script: &Lua,
         keys: &[String],
         args: &[&str],
         what: impl FnOnce() -> String,
     ) -> Result<T> {
-        let mut inv = script.prepare_invoke();
-        for k in keys {
-            inv.key(k);
-        }
-        for a in args {
-            inv.arg(*a);
-        }
-        let res = inv.invoke(self.conn()?);
-        self.used();
+        let call = |verb: &str, body: &str| {
+            let mut c = redis::cmd(verb);
+            c.arg(body).arg(keys.len()).arg(keys).arg(args);
+            c
+        };
+        let mut redirects = 0;
+        let res = loop {
+            let conn = self.conn()?;
+            let mut res = call("EVALSHA", &script.sha).query(conn);
+            if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+            {
+                res = call("EVAL", script.code).query(conn);
+            }
+            self.used();
+            // A redirect means the script did not run: safe to send again,
+            // on a new connection whose slot map is fresh.
+            match &res {
+                Err(e)
+                    if redirects < REDIRECT_RETRIES
+                        && matches!(
+                            e.code(),
+                            Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+                        )
+                        && self.server.is_cluster() =>
+                {
+                    redirects += 1;
+                    self.conn = None;
+                    std::thread::sleep(backoff(redirects));
+                }
+                _ => break res,
+            }
+        };
         res.map_err(|e| self.fail(e, what()))
     }
 
@@ -607,7 +658,15 @@ impl Node {
             .arg(within.as_millis() as u64)
             .query(self.conn()?);
         self.used();
-        let acked = res.map_err(|e| self.fail(e, format!("acquire {:?}: WAIT", lock.name())))?;
+        let acked = match res {
+            Ok(n) => n,
+            Err(e) => {
+                // Unconfirmed is as good as refused: give the grant back.
+                let err = self.fail(e, format!("acquire {:?}: WAIT", lock.name()));
+                let _ = self.abandon(lock, token);
+                return Err(err);
+            }
+        };
         if acked >= i64::from(want) {
             return Ok(());
         }
@@ -1043,6 +1102,9 @@ mod tests {
         }
         assert!(LockName::new("rlock:", "").is_err());
         assert!(LockName::new("rlock:", "a\nb").is_err());
+        assert!(LockName::new("rlock:", "}x").is_err());
+        assert!(LockName::new("p{}:", "x").is_err());
+        assert!(LockName::new("p{t}:", "x").is_ok());
         assert!(LockName::new("rlock:", &"x".repeat(MAX_KEY_LEN + 1)).is_err());
     }
 

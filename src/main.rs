@@ -52,7 +52,8 @@ fn clap_exit(e: clap::Error) -> u8 {
         .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .filter(|l| !l.is_empty())
         .collect();
-    let line = line.join(" ");
+    // It may quote what was typed, a URL with a password included.
+    let line = rlock::conn::redact_text(&line.join(" "));
     eprintln!(
         "rlock: {} (see rlock --help)",
         line.trim_start_matches("error: ")
@@ -96,6 +97,7 @@ fn request(lock: &LockOpts) -> Request {
 
 /// `acquire`, and `rw` without a command: print the token and exit.
 fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
+    rlock::lock::check_ttl(req.ttl)?;
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
     if g.verbose {
@@ -125,6 +127,7 @@ fn exec(
     run: &RunOpts,
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
+    rlock::lock::check_ttl(req.ttl)?;
     req.info = HolderInfo::current(Some(command_line(command)));
     let mut locker = connect(g)?;
     req.reenter = inherited(&locker, key)?;
@@ -211,6 +214,10 @@ fn command_line(cmd: &[std::ffi::OsString]) -> String {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     let g = &cli.global;
+    // Bad input is reported as such, before any connection is tried.
+    if let Some(key) = cli.command.key() {
+        rlock::lock::LockName::new(&g.prefix, key)?;
+    }
     match &cli.command {
         Command::Acquire { key, lock, slots } => {
             let mut req = request(lock);

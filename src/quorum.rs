@@ -118,7 +118,17 @@ impl Quorum {
         for (i, node) in self.nodes.iter().enumerate() {
             let (node, f, tx) = (Arc::clone(node), Arc::clone(&f), tx.clone());
             std::thread::spawn(move || {
-                let answer = f(&mut lock(&node));
+                // A master still busy with an earlier call (frozen, most
+                // likely) counts as failed at once: queueing behind it would
+                // pile up threads and connections with every renewal.
+                let answer = match node.try_lock() {
+                    Ok(mut n) => f(&mut n),
+                    Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => Err(Error::Unavailable {
+                        context: "Redis master still busy with an earlier request".into(),
+                        cause: redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
+                    }),
+                };
                 let _ = tx.send((i, answer));
             });
         }
@@ -162,7 +172,13 @@ impl Quorum {
     /// Drop every hold of `token` and leave any queue, on every master.
     fn abandon_all(&self, lock: &LockName, token: &Token) {
         let (l, t) = (lock.clone(), token.clone());
-        self.on_all(move |node| node.abandon(&l, &t), |_| false);
+        // A majority is enough to go on; a silent master gets the abandon
+        // on its thread, or lets the grant run out with its TTL.
+        let m = self.majority();
+        self.on_all(
+            move |node| node.abandon(&l, &t),
+            move |a| a.iter().flatten().count() >= m,
+        );
     }
 
     /// A lease if a majority granted `token` and the validity window is open.
@@ -247,15 +263,23 @@ impl Quorum {
             // A master that did not answer (or answered late) may still
             // have granted: release everywhere before trying again.
             self.abandon_all(&lock, &token);
-            let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
-            if answered < self.majority() {
-                // A refusal that is not about reachability (a foreign key,
-                // a kind mismatch) is the real answer.
-                if let Some(Some(Err(e))) = answers.into_iter().find(|a| matches!(a, Some(Err(_))))
-                    && !matches!(e, Error::Unavailable { .. })
-                {
-                    return Err(e);
-                }
+            // A refusal that is not about reachability (a foreign key, a
+            // kind mismatch) is the real answer. Otherwise: if any master
+            // said busy, it is busy; if none did, too few were reachable.
+            let foreign = answers
+                .iter()
+                .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
+            if let Some(i) = foreign {
+                return Err(match answers.into_iter().nth(i) {
+                    Some(Some(Err(e))) => e,
+                    _ => Error::Protocol("RedLock: lost an answer".into()),
+                });
+            }
+            if !answers
+                .iter()
+                .any(|a| matches!(a, Some(Ok(Attempt::Busy(_)))))
+            {
+                let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
                 return Err(no_answer(
                     &format!("acquire {key:?}"),
                     answered,
@@ -306,36 +330,46 @@ impl Quorum {
 
     pub(crate) fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
         let (k, t) = (key.to_string(), token.clone());
-        let answers = self.on_all(move |node| node.release(&k, &t), |_| false);
-        let (mut released, mut still, mut not_held, mut not_owner) = (0, 0, 0, 0);
-        let mut error = None;
-        for a in answers {
-            match a {
-                Some(Ok(Released::Released)) => released += 1,
-                Some(Ok(Released::StillHeld(n))) => still = still.max(n),
-                Some(Ok(Released::NotHeld)) => not_held += 1,
-                Some(Err(Error::NotOwner { .. })) => not_owner += 1,
-                Some(Err(e)) => error = error.or(Some(e)),
-                None => {}
-            }
-        }
         let m = self.majority();
-        if not_owner >= m {
+        let tally = |a: &Answers<Released>| {
+            let count =
+                |p: fn(&Result<Released>) -> bool| a.iter().flatten().filter(|x| p(x)).count();
+            (
+                count(|x| matches!(x, Ok(Released::Released | Released::StillHeld(_)))),
+                count(|x| matches!(x, Ok(Released::NotHeld))),
+                count(|x| matches!(x, Err(Error::NotOwner { .. }))),
+            )
+        };
+        let answers = self.on_all(
+            move |node| node.release(&k, &t),
+            move |a| {
+                let (held, not_held, not_owner) = tally(a);
+                held >= m || not_held >= m || not_owner >= m
+            },
+        );
+        let (held, not_held, not_owner) = tally(&answers);
+        // The lock was ours only if a majority still knew it.
+        if held >= m {
+            let still = answers
+                .iter()
+                .filter_map(|a| match a {
+                    Some(Ok(Released::StillHeld(n))) => Some(*n),
+                    _ => None,
+                })
+                .max();
+            return Ok(still.map_or(Released::Released, Released::StillHeld));
+        }
+        if not_owner >= m || (not_owner > not_held && not_owner + not_held + held >= m) {
             return Err(Error::NotOwner { key: key.into() });
         }
-        if still > 0 {
-            return Ok(Released::StillHeld(still));
-        }
-        if released > 0 {
-            return Ok(Released::Released);
-        }
-        if not_held + not_owner >= m {
+        if not_held + not_owner + held >= m {
             return Ok(Released::NotHeld);
         }
+        let error = answers.into_iter().flatten().find_map(Result::err);
         Err(error.unwrap_or_else(|| {
             no_answer(
                 &format!("release {key:?}"),
-                not_held + not_owner,
+                held + not_held + not_owner,
                 self.len(),
                 m,
             )
