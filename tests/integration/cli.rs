@@ -401,6 +401,7 @@ mod bad_input {
         let r = Redis::start();
         refused(&r, &["acquire", ""], 64, "must not be empty");
         refused(&r, &["acquire", "a\tb"], 64, "control characters");
+        refused(&r, &["acquire", "}x"], 64, "empty hash tag");
         refused(&r, &["acquire", "a\u{1b}[31m"], 64, "control characters");
         refused(&r, &["acquire", &"x".repeat(600)], 64, "at most 512");
         refused(&r, &["acquire", "k", "--limit", "0"], 64, "limit");
@@ -477,6 +478,24 @@ mod bad_input {
             assert!(run.code == 64 || run.code == 69, "{url}: {}", run.code);
             assert!(!run.stderr.contains("cret"), "{url}: {}", run.stderr);
         }
+    }
+
+    #[test]
+    fn query_strings_and_misplaced_urls_never_echo_the_password() {
+        let run = bare_rlock()
+            .args([
+                "--url",
+                "unix:///nonexistent.sock?pass=hunter2",
+                "status",
+                "k",
+            ])
+            .run();
+        assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+        let run = bare_rlock()
+            .args(["status", "k", "redis://:hunter2@h"])
+            .run()
+            .code(64);
+        assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
     }
 
     #[test]

@@ -121,3 +121,19 @@ fn one_seed_is_enough_and_moved_is_followed() {
         r.fails(64, "--cluster");
     }
 }
+
+#[test]
+fn min_replicas_is_refused_with_cluster() {
+    bare_rlock()
+        .args([
+            "--cluster",
+            "--min-replicas",
+            "1",
+            "--url",
+            "redis://127.0.0.1:1",
+            "status",
+            "k",
+        ])
+        .run()
+        .fails(64, "--min-replicas");
+}

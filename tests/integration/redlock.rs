@@ -169,3 +169,16 @@ fn nested_exec_reenters_under_redlock() {
         m.assert_nothing_held(&[]);
     }
 }
+
+#[test]
+fn a_dead_master_and_a_busy_lock_mean_busy_not_unreachable() {
+    let mut ms = masters(3);
+    let holder = rl(&ms).args(["acquire", "k"]).run().ok().token();
+    let dead = ms.remove(2).url();
+    let urls = format!("{},{},{dead}", ms[0].url(), ms[1].url());
+    let with = |args: &[&str]| bare_rlock().env("RLOCK_URL", &urls).args(args).run();
+    with(&["acquire", "-n", "k"]).fails(75, "busy");
+    with(&["acquire", "-w", "500ms", "k"]).fails_with_lines(75, "timed out");
+    with(&["release", "k", "--token", &holder]).ok();
+    with(&["acquire", "-n", "k"]).ok().token();
+}

@@ -53,3 +53,20 @@ fn too_few_replicas_fail_and_release_the_grant() {
         .run()
         .code(69);
 }
+
+#[test]
+fn a_frozen_sentinel_is_passed_over_within_the_timeout() {
+    let s = Sentinels::start();
+    s.freeze_first();
+    let run = rs(&s)
+        .args(["--connect-timeout", "300ms", "acquire", "-n", "k"])
+        .run();
+    s.thaw_first();
+    let run = run.ok();
+    run.token();
+    assert!(
+        run.elapsed < std::time::Duration::from_secs(3),
+        "{:?}",
+        run.elapsed
+    );
+}

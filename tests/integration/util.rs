@@ -457,6 +457,16 @@ impl Sentinels {
         port
     }
 
+    pub fn freeze_first(&self) {
+        // SAFETY: plain syscall on our own child.
+        unsafe { libc::kill(self.sentinels[0].0.id() as i32, libc::SIGSTOP) };
+    }
+
+    pub fn thaw_first(&self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.sentinels[0].0.id() as i32, libc::SIGCONT) };
+    }
+
     /// Make the replica the master, and wait until the Sentinels say so.
     pub fn failover(&self) {
         let mut c = redis::Client::open(format!("redis://127.0.0.1:{}", self.sentinels[0].1))
