@@ -29,7 +29,9 @@ use crate::lock::{Attempt, LockName, Node, check_ttl, drift};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, Wait};
 
 /// Longest wait for one master's answer (connect and reply each).
-const NODE_TIMEOUT: Duration = Duration::from_millis(250);
+const NODE_TIMEOUT: Duration = Duration::from_millis(500);
+/// Attempts in a row without a majority answering before a wait gives up.
+const MAX_UNREACHABLE: u32 = 3;
 /// Retry delays after a failed attempt: uniform in this range.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_millis(250);
@@ -246,6 +248,7 @@ impl Quorum {
             Wait::No | Wait::Forever => None,
         };
         let mut announced = false;
+        let mut unreachable = 0;
         loop {
             if cancelled() {
                 return Err(interrupted());
@@ -279,14 +282,23 @@ impl Quorum {
                 .iter()
                 .any(|a| matches!(a, Some(Ok(Attempt::Busy(_)))))
             {
-                let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
-                return Err(no_answer(
-                    &format!("acquire {key:?}"),
-                    answered,
-                    self.len(),
-                    self.majority(),
-                ));
+                // Too few masters answered in time. A caller willing to wait
+                // gets a few more tries (a loaded machine, a restart); -n
+                // gets the answer at once.
+                unreachable += 1;
+                if unreachable >= MAX_UNREACHABLE || matches!(req.wait, Wait::No) {
+                    let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+                    return Err(no_answer(
+                        &format!("acquire {key:?}"),
+                        answered,
+                        self.len(),
+                        self.majority(),
+                    ));
+                }
+                std::thread::sleep(RETRY_MIN * unreachable);
+                continue;
             }
+            unreachable = 0;
             let busy = answers.into_iter().find_map(|a| match a {
                 Some(Ok(Attempt::Busy(b))) => Some(b),
                 _ => None,
