@@ -352,13 +352,9 @@ impl Quorum {
                 count(|x| matches!(x, Err(Error::NotOwner { .. }))),
             )
         };
-        let answers = self.on_all(
-            move |node| node.release(&k, &t),
-            move |a| {
-                let (held, not_held, not_owner) = tally(a);
-                held >= m || not_held >= m || not_owner >= m
-            },
-        );
+        // Wait for every master (each within its timeout): a grant left on
+        // one would sit there until its TTL.
+        let answers = self.on_all(move |node| node.release(&k, &t), |_| false);
         let (held, not_held, not_owner) = tally(&answers);
         // The lock was ours only if a majority still knew it.
         if held >= m {

@@ -479,8 +479,12 @@ impl Sentinels {
             .query(&mut c)
             .unwrap();
         eventually(Duration::from_secs(20), "the failover", || {
-            let role: String = self.replica.cmd(&["INFO", "replication"]);
-            self.master_port() == self.replica.port && role.contains("role:master")
+            // The Sentinels kill the promoted replica's clients: tolerate a
+            // reset connection while polling.
+            let role: redis::RedisResult<String> = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.replica.conn());
+            self.master_port() == self.replica.port && role.is_ok_and(|r| r.contains("role:master"))
         });
     }
 }
