@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{LazyLock, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use redis::{FromRedisValue, Script, Value};
 use serde::{Deserialize, Serialize};
@@ -1025,14 +1025,6 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Milliseconds since the Unix epoch by this host's clock.
-pub fn epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Human-readable status, one line per holder.

@@ -33,14 +33,6 @@ impl Locker {
         Ok(Locker(Inner::Many(Quorum::new(servers, prefix))))
     }
 
-    /// How many Redis servers take part (more than one: RedLock).
-    pub fn servers(&self) -> usize {
-        match &self.0 {
-            Inner::One(_) => 1,
-            Inner::Many(q) => q.len(),
-        }
-    }
-
     /// Another locker for the same servers and prefix, with connections of
     /// its own (opened on first use).
     pub fn detached(&self) -> Locker {
