@@ -15,7 +15,7 @@
 //! independent masters) and a 3-master Redis Cluster.
 
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
@@ -35,7 +35,7 @@ fn main() {
         rss_helper_main();
     }
     let started = Instant::now();
-    let redis = Redis::start();
+    let redis = start_redis(&[]);
     let etcd = Etcd::start();
     watchdog(WATCHDOG);
     let version = redis_version(&redis);
@@ -925,9 +925,9 @@ fn deployments() {
     const N: usize = 500;
     const WARMUP: usize = 20;
     const MASTERS: usize = 3;
-    let one = [Redis::start()];
-    let red3: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
-    let red5: Vec<Redis> = (0..5).map(|_| Redis::start()).collect();
+    let one = [start_redis(&[])];
+    let red3: Vec<Redis> = (0..3).map(|_| start_redis(&[])).collect();
+    let red5: Vec<Redis> = (0..5).map(|_| start_redis(&[])).collect();
     let cluster = start_cluster(MASTERS);
     let connect = |servers: &[Redis], cluster: bool| {
         let opts = ConnectOptions {
@@ -1062,49 +1062,11 @@ fn deployments() {
 }
 
 /// `n` redis-servers in cluster mode made into one Redis Cluster of `n`
-/// masters and no replicas (as tests/integration/util.rs does), ready when
-/// every node says `cluster_state:ok`. Err says why there is none.
+/// masters and no replicas, ready when every node says `cluster_state:ok`.
+/// Err says why there is none.
 fn start_cluster(n: usize) -> Result<Vec<Redis>, String> {
-    let nodes: Vec<Redis> = (0..n)
-        .map(|_| {
-            Redis::start_with(&[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "2000",
-            ])
-        })
-        .collect();
-    let addrs: Vec<String> = nodes
-        .iter()
-        .map(|r| format!("127.0.0.1:{}", r.port))
-        .collect();
-    let out = Command::new("redis-cli")
-        .args(["--cluster", "create"])
-        .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("could not run redis-cli --cluster create: {e}"))?;
-    if !out.status.success() {
-        let text = String::from_utf8_lossy(&out.stdout);
-        let tail: Vec<&str> = text.lines().rev().take(3).collect();
-        return Err(format!(
-            "redis-cli --cluster create exited with {}; output ends {tail:?}",
-            out.status
-        ));
-    }
-    let state_ok = |r: &Redis| {
-        redis::Client::open(r.url())
-            .and_then(|c| c.get_connection())
-            .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
-            .is_ok_and(|info| info.contains("cluster_state:ok"))
-    };
-    if !wait_until(Duration::from_secs(20), || nodes.iter().all(state_ok)) {
-        return Err("not every node said cluster_state:ok within 20 s".into());
-    }
+    let nodes: Vec<Redis> = (0..n).map(|_| start_redis(&CLUSTER_NODE)).collect();
+    create_cluster(&nodes.iter().collect::<Vec<_>>())?;
     Ok(nodes)
 }
 
@@ -1243,82 +1205,15 @@ impl Drop for Etcd {
 
 // ---------------------------------------------------------------- redis
 
-/// A redis-server child process on a free loopback port, killed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+use redis_server::{CLUSTER_NODE, Redis, create_cluster};
 
-impl Redis {
-    fn start() -> Redis {
-        Redis::start_with(&[])
-    }
-
-    /// With more redis-server arguments (cluster mode, say).
-    fn start_with(extra: &[&str]) -> Redis {
-        for attempt in 0..5 {
-            if let Some(r) = Redis::try_start(attempt, extra) {
-                return r;
-            }
-        }
-        panic!("could not start redis-server on a free port after 5 tries");
-    }
-
-    fn try_start(attempt: u32, extra: &[&str]) -> Option<Redis> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind a loopback port")
-            .port();
-        let dir = std::env::temp_dir().join(format!(
-            "rlock-bench-{}-{attempt}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &path(&dir)])
-            .args(["--logfile", &path(&dir.join("redis.log"))])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server not found on PATH");
-        let mut r = Redis { child, port, dir };
-        watch(&r.child, &r.dir);
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(5) {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(r);
-            }
-            if let Ok(Some(_)) = r.child.try_wait() {
-                return None; // port taken meanwhile, most likely: try another
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not start within 5 s");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("connect to redis")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        unwatch(&self.child);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// A redis-server (the shared test fixture) that the watchdog knows about.
+fn start_redis(extra: &[&str]) -> Redis {
+    let r = Redis::start_with(extra);
+    watch(&r.child, &r.dir);
+    r
 }
 
 /// One INFO reply as field -> number; a commandstats line becomes
@@ -1501,8 +1396,8 @@ fn signal(pid: i32, sig: i32) {
     }
 }
 
-/// Servers running now (Redis, etcd), for the watchdog: pid and directory.
-/// Each adds itself when it starts and leaves when it is dropped.
+/// Servers started (Redis, etcd), for the watchdog: pid and directory.
+/// Each adds itself when it starts; etcd leaves when it is dropped.
 static SERVERS: Mutex<Vec<(u32, PathBuf)>> = Mutex::new(Vec::new());
 
 fn watch(server: &Child, dir: &Path) {
@@ -1523,7 +1418,13 @@ fn watchdog(limit: Duration) {
         eprintln!("bench: still running after {limit:?}; giving up");
         let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
         for (pid, dir) in servers.iter() {
-            signal(*pid as i32, libc::SIGKILL);
+            // Redis servers leave no note when dropped: kill a pid only while
+            // it is still a child of ours, never one reused meanwhile.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat.rsplit(") ").next().and_then(|r| r.split(' ').nth(1));
+            if ppid == Some(&std::process::id().to_string()) {
+                signal(*pid as i32, libc::SIGKILL);
+            }
             let _ = std::fs::remove_dir_all(dir);
         }
         std::process::exit(2);

@@ -35,9 +35,7 @@
 //! Starts its own throwaway redis-server on a free loopback port.
 
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
@@ -909,76 +907,9 @@ fn main() {
 
 // ---------------------------------------------------------------- redis
 
-/// A throwaway redis-server on a free loopback port (as in benches/cli.rs).
-struct Redis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        for attempt in 0..5 {
-            if let Some(r) = Redis::try_start(attempt) {
-                return r;
-            }
-        }
-        panic!("could not start redis-server on a free port after 5 tries");
-    }
-
-    fn try_start(attempt: u32) -> Option<Redis> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind a loopback port")
-            .port();
-        let dir = std::env::temp_dir().join(format!(
-            "rlock-market-{}-{attempt}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        let dir_s = dir.to_str().expect("temp path is UTF-8").to_string();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &dir_s])
-            .args(["--logfile", &format!("{dir_s}/redis.log")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server not found on PATH");
-        let mut r = Redis { child, port, dir };
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(5) {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(r);
-            }
-            if let Ok(Some(_)) = r.child.try_wait() {
-                return None; // port taken meanwhile, most likely: try another
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not start within 5 s");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn conn(&self) -> Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("connect to redis")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+use redis_server::Redis;
 
 fn redis_version(r: &Redis) -> String {
     let text: String = redis::cmd("INFO")

@@ -176,6 +176,19 @@ pub struct Request {
 }
 
 impl Request {
+    /// Refuse what no server could grant: a TTL out of range, no slots, a
+    /// read-write lock with slots.
+    pub fn check(&self) -> Result<()> {
+        check_ttl(self.ttl)?;
+        if self.limit == 0 {
+            return Err(Error::Usage("--limit must be at least 1".into()));
+        }
+        if self.limit != 1 && self.mode != Mode::Exclusive {
+            return Err(Error::Usage("read-write locks take no --limit".into()));
+        }
+        Ok(())
+    }
+
     pub fn new(ttl: Duration) -> Request {
         Request {
             ttl,
@@ -216,6 +229,12 @@ pub fn heartbeat(ttl: Duration) -> Duration {
 
 fn backoff(failures: u32) -> Duration {
     Duration::from_millis(50 << failures.min(4))
+}
+
+/// Until when a lease of `ttl` asked for at `sent` is safe to rely on:
+/// sent + TTL − drift, on the monotonic clock.
+pub fn valid_until(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(drift(ttl))
 }
 
 /// Clock drift allowance for a lease of `ttl` (as in the RedLock paper:
@@ -692,13 +711,6 @@ impl Node {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        check_ttl(req.ttl)?;
-        if req.limit == 0 {
-            return Err(Error::Usage("--limit must be at least 1".into()));
-        }
-        if req.limit != 1 && req.mode != Mode::Exclusive {
-            return Err(Error::Usage("read-write locks take no --limit".into()));
-        }
         let lock = self.name(key)?;
         let lease = |token: Token, fence, count, sent: Instant| Lease {
             key: key.to_string(),
@@ -706,7 +718,7 @@ impl Node {
             fence,
             count,
             ttl: req.ttl,
-            valid_until: sent + req.ttl.saturating_sub(drift(req.ttl)),
+            valid_until: valid_until(sent, req.ttl),
         };
         if let Some(token) = &req.reenter {
             let sent = Instant::now();
@@ -879,7 +891,6 @@ impl Node {
     /// Extend the lease of `token` to `ttl` from now. Returns the instant
     /// until which the lease is safe to rely on.
     pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
-        check_ttl(ttl)?;
         let lock = self.name(key)?;
         let sent = Instant::now();
         let n: i64 = self.eval(
@@ -891,7 +902,7 @@ impl Node {
         match n {
             n if n > 0 => {
                 let left = Duration::from_millis(n as u64);
-                Ok(sent + left.saturating_sub(drift(left)))
+                Ok(valid_until(sent, left))
             }
             -1 => Err(Error::Lost {
                 key: key.into(),

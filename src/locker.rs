@@ -74,6 +74,7 @@ impl Locker {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
+        req.check()?;
         match &mut self.0 {
             Inner::One(n) => n.acquire(key, req, cancel, on_wait),
             Inner::Many(q) => q.acquire(key, req, cancel, on_wait),
@@ -91,6 +92,7 @@ impl Locker {
     /// Extend the lease of `token` to at least `ttl` from now. Returns the
     /// instant until which the lease is safe to rely on.
     pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+        crate::lock::check_ttl(ttl)?;
         match &mut self.0 {
             Inner::One(n) => n.renew(key, token, ttl),
             Inner::Many(q) => q.renew(key, token, ttl),

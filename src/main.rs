@@ -97,7 +97,7 @@ fn request(lock: &LockOpts) -> Request {
 
 /// `acquire`, and `rw` without a command: print the token and exit.
 fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
-    rlock::lock::check_ttl(req.ttl)?;
+    req.check()?;
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
     if g.verbose {
@@ -127,7 +127,7 @@ fn exec(
     run: &RunOpts,
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
-    rlock::lock::check_ttl(req.ttl)?;
+    req.check()?;
     req.info = HolderInfo::current(Some(command_line(command)));
     let mut locker = connect(g)?;
     req.reenter = inherited(&locker, key)?;

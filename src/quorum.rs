@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::conn::Server;
-use crate::lock::{Attempt, LockName, Node, check_ttl, drift};
+use crate::lock::{Attempt, LockName, Node, valid_until};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, Wait};
 
 /// Longest wait for one master's answer (connect and reply each).
@@ -199,7 +199,7 @@ impl Quorum {
                 _ => None,
             })
             .collect();
-        let valid_until = sent + req.ttl.saturating_sub(drift(req.ttl));
+        let valid_until = valid_until(sent, req.ttl);
         if grants.len() < self.majority() || Instant::now() >= valid_until {
             return None;
         }
@@ -220,7 +220,6 @@ impl Quorum {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        check_ttl(req.ttl)?;
         if req.mode != Mode::Exclusive || req.limit != 1 {
             return Err(Error::Usage(
                 "read-write locks and --limit need one Redis; with several --url (RedLock) \
@@ -385,7 +384,6 @@ impl Quorum {
     }
 
     pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
-        check_ttl(ttl)?;
         let (k, t) = (key.to_string(), token.clone());
         let (n, m) = (self.len(), self.majority());
         let answers = self.on_all(

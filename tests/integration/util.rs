@@ -1,116 +1,21 @@
 //! Test harness: real redis-server processes on free ports, and a builder
 //! that runs the real `rlock` binary and checks its exit code and output.
 
-use std::io::Read;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// A redis-server child process, killed on drop.
-pub struct Redis {
-    child: Child,
-    pub port: u16,
-    dir: PathBuf,
-}
+#[path = "../support/redis_server.rs"]
+mod redis_server;
+pub use redis_server::{CLUSTER_NODE, Redis, create_cluster, free_port};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
+/// Test-only helpers on the shared fixture.
 impl Redis {
-    pub fn start() -> Redis {
-        Redis::start_with(&[])
-    }
-
-    /// Start a server with extra config arguments (`["--requirepass", "x"]`).
-    pub fn start_with(extra: &[&str]) -> Redis {
-        for _ in 0..5 {
-            if let Some(r) = Redis::try_start(extra) {
-                return r;
-            }
-        }
-        panic!("could not start redis-server on a free port after 5 tries");
-    }
-
-    fn try_start(extra: &[&str]) -> Option<Redis> {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!(
-            "rlock-test-{}-{}-{port}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        // "{port}" in an extra argument stands for the chosen port, so a
-        // TLS server can put its TLS listener there (with --port 0).
-        let extra: Vec<String> = extra
-            .iter()
-            .map(|a| a.replace("{port}", &port.to_string()))
-            .collect();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir", dir.to_str().unwrap()])
-            .args(["--unixsocket", dir.join("redis.sock").to_str().unwrap()])
-            .args(["--logfile", dir.join("redis.log").to_str().unwrap()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server not found on PATH: install it (apt-get install redis-server)");
-        let mut r = Redis { child, port, dir };
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(5) {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(r);
-            }
-            if let Ok(Some(_)) = r.child.try_wait() {
-                return None; // port taken meanwhile, most likely: try another
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not start; its log:\n{}", r.log());
-    }
-
     pub fn child_pid(&self) -> u32 {
         self.child.id()
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    pub fn socket(&self) -> PathBuf {
-        self.dir.join("redis.sock")
-    }
-
-    pub fn log(&self) -> String {
-        let mut s = String::new();
-        let _ =
-            std::fs::File::open(self.dir.join("redis.log")).map(|mut f| f.read_to_string(&mut s));
-        s
-    }
-
-    /// A direct connection, for checking what rlock left in Redis.
-    pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
     }
 
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
@@ -139,14 +44,6 @@ impl Redis {
             .filter(|k| !k.ends_with(":fence") && !allowed.contains(&k.as_str()))
             .collect();
         assert!(left.is_empty(), "lock state left in Redis: {left:?}");
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -310,42 +207,9 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(n: usize) -> Cluster {
-        let nodes: Vec<Redis> = (0..n)
-            .map(|_| {
-                Redis::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
-            })
-            .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|r| format!("127.0.0.1:{}", r.port))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cluster create: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let c = Cluster { nodes };
-        eventually(Duration::from_secs(20), "the cluster to be ok", || {
-            c.nodes.iter().all(|r| {
-                let info: String = r.cmd(&["CLUSTER", "INFO"]);
-                info.contains("cluster_state:ok")
-            })
-        });
-        c
+        let nodes: Vec<Redis> = (0..n).map(|_| Redis::start_with(&CLUSTER_NODE)).collect();
+        create_cluster(&nodes.iter().collect::<Vec<_>>()).unwrap();
+        Cluster { nodes }
     }
 
     /// Seed URLs, comma-separated.
