@@ -4,61 +4,63 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rlock::{ConnectOptions, Error, Locker, Released, Request, Wait};
+use rlock::{Error, Released, Request, Wait};
 
 use crate::util::*;
-
-fn locker(r: &Redis) -> Locker {
-    let opts = ConnectOptions {
-        urls: vec![r.url()],
-        ..Default::default()
-    };
-    Locker::connect(&opts, "rlock:").unwrap()
-}
 
 fn req(ttl_ms: u64) -> Request {
     Request::new(Duration::from_millis(ttl_ms))
 }
 
-#[test]
-fn threads_hammering_one_key_never_overlap() {
-    let r = Redis::start();
+/// `threads` threads, each with its own connection, take `key` (with
+/// `limit` slots) `rounds` times each and hold it for `hold`; returns the
+/// most holders ever inside at once, by the threads' own count.
+fn peak_holders(
+    r: &Redis,
+    key: &'static str,
+    limit: u32,
+    threads: usize,
+    rounds: usize,
+    hold: Duration,
+) -> usize {
     let inside = Arc::new(AtomicUsize::new(0));
-    let max_seen = Arc::new(AtomicUsize::new(0));
-    let threads: Vec<_> = (0..10)
+    let peak = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let (inside, max_seen) = (inside.clone(), max_seen.clone());
-            let url = r.url();
+            let (inside, peak, url) = (inside.clone(), peak.clone(), r.url());
             std::thread::spawn(move || {
-                let opts = ConnectOptions {
-                    urls: vec![url],
-                    ..Default::default()
-                };
-                let mut l = Locker::connect(&opts, "rlock:").unwrap();
-                for _ in 0..50 {
-                    let lease = l.acquire("hot", &req(5000), None, &mut |_| {}).unwrap();
+                let mut l = locker(&url);
+                let mut req = req(5000);
+                req.limit = limit;
+                for _ in 0..rounds {
+                    let lease = l.acquire(key, &req, None, &mut |_| {}).unwrap();
                     let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    max_seen.fetch_max(n, Ordering::SeqCst);
-                    std::thread::yield_now();
+                    peak.fetch_max(n, Ordering::SeqCst);
+                    std::thread::sleep(hold);
                     inside.fetch_sub(1, Ordering::SeqCst);
-                    assert_eq!(l.release("hot", &lease.token).unwrap(), Released::Released);
+                    assert_eq!(l.release(key, &lease.token).unwrap(), Released::Released);
                 }
             })
         })
         .collect();
-    for t in threads {
-        t.join().unwrap();
+    for h in handles {
+        h.join().unwrap();
     }
-    assert_eq!(max_seen.load(Ordering::SeqCst), 1);
-    let mut l = locker(&r);
-    assert_eq!(l.status("hot").unwrap().fence, 500);
+    peak.load(Ordering::SeqCst)
+}
+
+#[test]
+fn threads_hammering_one_key_never_overlap() {
+    let r = Redis::start();
+    assert_eq!(peak_holders(&r, "hot", 1, 10, 50, Duration::ZERO), 1);
+    assert_eq!(locker(&r.url()).status("hot").unwrap().fence, 500);
     r.assert_nothing_held(&[]);
 }
 
 #[test]
 fn reentry_counts_and_releases_at_zero() {
     let r = Redis::start();
-    let mut l = locker(&r);
+    let mut l = locker(&r.url());
     let first = l.acquire("re", &req(5000), None, &mut |_| {}).unwrap();
     assert_eq!(first.count, 1);
     let mut again = req(5000);
@@ -78,7 +80,7 @@ fn reentry_counts_and_releases_at_zero() {
 #[test]
 fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
     let r = Redis::start();
-    let mut l = locker(&r);
+    let mut l = locker(&r.url());
     let mut three = req(5000);
     three.limit = 3;
     three.wait = Wait::No;
@@ -104,7 +106,7 @@ fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
 #[test]
 fn validity_deadline_is_inside_the_ttl() {
     let r = Redis::start();
-    let mut l = locker(&r);
+    let mut l = locker(&r.url());
     let before = std::time::Instant::now();
     let lease = l.acquire("v", &req(1000), None, &mut |_| {}).unwrap();
     assert!(lease.valid_until > before);
@@ -120,12 +122,12 @@ fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
     // B's turn comes but B is dead: C must get the lock once B's waiter
     // lease runs out, not later.
     let r = Redis::start();
-    let mut l = locker(&r);
+    let mut l = locker(&r.url());
     let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
     let queue = |n: u64| {
         let child = rlock(&r).args(["acquire", "d"]).spawn();
         eventually(Duration::from_secs(5), "the waiter to queue", || {
-            locker(&r).status("d").unwrap().waiters == n
+            locker(&r.url()).status("d").unwrap().waiters == n
         });
         child
     };
@@ -152,35 +154,10 @@ fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
 #[test]
 fn semaphore_peak_concurrency_is_exactly_the_limit() {
     let r = Redis::start();
-    let inside = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let (inside, peak) = (inside.clone(), peak.clone());
-            let url = r.url();
-            std::thread::spawn(move || {
-                let opts = ConnectOptions {
-                    urls: vec![url],
-                    ..Default::default()
-                };
-                let mut l = Locker::connect(&opts, "rlock:").unwrap();
-                let mut three = req(5000);
-                three.limit = 3;
-                for _ in 0..20 {
-                    let lease = l.acquire("sem", &three, None, &mut |_| {}).unwrap();
-                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    peak.fetch_max(n, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(2));
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    l.release("sem", &lease.token).unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_eq!(peak.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        peak_holders(&r, "sem", 3, 8, 20, Duration::from_millis(2)),
+        3
+    );
     r.assert_nothing_held(&[]);
 }
 
@@ -189,17 +166,17 @@ fn a_dead_waiter_at_the_head_is_skipped() {
     // A waiter that queued and then vanished (no heartbeat) must not stall
     // the ones behind it for longer than the waiter lease.
     let r = Redis::start();
-    let mut l = locker(&r);
+    let mut l = locker(&r.url());
     let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
     let mut dead = rlock(&r).args(["acquire", "d"]).spawn();
     eventually(Duration::from_secs(5), "the first waiter to queue", || {
-        locker(&r).status("d").unwrap().waiters == 1
+        locker(&r.url()).status("d").unwrap().waiters == 1
     });
     dead.kill().unwrap();
     dead.wait().unwrap();
     l.release("d", &holder.token).unwrap();
     let started = std::time::Instant::now();
-    let mut l2 = locker(&r);
+    let mut l2 = locker(&r.url());
     let mut w = req(5000);
     w.wait = Wait::For(Duration::from_secs(15));
     l2.acquire("d", &w, None, &mut |_| {}).unwrap();

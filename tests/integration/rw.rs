@@ -5,20 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rlock::{ConnectOptions, Locker, Mode, Request, Wait};
+use rlock::{Mode, Request, Wait};
 
 use crate::util::*;
 
 fn status(r: &Redis, key: &str) -> serde_json::Value {
     serde_json::from_str(&rlock(r).args(["status", key, "--json"]).run().ok().stdout).unwrap()
-}
-
-fn locker(url: &str) -> Locker {
-    let opts = ConnectOptions {
-        urls: vec![url.to_string()],
-        ..Default::default()
-    };
-    Locker::connect(&opts, "rlock:").unwrap()
 }
 
 fn req(mode: Mode, ttl_ms: u64) -> Request {

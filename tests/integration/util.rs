@@ -385,3 +385,12 @@ pub fn contenders(count: usize, script: &str, url: &str, port_of: &Redis) {
         finish(k, "contender").ok();
     }
 }
+
+/// A library handle on one server, default options, prefix `rlock:`.
+pub fn locker(url: &str) -> rlock::Locker {
+    let opts = rlock::ConnectOptions {
+        urls: vec![url.to_string()],
+        ..Default::default()
+    };
+    rlock::Locker::connect(&opts, "rlock:").unwrap()
+}
