@@ -740,9 +740,6 @@ impl Node {
         let mut announced = false;
         let mut failures = 0;
         loop {
-            if let Some(c) = cancel {
-                c.watch(&self.server, &lock.wake_key(&token));
-            }
             if cancelled() {
                 return Err(self.give_up(&lock, &token, cancel));
             }
@@ -803,8 +800,13 @@ impl Node {
                 on_wait(&busy);
                 announced = true;
             }
-            // The script empties our wake-up list, which may have swallowed
-            // a cancel poke: look at the flag once more before blocking.
+            // Tell a canceller where to poke us (only now: an uncontended
+            // acquire never needs it), then look at the flag once more: the
+            // script empties our wake-up list, which may have swallowed a
+            // poke.
+            if let Some(c) = cancel {
+                c.watch(&self.server, &lock.wake_key(&token));
+            }
             if cancelled() {
                 return Err(self.give_up(&lock, &token, cancel));
             }
