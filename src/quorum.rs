@@ -38,9 +38,20 @@ const RETRY_MAX: Duration = Duration::from_millis(250);
 
 type Answers<T> = Vec<Option<Result<T>>>;
 
+/// What a call does about a master still busy with an earlier call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    Skip,
+    Queue,
+}
+
 pub(crate) struct Quorum {
     nodes: Vec<Arc<Mutex<Node>>>,
+    /// The same servers, to make new nodes without touching busy ones.
+    servers: Vec<Server>,
     prefix: String,
+    /// Per-master timeout (kept here: asking a node would wait for its lock).
+    timeout: Duration,
 }
 
 fn lock(node: &Mutex<Node>) -> MutexGuard<'_, Node> {
@@ -58,17 +69,29 @@ fn no_answer(what: &str, answered: usize, total: usize, need: usize) -> Error {
 
 impl Quorum {
     pub(crate) fn new(servers: Vec<Server>, prefix: &str) -> Quorum {
+        let timeout = servers
+            .iter()
+            .map(|s| s.timeout)
+            .min()
+            .unwrap_or(NODE_TIMEOUT);
+        Quorum::with_timeout(servers, prefix, timeout)
+    }
+
+    fn with_timeout(servers: Vec<Server>, prefix: &str, timeout: Duration) -> Quorum {
+        let timeout = timeout.min(NODE_TIMEOUT);
         let nodes = servers
-            .into_iter()
+            .iter()
             .map(|s| {
-                let mut n = Node::new(s, prefix);
-                n.set_timeout(n.timeout().min(NODE_TIMEOUT));
+                let mut n = Node::new(s.clone(), prefix);
+                n.set_timeout(timeout);
                 Arc::new(Mutex::new(n))
             })
             .collect();
         Quorum {
             nodes,
+            servers,
             prefix: prefix.to_string(),
+            timeout,
         }
     }
 
@@ -81,23 +104,18 @@ impl Quorum {
     }
 
     pub(crate) fn detached(&self) -> Quorum {
-        Quorum {
-            nodes: self
-                .nodes
-                .iter()
-                .map(|n| Arc::new(Mutex::new(lock(n).detached())))
-                .collect(),
-            prefix: self.prefix.clone(),
-        }
+        Quorum::with_timeout(self.servers.clone(), &self.prefix, self.timeout)
     }
 
     pub(crate) fn timeout(&self) -> Duration {
-        lock(&self.nodes[0]).timeout()
+        self.timeout
     }
 
+    /// Only for a quorum no call has used yet (it waits for each node).
     pub(crate) fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.min(NODE_TIMEOUT);
         for n in &self.nodes {
-            lock(n).set_timeout(timeout.min(NODE_TIMEOUT));
+            lock(n).set_timeout(self.timeout);
         }
     }
 
@@ -110,7 +128,13 @@ impl Quorum {
     /// answered, or the time a master may take has passed. A master still
     /// silent then counts as failed; its thread ends on its own, bounded by
     /// the same timeouts.
-    fn on_all<T, F>(&self, f: F, decided: impl Fn(&Answers<T>) -> bool) -> Answers<T>
+    ///
+    /// A master may still be busy with an earlier call (an attempt decided
+    /// without it, or a frozen server). `Turn::Skip` counts it as failed at
+    /// once, so renewals and attempts never pile up behind a frozen master;
+    /// `Turn::Queue` waits for it (bounded by its timeouts), so a release or
+    /// clean-up always comes after the grant it undoes.
+    fn on_all<T, F>(&self, turn: Turn, f: F, decided: impl Fn(&Answers<T>) -> bool) -> Answers<T>
     where
         T: Send + 'static,
         F: Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
@@ -120,12 +144,12 @@ impl Quorum {
         for (i, node) in self.nodes.iter().enumerate() {
             let (node, f, tx) = (Arc::clone(node), Arc::clone(&f), tx.clone());
             std::thread::spawn(move || {
-                // A master still busy with an earlier call (frozen, most
-                // likely) counts as failed at once: queueing behind it would
-                // pile up threads and connections with every renewal.
                 let answer = match node.try_lock() {
                     Ok(mut n) => f(&mut n),
                     Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) if turn == Turn::Queue => {
+                        f(&mut lock(&node))
+                    }
                     Err(std::sync::TryLockError::WouldBlock) => Err(Error::Unavailable {
                         context: "Redis master still busy with an earlier request".into(),
                         cause: redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
@@ -135,7 +159,10 @@ impl Quorum {
             });
         }
         drop(tx);
-        let deadline = Instant::now() + self.timeout() * 2 + Duration::from_millis(20);
+        // Connect and reply, each within the timeout; twice that when
+        // queueing behind an earlier call.
+        let rounds = if turn == Turn::Queue { 4 } else { 2 };
+        let deadline = Instant::now() + self.timeout * rounds + Duration::from_millis(20);
         let mut out: Answers<T> = (0..self.nodes.len()).map(|_| None).collect();
         while !decided(&out) && out.iter().any(Option::is_none) {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
@@ -156,6 +183,7 @@ impl Quorum {
         let (l, t, r) = (lock.clone(), token.clone(), req.clone());
         let (n, m) = (self.len(), self.majority());
         self.on_all(
+            Turn::Skip,
             move |node| node.attempt(&l, &t, &r, false, reenter_only),
             move |a| {
                 let granted = a
@@ -178,6 +206,7 @@ impl Quorum {
         // on its thread, or lets the grant run out with its TTL.
         let m = self.majority();
         self.on_all(
+            Turn::Queue,
             move |node| node.abandon(&l, &t),
             move |a| a.iter().flatten().count() >= m,
         );
@@ -353,7 +382,7 @@ impl Quorum {
         };
         // Wait for every master (each within its timeout): a grant left on
         // one would sit there until its TTL.
-        let answers = self.on_all(move |node| node.release(&k, &t), |_| false);
+        let answers = self.on_all(Turn::Queue, move |node| node.release(&k, &t), |_| false);
         let (held, not_held, not_owner) = tally(&answers);
         // The lock was ours only if a majority still knew it.
         if held >= m {
@@ -387,6 +416,7 @@ impl Quorum {
         let (k, t) = (key.to_string(), token.clone());
         let (n, m) = (self.len(), self.majority());
         let answers = self.on_all(
+            Turn::Skip,
             move |node| node.renew(&k, &t, ttl),
             move |a| {
                 let ok = a.iter().filter(|x| matches!(x, Some(Ok(_)))).count();
@@ -432,7 +462,9 @@ impl Quorum {
         &self,
         f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
     ) -> Result<T> {
-        let answers = self.on_all(f, |a| a.iter().any(|x| matches!(x, Some(Ok(_)))));
+        let answers = self.on_all(Turn::Skip, f, |a| {
+            a.iter().any(|x| matches!(x, Some(Ok(_))))
+        });
         let mut error = None;
         for a in answers.into_iter().flatten() {
             match a {

@@ -194,3 +194,25 @@ fn a_dead_master_and_a_busy_lock_mean_busy_not_unreachable() {
     with(&["release", "k", "--token", &holder]).ok();
     with(&["acquire", "-n", "k"]).ok().token();
 }
+
+#[test]
+fn a_release_right_after_acquire_leaves_nothing_on_any_master() {
+    // acquire returns at a majority; the last master's grant may still be
+    // on its way, and the release must come after it, not be skipped.
+    let ms = masters(3);
+    let opts = rlock::ConnectOptions {
+        urls: ms.iter().map(Redis::url).collect(),
+        ..Default::default()
+    };
+    let mut l = rlock::Locker::connect(&opts, "rlock:").unwrap();
+    let mut req = rlock::Request::new(Duration::from_secs(30));
+    req.wait = rlock::Wait::No;
+    for i in 0..50 {
+        let key = format!("k{i}");
+        let lease = l.acquire(&key, &req, None, &mut |_| {}).unwrap();
+        l.release(&key, &lease.token).unwrap();
+    }
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+}
