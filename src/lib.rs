@@ -13,6 +13,7 @@
 //! ```
 
 pub mod cli;
+pub mod clock;
 pub mod conn;
 pub mod duration;
 pub mod error;
