@@ -1,6 +1,7 @@
 //! Duration flags: humantime strings that must carry a unit (`30s`, `5m`,
 //! `1h30m`). A bare `30` is refused: seconds or milliseconds is a guess
-//! nobody should have to make in a cron line.
+//! nobody should have to make in a cron line. [`human`] writes durations
+//! back in messages.
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,9 +43,60 @@ impl fmt::Display for Span {
     }
 }
 
+/// A duration as people read it in a message: under a second in whole
+/// milliseconds (`250ms`, `0ms`; truncated, so `49.9ms` is `49ms` and never
+/// looks like a bound it is under), under a minute in seconds with one
+/// decimal, rounded (`6.7s`; a whole number drops the `.0`: `1s`, `30s`),
+/// and from a minute on in whole seconds, rounded, as humantime writes them
+/// (`1m 5s`, `2h`, `7days`). Not [`humantime::format_duration`], whose
+/// `6s 666ms 666us 667ns` is more than anyone wants to read.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let tenths = (d.as_nanos() + 50_000_000) / 100_000_000;
+    if tenths < 600 {
+        return match tenths % 10 {
+            0 => format!("{}s", tenths / 10),
+            t => format!("{}.{t}s", tenths / 10),
+        };
+    }
+    let secs = d
+        .as_secs()
+        .saturating_add(u64::from(d.subsec_nanos() >= 500_000_000));
+    humantime::format_duration(Duration::from_secs(secs)).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_durations() {
+        let ms = Duration::from_millis;
+        let ns = Duration::from_nanos;
+        assert_eq!(human(Duration::ZERO), "0ms");
+        assert_eq!(human(ns(999_999)), "0ms");
+        assert_eq!(human(ms(250)), "250ms");
+        assert_eq!(human(ns(49_900_000)), "49ms");
+        assert_eq!(human(ns(999_999_999)), "999ms");
+        assert_eq!(human(ms(1000)), "1s");
+        assert_eq!(human(ms(1040)), "1s");
+        assert_eq!(human(ms(1050)), "1.1s");
+        assert_eq!(human(ns(6_666_666_667)), "6.7s");
+        assert_eq!(human(ms(30_000)), "30s");
+        assert_eq!(human(ms(59_940)), "59.9s");
+        // Rounds up to a minute: written as one, not as 60s.
+        assert_eq!(human(ms(59_950)), "1m");
+        assert_eq!(human(ms(60_000)), "1m");
+        assert_eq!(human(ms(65_499)), "1m 5s");
+        assert_eq!(human(ms(65_500)), "1m 6s");
+        assert_eq!(human(Duration::from_secs(7200)), "2h");
+        assert_eq!(human(Duration::from_secs(7 * 24 * 3600)), "7days");
+        assert_eq!(human(MAX), humantime::format_duration(MAX).to_string());
+        assert!(!human(Duration::MAX).is_empty());
+    }
 
     #[test]
     fn needs_a_unit() {
