@@ -209,7 +209,7 @@ impl Server {
         if opts.connect_timeout.is_zero() || opts.connect_timeout > MAX_TIMEOUT {
             return Err(Error::Usage(format!(
                 "--connect-timeout {} is out of range: use 1ms to 1h",
-                humantime::format_duration(opts.connect_timeout)
+                crate::duration::human(opts.connect_timeout)
             )));
         }
         if opts.urls.is_empty() {

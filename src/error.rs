@@ -24,7 +24,7 @@ pub enum Error {
     Busy { key: String, holder: Option<String> },
 
     /// Waiting for the lock took longer than the caller allowed.
-    #[error("timed out after {} waiting for lock {key:?}{}", humantime::format_duration(Duration::from_millis(.waited.as_millis() as u64)), holder_suffix(.holder))]
+    #[error("timed out after {} waiting for lock {key:?}{}", crate::duration::human(*.waited), holder_suffix(.holder))]
     Timeout {
         key: String,
         waited: Duration,
@@ -113,4 +113,22 @@ pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
             err.code(),
             Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "LOADING" | "MASTERDOWN" | "READONLY")
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_reads_like_a_person_wrote_it() {
+        let e = Error::Timeout {
+            key: "k".into(),
+            waited: Duration::from_nanos(6_666_666_667),
+            holder: Some("host h pid 1".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "timed out after 6.7s waiting for lock \"k\" (held by host h pid 1)"
+        );
+    }
 }

@@ -12,6 +12,7 @@ use redis::{FromRedisValue, Script, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::conn::{Conn, Server};
+use crate::duration::human;
 use crate::{Error, Result};
 
 /// One server-side operation: its Lua source and SHA1, computed once.
@@ -695,7 +696,7 @@ impl Node {
                 "acquire {:?}: the grant reached {acked} of the {want} replicas \
                  --min-replicas asks for within {}; released it",
                 lock.name(),
-                humantime::format_duration(Duration::from_millis(within.as_millis() as u64))
+                human(within)
             ),
             cause: redis::RedisError::from((redis::ErrorKind::Io, "too few replicas")),
         })
@@ -1032,9 +1033,9 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL || ttl > MAX_TTL {
         return Err(Error::Usage(format!(
             "TTL {} is out of range: use {} to {}",
-            humantime::format_duration(ttl),
-            humantime::format_duration(MIN_TTL),
-            humantime::format_duration(MAX_TTL)
+            human(ttl),
+            human(MIN_TTL),
+            human(MAX_TTL)
         )));
     }
     Ok(())
@@ -1078,7 +1079,7 @@ pub fn render_status(st: &Status) -> String {
             h.host,
             h.pid,
             h.since,
-            humantime::format_duration(Duration::from_millis(h.ttl_ms)),
+            human(Duration::from_millis(h.ttl_ms)),
             h.fence
         );
         if h.count > 1 {
@@ -1130,6 +1131,38 @@ mod tests {
         assert!(check_ttl(Duration::ZERO).is_err());
         assert!(check_ttl(Duration::from_secs(30)).is_ok());
         assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
+        assert_eq!(
+            check_ttl(Duration::from_micros(49_900))
+                .unwrap_err()
+                .to_string(),
+            "TTL 49ms is out of range: use 50ms to 7days"
+        );
+    }
+
+    #[test]
+    fn status_shows_readable_ttls() {
+        let st = Status {
+            key: "k".into(),
+            kind: "exclusive".into(),
+            held: true,
+            limit: 1,
+            fence: 3,
+            waiters: 0,
+            waiting_writers: 0,
+            holders: vec![HolderStatus {
+                mode: "exclusive".into(),
+                host: "h".into(),
+                pid: 7,
+                cmd: None,
+                since: "2024-01-01T00:00:00Z".into(),
+                since_ms: 0,
+                ttl_ms: 29_517,
+                count: 1,
+                fence: 3,
+            }],
+        };
+        let out = render_status(&st);
+        assert!(out.contains(" ttl 29.5s fence 3"), "{out}");
     }
 
     #[test]
