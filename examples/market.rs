@@ -42,6 +42,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult};
+use rlock::clock::BootTime;
 use rlock::{ConnectOptions, Locker, Released, Request, Wait};
 
 const MARKET: &str = "market:";
@@ -340,15 +341,15 @@ fn transfer(b: &str, s: &str, buyer: u64, num: u64, m: &str, p: i64) -> redis::P
 // ---------------------------------------------------------------- locks
 
 /// Run `f` holding the lock `key`: acquire (counting a wait in `waits`),
-/// run, release. `f` gets the instant its lease is safe until, and must not
-/// write after it. A release that finds the lease gone is an error: the
-/// critical section was not protected.
+/// run, release. `f` gets the point (CLOCK_BOOTTIME) its lease is safe
+/// until, and must not write after it. A release that finds the lease gone
+/// is an error: the critical section was not protected.
 fn locked<T>(
     locker: &mut Locker,
     req: &Request,
     key: &str,
     waits: &mut u64,
-    f: impl FnOnce(Instant) -> RedisResult<T>,
+    f: impl FnOnce(BootTime) -> RedisResult<T>,
 ) -> Result<T, String> {
     let lease = locker
         .acquire(key, req, None, &mut |_| *waits += 1)
@@ -383,7 +384,7 @@ fn list_locked(
         if !has {
             return Ok(false);
         }
-        if Instant::now() >= valid_until {
+        if valid_until.passed() {
             return Err(lease_lost());
         }
         let _: (i64, i64) = redis::pipe()
@@ -426,7 +427,7 @@ fn purchase_locked(
         if p != Some(lprice as f64) || lprice > funds {
             return Ok(Bought::Stale);
         }
-        if Instant::now() >= valid_until {
+        if valid_until.passed() {
             return Err(lease_lost());
         }
         let (_, _, _, removed): (i64, i64, i64, i64) =

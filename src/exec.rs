@@ -49,6 +49,7 @@ use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::low_level::siginfo::Cause;
 
 use crate::Locker;
+use crate::clock::BootTime;
 use crate::lock::LockName;
 use crate::{Busy, Cancel, Error, Lease, Released, Request, Result, Token, exit_code};
 
@@ -160,7 +161,7 @@ pub fn run(
     let route = Mutex::new(Route::Wait);
     // Shared with the scoped threads, so they live outside the scope.
     let slot = std::sync::OnceLock::new();
-    let valid_until = Mutex::new(Instant::now());
+    let valid_until = Mutex::new(BootTime::now());
     let stop = AtomicBool::new(false);
     let mut renewer = locker.detached();
     std::thread::scope(|s| {
@@ -451,7 +452,7 @@ unsafe fn read_full(fd: libc::c_int, buf: *mut u8, len: usize) -> usize {
 fn renew_loop(
     locker: &mut Locker,
     lease: &Lease,
-    valid_until: &Mutex<Instant>,
+    valid_until: &Mutex<BootTime>,
     stop: &AtomicBool,
     tx: Sender<Msg>,
 ) {
@@ -519,13 +520,13 @@ struct Supervisor<'a> {
     target: Target,
     lease: &'a Lease,
     spec: &'a Spec,
-    valid_until: &'a Mutex<Instant>,
+    valid_until: &'a Mutex<BootTime>,
     stop: &'a AtomicBool,
     renewer: &'a std::thread::Thread,
 }
 
 impl Supervisor<'_> {
-    fn valid_until(&self) -> Instant {
+    fn valid_until(&self) -> BootTime {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -545,7 +546,7 @@ impl Supervisor<'_> {
             let now = Instant::now();
             let mut wake = now + Duration::from_secs(3600);
             if lost.is_none() {
-                wake = wake.min(self.valid_until().checked_sub(lead).unwrap_or(now));
+                wake = wake.min(now + (self.valid_until() - lead).remaining());
             }
             if let Some(k) = kill_at {
                 wake = wake.min(k);
@@ -587,7 +588,7 @@ impl Supervisor<'_> {
                 }
                 Some(Msg::Lost(_)) => {}
                 None => {
-                    if lost.is_none() && now + lead >= self.valid_until() {
+                    if lost.is_none() && BootTime::now() + lead >= self.valid_until() {
                         let why = format!(
                             "no renewal confirmed for {}",
                             humantime::format_duration(self.lease.ttl - lead)
@@ -621,7 +622,7 @@ impl Supervisor<'_> {
         let now = Instant::now();
         match self.spec.on_lost {
             OnLost::Term => {
-                let at = (now + self.spec.grace).min(self.valid_until().max(now));
+                let at = (now + self.spec.grace).min(now + self.valid_until().remaining());
                 self.target.signal(SIGTERM);
                 let action = format!(
                     "sent SIGTERM to the command, SIGKILL in {} if it is still running",

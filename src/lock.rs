@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use redis::{FromRedisValue, Script, Value};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::BootTime;
 use crate::conn::{Conn, Server};
 use crate::duration::human;
 use crate::{Error, Result};
@@ -212,9 +213,9 @@ pub struct Lease {
     /// Re-entry depth after this grant (1 for a fresh grant).
     pub count: u64,
     pub ttl: Duration,
-    /// The lease is safe to rely on until this instant (monotonic clock):
-    /// request sent + TTL − drift.
-    pub valid_until: Instant,
+    /// The lease is safe to rely on until this point (CLOCK_BOOTTIME, which
+    /// keeps counting through a suspend): request sent + TTL − drift.
+    pub valid_until: BootTime,
 }
 
 /// How long a waiter for a lease of `ttl` keeps its place in the queue
@@ -233,8 +234,8 @@ fn backoff(failures: u32) -> Duration {
 }
 
 /// Until when a lease of `ttl` asked for at `sent` is safe to rely on:
-/// sent + TTL − drift, on the monotonic clock.
-pub fn valid_until(sent: Instant, ttl: Duration) -> Instant {
+/// sent + TTL − drift, on CLOCK_BOOTTIME (see [`crate::clock`]).
+pub fn valid_until(sent: BootTime, ttl: Duration) -> BootTime {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
@@ -713,7 +714,7 @@ impl Node {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
         let lock = self.name(key)?;
-        let lease = |token: Token, fence, count, sent: Instant| Lease {
+        let lease = |token: Token, fence, count, sent: BootTime| Lease {
             key: key.to_string(),
             token,
             fence,
@@ -722,7 +723,7 @@ impl Node {
             valid_until: valid_until(sent, req.ttl),
         };
         if let Some(token) = &req.reenter {
-            let sent = Instant::now();
+            let sent = BootTime::now();
             if let Attempt::Granted { fence, count } =
                 self.attempt(&lock, token, req, false, true)?
             {
@@ -744,7 +745,7 @@ impl Node {
             if cancelled() {
                 return Err(self.give_up(&lock, &token, cancel));
             }
-            let sent = Instant::now();
+            let sent = BootTime::now();
             let busy = match self.attempt(&lock, &token, req, queue, false) {
                 Ok(Attempt::Granted { fence, count }) => {
                     if cancelled() {
@@ -891,11 +892,11 @@ impl Node {
         }
     }
 
-    /// Extend the lease of `token` to `ttl` from now. Returns the instant
-    /// until which the lease is safe to rely on.
-    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+    /// Extend the lease of `token` to `ttl` from now. Returns the point
+    /// (CLOCK_BOOTTIME) until which the lease is safe to rely on.
+    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let lock = self.name(key)?;
-        let sent = Instant::now();
+        let sent = BootTime::now();
         let n: i64 = self.eval(
             &RENEW,
             &lock.keys(None),

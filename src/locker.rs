@@ -1,8 +1,9 @@
 //! The public lock handle: one Redis, or RedLock over several independent
 //! masters when several URLs are given.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::lock::{LockName, Node};
 use crate::quorum::Quorum;
@@ -90,8 +91,8 @@ impl Locker {
     }
 
     /// Extend the lease of `token` to at least `ttl` from now. Returns the
-    /// instant until which the lease is safe to rely on.
-    pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+    /// point (CLOCK_BOOTTIME) until which the lease is safe to rely on.
+    pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         crate::lock::check_ttl(ttl)?;
         match &mut self.0 {
             Inner::One(n) => n.renew(key, token, ttl),

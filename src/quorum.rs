@@ -4,7 +4,7 @@
 //! - Acquire sends the same acquire script, with one fresh token, to every
 //!   master at once, each on its own thread with a short timeout, and
 //!   succeeds only when a majority granted it while the validity window
-//!   (TTL − elapsed − drift, monotonic clock, saturating) is still open.
+//!   (TTL − elapsed − drift, on CLOCK_BOOTTIME, saturating) is still open.
 //!   The answer is taken as soon as the outcome is decided, so one frozen
 //!   master does not slow anyone down.
 //! - On failure it releases on every master (a master that did not answer
@@ -24,6 +24,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::clock::BootTime;
 use crate::conn::Server;
 use crate::lock::{Attempt, LockName, Node, valid_until};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, Wait};
@@ -219,7 +220,7 @@ impl Quorum {
         key: &str,
         token: &Token,
         req: &Request,
-        sent: Instant,
+        sent: BootTime,
     ) -> Option<Lease> {
         let grants: Vec<(u64, u64)> = answers
             .iter()
@@ -229,7 +230,7 @@ impl Quorum {
             })
             .collect();
         let valid_until = valid_until(sent, req.ttl);
-        if grants.len() < self.majority() || Instant::now() >= valid_until {
+        if grants.len() < self.majority() || valid_until.passed() {
             return None;
         }
         Some(Lease {
@@ -260,7 +261,7 @@ impl Quorum {
         let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
         let interrupted = || cancel.map_or(Error::Interrupted(0), Cancel::interrupted);
         if let Some(token) = &req.reenter {
-            let sent = Instant::now();
+            let sent = BootTime::now();
             let answers = self.attempt_all(&lock, token, req, true);
             if let Some(lease) = self.granted(&answers, key, token, req, sent) {
                 return Ok(lease);
@@ -282,7 +283,7 @@ impl Quorum {
                 return Err(interrupted());
             }
             let token = Token::generate();
-            let sent = Instant::now();
+            let sent = BootTime::now();
             let answers = self.attempt_all(&lock, &token, req, false);
             if let Some(lease) = self.granted(&answers, key, &token, req, sent) {
                 if cancelled() {
@@ -412,7 +413,7 @@ impl Quorum {
         }))
     }
 
-    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<Instant> {
+    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let (k, t) = (key.to_string(), token.clone());
         let (n, m) = (self.len(), self.majority());
         let answers = self.on_all(
@@ -427,7 +428,7 @@ impl Quorum {
                 ok >= m || gone > n - m
             },
         );
-        let mut valid: Vec<Instant> = answers
+        let mut valid: Vec<BootTime> = answers
             .iter()
             .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
             .collect();
