@@ -1,12 +1,12 @@
-//! The command-line definition. It lives in the library so that tests and
-//! the man page / completion generator see exactly what the binary parses.
+//! The command-line definition, part of the binary (the library does not
+//! depend on clap). The docs test includes this file too, so the man pages
+//! and completions it generates are exactly what the binary parses.
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use std::ffi::OsString;
 
-use crate::duration::Span;
-use crate::exec::OnLost;
+use rlock::duration::Span;
 
 const AFTER_HELP: &str = "\
 Environment:
@@ -349,6 +349,10 @@ pub struct RunOpts {
         help_heading = "Command"
     )]
     pub on_lost: OnLost,
+    /// When the command exits, end what it left running (SIGTERM, then
+    /// SIGKILL after --grace) instead of holding the lock until it exits
+    #[arg(long, help_heading = "Command")]
+    pub kill_leftovers: bool,
     /// Time the command gets to exit after SIGTERM before SIGKILL
     #[arg(
         long,
@@ -357,6 +361,27 @@ pub struct RunOpts {
         help_heading = "Command"
     )]
     pub grace: Span,
+}
+
+/// What to do with the command if the lock is lost while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM to every process of the command, SIGKILL after --grace
+    Term,
+    /// SIGKILL to every process of the command at once
+    Kill,
+    /// Let the command run on; only report the loss
+    Ignore,
+}
+
+impl From<OnLost> for rlock::exec::OnLost {
+    fn from(o: OnLost) -> Self {
+        match o {
+            OnLost::Term => rlock::exec::OnLost::Term,
+            OnLost::Kill => rlock::exec::OnLost::Kill,
+            OnLost::Ignore => rlock::exec::OnLost::Ignore,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -399,6 +424,7 @@ impl Command {
 }
 
 /// The clap command, for generating the man page and completions.
+#[allow(dead_code)] // used by the docs test, which includes this file
 pub fn command() -> clap::Command {
     Cli::command()
 }

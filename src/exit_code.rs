@@ -28,6 +28,17 @@ pub fn for_signal(sig: i32) -> u8 {
     (128 + sig.clamp(1, 127)) as u8
 }
 
+/// Exit code for a command's wait status: its own code, or 128+N if
+/// signal N killed it; [`INTERNAL`] if the status is unknown.
+pub fn for_status(status: Option<std::process::ExitStatus>) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match status.map(|st| (st.code(), st.signal())) {
+        Some((Some(c), _)) => c as u8,
+        Some((None, Some(sig))) => for_signal(sig),
+        _ => INTERNAL,
+    }
+}
+
 /// Exit code for an error; `conflict` is the -E value used for busy/timeout.
 pub fn for_error(err: &Error, conflict: u8) -> u8 {
     match err {
@@ -51,6 +62,18 @@ mod tests {
         assert_eq!(for_signal(libc::SIGINT), 130);
         assert_eq!(for_signal(libc::SIGKILL), 137);
         assert_eq!(for_signal(libc::SIGTERM), 143);
+    }
+
+    #[test]
+    fn statuses_map_to_their_code_or_128_plus_n() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        assert_eq!(for_status(Some(ExitStatus::from_raw(0))), 0);
+        assert_eq!(for_status(Some(ExitStatus::from_raw(42 << 8))), 42);
+        assert_eq!(for_status(Some(ExitStatus::from_raw(255 << 8))), 255);
+        assert_eq!(for_status(Some(ExitStatus::from_raw(libc::SIGKILL))), 137);
+        assert_eq!(for_status(Some(ExitStatus::from_raw(libc::SIGTERM))), 143);
+        assert_eq!(for_status(None), INTERNAL);
     }
 
     #[test]

@@ -12,7 +12,6 @@
 //! # Ok::<(), rlock::Error>(())
 //! ```
 
-pub mod cli;
 pub mod clock;
 pub mod conn;
 pub mod duration;

@@ -874,13 +874,14 @@ impl Node {
         )
     }
 
-    /// Release one hold of `token` on `key`.
-    pub(crate) fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
+    /// Release one hold of `token` on `key`, or with `all` every hold
+    /// (and any place in the wait queue).
+    pub(crate) fn release(&mut self, key: &str, token: &Token, all: bool) -> Result<Released> {
         let lock = self.name(key)?;
         let n: i64 = self.eval(
             &RELEASE,
             &lock.keys(Some(token)),
-            &[token.as_str(), "0"],
+            &[token.as_str(), if all { "1" } else { "0" }],
             || format!("release {key:?}"),
         )?;
         match n {

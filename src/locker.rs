@@ -85,8 +85,18 @@ impl Locker {
     /// Release one hold of `token` on `key`.
     pub fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
         match &mut self.0 {
-            Inner::One(n) => n.release(key, token),
-            Inner::Many(q) => q.release(key, token),
+            Inner::One(n) => n.release(key, token, false),
+            Inner::Many(q) => q.release(key, token, false),
+        }
+    }
+
+    /// Release every hold of `token` on `key` at once, re-entries included:
+    /// what the outermost holder does, so that a nested holder that died
+    /// without releasing cannot keep the lock held.
+    pub fn release_all(&mut self, key: &str, token: &Token) -> Result<Released> {
+        match &mut self.0 {
+            Inner::One(n) => n.release(key, token, true),
+            Inner::Many(q) => q.release(key, token, true),
         }
     }
 

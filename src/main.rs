@@ -4,12 +4,23 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+mod cli;
+
 use clap::Parser;
-use rlock::cli::{Cli, Command, Global, LockOpts, RunOpts, RwMode};
+use cli::{Cli, Command, Global, LockOpts, RunOpts, RwMode};
+use rlock::duration::human;
 use rlock::exec::{Event, HELD_ENV, Spec};
 use rlock::{
     ConnectOptions, HolderInfo, Lease, Locker, Mode, Released, Request, Token, Wait, exit_code,
 };
+
+/// eprintln! that never panics: stderr may be a closed pipe (EPIPE) or a
+/// full one, and a message is never worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -25,7 +36,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("rlock: {err:#}");
+            say!("rlock: {err:#}");
             let code = err
                 .chain()
                 .find_map(|e| e.downcast_ref::<rlock::Error>())
@@ -54,7 +65,7 @@ fn clap_exit(e: clap::Error) -> u8 {
         .collect();
     // It may quote what was typed, a URL with a password included.
     let line = rlock::conn::redact_text(&line.join(" "));
-    eprintln!(
+    say!(
         "rlock: {} (see rlock --help)",
         line.trim_start_matches("error: ")
     );
@@ -101,10 +112,10 @@ fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
     if g.verbose {
-        eprintln!(
+        say!(
             "rlock: acquired {key:?} (fence {}, ttl {})",
             lease.fence,
-            humantime::format_duration(lease.ttl)
+            human(lease.ttl)
         );
     }
     let mut out = std::io::stdout().lock();
@@ -128,44 +139,56 @@ fn exec(
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
     req.check()?;
-    req.info = HolderInfo::current(Some(command_line(command)));
+    req.info = HolderInfo::current(Some(rlock::conn::redact_command(command)));
     let mut locker = connect(g)?;
     req.reenter = inherited(&locker, key)?;
     let spec = Spec {
         program: command[0].clone(),
         args: command[1..].to_vec(),
-        on_lost: run.on_lost,
+        on_lost: run.on_lost.into(),
         grace: run.grace.0,
+        kill_leftovers: run.kill_leftovers,
     };
-    let code = rlock::exec::run(
+    let interactive = rlock::exec::tty::interactive();
+    // A loss is reported once, when it happens; the exit code says it again.
+    let mut reported = false;
+    let result = rlock::exec::run(
         &mut locker,
         key,
         &req,
         &spec,
         &mut waiting(g, key),
         &mut |ev| match ev {
-            Event::Acquired(lease) if g.verbose => eprintln!(
+            Event::Acquired(lease) if g.verbose => say!(
                 "rlock: acquired {key:?} (fence {}, ttl {})",
                 lease.fence,
-                humantime::format_duration(lease.ttl)
+                human(lease.ttl)
             ),
-            Event::Lost { why, action } => eprintln!("rlock: lock {key:?} lost: {why}; {action}"),
+            Event::Lost { why, action } => {
+                reported = true;
+                say!("rlock: lock {key:?} lost: {why}; {action}")
+            }
             Event::Forwarded(sig) if g.verbose => {
-                eprintln!("rlock: passed signal {sig} to the command")
+                say!("rlock: passed signal {sig} to the command")
             }
             Event::Killed if !g.quiet => {
-                eprintln!("rlock: the command did not exit in time; sent SIGKILL")
+                say!("rlock: the command did not exit in time; sent SIGKILL")
             }
             Event::ReleaseFailed(e) => {
-                eprintln!(
-                    "rlock: could not release {key:?} (it frees itself when its TTL ends): {e}"
-                )
+                say!("rlock: could not release {key:?} (it frees itself when its TTL ends): {e}")
             }
             _ => {}
         },
-    )?;
+    );
+    let code = match result {
+        Err(rlock::Error::Lost { .. }) if reported => exit_code::LOST,
+        r => r?,
+    };
     if g.verbose {
-        eprintln!("rlock: released {key:?}; the command exited with {code}");
+        say!("rlock: released {key:?}; the command exited with {code}");
+    }
+    if interactive {
+        rlock::exec::tty::reraise_in_job(code);
     }
     Ok(code)
 }
@@ -194,21 +217,8 @@ fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
 fn waiting<'a>(g: &'a Global, key: &'a str) -> impl FnMut(&rlock::Busy) + 'a {
     move |busy| {
         if !g.quiet {
-            eprintln!("rlock: waiting for lock {key:?} held by {busy}");
+            say!("rlock: waiting for lock {key:?} held by {busy}");
         }
-    }
-}
-
-/// The command line as shown by `status` (truncated; never the token).
-fn command_line(cmd: &[std::ffi::OsString]) -> String {
-    let line = cmd
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ");
-    match line.char_indices().nth(200) {
-        Some((i, _)) => format!("{}...", &line[..i]),
-        None => line,
     }
 }
 
@@ -259,19 +269,17 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             match locker.release(key, &token)? {
                 Released::Released => {
                     if g.verbose {
-                        eprintln!("rlock: released {key:?}");
+                        say!("rlock: released {key:?}");
                     }
                 }
                 Released::StillHeld(n) => {
                     if !g.quiet {
-                        eprintln!(
-                            "rlock: {key:?} is still held by this token ({n} re-entries left)"
-                        );
+                        say!("rlock: {key:?} is still held by this token ({n} re-entries left)");
                     }
                 }
                 Released::NotHeld => {
                     if !g.quiet {
-                        eprintln!(
+                        say!(
                             "rlock: {key:?} was not held (already released or expired); nothing to do"
                         );
                     }
@@ -285,7 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut locker = connect(g)?;
             locker.renew(key, &token, ttl.0)?;
             if g.verbose {
-                eprintln!("rlock: renewed {key:?} for {ttl}");
+                say!("rlock: renewed {key:?} for {ttl}");
             }
             Ok(exit_code::OK)
         }

@@ -369,7 +369,8 @@ impl Quorum {
         }
     }
 
-    pub(crate) fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
+    /// Release one hold of `token`, or with `all` every hold.
+    pub(crate) fn release(&mut self, key: &str, token: &Token, all: bool) -> Result<Released> {
         let (k, t) = (key.to_string(), token.clone());
         let m = self.majority();
         let tally = |a: &Answers<Released>| {
@@ -383,7 +384,11 @@ impl Quorum {
         };
         // Wait for every master (each within its timeout): a grant left on
         // one would sit there until its TTL.
-        let answers = self.on_all(Turn::Queue, move |node| node.release(&k, &t), |_| false);
+        let answers = self.on_all(
+            Turn::Queue,
+            move |node| node.release(&k, &t, all),
+            |_| false,
+        );
         let (held, not_held, not_owner) = tally(&answers);
         // The lock was ours only if a majority still knew it.
         if held >= m {

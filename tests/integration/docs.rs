@@ -6,9 +6,13 @@ use std::path::Path;
 
 use clap_complete::Shell;
 
+#[allow(dead_code)]
+#[path = "../../src/cli.rs"]
+mod cli;
+
 fn generated() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let top = rlock::cli::command();
+    let top = cli::command();
     let mut man = Vec::new();
     clap_mangen::Man::new(top.clone()).render(&mut man).unwrap();
     out.push(("man/rlock.1".to_string(), man));
@@ -29,7 +33,7 @@ fn generated() -> Vec<(String, Vec<u8>)> {
         (Shell::Fish, "completions/rlock.fish"),
     ] {
         let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut rlock::cli::command(), "rlock", &mut buf);
+        clap_complete::generate(shell, &mut cli::command(), "rlock", &mut buf);
         out.push((file.to_string(), buf));
     }
     out

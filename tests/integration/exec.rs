@@ -518,40 +518,414 @@ fn nested_exec_of_a_semaphore_reenters() {
     r.assert_nothing_held(&[]);
 }
 
-#[test]
-fn interactive_commands_share_rlocks_process_group() {
-    // Under a pseudo-terminal (script(1)), the command stays in the
-    // terminal's foreground group so it can read the terminal.
-    let r = Redis::start();
-    let bin = env!("CARGO_BIN_EXE_rlock");
-    let dir = tmp("tty");
-    let out = dir.join("pgids");
-    let inner = format!(
-        "{bin} exec k -- sh -c 'cut -d\" \" -f5 /proc/$$/stat > {o}; cut -d\" \" -f5 /proc/$PPID/stat >> {o}'",
-        o = out.display()
-    );
-    let status = std::process::Command::new("script")
-        .args(["-qec", &inner, "/dev/null"])
+/// Run `inner` (a shell command line) under a pseudo-terminal, as from an
+/// interactive shell: script(1) gives it a pty as its controlling terminal.
+fn under_pty(r: &Redis, inner: &str) -> std::process::Child {
+    std::process::Command::new("script")
+        .args(["-qec", inner, "/dev/null"])
         .env("RLOCK_URL", r.url())
+        .env("BIN", env!("CARGO_BIN_EXE_rlock"))
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let pgids: Vec<String> = read(&out).lines().map(|l| l.trim().to_string()).collect();
-    assert_eq!(pgids.len(), 2, "{pgids:?}");
-    assert_eq!(
-        pgids[0], pgids[1],
-        "the command got its own group under a terminal"
-    );
-    // Without a terminal it gets its own group.
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Fields of /proc/PID/stat after the command name: state is [0], ppid
+/// [1], pgrp [2], session [3], tty [4], tpgid (the terminal's foreground
+/// group) [5].
+fn stat(pid: i32) -> Vec<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    s.rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn ppid(pid: i32) -> i32 {
+    stat(pid).get(1).and_then(|p| p.parse().ok()).unwrap_or(0)
+}
+
+fn lines(p: &Path) -> usize {
+    read(p).lines().count()
+}
+
+/// Delete every key of lock `key` (an admin's DEL, or an eviction).
+fn delete_lock(r: &Redis, key: &str) {
+    for k in r.keys() {
+        if k.starts_with(&format!("rlock:{{{key}}}")) && !k.ends_with(":fence") {
+            let _: () = r.cmd(&["DEL", &k]);
+        }
+    }
+}
+
+/// The rlock process whose command is `cmd_pid` (the command's parent is
+/// the guard; the guard's parent is rlock).
+fn rlock_of(cmd_pid: i32) -> i32 {
+    ppid(ppid(cmd_pid))
+}
+
+#[test]
+fn interactive_command_owns_the_terminal_in_its_own_group() {
+    let r = Redis::start();
+    let dir = tmp("tty");
+    let out = dir.join("out");
+    // The command: its group is its own, and is the terminal's foreground.
     let inner = format!(
-        "ps -o pgid= -p $$ > {o}; ps -o pgid= -p $PPID >> {o}",
+        "$BIN exec k -- sh -c 'set -- $(cut -d\")\" -f2 /proc/$$/stat); \
+         echo \"$$ $3 $6\" > {o}'; echo $? >> {o}",
         o = out.display()
     );
+    let mut child = under_pty(&r, &inner);
+    child.wait().unwrap();
+    let got = read(&out);
+    let mut l = got.lines();
+    let f: Vec<&str> = l.next().unwrap_or("").split(' ').collect();
+    assert_eq!(f.len(), 3, "{got:?}");
+    assert_eq!(
+        f[0], f[1],
+        "the command is not its own group's leader: {got:?}"
+    );
+    assert_eq!(
+        f[1], f[2],
+        "the command's group is not the terminal's foreground: {got:?}"
+    );
+    assert_eq!(l.next(), Some("0"), "{got:?}");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn interactive_loss_stops_grandchildren_too() {
+    // Item 1 of issue 10: a grandchild under a terminal kept writing after
+    // the lock was lost and rlock had exited 79.
+    let r = Redis::start();
+    let dir = tmp("tty-loss");
+    let (ticks, code) = (dir.join("ticks"), dir.join("code"));
+    let inner = format!(
+        "$BIN exec --ttl 3s k -- sh -c 'sh -c \"for i in \\$(seq 50); do echo tick >> {t}; sleep 0.1; done\"'; echo $? > {c}",
+        t = ticks.display(),
+        c = code.display()
+    );
+    let mut child = under_pty(&r, &inner);
+    eventually(Duration::from_secs(10), "ticks", || lines(&ticks) >= 3);
+    delete_lock(&r, "k");
+    eventually(Duration::from_secs(10), "rlock to exit", || {
+        !read(&code).is_empty()
+    });
+    assert_eq!(read(&code).trim(), "79");
+    let at_exit = lines(&ticks);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        lines(&ticks),
+        at_exit,
+        "the grandchild ran on after the loss"
+    );
+    child.wait().unwrap();
+}
+
+#[test]
+fn interactive_rlock_killed_takes_grandchildren_along() {
+    let r = Redis::start();
+    let dir = tmp("tty-kill");
+    let pidfile = dir.join("pid");
+    let inner = format!(
+        "$BIN exec k -- sh -c 'echo $$ > {p}; sh -c \"sleep 30\"'",
+        p = pidfile.display()
+    );
+    let mut child = under_pty(&r, &inner);
+    eventually(Duration::from_secs(5), "the command's pid", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    eventually(Duration::from_secs(5), "the grandchild", || {
+        !descendants_of(cmd).is_empty()
+    });
+    let gc = descendants_of(cmd);
+    kill(rlock_of(cmd) as u32, libc::SIGKILL);
+    eventually(Duration::from_secs(5), "the tree to die", || {
+        !alive(cmd) && gc.iter().all(|&p| !alive(p))
+    });
+    child.wait().unwrap();
+}
+
+/// Live children of `pid`.
+fn descendants_of(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|&p| alive(p))
+        .collect()
+}
+
+#[test]
+fn interactive_job_control_stops_and_continues_the_job() {
+    // A real interactive bash on a pty: Ctrl-Z sends SIGTSTP to the
+    // terminal's foreground group, which is the command's. rlock must stop
+    // its own job so bash sees it stopped, and on `fg` continue the command.
+    use std::io::Write;
+    let r = Redis::start();
+    let dir = tmp("tty-tstp");
+    let (pidfile, out, code) = (dir.join("pid"), dir.join("out"), dir.join("code"));
+    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
+    let mut say = |s: &str| {
+        let stdin = bash.stdin.as_mut().unwrap();
+        stdin.write_all(s.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    say(&format!(
+        "$BIN exec k -- sh -c 'echo $$ > {p}; for i in $(seq 20); do sleep 0.05; done; echo done > {o}'\n",
+        p = pidfile.display(),
+        o = out.display(),
+    ));
+    eventually(Duration::from_secs(10), "the command's pid", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    let rl = rlock_of(cmd);
+    say("\x1a"); // Ctrl-Z
+    eventually(Duration::from_secs(5), "rlock to stop its job", || {
+        stat(rl).first().map(String::as_str) == Some("T")
+    });
+    assert_eq!(stat(cmd).first().map(String::as_str), Some("T"));
+    assert!(read(&out).is_empty());
+    say("fg\n");
+    eventually(Duration::from_secs(10), "the command to finish", || {
+        !read(&out).is_empty()
+    });
+    say(&format!("echo $? > {c}; exit\n", c = code.display()));
+    eventually(Duration::from_secs(10), "the exit code", || {
+        !read(&code).is_empty()
+    });
+    assert_eq!(read(&code).trim(), "0");
+    assert_eq!(read(&out).trim(), "done");
+    bash.wait().unwrap();
+    r.assert_nothing_held(&[]);
+}
+
+/// A ledger line per tick: "A <ns>" while the first holder runs.
+fn ticking(ledger: &Path, tag: &str) -> String {
+    format!(
+        "while :; do echo \"{tag} $(date +%s%N)\" >> {l}; sleep 0.02; done",
+        l = ledger.display()
+    )
+}
+
+/// The rival's critical section, bracketed in the ledger.
+fn rival(ledger: &Path) -> String {
+    format!(
+        "echo \"B+ $(date +%s%N)\" >> {l}; sleep 0.3; echo \"B- $(date +%s%N)\" >> {l}",
+        l = ledger.display()
+    )
+}
+
+/// Every "A" tick came before the rival's section started.
+#[track_caller]
+fn assert_no_overlap(ledger: &Path) {
+    let text = read(ledger);
+    let stamp = |tag: &str| -> Vec<u128> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(tag))
+            .filter_map(|t| t.trim().parse().ok())
+            .collect()
+    };
+    let b = stamp("B+ ");
+    assert_eq!(b.len(), 1, "the rival did not run: {text}");
+    let late: Vec<u128> = stamp("A ").into_iter().filter(|&a| a >= b[0]).collect();
+    assert!(
+        late.is_empty(),
+        "the first holder ticked {} times after the rival got the lock",
+        late.len()
+    );
+}
+
+#[test]
+fn a_stopped_rlock_cannot_leave_its_command_running_past_the_lease() {
+    // Item 2: renewals stop with rlock; the guard kills the command before
+    // the lease can end on the server, so the rival never overlaps it.
+    let r = Redis::start();
+    let dir = tmp("stopped");
+    let ledger = dir.join("ledger");
+    let holder = rlock(&r)
+        .args([
+            "exec",
+            "--ttl",
+            "1s",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            &ticking(&ledger, "A"),
+        ])
+        .spawn();
+    eventually(Duration::from_secs(5), "ticks", || lines(&ledger) >= 3);
+    kill(holder.id(), libc::SIGSTOP);
     rlock(&r)
-        .args(["exec", "k", "--", "sh", "-c", &inner])
+        .args(["exec", "-w", "20s", "k", "--", "sh", "-c", &rival(&ledger)])
         .run()
         .ok();
-    let pgids: Vec<String> = read(&out).lines().map(|l| l.trim().to_string()).collect();
-    assert_ne!(pgids[0], pgids[1]);
+    kill(holder.id(), libc::SIGCONT);
+    let run = finish(holder, "holder").code(79);
+    assert_no_overlap(&ledger);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+}
+
+#[test]
+fn leftovers_keep_the_lock_until_they_exit() {
+    // Item 3, as flock(1): the lock is held while anything the command
+    // started still runs, in its group or daemonized out of it.
+    let r = Redis::start();
+    let dir = tmp("leftovers");
+    let done = dir.join("done");
+    let script = format!(
+        "(sleep 1; touch {d}.1) & setsid sh -c 'sleep 1.5; touch {d}' &",
+        d = done.display()
+    );
+    let child = rlock(&r)
+        .args(["exec", "k", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the lock to be held", || {
+        held(&r, "k")
+    });
+    rlock(&r).args(["acquire", "-n", "k"]).run().code(75);
+    finish(child, "exec").ok();
+    assert!(done.exists(), "rlock exited before the daemonized leftover");
+    assert!(!held(&r, "k"));
+}
+
+#[test]
+fn kill_leftovers_ends_them_with_the_command() {
+    let r = Redis::start();
+    let dir = tmp("kill-leftovers");
+    let done = dir.join("done");
+    let script = format!(
+        "setsid sh -c 'sleep 2; touch {d}' & exit 3",
+        d = done.display()
+    );
+    rlock(&r)
+        .args(["exec", "--kill-leftovers", "k", "--", "sh", "-c", &script])
+        .run()
+        .code(3);
+    assert!(!held(&r, "k"));
+    std::thread::sleep(Duration::from_millis(2200));
+    assert!(!done.exists(), "the leftover ran on");
+}
+
+#[test]
+fn a_daemonized_leftover_dies_with_a_lost_lock() {
+    let r = Redis::start();
+    let dir = tmp("daemon-loss");
+    let ledger = dir.join("ledger");
+    let script = format!(
+        "setsid sh -c '{}' & wait",
+        ticking(&ledger, "A").replace('"', "\\\"")
+    );
+    let child = rlock(&r)
+        .args(["exec", "--ttl", "1s", "k", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "ticks", || lines(&ledger) >= 3);
+    delete_lock(&r, "k");
+    finish(child, "exec").code(79);
+    let at_exit = lines(&ledger);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lines(&ledger), at_exit, "the daemonized process ran on");
+}
+
+#[test]
+fn a_crashed_nested_exec_leaves_nothing_held() {
+    // Item 4: the inner exec's re-entry was never undone, so the lock stayed
+    // held for a TTL after the outer exec had ended.
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    // The inner command kills the inner rlock (its parent is the guard;
+    // the guard's parent is rlock).
+    let inner = format!("{bin} exec nest -- sh -c 'kill -9 $(cut -d\" \" -f4 /proc/$PPID/stat)'");
+    rlock(&r)
+        .args(["exec", "nest", "--ttl", "20s", "--", "sh", "-c", &inner])
+        .run()
+        .code(137);
+    assert!(!held(&r, "nest"), "the lock outlived the outermost exec");
+}
+
+#[test]
+fn a_full_stderr_pipe_does_not_delay_the_kill() {
+    use std::os::fd::FromRawFd;
+    let r = Redis::start();
+    let dir = tmp("stderr-full");
+    let pidfile = dir.join("pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
+        pidfile.display()
+    );
+    let mut fds = [0; 2];
+    // SAFETY: plain syscalls on our own pipe: fill it, then make it
+    // blocking again so rlock's writes block.
+    let (rd, wr) = unsafe {
+        assert_eq!(
+            libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC),
+            0
+        );
+        let chunk = [b'x'; 4096];
+        while libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        libc::fcntl(fds[1], libc::F_SETFL, 0);
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    let mut child = bare_rlock()
+        .args([
+            "--url",
+            &r.url(),
+            "exec",
+            "--ttl",
+            "1s",
+            "--grace",
+            "300ms",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(wr)
+        .spawn_plain();
+    eventually(Duration::from_secs(5), "the command", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    delete_lock(&r, "k");
+    // rlock blocks writing "lost" to the full pipe; the command, which
+    // ignores SIGTERM, must be killed all the same.
+    eventually(Duration::from_secs(10), "the command to be killed", || {
+        !alive(cmd)
+    });
+    drop(rd); // unblock rlock (EPIPE)
+    assert_eq!(child.wait().unwrap().code(), Some(79));
+}
+
+#[test]
+fn status_shows_the_command_line_redacted() {
+    let r = Redis::start();
+    let child = rlock(&r)
+        .args([
+            "exec",
+            "k",
+            "--",
+            "env",
+            "RLOCK_PASSWORD=hunter2",
+            "sh",
+            "-c",
+            "sleep 2",
+            "redis://user:s3cret@example:6379",
+        ])
+        .spawn();
+    eventually(Duration::from_secs(5), "the lock", || held(&r, "k"));
+    let st = rlock(&r).args(["status", "k"]).run().ok();
+    let json = rlock(&r).args(["status", "k", "--json"]).run().ok();
+    for out in [&st.stdout, &json.stdout] {
+        assert!(out.contains("RLOCK_PASSWORD="), "{out}");
+        assert!(!out.contains("hunter2") && !out.contains("s3cret"), "{out}");
+    }
+    let _ = finish(child, "exec");
 }

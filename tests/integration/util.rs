@@ -101,6 +101,16 @@ impl Rlock {
         self
     }
 
+    pub fn stderr(mut self, s: impl Into<Stdio>) -> Self {
+        self.cmd.stderr(s);
+        self
+    }
+
+    /// Spawn with stdout and stderr as set (inherited unless set).
+    pub fn spawn_plain(mut self) -> Child {
+        self.cmd.spawn().unwrap()
+    }
+
     pub fn spawn(mut self) -> Child {
         self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         self.cmd.spawn().unwrap()

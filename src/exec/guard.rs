@@ -1,0 +1,465 @@
+//! The guard: a small process that is the command's parent, a child
+//! subreaper for its whole tree, and a dead-man switch on the lease.
+//!
+//! rlock forks it first thing in [`super::run`], before any thread exists,
+//! and talks to it over a SOCK_SEQPACKET socket pair (one datagram per
+//! message, so no framing). The guard:
+//! - sits in a process group of its own and ignores job-control and
+//!   terminal signals, so neither Ctrl-Z nor a kill of rlock's job (a CI
+//!   runner killing the process group) stops or kills it with rlock;
+//! - is PR_SET_CHILD_SUBREAPER, and starts the command (in a new process
+//!   group, the terminal's foreground group in interactive use), so every
+//!   descendant stays in its tree until it exits (see [`super::tree`]);
+//! - holds a CLOCK_BOOTTIME timer at the kill deadline rlock last sent
+//!   (moved after every confirmed renewal), and SIGKILLs the whole tree when
+//!   it fires, whatever rlock is doing: stopped, starved, blocked on a full
+//!   stderr, or the machine just resumed from suspend;
+//! - SIGKILLs the tree when rlock's end of the socket closes (rlock died);
+//! - reaps everything, reports the command's stops and exit, and reports
+//!   "empty" once no descendant is left, then exits.
+//!
+//! The guard never prints, never reads the environment and takes no lock
+//! that another thread of the forking process could hold: in the binary it
+//! is forked while rlock has one thread; a library caller with other threads
+//! relies on glibc's fork-safe malloc for the few allocations it makes.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+use crate::clock::BootTime;
+use crate::{Error, Result, exit_code};
+
+use super::tree;
+
+/// Signals the guard ignores for itself; the command gets them back as
+/// rlock found them.
+const IGNORED: [i32; 10] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+];
+
+/// What the guard tells rlock.
+#[derive(Debug)]
+pub(crate) enum Report {
+    /// The command runs with this pid (and process group).
+    Started(libc::pid_t),
+    /// The command could not be started.
+    SpawnFailed(std::io::Error),
+    /// The command was stopped by this signal.
+    Stopped(i32),
+    /// The command exited with this wait status.
+    Exited(std::process::ExitStatus),
+    /// The kill deadline passed and the guard SIGKILLed the tree.
+    Enforced,
+    /// No descendant is left; the guard has exited.
+    Empty,
+    /// The guard is gone without saying "empty" (killed by someone).
+    Gone,
+}
+
+/// rlock's handle on its guard.
+pub(crate) struct Guard {
+    pid: libc::pid_t,
+    sock: OwnedFd,
+}
+
+/// What the command is and how to start it.
+pub(crate) struct Launch<'a> {
+    pub program: &'a OsString,
+    pub args: &'a [OsString],
+    /// Make the command's group the terminal's foreground group.
+    pub foreground: bool,
+}
+
+impl Guard {
+    /// Fork the guard. Call before starting any thread (see module doc).
+    pub(crate) fn fork(launch: &Launch) -> Result<Guard> {
+        let mut fds = [0; 2];
+        // SAFETY: plain syscalls; the child runs `guard_main`, which never
+        // returns into the caller.
+        unsafe {
+            if libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            ) != 0
+            {
+                return Err(os_error("cannot create the guard's socket"));
+            }
+            let (ours, theirs) = (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]));
+            match libc::fork() {
+                -1 => Err(os_error("cannot fork the guard process")),
+                0 => {
+                    drop(ours);
+                    guard_main(theirs, launch)
+                }
+                pid => Ok(Guard { pid, sock: ours }),
+            }
+        }
+    }
+
+    pub(crate) fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    fn send(&self, msg: &[u8]) {
+        // SAFETY: plain syscall on our socket. MSG_NOSIGNAL: a dead guard
+        // must not kill rlock with SIGPIPE. A failed send means the guard is
+        // gone, which the reader reports.
+        unsafe {
+            libc::send(
+                self.sock.as_raw_fd(),
+                msg.as_ptr().cast(),
+                msg.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+    }
+
+    /// Start the command with `env` added to rlock's environment.
+    pub(crate) fn spawn(&self, env: &[(&str, &str)]) {
+        let mut msg = vec![b'S'];
+        for (k, v) in env {
+            msg.extend_from_slice(k.as_bytes());
+            msg.push(b'=');
+            msg.extend_from_slice(v.as_bytes());
+            msg.push(0);
+        }
+        self.send(&msg);
+    }
+
+    /// SIGKILL the whole tree at `at` (None: never). Replaces the last one.
+    pub(crate) fn deadline(&self, at: Option<BootTime>) {
+        let ns = at.map_or(0, |t| t.since_boot().as_nanos().max(1) as u64);
+        let mut msg = vec![b'D'];
+        msg.extend_from_slice(&ns.to_le_bytes());
+        self.send(&msg);
+    }
+
+    /// Send `sig` to every process of the tree now.
+    pub(crate) fn signal(&self, sig: i32) {
+        let mut msg = vec![b'K'];
+        msg.extend_from_slice(&sig.to_le_bytes());
+        self.send(&msg);
+    }
+
+    /// Block until the guard reports something.
+    pub(crate) fn recv(&self) -> Report {
+        let mut buf = [0u8; 16];
+        // SAFETY: plain syscall into our buffer.
+        let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            return self.recv();
+        }
+        let int = || i32::from_le_bytes(buf[1..5].try_into().expect("4 bytes"));
+        match (n, buf[0]) {
+            (5, b'P') => Report::Started(int()),
+            (5, b'F') => Report::SpawnFailed(std::io::Error::from_raw_os_error(int())),
+            (5, b'T') => Report::Stopped(int()),
+            (5, b'E') => {
+                use std::os::unix::process::ExitStatusExt;
+                Report::Exited(std::process::ExitStatus::from_raw(int()))
+            }
+            (1, b'L') => Report::Enforced,
+            (1, b'Z') => Report::Empty,
+            _ => Report::Gone,
+        }
+    }
+}
+
+impl Drop for Guard {
+    /// Closing our end tells the guard that rlock is done: if anything is
+    /// left in the tree it is killed; then the guard exits and is reaped
+    /// here, so no zombie stays behind.
+    fn drop(&mut self) {
+        // SAFETY: plain syscalls on our own socket and child.
+        unsafe {
+            libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_RDWR);
+            while libc::waitpid(self.pid, std::ptr::null_mut(), 0) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+        }
+    }
+}
+
+fn os_error(what: &str) -> Error {
+    Error::Protocol(format!("{what}: {}", std::io::Error::last_os_error()))
+}
+
+// ---------------------------------------------------------------------
+// The guard process itself.
+
+/// Signal dispositions and mask as rlock had them, to hand on to the
+/// command unchanged.
+#[derive(Clone, Copy)]
+struct Inherited {
+    actions: [libc::sigaction; IGNORED.len() + 1],
+    mask: libc::sigset_t,
+}
+
+const CHLD: usize = IGNORED.len();
+
+fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
+    let sock = sock.as_raw_fd();
+    // SAFETY: all plain syscalls on this (single-threaded) process.
+    let (inherited, sigfd, timer) = unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"rlock-guard".as_ptr());
+        libc::setpgid(0, 0);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        let mut inh: Inherited = std::mem::zeroed();
+        let ign = libc::SIG_IGN;
+        for (i, &sig) in IGNORED.iter().enumerate() {
+            set_action(sig, ign, &mut inh.actions[i]);
+        }
+        // Children's exits must queue up as zombies for us to reap (an
+        // inherited SIG_IGN would have the kernel reap them silently).
+        set_action(libc::SIGCHLD, libc::SIG_DFL, &mut inh.actions[CHLD]);
+        let mut chld: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &chld, &mut inh.mask);
+        let sigfd = libc::signalfd(-1, &chld, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        let timer =
+            libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK);
+        (inh, sigfd, timer)
+    };
+    if sigfd < 0 || timer < 0 {
+        exit();
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    // Before the command starts: take the deadline, then the go.
+    let main = loop {
+        let n = recv(sock, &mut buf);
+        match buf.first().filter(|_| n > 0) {
+            Some(b'D') => arm(timer, &buf[..n]),
+            Some(b'S') => break spawn(launch, &buf[1..n], &inherited),
+            _ => exit(), // rlock gave up (busy, error) or died
+        }
+    };
+    let main = match main {
+        Ok(pid) => {
+            report(sock, b'P', pid);
+            pid
+        }
+        Err(e) => {
+            report(sock, b'F', e.raw_os_error().unwrap_or(libc::ENOEXEC));
+            exit()
+        }
+    };
+    // The guard needs no stdio; do not keep the command's pipes open.
+    // SAFETY: plain syscalls on our own descriptors.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+    let me = std::process::id() as libc::pid_t;
+    let mut rlock_alive = true;
+    let mut main_done = false;
+    loop {
+        let mut fds = [
+            pollfd(if rlock_alive { sock } else { -1 }),
+            pollfd(sigfd),
+            pollfd(timer),
+        ];
+        // SAFETY: valid array of pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            continue; // EINTR
+        }
+        if fds[0].revents != 0 {
+            let n = recv(sock, &mut buf);
+            match buf.first().filter(|_| n > 0) {
+                Some(b'D') => arm(timer, &buf[..n]),
+                Some(b'K') if n == 5 => {
+                    tree::signal_all(me, i32::from_le_bytes(buf[1..5].try_into().expect("4")))
+                }
+                Some(_) => {}
+                None => {
+                    // rlock is gone: nothing may run on without it.
+                    rlock_alive = false;
+                    tree::kill_all(me);
+                }
+            }
+        }
+        if fds[2].revents != 0 {
+            let mut ticks = 0u64;
+            // SAFETY: reads 8 bytes into a u64.
+            if unsafe { libc::read(timer, (&mut ticks as *mut u64).cast(), 8) } == 8 {
+                tree::kill_all(me);
+                if rlock_alive {
+                    send(sock, b"L");
+                }
+            }
+        }
+        if fds[1].revents != 0 {
+            drain(sigfd);
+        }
+        // Reap whatever has exited (and note stops of the command).
+        let empty = loop {
+            let mut st = 0;
+            // SAFETY: plain syscall.
+            let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::WUNTRACED) };
+            if pid == 0 {
+                break false;
+            }
+            if pid < 0 {
+                break last_errno() == libc::ECHILD;
+            }
+            if pid == main && rlock_alive {
+                if libc::WIFSTOPPED(st) {
+                    report(sock, b'T', libc::WSTOPSIG(st));
+                } else {
+                    main_done = true;
+                    report(sock, b'E', st);
+                }
+            }
+        };
+        if empty && (main_done || !rlock_alive) {
+            if rlock_alive {
+                send(sock, b"Z");
+            }
+            exit();
+        }
+    }
+}
+
+/// Start the command: a new process group (made the terminal's foreground
+/// group if asked), SIGKILLed if the guard dies, with rlock's signal
+/// dispositions and mask restored.
+fn spawn(launch: &Launch, env: &[u8], inh: &Inherited) -> std::io::Result<libc::pid_t> {
+    let mut cmd = std::process::Command::new(launch.program);
+    cmd.args(launch.args).process_group(0);
+    for pair in env.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+        let s = String::from_utf8_lossy(pair);
+        if let Some((k, v)) = s.split_once('=') {
+            cmd.env(k, v);
+        }
+    }
+    let guard = std::process::id() as libc::pid_t;
+    let (foreground, inh) = (launch.foreground, *inh);
+    // SAFETY: only async-signal-safe syscalls run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != guard {
+                libc::_exit(i32::from(exit_code::LOST)); // the guard died already
+            }
+            if foreground {
+                // Still ignoring SIGTTOU (the guard's setting), so a
+                // background group may take the terminal.
+                libc::tcsetpgrp(0, libc::getpid());
+            }
+            for (i, &sig) in IGNORED.iter().enumerate() {
+                libc::sigaction(sig, &inh.actions[i], std::ptr::null_mut());
+            }
+            libc::sigaction(libc::SIGCHLD, &inh.actions[CHLD], std::ptr::null_mut());
+            libc::pthread_sigmask(libc::SIG_SETMASK, &inh.mask, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    cmd.spawn().map(|c| c.id() as libc::pid_t)
+}
+
+/// Install `handler` for `sig`, saving the old action in `old`.
+///
+/// # Safety
+/// Plain syscall; `handler` must be SIG_IGN or SIG_DFL.
+unsafe fn set_action(sig: i32, handler: libc::sighandler_t, old: &mut libc::sigaction) {
+    // SAFETY: zeroed sigaction is a valid empty action.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler;
+    // SAFETY: as the caller promises.
+    unsafe { libc::sigaction(sig, &act, old) };
+}
+
+/// Set the timer from a 'D' message: absolute CLOCK_BOOTTIME ns, 0 = off.
+fn arm(timer: RawFd, msg: &[u8]) {
+    let Some(ns) = msg
+        .get(1..9)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+    else {
+        return;
+    };
+    let at = Duration::from_nanos(ns);
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: at.as_secs() as libc::time_t,
+            tv_nsec: at.subsec_nanos() as libc::c_long,
+        },
+    };
+    // SAFETY: plain syscall; a zero it_value disarms the timer.
+    unsafe { libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+}
+
+fn drain(sigfd: RawFd) {
+    let mut info = [0u8; 128];
+    // SAFETY: reads whole signalfd_siginfo records into our buffer.
+    while unsafe { libc::read(sigfd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+fn recv(sock: RawFd, buf: &mut [u8]) -> usize {
+    loop {
+        // SAFETY: plain syscall into our buffer.
+        let n = unsafe { libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n >= 0 {
+            return n as usize;
+        }
+        if last_errno() != libc::EINTR {
+            return 0;
+        }
+    }
+}
+
+fn send(sock: RawFd, msg: &[u8]) {
+    // SAFETY: plain syscall; MSG_NOSIGNAL as rlock is maybe gone.
+    unsafe { libc::send(sock, msg.as_ptr().cast(), msg.len(), libc::MSG_NOSIGNAL) };
+}
+
+fn report(sock: RawFd, tag: u8, value: i32) {
+    let mut msg = [0u8; 5];
+    msg[0] = tag;
+    msg[1..].copy_from_slice(&value.to_le_bytes());
+    send(sock, &msg);
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn exit() -> ! {
+    // SAFETY: ends the guard without running the forked copy of rlock's
+    // atexit handlers or destructors.
+    unsafe { libc::_exit(0) }
+}

@@ -1,0 +1,55 @@
+//! The RLOCK_HELD codec: which locks the enclosing `rlock exec`s hold.
+//!
+//! One `prefix{key}<TAB>token` line per lock, so a nested exec or acquire
+//! of the same lock re-enters instead of waiting for its own parent.
+
+use crate::Token;
+use crate::lock::LockName;
+
+/// Environment variable listing the locks held by enclosing `rlock exec`s.
+pub const HELD_ENV: &str = "RLOCK_HELD";
+
+/// The token an enclosing `rlock exec` holds for `lock`, if any.
+pub fn inherited_token(held: Option<&str>, lock: &LockName) -> Option<Token> {
+    held?
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .find(|(name, _)| *name == lock.redis_key())
+        .and_then(|(_, tok)| Token::parse(tok).ok())
+}
+
+/// `held` with `lock` (re)set to `token`.
+pub(crate) fn held_with(held: Option<&str>, lock: &LockName, token: &Token) -> String {
+    let mut out: Vec<String> = held
+        .unwrap_or("")
+        .lines()
+        .filter(|l| {
+            l.split_once('\t')
+                .is_some_and(|(n, _)| n != lock.redis_key())
+        })
+        .map(str::to_string)
+        .collect();
+    out.push(format!("{}\t{}", lock.redis_key(), token.as_str()));
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_env_round_trip() {
+        let a = LockName::new("rlock:", "a").unwrap();
+        let b = LockName::new("rlock:", "b").unwrap();
+        let (ta, tb) = (Token::generate(), Token::generate());
+        let env = held_with(None, &a, &ta);
+        let env = held_with(Some(&env), &b, &tb);
+        assert_eq!(inherited_token(Some(&env), &a), Some(ta));
+        assert_eq!(inherited_token(Some(&env), &b), Some(tb.clone()));
+        let c = LockName::new("other:", "a").unwrap();
+        assert_eq!(inherited_token(Some(&env), &c), None);
+        // Re-adding a name replaces its entry.
+        let env2 = held_with(Some(&env), &b, &tb);
+        assert_eq!(env2.lines().count(), 2);
+    }
+}

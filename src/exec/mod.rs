@@ -1,0 +1,340 @@
+//! `rlock exec`: run a command under a lock.
+//!
+//! # The invariant
+//!
+//! Unless `--on-lost ignore`, every process of the command's tree — the
+//! command, its children, and whatever left its process group or daemonized
+//! — is dead before the lease can expire on the server. The lock is held
+//! (and renewed) until the last of them has exited, unless
+//! `--kill-leftovers` ends them when the command itself exits.
+//!
+//! # Who enforces it
+//!
+//! Three processes take part: rlock, the command, and the *guard* (see
+//! [`guard`]), a small process forked by rlock before anything else, which
+//! is the command's parent, a child subreaper for its whole tree, in a
+//! process group of its own, and holds a CLOCK_BOOTTIME timer at the *kill
+//! deadline*. The kill deadline is `kill_point(valid_until)`: the lease's
+//! validity deadline (request sent + TTL − drift, on [`crate::clock`]) minus
+//! a margin for the kernel to tear processes down. rlock sends it before
+//! the command starts and after every confirmed renewal; it only ever moves
+//! to a later confirmed validity, or earlier on a loss.
+//!
+//! For each way rlock can fail to act, what still stops the tree in time:
+//! - **rlock healthy, lock lost** (renewal finds it gone or taken, or no
+//!   renewal confirmed with TTL/3 of validity left, e.g. Redis frozen or
+//!   unreachable): the [`supervisor`] has the guard SIGTERM the tree and sets
+//!   the guard's deadline to min(now + `--grace`, kill deadline); at that
+//!   point both processes SIGKILL the tree.
+//! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
+//!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
+//!   the guard.
+//! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
+//!   **blocked** (a full stderr pipe, a hung write): it sends no new
+//!   deadline, so the guard's timer fires at the last kill deadline and the
+//!   guard SIGKILLs the tree. The renewer runs on its own thread and moves
+//!   the deadline directly, so a supervisor blocked on stderr cannot hold
+//!   the command's kill back, nor keep it alive past a confirmed lease.
+//! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
+//!   which counts the suspended time, so the guard's timer fires first thing
+//!   after resume (the processes may run for a scheduling quantum before it
+//!   does: nothing short of a cgroup freezer can stop that).
+//! - **interactive use**: the command gets its own process group exactly as
+//!   without a terminal (made the terminal's foreground group, see [`tty`]),
+//!   so every rule above holds unchanged.
+//! - **descendants that leave the group or daemonize**: the guard is their
+//!   subreaper; kills walk the guard's descendants, not just a group (see
+//!   [`tree`]), and "the tree is empty" is "the guard has no children".
+//! - **the guard itself killed** (it is internal; nobody has a reason to):
+//!   the command dies by PR_SET_PDEATHSIG and rlock kills its group;
+//!   descendants that had left the group are not covered.
+//!
+//! Beyond the command, the grant itself: acquire never returns a lease
+//! whose validity already passed (see `lock.rs`); a nested exec of the same
+//! lock re-enters, and the outermost exec gives back every hold of its
+//! token at the end, so a crashed inner exec cannot keep the lock held.
+//!
+//! # Signal policy
+//!
+//! These signals received by rlock are passed on to every process of the
+//! command's tree: [`FORWARDED`]. While waiting for the lock, INT, TERM,
+//! HUP and QUIT end the wait instead (exit 128+N, nothing held or queued)
+//! and USR1/USR2 are dropped. After a forwarded INT/TERM/HUP/QUIT the
+//! command has `--grace` to exit, then the tree gets SIGKILL; a second INT
+//! or TERM escalates at once. rlock takes signals through a signalfd
+//! ([`crate::signals`]) and changes no disposition, so the command starts
+//! with the dispositions and mask rlock was started with.
+
+mod guard;
+mod held;
+mod renew;
+mod supervisor;
+mod tree;
+pub mod tty;
+
+use std::ffi::OsString;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::clock::BootTime;
+use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, exit_code};
+
+pub use held::{HELD_ENV, inherited_token};
+
+use guard::{Guard, Launch, Report};
+use renew::Renewal;
+use supervisor::Supervisor;
+
+/// Signals rlock passes on to the command once it runs.
+pub const FORWARDED: [i32; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+/// What to do with the command when the lock is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLost {
+    /// SIGTERM to every process of the command, SIGKILL after the grace
+    /// period (never later than the lease allows).
+    Term,
+    /// SIGKILL to every process of the command at once.
+    Kill,
+    /// Let the command run on; only report the loss.
+    Ignore,
+}
+
+/// The command to run and how to treat it.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub on_lost: OnLost,
+    pub grace: Duration,
+    /// When the command exits, end what it left running (SIGTERM, SIGKILL
+    /// after `grace`) instead of holding the lock until it exits too.
+    pub kill_leftovers: bool,
+}
+
+/// Things worth telling the user while the command runs.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// The lock is held; the command is about to start.
+    Acquired(&'a Lease),
+    /// The lock was lost; what was done about it.
+    Lost { why: &'a str, action: &'a str },
+    /// A signal was passed on to the command.
+    Forwarded(i32),
+    /// The command outlived its grace period and was killed.
+    Killed,
+    /// The lock could not be released; it frees itself when its TTL ends.
+    ReleaseFailed(&'a Error),
+}
+
+/// Events for the supervisor.
+pub(crate) enum Msg {
+    Guard(Report),
+    /// A signal for rlock, to pass on.
+    Signal(i32),
+    /// The renewer found the lock gone.
+    Lost(String),
+}
+
+/// Where a signal goes: while waiting, it cancels the wait; once the
+/// command runs, it goes to the supervisor.
+enum Route {
+    Wait,
+    Child(mpsc::Sender<Msg>),
+}
+
+/// Margin between the validity deadline and the guard's SIGKILL, for the
+/// kernel to tear the processes down: TTL/20, at most 250 ms.
+pub(crate) fn kill_margin(ttl: Duration) -> Duration {
+    (ttl / 20).min(Duration::from_millis(250))
+}
+
+/// When the command's tree must be killed if the lease is valid until
+/// `valid_until` and nothing confirms it further.
+pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
+    valid_until - kill_margin(ttl)
+}
+
+/// Acquire `key` as `req` says, run `spec` under the lock (renewing it,
+/// forwarding signals, enforcing the lock-loss policy), release it once no
+/// process of the command is left, and return rlock's exit code: the
+/// command's, or 128+N if signal N killed it. A lost lock is
+/// [`Error::Lost`].
+///
+/// Call it with no other thread running (as the binary does), or with
+/// [`FORWARDED`] blocked in every other thread: rlock takes those signals
+/// through a signalfd.
+pub fn run(
+    locker: &mut Locker,
+    key: &str,
+    req: &Request,
+    spec: &Spec,
+    on_wait: &mut dyn FnMut(&Busy),
+    on_event: &mut dyn FnMut(Event),
+) -> Result<u8> {
+    let lock = locker.name(key)?;
+    let interactive = tty::interactive();
+    // First, while this process has one thread: see guard.rs.
+    let guard = Guard::fork(&Launch {
+        program: &spec.program,
+        args: &spec.args,
+        foreground: interactive,
+    })?;
+    let cancel = Cancel::new();
+    let route = Mutex::new(Route::Wait);
+    let valid_until = Mutex::new(BootTime::now());
+    let stop = AtomicBool::new(false);
+    let mut renewer = locker.detached();
+    // Borrowed by the scoped threads, so it lives outside the scope.
+    let slot = std::sync::OnceLock::new();
+    std::thread::scope(|s| {
+        let _signals = crate::signals::watch(s, &FORWARDED, |sig| {
+            match &*route.lock().unwrap_or_else(|e| e.into_inner()) {
+                Route::Wait if crate::signals::ENDS_WAIT.contains(&sig) => cancel.cancel(sig),
+                Route::Wait => {}
+                Route::Child(tx) => {
+                    let _ = tx.send(Msg::Signal(sig));
+                }
+            }
+        })?;
+        let acquired = locker.acquire(key, req, Some(&cancel), on_wait)?;
+        let lease: &Lease = slot.get_or_init(|| acquired);
+        // The outermost exec gives back every hold of its token, so that a
+        // nested exec that crashed before its release cannot keep the lock
+        // held; a nested one gives back its own.
+        let release = |locker: &mut Locker| {
+            if lease.count == 1 {
+                locker.release_all(key, &lease.token)
+            } else {
+                locker.release(key, &lease.token)
+            }
+        };
+        on_event(Event::Acquired(lease));
+        let (tx, rx) = mpsc::channel();
+        let deadline =
+            (spec.on_lost != OnLost::Ignore).then(|| kill_point(lease.valid_until, lease.ttl));
+        {
+            let mut route = route.lock().unwrap_or_else(|e| e.into_inner());
+            if cancel.is_cancelled() {
+                let _ = release(locker);
+                return Err(cancel.interrupted());
+            }
+            if deadline.is_some_and(BootTime::passed) {
+                // Waiting for the command's start took the whole lease
+                // (a stalled machine): never start it on an expired one.
+                let _ = release(locker);
+                return Err(Error::Lost {
+                    key: key.into(),
+                    why: "its lease ran out before the command could start".into(),
+                });
+            }
+            let held = std::env::var(HELD_ENV).ok();
+            let fence = lease.fence.to_string();
+            let held = held::held_with(held.as_deref(), &lock, &lease.token);
+            // The dead-man deadline first: the command never runs without.
+            guard.deadline(deadline);
+            guard.spawn(&[
+                ("RLOCK_KEY", &lease.key),
+                ("RLOCK_TOKEN", lease.token.as_str()),
+                ("RLOCK_FENCE", &fence),
+                (HELD_ENV, &held),
+            ]);
+            *route = Route::Child(tx.clone());
+        }
+        let pgid = match guard.recv() {
+            Report::Started(pid) => pid,
+            Report::SpawnFailed(source) => {
+                let _ = release(locker);
+                return Err(Error::Spawn {
+                    program: spec.program.to_string_lossy().into_owned(),
+                    code: match source.kind() {
+                        std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+                        _ => exit_code::CANNOT_EXECUTE,
+                    },
+                    source,
+                });
+            }
+            other => {
+                let _ = release(locker);
+                return Err(Error::Protocol(format!(
+                    "the guard process failed to start the command: {other:?}"
+                )));
+            }
+        };
+        if interactive {
+            tty::give(pgid);
+        }
+        let t = tx.clone();
+        let g = &guard;
+        s.spawn(move || {
+            loop {
+                let r = g.recv();
+                let last = matches!(r, Report::Empty | Report::Gone);
+                let _ = t.send(Msg::Guard(r));
+                if last {
+                    return;
+                }
+            }
+        });
+        *valid_until.lock().unwrap_or_else(|e| e.into_inner()) = lease.valid_until;
+        renewer.set_timeout(
+            renewer
+                .timeout()
+                .min((lease.ttl / 3).max(Duration::from_millis(50))),
+        );
+        let r = Renewal {
+            lease,
+            valid_until: &valid_until,
+            stop: &stop,
+            guard: deadline.map(|_| &guard),
+        };
+        let renewer = &mut renewer;
+        let renewing = s.spawn(move || renew::renew_loop(renewer, r, tx));
+        let outcome = Supervisor {
+            guard: &guard,
+            pgid,
+            lease,
+            spec,
+            interactive,
+            valid_until: &valid_until,
+            stop: &stop,
+            renewer: renewing.thread(),
+        }
+        .run(&rx, on_event);
+        // Release at once: the next holder may be waiting. The renewer is
+        // stopped first so it cannot extend what we give back.
+        stop.store(true, Ordering::SeqCst);
+        renewing.thread().unpark();
+        if interactive {
+            tty::take_back(pgid);
+        }
+        let released = release(locker);
+        let lost = outcome.lost.or(match &released {
+            // Gone although no renewal noticed: lost all the same.
+            Ok(Released::NotHeld) => Some("it was gone when the command ended".into()),
+            Err(Error::NotOwner { .. }) => {
+                Some("another owner held it when the command ended".into())
+            }
+            _ => None,
+        });
+        if let Some(why) = lost {
+            return Err(Error::Lost {
+                key: key.into(),
+                why,
+            });
+        }
+        if let Err(e) = &released {
+            on_event(Event::ReleaseFailed(e));
+        }
+        Ok(exit_code::for_status(outcome.status))
+    })
+}

@@ -1,0 +1,232 @@
+//! The supervisor loop: the one place that decides what happens to the
+//! command, from the guard's reports, rlock's signals, the renewer's
+//! losses and the clock.
+
+use std::process::ExitStatus;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use crate::Lease;
+use crate::clock::BootTime;
+use crate::duration::human;
+
+use super::guard::{Guard, Report};
+use super::{Event, Msg, OnLost, Spec, kill_point, tree, tty};
+
+/// How the command ended.
+pub(crate) struct Outcome {
+    /// The command's exit status (None: the guard vanished first).
+    pub status: Option<ExitStatus>,
+    /// Why the lock was lost, if it was.
+    pub lost: Option<String>,
+}
+
+pub(crate) struct Supervisor<'a> {
+    pub guard: &'a Guard,
+    /// The command's pid, which is also its process group.
+    pub pgid: libc::pid_t,
+    pub lease: &'a Lease,
+    pub spec: &'a Spec,
+    pub interactive: bool,
+    pub valid_until: &'a Mutex<BootTime>,
+    pub stop: &'a AtomicBool,
+    pub renewer: &'a std::thread::Thread,
+}
+
+impl Supervisor<'_> {
+    fn valid_until(&self) -> BootTime {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Supervise until no process of the command's tree is left.
+    pub(crate) fn run(&self, rx: &Receiver<Msg>, on_event: &mut dyn FnMut(Event)) -> Outcome {
+        // Without a confirmed renewal, the lock counts as lost this long
+        // before its validity deadline, leaving time to stop the command.
+        let lead = self.lease.ttl / 3;
+        let mut out = Outcome {
+            status: None,
+            lost: None,
+        };
+        let mut kill_at: Option<BootTime> = None;
+        let mut interrupts = 0;
+        loop {
+            let mut wake = BootTime::now() + Duration::from_secs(3600);
+            if out.lost.is_none() {
+                wake = wake.min(self.valid_until() - lead);
+            }
+            if let Some(k) = kill_at {
+                wake = wake.min(k);
+            }
+            // recv_timeout runs on CLOCK_MONOTONIC: after a suspend it wakes
+            // late, which is why the guard holds the kill deadline too.
+            let msg = match rx.recv_timeout(wake.remaining()) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return out,
+            };
+            match msg {
+                Some(Msg::Guard(Report::Exited(st))) => {
+                    out.status = Some(st);
+                    if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
+                        // Nothing the command left behind may outlive a
+                        // lost lock either.
+                        self.kill_tree();
+                    } else if self.spec.kill_leftovers {
+                        self.guard.signal(libc::SIGTERM);
+                        kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
+                    }
+                }
+                Some(Msg::Guard(Report::Stopped(sig))) if self.interactive => {
+                    let valid = || BootTime::now() < self.kill_by();
+                    tty::suspend(self.pgid, sig, valid);
+                }
+                Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
+                Some(Msg::Guard(Report::SpawnFailed(_))) => {}
+                Some(Msg::Guard(Report::Empty | Report::Gone)) => {
+                    // Gone without "empty": someone killed the guard. The
+                    // kernel killed the command (PR_SET_PDEATHSIG); kill
+                    // what is left of its group.
+                    // SAFETY: plain syscall on the command's group.
+                    unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+                    return out;
+                }
+                Some(Msg::Guard(Report::Enforced)) => {
+                    if out.lost.is_none() {
+                        let why = format!(
+                            "no renewal was confirmed in time (rlock stalled?); the guard \
+                             killed the command {} before the lease's end",
+                            human(super::kill_margin(self.lease.ttl))
+                        );
+                        on_event(Event::Lost {
+                            why: &why,
+                            action: "killed every process of the command",
+                        });
+                        out.lost = Some(why);
+                        self.stop_renewing();
+                    }
+                }
+                Some(Msg::Signal(sig)) => {
+                    self.guard.signal(sig);
+                    on_event(Event::Forwarded(sig));
+                    if matches!(sig, libc::SIGINT | libc::SIGTERM) {
+                        interrupts += 1;
+                    }
+                    if interrupts >= 2 {
+                        self.kill(on_event);
+                        kill_at = None;
+                    } else if crate::signals::ENDS_WAIT.contains(&sig) {
+                        kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
+                    }
+                }
+                Some(Msg::Lost(why)) => {
+                    if out.lost.is_none() {
+                        kill_at = self.lose(&why, kill_at, on_event);
+                        out.lost = Some(why);
+                    }
+                }
+                None => {
+                    let now = BootTime::now();
+                    if out.lost.is_none() && now + lead >= self.valid_until() {
+                        let why =
+                            format!("no renewal confirmed for {}", human(self.lease.ttl - lead));
+                        kill_at = self.lose(&why, kill_at, on_event);
+                        out.lost = Some(why);
+                    }
+                    if kill_at.is_some_and(|k| now >= k) {
+                        self.kill(on_event);
+                        kill_at = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// When the tree must be dead if nothing confirms the lease further.
+    fn kill_by(&self) -> BootTime {
+        kill_point(self.valid_until(), self.lease.ttl)
+    }
+
+    fn stop_renewing(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.renewer.unpark();
+    }
+
+    /// SIGKILL the whole tree, by the guard and from here: either of the
+    /// two processes suffices (the guard may be stopped, rlock may be).
+    fn kill_tree(&self) {
+        self.guard.signal(libc::SIGKILL);
+        // SAFETY: plain syscall on the command's group.
+        unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        tree::signal_all(self.guard.pid(), libc::SIGKILL);
+    }
+
+    /// The command outlived its grace period: kill it, and say so.
+    fn kill(&self, on_event: &mut dyn FnMut(Event)) {
+        self.kill_tree();
+        on_event(Event::Killed);
+    }
+
+    /// Apply the lock-loss policy; returns the new SIGKILL deadline. The
+    /// signals and the guard's deadline are set before the event is
+    /// reported, so a blocked stderr cannot delay them.
+    fn lose(
+        &self,
+        why: &str,
+        kill_at: Option<BootTime>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Option<BootTime> {
+        self.stop_renewing();
+        let now = BootTime::now();
+        match self.spec.on_lost {
+            OnLost::Term if at_least_1ms(now, self.kill_by()) => {
+                let at = (now + self.spec.grace).min(self.kill_by());
+                self.guard.deadline(Some(at));
+                self.guard.signal(libc::SIGTERM);
+                let action = format!(
+                    "sent SIGTERM to the command, SIGKILL in {} if it is still running",
+                    human(at - now)
+                );
+                on_event(Event::Lost {
+                    why,
+                    action: &action,
+                });
+                Some(earliest(kill_at, at))
+            }
+            OnLost::Term => {
+                // No time left for a grace period (rlock was stopped or
+                // starved until the kill deadline).
+                self.kill_tree();
+                on_event(Event::Lost {
+                    why,
+                    action: "killed the command: no time was left for a grace period",
+                });
+                None
+            }
+            OnLost::Kill => {
+                self.kill_tree();
+                on_event(Event::Lost {
+                    why,
+                    action: "killed the command",
+                });
+                None
+            }
+            OnLost::Ignore => {
+                on_event(Event::Lost {
+                    why,
+                    action: "the command runs on without the lock (--on-lost ignore)",
+                });
+                kill_at
+            }
+        }
+    }
+}
+
+fn at_least_1ms(now: BootTime, then: BootTime) -> bool {
+    then - now >= Duration::from_millis(1)
+}
+
+fn earliest(a: Option<BootTime>, b: BootTime) -> BootTime {
+    a.map_or(b, |a| a.min(b))
+}
