@@ -239,6 +239,21 @@ pub fn valid_until(sent: BootTime, ttl: Duration) -> BootTime {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
+/// A grant whose reply came after its lease's validity deadline, `took`
+/// after the request was sent.
+fn late_grant(key: &str, took: Duration, ttl: Duration) -> Error {
+    let show = |d: Duration| humantime::format_duration(Duration::from_millis(ms(d) as u64));
+    Error::Unavailable {
+        context: format!(
+            "acquire {key:?}: the grant arrived after its lease had expired \
+             (Redis answered in {}, TTL {})",
+            show(took),
+            show(ttl)
+        ),
+        cause: redis::RedisError::from((redis::ErrorKind::Io, "stale grant")),
+    }
+}
+
 /// Clock drift allowance for a lease of `ttl` (as in the RedLock paper:
 /// 1% plus 2 ms for timer granularity).
 pub fn drift(ttl: Duration) -> Duration {
@@ -723,11 +738,32 @@ impl Node {
             valid_until: valid_until(sent, req.ttl),
         };
         if let Some(token) = &req.reenter {
-            let sent = BootTime::now();
-            if let Attempt::Granted { fence, count } =
-                self.attempt(&lock, token, req, false, true)?
-            {
-                return Ok(lease(token.clone(), fence, count, sent));
+            let mut late = 0;
+            loop {
+                let sent = BootTime::now();
+                let Attempt::Granted { fence, count } =
+                    self.attempt(&lock, token, req, false, true)?
+                else {
+                    break;
+                };
+                let lease = lease(token.clone(), fence, count, sent);
+                if !lease.valid_until.passed() {
+                    return Ok(lease);
+                }
+                // The re-entry's reply came after its validity deadline: the
+                // same path to two holders as a late fresh grant (see the
+                // loop below) -- the lease may have run out on the server,
+                // and another client taken the lock, while the reply was on
+                // its way. Give back the hold it added (release one) and
+                // re-enter again; if that release fails, stop rather than
+                // pile up holds nobody releases (they end with the TTL).
+                let took = sent.elapsed();
+                late += 1;
+                let released = self.release(key, token);
+                if late >= MAX_FAILURES || released.is_err() {
+                    return Err(late_grant(key, took, req.ttl));
+                }
+                std::thread::sleep(backoff(late));
             }
         }
         let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
@@ -751,7 +787,31 @@ impl Node {
                     if cancelled() {
                         return Err(self.give_up(&lock, &token, cancel));
                     }
-                    return Ok(lease(token, fence, count, sent));
+                    let lease = lease(token, fence, count, sent);
+                    if !lease.valid_until.passed() {
+                        return Ok(lease);
+                    }
+                    // The grant arrived after its validity deadline (sent +
+                    // TTL - drift): a stalled or paused Redis, a slow
+                    // network, a starved client. The script may have run as
+                    // soon as the request was sent, so the lease may already
+                    // have ended on the server and a waiter taken the lock
+                    // while the reply was on its way: using it would make
+                    // two holders. Never use it: give it back, as after a
+                    // timeout, and try again with a new token. The lock is
+                    // not busy, the server was slow, so this counts as a
+                    // transient failure: bounded retries, for -n too; a
+                    // waiting acquire also stops at its deadline.
+                    let took = sent.elapsed();
+                    let _ = self.abandon(&lock, &lease.token);
+                    failures += 1;
+                    let out_of_time = queue && deadline.is_some_and(|d| Instant::now() >= d);
+                    if failures >= MAX_FAILURES || out_of_time {
+                        return Err(late_grant(key, took, req.ttl));
+                    }
+                    token = Token::generate();
+                    std::thread::sleep(backoff(failures));
+                    continue;
                 }
                 Ok(Attempt::Busy(b)) => b,
                 Ok(Attempt::NotHeld) => {

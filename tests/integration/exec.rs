@@ -929,3 +929,43 @@ fn status_shows_the_command_line_redacted() {
     }
     let _ = finish(child, "exec");
 }
+
+/// Request bytes the server on loopback `port` has not read yet (IPv4
+/// connections only, as the fixture binds 127.0.0.1).
+fn unread_on(port: u16) -> u64 {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    tcp.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+            if local != port || *f.get(3)? != "01" {
+                return None; // not an established connection to the server
+            }
+            u64::from_str_radix(f.get(4)?.split(':').nth(1)?, 16).ok()
+        })
+        .sum()
+}
+
+#[test]
+fn a_grant_that_arrives_after_its_lease_expired_never_runs_the_command() {
+    // Connecting needs no round trip (the kernel accepts for a stopped
+    // server, and rlock sends no handshake), so the acquire itself sits in
+    // the stopped server's socket; its grant comes back after the 200 ms
+    // lease is over. exec must give it back and run on a fresh grant.
+    let r = Redis::start();
+    kill(r.child_pid(), libc::SIGSTOP);
+    let child = bare_rlock()
+        .args(["--url", &r.url(), "exec", "--ttl", "200ms", "k"])
+        .args(["--", "sh", "-c", "echo $RLOCK_FENCE"])
+        .spawn();
+    eventually(
+        Duration::from_secs(5),
+        "the acquire to reach the stopped server",
+        || unread_on(r.port) > 0,
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    kill(r.child_pid(), libc::SIGCONT);
+    let run = finish(child, "exec").ok();
+    assert_eq!(run.stdout.trim(), "2", "stderr: {}", run.stderr);
+}

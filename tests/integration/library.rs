@@ -187,3 +187,113 @@ fn a_dead_waiter_at_the_head_is_skipped() {
         "waited {waited:?}"
     );
 }
+
+/// Stop `r` now and let it go on after `for_`, from another thread.
+fn freeze(r: &Redis, for_: Duration) -> std::thread::JoinHandle<()> {
+    let pid = r.child_pid() as i32;
+    // SAFETY: plain syscalls on the test's own redis-server.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::spawn(move || {
+        std::thread::sleep(for_);
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    })
+}
+
+#[test]
+fn a_grant_that_arrives_after_its_lease_expired_is_given_back() {
+    // The acquire goes out on the open connection into a stopped server;
+    // the grant comes back 700 ms later, when a 200 ms lease is over by the
+    // client's clock. Using it would let a second holder in once it ends on
+    // the server: the client must give it back and take a fresh one.
+    let r = Redis::start();
+    let mut l = locker(&r.url());
+    let thaw = freeze(&r, Duration::from_millis(700));
+    let lease = l.acquire("stale", &req(200), None, &mut |_| {});
+    thaw.join().unwrap();
+    let lease = lease.unwrap();
+    assert!(
+        !lease.valid_until.passed(),
+        "the lease returned was already invalid ({:?} ago)",
+        lease.valid_until.elapsed()
+    );
+    assert_eq!(
+        lease.fence, 2,
+        "the stale grant was not given back and retaken"
+    );
+    let st = locker(&r.url()).status("stale").unwrap();
+    assert_eq!(st.holders.len(), 1, "{st:?}");
+    assert_eq!((st.holders[0].fence, st.holders[0].count), (2, 1));
+}
+
+#[test]
+fn a_reentry_that_arrives_after_its_lease_expired_is_given_back() {
+    let r = Redis::start();
+    let mut l = locker(&r.url());
+    let outer = l
+        .acquire("stale-re", &req(60_000), None, &mut |_| {})
+        .unwrap();
+    let mut again = req(200);
+    again.reenter = Some(outer.token.clone());
+    again.wait = Wait::No;
+    let thaw = freeze(&r, Duration::from_millis(700));
+    let inner = l.acquire("stale-re", &again, None, &mut |_| {});
+    thaw.join().unwrap();
+    let inner = inner.unwrap();
+    assert!(
+        !inner.valid_until.passed(),
+        "the re-entry returned was already invalid ({:?} ago)",
+        inner.valid_until.elapsed()
+    );
+    // The late re-entry's hold was released: one outer hold, one inner.
+    assert_eq!((inner.count, inner.fence), (2, outer.fence));
+    let st = locker(&r.url()).status("stale-re").unwrap();
+    assert_eq!(st.holders.len(), 1, "{st:?}");
+    assert_eq!(st.holders[0].count, 2);
+    assert_eq!(
+        l.release("stale-re", &outer.token).unwrap(),
+        Released::StillHeld(1)
+    );
+    assert_eq!(
+        l.release("stale-re", &outer.token).unwrap(),
+        Released::Released
+    );
+}
+
+#[test]
+fn a_server_too_slow_for_every_grant_is_reported_not_used() {
+    // Redis runs 5 ms in every 300: each grant of a 50 ms lease comes back
+    // late. A non-waiting acquire retries a bounded number of times (the
+    // lock is not busy) and then reports Redis unusable, holding nothing.
+    let r = Redis::start();
+    let mut l = locker(&r.url());
+    let pid = r.child_pid() as i32;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stutter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // SAFETY: plain syscalls on the test's own redis-server.
+            while !stop.load(Ordering::SeqCst) {
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(300));
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(10));
+    let mut once = req(50);
+    once.wait = Wait::No;
+    let res = l.acquire("slow", &once, None, &mut |_| {});
+    stop.store(true, Ordering::SeqCst);
+    stutter.join().unwrap();
+    let err = res.unwrap_err();
+    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("acquire \"slow\": the grant arrived after its lease had expired"),
+        "{text}"
+    );
+    assert!(text.contains("TTL 50ms") && !text.contains('\n'), "{text}");
+    let st = locker(&r.url()).status("slow").unwrap();
+    assert_eq!((st.fence, st.holders.len()), (3, 0), "{st:?}");
+}
