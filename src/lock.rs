@@ -759,7 +759,7 @@ impl Node {
                 // pile up holds nobody releases (they end with the TTL).
                 let took = sent.elapsed();
                 late += 1;
-                let released = self.release(key, token);
+                let released = self.release(key, token, false);
                 if late >= MAX_FAILURES || released.is_err() {
                     return Err(late_grant(key, took, req.ttl));
                 }
