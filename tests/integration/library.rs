@@ -297,3 +297,78 @@ fn a_server_too_slow_for_every_grant_is_reported_not_used() {
     let st = locker(&r.url()).status("slow").unwrap();
     assert_eq!((st.fence, st.holders.len()), (3, 0), "{st:?}");
 }
+
+/// The disposition of `sig` (its handler address) and this thread's mask.
+fn signal_state(sig: i32) -> (usize, bool) {
+    // SAFETY: plain syscalls with out-pointers to zeroed plain data.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut act);
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
+        (act.sa_sigaction, libc::sigismember(&mask, sig) == 1)
+    }
+}
+
+/// Children of this process named `comm`, zombies included.
+fn children_named(comm: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|s| {
+            let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+            s.contains(&format!("({comm})")) && rest.split_whitespace().nth(1) == Some(&me)
+        })
+        .collect()
+}
+
+#[test]
+fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
+    let r = Redis::start();
+    let mut l = locker(&r.url());
+    let watched = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+    ];
+    let before: Vec<_> = watched.iter().map(|&s| signal_state(s)).collect();
+    let spec = rlock::exec::Spec {
+        program: "sh".into(),
+        args: vec!["-c".into(), "exit 7".into()],
+        on_lost: rlock::exec::OnLost::Term,
+        grace: Duration::from_secs(1),
+        kill_leftovers: false,
+    };
+    for _ in 0..2 {
+        let code = rlock::exec::run(
+            &mut l,
+            "lib-exec",
+            &req(5000),
+            &spec,
+            &mut |_| {},
+            &mut |_| {},
+        );
+        assert_eq!(code.unwrap(), 7);
+    }
+    let after: Vec<_> = watched.iter().map(|&s| signal_state(s)).collect();
+    assert_eq!(
+        before, after,
+        "signal dispositions or mask changed by exec::run"
+    );
+    assert!(
+        children_named("rlock-guard").is_empty(),
+        "a guard was left behind"
+    );
+    // The acquire path's signal watch restores them too.
+    let cancel = rlock::Cancel::new();
+    std::thread::scope(|s| {
+        let _w = rlock::signals::cancel_on_signals(s, &cancel).unwrap();
+        assert!(signal_state(libc::SIGINT).1, "not blocked while watching");
+    });
+    let after: Vec<_> = watched.iter().map(|&s| signal_state(s)).collect();
+    assert_eq!(before, after);
+}
