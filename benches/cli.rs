@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 use rlock::{ConnectOptions, Locker, Released, Request, Wait};
 
+#[path = "cli/safety.rs"]
+mod safety;
+
 const RLOCK: &str = env!("CARGO_BIN_EXE_rlock");
 const PREFIX: &str = "rlock:";
 /// Past this the whole run is killed, so a wedged lock cannot hang CI.
@@ -55,14 +58,39 @@ fn main() {
     println!("  all times in ms; median over N runs unless said otherwise");
     let etcd = etcd.as_ref().map_err(String::as_str);
 
-    uncontended_cycle(&redis, etcd);
-    idle_waiters(&redis);
-    handoff_latency(&redis);
-    crowd(&redis);
-    contended(&redis, etcd);
-    throughput(&redis);
-    peak_rss(&redis, etcd);
-    deployments();
+    // RLOCK_BENCH_SECTIONS=3,9 runs only those sections.
+    let only = std::env::var("RLOCK_BENCH_SECTIONS").ok();
+    let run = |n: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s.trim() == n))
+    };
+    if run("1") {
+        uncontended_cycle(&redis, etcd);
+    }
+    if run("2") {
+        idle_waiters(&redis);
+    }
+    if run("3") {
+        handoff_latency(&redis);
+    }
+    if run("4") {
+        crowd(&redis);
+    }
+    if run("5") {
+        contended(&redis, etcd);
+    }
+    if run("6") {
+        throughput(&redis);
+    }
+    if run("7") {
+        peak_rss(&redis, etcd);
+    }
+    if run("8") {
+        deployments();
+    }
+    if run("9") {
+        safety::margins();
+    }
 
     println!();
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
