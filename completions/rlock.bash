@@ -187,7 +187,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --limit --on-lost --kill-leftovers --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -541,7 +541,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__rw)
-            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
+            opts="-w -n -E -q -v -h --ttl --wait --no-wait --conflict-exit-code --on-lost --kill-leftovers --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -66,8 +66,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l ttl -d 'Lease time;
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to the command\'s process group, SIGKILL after --grace'
-kill\t'SIGKILL to the command\'s process group at once'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
+kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
@@ -79,6 +79,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -86,8 +87,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -s h -l help -d 'Print
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s w -l wait -d 'Wait at most this long for a busy lock (default: forever)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
-complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to the command\'s process group, SIGKILL after --grace'
-kill\t'SIGKILL to the command\'s process group at once'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
+kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
@@ -99,6 +100,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private k
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'

@@ -47,25 +47,44 @@ Waiting:
   times out or is interrupted leaves the queue at once.
 
 Signals (exec):
-  INT TERM HUP QUIT USR1 USR2 are forwarded to the command's process group.
-  After a forwarded INT/TERM/HUP/QUIT the command has --grace to exit, then
-  the group gets SIGKILL; a second INT or TERM sends SIGKILL at once. If rlock
-  is SIGKILLed, the kernel kills the command (PR_SET_PDEATHSIG) and a guard
-  process kills its whole group. While waiting for a lock, INT/TERM/HUP/QUIT
-  end the wait with exit 128+N and leave nothing behind.
-  Interactive use (stdin a terminal, rlock in its foreground): the command
-  stays in rlock's process group like under flock(1); terminal signals reach
-  it directly and are not forwarded twice; Ctrl-Z suspends both.
+  INT TERM HUP QUIT USR1 USR2 sent to rlock are passed on to every process of
+  the command. After a passed-on INT/TERM/HUP/QUIT the command has --grace to
+  exit, then gets SIGKILL; a second INT or TERM sends SIGKILL at once. While
+  waiting for a lock, INT/TERM/HUP/QUIT end the wait with exit 128+N and leave
+  nothing behind. rlock changes no signal disposition: the command starts
+  with the ones rlock was started with.
+
+The guard (exec):
+  The command runs in a process group of its own under a small guard
+  process (\"rlock-guard\") that rlock forks first. The guard is a subreaper:
+  whatever the command starts stays in its tree even if it leaves the group
+  or daemonizes. It holds a CLOCK_BOOTTIME timer at the kill deadline (the
+  lease's validity deadline minus TTL/20, at most 250ms), moved on by each
+  confirmed renewal, and SIGKILLs the whole tree when it fires, or when rlock
+  dies. So the command never outlives the lease, even if rlock is killed,
+  stopped (SIGSTOP, Ctrl-Z), starved, blocked on a full stderr, or the
+  machine was suspended.
+  Leftovers: the lock is held, and renewed, until every process the command
+  started has exited, as flock(1) holds it while any holder of its file
+  descriptor lives; --kill-leftovers ends them (TERM, KILL after --grace)
+  when the command exits instead. The exit code is the command's.
+  Interactive use (stdin a terminal, rlock in its foreground): the command's
+  group becomes the terminal's foreground group, as a shell starts a job.
+  Ctrl-C and Ctrl-Z reach the command; when it stops, rlock stops its own
+  job too, and on fg/bg continues the command, unless the lease ran out
+  meanwhile (a stopped job renews nothing: the guard kills the command).
 
 Lock loss (exec):
-  The lease is trusted until request sent + TTL - drift (1% + 2ms), moved on
-  by each confirmed renewal (every TTL/3). It is lost when a renewal finds it
-  gone or owned by another, or when no renewal is confirmed with less than
-  TTL/3 of validity left. Then --on-lost term sends SIGTERM, and SIGKILL
-  after --grace but never after the validity deadline; kill sends SIGKILL at
-  once; ignore lets the command finish. Whatever the command leaves running
-  in its group is killed when it exits. rlock never re-acquires a lost lock
-  and exits 79. Renewals never shorten a lease.
+  The lease is trusted until request sent + TTL - drift (1% + 2ms), on
+  CLOCK_BOOTTIME, moved on by each confirmed renewal (every TTL/3). It is
+  lost when a renewal finds it gone or owned by another, or when no renewal
+  is confirmed with less than TTL/3 of validity left. Then --on-lost term
+  sends SIGTERM to every process of the command, and SIGKILL after --grace
+  but never after the kill deadline; kill sends SIGKILL at once; ignore lets
+  the command finish. Whatever the command leaves running is killed when it
+  exits. rlock never re-acquires a lost lock and exits 79. Renewals never
+  shorten a lease. A grant whose reply arrives after its validity deadline
+  is given back, never used.
 
 Keys:
   Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa, P{K}:qw (zsets),
@@ -204,11 +223,15 @@ pub enum Command {
 
     /// Run a command while holding the lock, and exit with its status
     #[command(after_help = "\
-The command runs in its own process group with RLOCK_KEY, RLOCK_TOKEN and
-RLOCK_FENCE in its environment. The lease is renewed every TTL/3; signals
-INT TERM HUP QUIT USR1 USR2 are forwarded to the group; the lock is released
-as soon as the command exits. A nested `rlock exec` (or acquire) of the same
-key inside the command re-enters instead of waiting for its parent.
+The command runs in its own process group, under a guard process, with
+RLOCK_KEY, RLOCK_TOKEN and RLOCK_FENCE in its environment. The lease is
+renewed every TTL/3; signals INT TERM HUP QUIT USR1 USR2 are passed on to
+every process of the command; the lock is released as soon as the command
+and everything it started have exited (--kill-leftovers: when the command
+exits). The command never outlives the lease: see `rlock --help`, \"The
+guard\". A nested `rlock exec` (or acquire) of the same key inside the
+command re-enters instead of waiting for its parent; the outermost exec
+releases every hold.
 
 Examples:
   rlock exec market -- ./settle.sh

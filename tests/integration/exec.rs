@@ -703,6 +703,36 @@ fn interactive_job_control_stops_and_continues_the_job() {
     r.assert_nothing_held(&[]);
 }
 
+#[test]
+fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
+    // The terminal sends SIGINT to its foreground group, the command's; the
+    // script's shell is not in it. rlock ends its own job with SIGINT after
+    // releasing, so the script stops as it would under flock(1).
+    use std::io::Write;
+    let r = Redis::start();
+    let dir = tmp("tty-int");
+    let (pidfile, after) = (dir.join("pid"), dir.join("after"));
+    let inner = format!(
+        "$BIN exec k -- sh -c 'echo $$ > {p}; sleep 30'; echo $? > {a}",
+        p = pidfile.display(),
+        a = after.display()
+    );
+    let mut child = under_pty(&r, &inner);
+    eventually(Duration::from_secs(5), "the command's pid", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(b"\x03").unwrap(); // Ctrl-C
+    stdin.flush().unwrap();
+    child.wait().unwrap();
+    assert!(
+        read(&after).is_empty(),
+        "the script went on after Ctrl-C: {}",
+        read(&after)
+    );
+    assert!(!held(&r, "k"));
+}
+
 /// A ledger line per tick: "A <ns>" while the first holder runs.
 fn ticking(ledger: &Path, tag: &str) -> String {
     format!(
