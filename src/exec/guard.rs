@@ -186,9 +186,16 @@ impl Drop for Guard {
         // SAFETY: plain syscalls on our own socket and child.
         unsafe {
             libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_RDWR);
-            while libc::waitpid(self.pid, std::ptr::null_mut(), 0) < 0
-                && *libc::__errno_location() == libc::EINTR
-            {}
+            // It exits within milliseconds (a tree to kill takes at most a
+            // second); one that someone stopped is not waited for forever.
+            for _ in 0..3000 {
+                if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
         }
     }
 }

@@ -46,8 +46,9 @@
 //!   subreaper; kills walk the guard's descendants, not just a group (see
 //!   [`tree`]), and "the tree is empty" is "the guard has no children".
 //! - **the guard itself killed** (it is internal; nobody has a reason to):
-//!   the command dies by PR_SET_PDEATHSIG and rlock kills its group;
-//!   descendants that had left the group are not covered.
+//!   the command dies by PR_SET_PDEATHSIG and rlock kills its group, and
+//!   does not release the lock (it expires with its TTL); descendants that
+//!   had left the group are not covered.
 //!
 //! Beyond the command, the grant itself: acquire never returns a lease
 //! whose validity already passed (see `lock.rs`); a nested exec of the same
@@ -316,6 +317,16 @@ pub fn run(
         renewing.thread().unpark();
         if interactive {
             tty::take_back(pgid);
+        }
+        if outcome.guard_killed {
+            // Releasing now could let a rival in beside a process that had
+            // left the command's group; the lease ends within its TTL.
+            return Err(Error::Lost {
+                key: key.into(),
+                why: "the guard process was killed; the command was killed, and the lock \
+                      is left to expire with its TTL"
+                    .into(),
+            });
         }
         let released = release(locker);
         let lost = outcome.lost.or(match &released {

@@ -21,6 +21,9 @@ pub(crate) struct Outcome {
     pub status: Option<ExitStatus>,
     /// Why the lock was lost, if it was.
     pub lost: Option<String>,
+    /// The guard vanished without reporting an empty tree (someone killed
+    /// it): processes that left the command's group may still run.
+    pub guard_killed: bool,
 }
 
 pub(crate) struct Supervisor<'a> {
@@ -48,6 +51,7 @@ impl Supervisor<'_> {
         let mut out = Outcome {
             status: None,
             lost: None,
+            guard_killed: false,
         };
         let mut kill_at: Option<BootTime> = None;
         let mut interrupts = 0;
@@ -84,12 +88,14 @@ impl Supervisor<'_> {
                 }
                 Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
                 Some(Msg::Guard(Report::SpawnFailed(_))) => {}
-                Some(Msg::Guard(Report::Empty | Report::Gone)) => {
-                    // Gone without "empty": someone killed the guard. The
-                    // kernel killed the command (PR_SET_PDEATHSIG); kill
-                    // what is left of its group.
+                Some(Msg::Guard(Report::Empty)) => return out,
+                Some(Msg::Guard(Report::Gone)) => {
+                    // Someone killed the guard. The kernel killed the
+                    // command (PR_SET_PDEATHSIG); kill what is left of its
+                    // group. What left the group is out of reach now.
                     // SAFETY: plain syscall on the command's group.
                     unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+                    out.guard_killed = true;
                     return out;
                 }
                 Some(Msg::Guard(Report::Enforced)) => {

@@ -740,6 +740,26 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
     assert!(!held(&r, "k"));
 }
 
+#[test]
+fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
+    let r = Redis::start();
+    let dir = tmp("guard-killed");
+    let pidfile = dir.join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let child = rlock(&r)
+        .args(["exec", "--ttl", "3s", "k", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the command", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    kill(ppid(cmd) as u32, libc::SIGKILL);
+    finish(child, "exec").fails(79, "guard process was killed");
+    assert!(!alive(cmd));
+    // Not released: a process that had left the group could still run.
+    assert!(held(&r, "k"));
+}
+
 /// A ledger line per tick: "A <ns>" while the first holder runs.
 fn ticking(ledger: &Path, tag: &str) -> String {
     format!(
