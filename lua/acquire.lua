@@ -12,6 +12,9 @@
 -- ARGV[7] '1': only re-enter; if the token does not hold the lock, change
 --         nothing and return {-2}
 -- ARGV[8] mode: 'x' (exclusive/semaphore), 'r' (read) or 'w' (write)
+-- ARGV[9] request id: the same for every resend of one call, new for the
+--         next call. A grant or re-entry already made for this request id
+--         is returned again unchanged (see "Resends" below).
 --
 -- Returns one of
 --   {1, fence, count}           granted; count > 1 means re-entered
@@ -24,7 +27,16 @@
 --   {-2}                        re-entry only, and the token holds nothing
 --   {-3, kind}                  the lock is in use as another kind ('x'/'rw')
 --   {-4}                        a reader asked to re-enter as a writer
+--
+-- Resends: a client whose reply was lost (a timeout, a dropped connection,
+-- a failover) cannot know whether the script ran, so it sends the same
+-- call again with the same token and request id. The grant records the
+-- request id that made it (r:<token>); a resend finds its own id there and
+-- gets the grant back instead of counting one more re-entry. A call that
+-- only queued changes nothing when repeated (the queue is keyed by token).
+-- So every acquire may be sent any number of times.
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
+local req = ARGV[9]
 local kind = (mode == 'x') and 'x' or 'rw'
 local bad = check_types()
 if bad then return bad end
@@ -44,7 +56,13 @@ if exp then
   if mode == 'w' and redis.call('HGET', STATE, 'm:' .. tok) == 'r' then
     return {-4}
   end
+  if redis.call('HGET', STATE, 'r:' .. tok) == req then
+    -- A resend of the call that made this grant or re-entry.
+    return {1, tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0,
+      tonumber(redis.call('HGET', STATE, 'c:' .. tok))}
+  end
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
+  redis.call('HSET', STATE, 'r:' .. tok, req)
   if now + ttl > tonumber(exp) then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
   end
@@ -68,7 +86,7 @@ if may_enter(kind, mode, limit, tok, rank) then
   local fence = redis.call('INCR', FENCE)
   redis.call('ZADD', HOLDERS, now + ttl, tok)
   redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
-    's:' .. tok, now, 'f:' .. tok, fence)
+    's:' .. tok, now, 'f:' .. tok, fence, 'r:' .. tok, req)
   if kind == 'x' then
     redis.call('HSET', STATE, 'limit', limit)
   else

@@ -1,26 +1,41 @@
 -- release.lua: drop one hold (or, with ARGV[2] = '1', every re-entry and any
 -- place in the wait queue at once), then wake the waiters next in line.
 --
--- KEYS[1..7] as in common.lua
+-- KEYS[1..8] as in common.lua (KEYS[8]: this request's tombstone)
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
+-- ARGV[3] request id, the same for every resend of one call
+--
+-- Resends (see acquire.lua): a release that drops one of several holds
+-- records its request id in r:<token>, and a resend finds it there and
+-- drops nothing more; one that drops the last hold forgets the holder, so
+-- it leaves a tombstone key for 10 s instead, and a resend finds that and
+-- answers 0 (released) rather than -1 (gone). Resends stop well within
+-- those 10 s.
 --
 -- Returns
 --   n >= 0   holds this token still has (0: the lock is released)
 --   -1       nobody holds the lock (already released, or expired)
 --   -2       the lock is held, but not by this token
-local tok = ARGV[1]
+local tok, req, done = ARGV[1], ARGV[3], KEYS[8]
 local bad = check_types()
 if bad then return bad end
 local now = now_ms()
 prune(now)
+local held = redis.call('ZSCORE', HOLDERS, tok)
+if held and redis.call('HGET', STATE, 'r:' .. tok) == req then
+  return tonumber(redis.call('HGET', STATE, 'c:' .. tok))
+end
+if not held and redis.call('EXISTS', done) == 1 then
+  return 0
+end
 if ARGV[2] == '1' then
   leave_queue(tok)
   redis.call('DEL', KEYS[7])
 end
 
 local result
-if redis.call('ZSCORE', HOLDERS, tok) then
+if held then
   result = 0
   if ARGV[2] ~= '1' then
     result = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
@@ -28,6 +43,9 @@ if redis.call('ZSCORE', HOLDERS, tok) then
   if result <= 0 then
     result = 0
     forget_holder(tok)
+    redis.call('SET', done, '1', 'PX', 10000)
+  else
+    redis.call('HSET', STATE, 'r:' .. tok, req)
   end
 elseif redis.call('ZCARD', HOLDERS) == 0 then
   result = -1

@@ -42,10 +42,17 @@ static RELEASE: LazyLock<Lua> = script!("release.lua");
 static RENEW: LazyLock<Lua> = script!("renew.lua");
 static STATUS: LazyLock<Lua> = script!("status.lua");
 
-/// How often a command refused with a cluster redirect (MOVED, ASK,
-/// TRYAGAIN, CLUSTERDOWN: never executed) is sent again on a fresh
-/// connection that knows the new slot owners.
-const REDIRECT_RETRIES: u32 = 3;
+/// How long a script call is sent again after a failure that leaves it
+/// unknown whether it ran (a timeout, a dropped connection) or that says it
+/// did not run yet (a refused connection, a cluster redirect, TRYAGAIN,
+/// CLUSTERDOWN, LOADING, READONLY after a failover). Every script is
+/// idempotent per request (see lua/acquire.lua, "Resends"), so sending
+/// again is safe; release's tombstones outlive this window (10 s).
+pub const RESEND_WINDOW: Duration = Duration::from_secs(5);
+/// A wait with no deadline rides out this much Redis outage (a restart, a
+/// failover) before it gives up; a wait with a deadline rides out any
+/// outage until its deadline.
+pub const OUTAGE_LIMIT: Duration = Duration::from_secs(30);
 
 /// A waiter re-checks in with Redis at least this often, even if nothing
 /// wakes it: about one command per second on average while idle.
@@ -54,8 +61,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// and skipped (server clock). Shorter for leases shorter than this: a dead
 /// waiter never blocks others for longer than its own TTL.
 pub const WAITER_LEASE: Duration = Duration::from_secs(5);
-/// Consecutive Redis failures a wait survives (with a new connection each
-/// time) before it gives up.
+/// Late grants in a row an acquire gives back before it gives up.
 const MAX_FAILURES: u32 = 3;
 /// A connection idle for longer than this is replaced before use: servers,
 /// proxies and NATs close idle connections, and a command sent into a dead
@@ -229,8 +235,9 @@ pub fn heartbeat(ttl: Duration) -> Duration {
     HEARTBEAT.min(waiter_lease(ttl) * 2 / 5)
 }
 
+/// 100 ms, 200 ms, ... up to 800 ms.
 fn backoff(failures: u32) -> Duration {
-    Duration::from_millis(50 << failures.min(4))
+    Duration::from_millis(50 << failures.clamp(1, 4))
 }
 
 /// Until when a lease of `ttl` asked for at `sent` is safe to rely on:
@@ -463,6 +470,70 @@ impl LockName {
     fn wake_key(&self, token: &Token) -> String {
         format!("{}:w:{}", self.base, token.as_str())
     }
+
+    /// The keys of a release by `token` with request id `req`.
+    fn release_keys(&self, token: &Token, req: &str) -> Vec<String> {
+        let mut keys = self.keys(Some(token));
+        keys.push(format!("{}:r:{req}", self.base));
+        keys
+    }
+}
+
+/// A new request id: the same for every resend of one call.
+fn request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// May a call that failed this way be sent again? Yes if it may not have
+/// run, or ran with its reply lost; no for refusals and bad data.
+pub(crate) fn resendable(err: &redis::RedisError, cluster: bool) -> bool {
+    if err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+    {
+        return true;
+    }
+    match err.code() {
+        Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING" | "MASTERDOWN" | "READONLY") => true,
+        Some("MOVED" | "ASK") => cluster,
+        _ => false,
+    }
+}
+
+/// A Redis outage seen by a waiting acquire.
+#[derive(Default)]
+pub(crate) struct Outage {
+    since: Option<Instant>,
+    tries: u32,
+}
+
+impl Outage {
+    /// After failure `e`: should the wait go on? Yes for a waiting acquire
+    /// (not -n) while Redis is unreachable, until its deadline or, without
+    /// one, for [`OUTAGE_LIMIT`]; it sleeps a backoff first.
+    pub(crate) fn ride_out(&mut self, e: &Error, queue: bool, deadline: Option<Instant>) -> bool {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        self.tries += 1;
+        let pause = backoff(self.tries);
+        let go_on = queue
+            && matches!(e, Error::Unavailable { cause, .. } if resendable(cause, true))
+            && match deadline {
+                Some(d) => now + pause < d,
+                None => now - since < OUTAGE_LIMIT,
+            };
+        if go_on {
+            std::thread::sleep(pause);
+        }
+        go_on
+    }
+
+    /// Redis answered again.
+    pub(crate) fn over(&mut self) {
+        self.since = None;
+        self.tries = 0;
+    }
 }
 
 pub(crate) enum Attempt {
@@ -477,6 +548,11 @@ pub(crate) struct Node {
     conn: Option<Conn>,
     last_used: Instant,
     prefix: String,
+    /// Upper bound on any call's resend window.
+    resend_cap: Duration,
+    /// The server has answered this process before: only then is a failure
+    /// an outage worth riding out (a wrong or silent address fails at once).
+    answered: bool,
 }
 
 impl Node {
@@ -487,12 +563,23 @@ impl Node {
             conn: None,
             last_used: Instant::now(),
             prefix: prefix.to_string(),
+            resend_cap: RESEND_WINDOW,
+            answered: false,
         }
+    }
+
+    /// Send each call once, never again after a failure: for RedLock, whose
+    /// masters each get one short attempt and whose retries are its own.
+    pub(crate) fn without_resends(mut self) -> Node {
+        self.resend_cap = Duration::ZERO;
+        self
     }
 
     /// Connect now, to report an unusable server at once.
     pub(crate) fn connect(&mut self) -> Result<()> {
         self.conn = Some(self.server.connect()?);
+        // A cluster connection has read the slot map from a node.
+        self.answered |= self.server.is_cluster();
         self.last_used = Instant::now();
         Ok(())
     }
@@ -505,6 +592,8 @@ impl Node {
             conn: None,
             last_used: Instant::now(),
             prefix: self.prefix.clone(),
+            resend_cap: self.resend_cap,
+            answered: self.answered,
         }
     }
 
@@ -556,46 +645,66 @@ impl Node {
     /// restart, a failover, SCRIPT FLUSH). Done by hand rather than with
     /// redis-rs' Script, whose fallback SCRIPT LOAD goes to every node of a
     /// cluster and fails when any is down; EVAL goes to the key's node only.
+    ///
+    /// A failure that leaves it unknown whether the script ran, or that
+    /// says it could not run yet, is followed by a resend of the very same
+    /// call (same token, same request id) on a new connection, with
+    /// backoff, for up to `resend_for`: the scripts are idempotent per
+    /// request, so a resend never counts twice.
     fn eval<T: FromRedisValue>(
         &mut self,
         script: &Lua,
         keys: &[String],
         args: &[&str],
         what: impl FnOnce() -> String,
+        resend_for: Duration,
     ) -> Result<T> {
         let call = |verb: &str, body: &str| {
             let mut c = redis::cmd(verb);
             c.arg(body).arg(keys.len()).arg(keys).arg(args);
             c
         };
-        let mut redirects = 0;
-        let res = loop {
-            let conn = self.conn()?;
-            let mut res = call("EVALSHA", &script.sha).query(conn);
-            if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
-            {
-                res = call("EVAL", script.code).query(conn);
-            }
-            self.used();
-            // A redirect means the script did not run: safe to send again,
-            // on a new connection whose slot map is fresh.
-            match &res {
-                Err(e)
-                    if redirects < REDIRECT_RETRIES
-                        && matches!(
-                            e.code(),
-                            Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
-                        )
-                        && self.server.is_cluster() =>
-                {
-                    redirects += 1;
-                    self.conn = None;
-                    std::thread::sleep(backoff(redirects));
+        let until = Instant::now() + resend_for.min(self.resend_cap);
+        let cluster = self.server.is_cluster();
+        let mut tries = 0;
+        loop {
+            let res = match self.conn() {
+                Ok(conn) => {
+                    let mut res = call("EVALSHA", &script.sha).query(conn);
+                    if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+                    {
+                        res = call("EVAL", script.code).query(conn);
+                    }
+                    self.used();
+                    res
                 }
-                _ => break res,
+                Err(e) if tries > 0 && Instant::now() + backoff(tries) < until => {
+                    // Reconnecting during an outage: keep trying.
+                    let _ = e;
+                    tries += 1;
+                    std::thread::sleep(backoff(tries));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // A reply, or an error reply with a code, came from the server.
+            self.answered |= res.as_ref().map_or_else(|e| e.code().is_some(), |_| true);
+            match res {
+                Ok(v) => return Ok(v),
+                Err(e)
+                    if self.answered
+                        && resendable(&e, cluster)
+                        && Instant::now() + backoff(tries + 1) < until =>
+                {
+                    // Never reuse the connection: its replies may be out of
+                    // step, and a cluster one has a stale slot map.
+                    self.conn = None;
+                    tries += 1;
+                    std::thread::sleep(backoff(tries));
+                }
+                Err(e) => return Err(self.fail(e, what())),
             }
-        };
-        res.map_err(|e| self.fail(e, what()))
+        }
     }
 
     pub(crate) fn attempt(
@@ -611,6 +720,7 @@ impl Node {
         let limit = req.limit.to_string();
         let lease = ms(waiter_lease(req.ttl)).to_string();
         let flag = |b| if b { "1" } else { "0" };
+        let id = request_id();
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.keys(Some(token)),
@@ -623,8 +733,10 @@ impl Node {
                 &lease,
                 flag(reenter_only),
                 req.mode.arg(),
+                &id,
             ],
             || format!("acquire {:?}", lock.name()),
+            req.ttl.min(RESEND_WINDOW),
         )?;
         let int = |i: usize| -> Result<i64> {
             reply
@@ -687,6 +799,19 @@ impl Node {
     /// Replication is asynchronous: a failover can lose a fresh grant. With
     /// --min-replicas N, wait until N replicas have it, or give it back.
     fn confirm_replicas(&mut self, lock: &LockName, token: &Token) -> Result<()> {
+        let res = self.wait_replicas(&format!("acquire {:?}", lock.name()), "grant");
+        if res.is_err() {
+            // Unconfirmed is as good as refused: give the grant back.
+            let _ = self.abandon(lock, token);
+        }
+        res
+    }
+
+    /// WAIT until `min_replicas` replicas have every write this connection
+    /// made (the grant or renewal just done), within 4/5 of the timeout.
+    /// WAIT is not consensus: it says the replicas received the write, not
+    /// that a failover will promote one of them, nor that they keep it.
+    fn wait_replicas(&mut self, what: &str, write: &str) -> Result<()> {
         let want = self.server.min_replicas;
         let within = self.server.timeout * 4 / 5;
         let res: redis::RedisResult<i64> = redis::cmd("WAIT")
@@ -694,27 +819,18 @@ impl Node {
             .arg(within.as_millis() as u64)
             .query(self.conn()?);
         self.used();
-        let acked = match res {
-            Ok(n) => n,
-            Err(e) => {
-                // Unconfirmed is as good as refused: give the grant back.
-                let err = self.fail(e, format!("acquire {:?}: WAIT", lock.name()));
-                let _ = self.abandon(lock, token);
-                return Err(err);
-            }
-        };
+        let acked = res.map_err(|e| self.fail(e, format!("{what}: WAIT")))?;
         if acked >= i64::from(want) {
             return Ok(());
         }
-        let _ = self.abandon(lock, token);
         Err(Error::Unavailable {
             context: format!(
-                "acquire {:?}: the grant reached {acked} of the {want} replicas \
-                 --min-replicas asks for within {}; released it",
-                lock.name(),
+                "{what}: the {write} reached {acked} of the {want} replicas \
+                 --min-replicas asks for within {}",
                 human(within)
             ),
-            cause: redis::RedisError::from((redis::ErrorKind::Io, "too few replicas")),
+            // Not an outage: nothing to ride out or resend for.
+            cause: redis::RedisError::from((redis::ErrorKind::Client, "too few replicas")),
         })
     }
 
@@ -777,6 +893,7 @@ impl Node {
         let mut token = Token::generate();
         let mut announced = false;
         let mut failures = 0;
+        let mut outage = Outage::default();
         loop {
             if cancelled() {
                 return Err(self.give_up(&lock, &token, cancel));
@@ -818,30 +935,24 @@ impl Node {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }
                 Err(e) => {
-                    // The grant may have happened with its reply lost: give
-                    // that token up, and go on (if at all) with a new one so
-                    // that an orphaned grant can never count as a re-entry.
-                    if let Error::Unavailable { cause, .. } = &e
-                        && cause.is_timeout()
-                    {
+                    // Resent for a while already (see eval). The grant may
+                    // still have happened with every reply lost: give that
+                    // token up, and go on (if at all) with a new one.
+                    if matches!(e, Error::Unavailable { .. }) {
                         let _ = self.abandon(&lock, &token);
                     }
-                    failures += 1;
                     if cancelled() {
                         return Err(cancel.map_or(Error::Interrupted(0), Cancel::interrupted));
                     }
-                    // A first attempt fails fast; a wait already under way
-                    // rides out a short outage (a restart, a failover).
-                    let transient = announced && matches!(e, Error::Unavailable { .. });
-                    if failures >= MAX_FAILURES || !transient {
+                    if !self.answered || !outage.ride_out(&e, queue, deadline) {
                         return Err(e);
                     }
                     token = Token::generate();
-                    std::thread::sleep(backoff(failures));
                     continue;
                 }
             };
             failures = 0;
+            outage.over();
             let holder = busy.holder.as_ref().map(|_| busy.to_string());
             if !queue {
                 return Err(Error::Busy {
@@ -886,14 +997,12 @@ impl Node {
                 // A signal cuts a blocking read with a socket timeout short
                 // (EINTR, never restarted), a moment before the signal
                 // thread flags the cancellation; a dropped connection may
-                // be a blip. The connection is gone either way: look again
-                // after a breath, with a new one.
-                failures += 1;
-                std::thread::sleep(backoff(failures));
+                // be a blip, or a failover. The connection is gone either
+                // way: look again with a new one.
                 if cancelled() {
                     return Err(self.give_up(&lock, &token, cancel));
                 }
-                if failures >= MAX_FAILURES {
+                if !self.answered || !outage.ride_out(&e, queue, deadline) {
                     let _ = self.abandon(&lock, &token);
                     return Err(e);
                 }
@@ -926,11 +1035,14 @@ impl Node {
 
     /// Leave the wait queue and drop every hold of `token`.
     pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
+        let id = request_id();
+        let timeout = self.server.timeout;
         self.eval(
             &RELEASE,
-            &lock.keys(Some(token)),
-            &[token.as_str(), "1"],
+            &lock.release_keys(token, &id),
+            &[token.as_str(), "1", &id],
             || format!("release {:?}", lock.name()),
+            timeout,
         )
     }
 
@@ -938,11 +1050,13 @@ impl Node {
     /// (and any place in the wait queue).
     pub(crate) fn release(&mut self, key: &str, token: &Token, all: bool) -> Result<Released> {
         let lock = self.name(key)?;
+        let id = request_id();
         let n: i64 = self.eval(
             &RELEASE,
-            &lock.keys(Some(token)),
-            &[token.as_str(), if all { "1" } else { "0" }],
+            &lock.release_keys(token, &id),
+            &[token.as_str(), if all { "1" } else { "0" }, &id],
             || format!("release {key:?}"),
+            RESEND_WINDOW,
         )?;
         match n {
             0 => Ok(Released::Released),
@@ -958,14 +1072,23 @@ impl Node {
     pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let lock = self.name(key)?;
         let sent = BootTime::now();
+        let timeout = self.server.timeout;
+        // Naturally idempotent (it sets the lease end to at least now +
+        // TTL), and validity counts from the first send: resend freely.
         let n: i64 = self.eval(
             &RENEW,
             &lock.keys(None),
             &[token.as_str(), &ms(ttl).to_string()],
             || format!("renew {key:?}"),
+            timeout,
         )?;
         match n {
             n if n > 0 => {
+                // With --min-replicas a renewal counts only once replicas
+                // have it, so a failover cannot roll it back unnoticed.
+                if self.server.min_replicas > 0 {
+                    self.wait_replicas(&format!("renew {key:?}"), "renewal")?;
+                }
                 let left = Duration::from_millis(n as u64);
                 Ok(valid_until(sent, left))
             }
@@ -981,8 +1104,13 @@ impl Node {
     /// Who holds `key`, how long they keep it, who waits.
     pub(crate) fn status(&mut self, key: &str) -> Result<Status> {
         let lock = self.name(key)?;
-        let reply: Vec<Value> =
-            self.eval(&STATUS, &lock.keys(None), &[], || format!("status {key:?}"))?;
+        let reply: Vec<Value> = self.eval(
+            &STATUS,
+            &lock.keys(None),
+            &[],
+            || format!("status {key:?}"),
+            RESEND_WINDOW,
+        )?;
         parse_status(key, reply)
     }
 

@@ -83,7 +83,7 @@ impl Quorum {
         let nodes = servers
             .iter()
             .map(|s| {
-                let mut n = Node::new(s.clone(), prefix);
+                let mut n = Node::new(s.clone(), prefix).without_resends();
                 n.set_timeout(timeout);
                 Arc::new(Mutex::new(n))
             })

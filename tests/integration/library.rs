@@ -372,3 +372,48 @@ fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
     let after: Vec<_> = watched.iter().map(|&s| signal_state(s)).collect();
     assert_eq!(before, after);
 }
+
+/// A locker whose replies time out after `timeout`.
+fn impatient(r: &Redis, timeout: Duration) -> rlock::Locker {
+    let opts = rlock::ConnectOptions {
+        urls: vec![r.url()],
+        connect_timeout: timeout,
+        ..Default::default()
+    };
+    rlock::Locker::connect(&opts, "rlock:").unwrap()
+}
+
+#[test]
+fn calls_resent_after_lost_replies_count_once() {
+    // Redis stalls past the client's 200 ms reply timeout: the client
+    // resends on new connections, and when Redis resumes it runs the first
+    // send (still in the old connection's buffer) and every resend. Each
+    // call must still count once: one re-entry, one release.
+    let r = Redis::start();
+    let mut l = impatient(&r, Duration::from_millis(200));
+    let outer = l.acquire("once", &req(30_000), None, &mut |_| {}).unwrap();
+    let count = |r: &Redis| locker(&r.url()).status("once").unwrap().holders[0].count;
+
+    let mut nested = req(30_000);
+    nested.reenter = Some(outer.token.clone());
+    let thaw = freeze(&r, Duration::from_millis(700));
+    let inner = l.acquire("once", &nested, None, &mut |_| {});
+    thaw.join().unwrap();
+    let inner = inner.unwrap();
+    assert_eq!(inner.count, 2);
+    assert_eq!(count(&r), 2, "a resent re-entry counted twice");
+
+    let thaw = freeze(&r, Duration::from_millis(700));
+    let released = l.release("once", &outer.token);
+    thaw.join().unwrap();
+    assert_eq!(released.unwrap(), Released::StillHeld(1));
+    assert_eq!(count(&r), 1, "a resent release counted twice");
+
+    // The last hold: a resend finds the tombstone and says released, not
+    // gone (which exec would report as a lost lock).
+    let thaw = freeze(&r, Duration::from_millis(700));
+    let released = l.release("once", &outer.token);
+    thaw.join().unwrap();
+    assert_eq!(released.unwrap(), Released::Released);
+    r.assert_nothing_held(&[]);
+}

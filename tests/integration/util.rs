@@ -35,13 +35,23 @@ impl Redis {
     }
 
     /// Assert no lock state is left: only fencing counters (which never
-    /// expire by design) and keys the test wrote itself may remain.
+    /// expire by design), release tombstones (which must carry a TTL; they
+    /// let a resent release answer "released") and keys the test wrote
+    /// itself may remain.
     #[track_caller]
     pub fn assert_nothing_held(&self, allowed: &[&str]) {
         let left: Vec<String> = self
             .keys()
             .into_iter()
             .filter(|k| !k.ends_with(":fence") && !allowed.contains(&k.as_str()))
+            .filter(|k| {
+                let tombstone = k.contains("}:r:");
+                if tombstone {
+                    let ttl: i64 = self.cmd(&["PTTL", k]);
+                    assert!(ttl > 0 && ttl <= 10_000, "{k} has PTTL {ttl}");
+                }
+                !tombstone
+            })
             .collect();
         assert!(left.is_empty(), "lock state left in Redis: {left:?}");
     }
