@@ -70,3 +70,33 @@ fn a_frozen_sentinel_is_passed_over_within_the_timeout() {
         run.elapsed
     );
 }
+
+#[test]
+fn min_replicas_confirms_renewals_too() {
+    // Renewals count only once a replica has them: with the replica
+    // stopped, the lease cannot be confirmed, and exec stops its command
+    // as for a lost lock instead of trusting a renewal a failover could
+    // roll back.
+    let master = Redis::start();
+    let replica = replica_of(&master);
+    let exec = |cmd: &str| {
+        bare_rlock()
+            .args([
+                "--url",
+                &master.url(),
+                "--min-replicas",
+                "1",
+                "--connect-timeout",
+                "300ms",
+            ])
+            .args(["exec", "--ttl", "900ms", "k", "--", "sh", "-c", cmd])
+    };
+    exec("sleep 2").run().ok();
+    let child = exec("sleep 0.2; kill -STOP $REPLICA; sleep 5")
+        .env("REPLICA", &replica.child_pid().to_string())
+        .spawn();
+    let run = finish(child, "exec");
+    // SAFETY: plain syscall on our own replica.
+    unsafe { libc::kill(replica.child_pid() as i32, libc::SIGCONT) };
+    run.fails_with_lines(79, "no renewal confirmed");
+}

@@ -242,6 +242,16 @@ impl Cluster {
     }
 }
 
+/// A replica of `master`, in sync.
+pub fn replica_of(master: &Redis) -> Redis {
+    let replica = Redis::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    eventually(Duration::from_secs(10), "the replica to sync", || {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    });
+    replica
+}
+
 /// A master, one replica and three Sentinels watching them as "mymaster".
 pub struct Sentinels {
     pub master: Redis,
@@ -253,11 +263,7 @@ impl Sentinels {
     pub fn start() -> Sentinels {
         let master = Redis::start();
         let mport = master.port.to_string();
-        let replica = Redis::start_with(&["--replicaof", "127.0.0.1", &mport]);
-        eventually(Duration::from_secs(10), "the replica to sync", || {
-            let info: String = replica.cmd(&["INFO", "replication"]);
-            info.contains("master_link_status:up")
-        });
+        let replica = replica_of(&master);
         let sentinels = (0..3)
             .map(|i| {
                 let port = free_port();
