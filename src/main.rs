@@ -174,23 +174,31 @@ fn exec(
             Event::Killed if !g.quiet => {
                 say!("rlock: the command did not exit in time; sent SIGKILL")
             }
+            Event::Unconfirmed(d) if !g.quiet => say!(
+                "rlock: lock {key:?}: no renewal confirmed for {}; the command runs on \
+                 (--on-lost ignore) and renewing goes on",
+                human(d)
+            ),
             Event::ReleaseFailed(e) => {
                 say!("rlock: could not release {key:?} (it frees itself when its TTL ends): {e}")
             }
             _ => {}
         },
     );
-    let code = match result {
-        Err(rlock::Error::Lost { .. }) if reported => exit_code::LOST,
+    let finished = match result {
+        Err(rlock::Error::Lost { .. }) if reported => return Ok(exit_code::LOST),
         r => r?,
     };
     if g.verbose {
-        say!("rlock: released {key:?}; the command exited with {code}");
+        say!(
+            "rlock: released {key:?}; the command exited with {}",
+            finished.code
+        );
     }
     if interactive {
-        rlock::exec::tty::reraise_in_job(code);
+        rlock::exec::tty::reraise_in_job(finished.signal);
     }
-    Ok(code)
+    Ok(finished.code)
 }
 
 /// Acquire (or re-enter, inside an `rlock exec` of the same lock), with

@@ -77,6 +77,8 @@ pub(crate) struct Guard {
 pub(crate) struct Launch<'a> {
     pub program: &'a OsString,
     pub args: &'a [OsString],
+    /// rlock's controlling terminal, open.
+    pub tty: Option<RawFd>,
     /// Make the command's group the terminal's foreground group.
     pub foreground: bool,
 }
@@ -219,6 +221,8 @@ const CHLD: usize = IGNORED.len();
 
 fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     let sock = sock.as_raw_fd();
+    // SAFETY: plain syscall.
+    let job = unsafe { libc::getpgrp() };
     // SAFETY: all plain syscalls on this (single-threaded) process.
     let (inherited, sigfd, timer) = unsafe {
         libc::prctl(libc::PR_SET_NAME, c"rlock-guard".as_ptr());
@@ -264,9 +268,21 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
             exit()
         }
     };
-    // The guard needs no stdio; do not keep the command's pipes open.
+    // The command has its copies: keep nothing else open (no stdio pipe,
+    // no Redis connection of rlock's) but the guard's own descriptors.
+    let keep = [sock, sigfd, timer, launch.tty.unwrap_or(-1)];
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
     // SAFETY: plain syscalls on our own descriptors.
     unsafe {
+        for fd in open.into_iter().filter(|fd| !keep.contains(fd)) {
+            libc::close(fd);
+        }
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             for fd in 0..3 {
@@ -300,8 +316,19 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
                 }
                 Some(_) => {}
                 None => {
-                    // rlock is gone: nothing may run on without it.
+                    // rlock is gone: nothing may run on without it, and the
+                    // terminal goes back to rlock's job (its shell or
+                    // script), not to a dead group.
                     rlock_alive = false;
+                    if let Some(tty) = launch.tty.filter(|_| launch.foreground) {
+                        // First, as rlock's shell is already on its way.
+                        // SAFETY: plain syscalls; SIGTTOU is ignored here.
+                        unsafe {
+                            if libc::tcgetpgrp(tty) == main {
+                                libc::tcsetpgrp(tty, job);
+                            }
+                        }
+                    }
                     tree::kill_all(me);
                 }
             }
@@ -361,7 +388,7 @@ fn spawn(launch: &Launch, env: &[u8], inh: &Inherited) -> std::io::Result<libc::
         }
     }
     let guard = std::process::id() as libc::pid_t;
-    let (foreground, inh) = (launch.foreground, *inh);
+    let (tty, inh) = (launch.tty.filter(|_| launch.foreground), *inh);
     // SAFETY: only async-signal-safe syscalls run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -371,13 +398,20 @@ fn spawn(launch: &Launch, env: &[u8], inh: &Inherited) -> std::io::Result<libc::
             if libc::getppid() != guard {
                 libc::_exit(i32::from(exit_code::LOST)); // the guard died already
             }
-            if foreground {
+            if let Some(tty) = tty {
                 // Still ignoring SIGTTOU (the guard's setting), so a
                 // background group may take the terminal.
-                libc::tcsetpgrp(0, libc::getpid());
+                libc::tcsetpgrp(tty, libc::getpid());
             }
             for (i, &sig) in IGNORED.iter().enumerate() {
-                libc::sigaction(sig, &inh.actions[i], std::ptr::null_mut());
+                // SIGPIPE as std leaves it for any child: the default. The
+                // Rust runtime ignored it in rlock before main ran; a
+                // command must not inherit that (`... | head` would spin).
+                if sig == libc::SIGPIPE {
+                    libc::signal(sig, libc::SIG_DFL);
+                } else {
+                    libc::sigaction(sig, &inh.actions[i], std::ptr::null_mut());
+                }
             }
             libc::sigaction(libc::SIGCHLD, &inh.actions[CHLD], std::ptr::null_mut());
             libc::pthread_sigmask(libc::SIG_SETMASK, &inh.mask, std::ptr::null_mut());

@@ -135,6 +135,18 @@ pub enum Event<'a> {
     Killed,
     /// The lock could not be released; it frees itself when its TTL ends.
     ReleaseFailed(&'a Error),
+    /// `--on-lost ignore`: no renewal confirmed for this long; the command
+    /// runs on, and renewing goes on too.
+    Unconfirmed(Duration),
+}
+
+/// How the command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// rlock's exit code: the command's, or 128+N if signal N killed it.
+    pub code: u8,
+    /// The signal that killed the command, if one did.
+    pub signal: Option<i32>,
 }
 
 /// Events for the supervisor.
@@ -167,9 +179,9 @@ pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
 
 /// Acquire `key` as `req` says, run `spec` under the lock (renewing it,
 /// forwarding signals, enforcing the lock-loss policy), release it once no
-/// process of the command is left, and return rlock's exit code: the
-/// command's, or 128+N if signal N killed it. A lost lock is
-/// [`Error::Lost`].
+/// process of the command is left, and say how the command ended (rlock's
+/// exit code: the command's, or 128+N if signal N killed it). A lost lock
+/// is [`Error::Lost`].
 ///
 /// Call it with no other thread running (as the binary does), or with
 /// [`FORWARDED`] blocked in every other thread: rlock takes those signals
@@ -181,13 +193,15 @@ pub fn run(
     spec: &Spec,
     on_wait: &mut dyn FnMut(&Busy),
     on_event: &mut dyn FnMut(Event),
-) -> Result<u8> {
+) -> Result<Finished> {
     let lock = locker.name(key)?;
-    let interactive = tty::interactive();
+    let term = tty::Terminal::open();
+    let interactive = term.as_ref().is_some_and(tty::Terminal::ours);
     // First, while this process has one thread: see guard.rs.
     let guard = Guard::fork(&Launch {
         program: &spec.program,
         args: &spec.args,
+        tty: term.as_ref().map(tty::Terminal::fd),
         foreground: interactive,
     })?;
     let cancel = Cancel::new();
@@ -271,8 +285,8 @@ pub fn run(
                 )));
             }
         };
-        if interactive {
-            tty::give(pgid);
+        if let Some(t) = term.as_ref().filter(|_| interactive) {
+            t.give(pgid);
         }
         let t = tx.clone();
         let g = &guard;
@@ -306,6 +320,7 @@ pub fn run(
             lease,
             spec,
             interactive,
+            term: term.as_ref(),
             valid_until: &valid_until,
             stop: &stop,
             renewer: renewing.thread(),
@@ -315,8 +330,8 @@ pub fn run(
         // stopped first so it cannot extend what we give back.
         stop.store(true, Ordering::SeqCst);
         renewing.thread().unpark();
-        if interactive {
-            tty::take_back(pgid);
+        if let Some(t) = &term {
+            t.take_back(pgid);
         }
         if outcome.guard_killed {
             // Releasing now could let a rival in beside a process that had
@@ -346,6 +361,10 @@ pub fn run(
         if let Err(e) = &released {
             on_event(Event::ReleaseFailed(e));
         }
-        Ok(exit_code::for_status(outcome.status))
+        use std::os::unix::process::ExitStatusExt;
+        Ok(Finished {
+            code: exit_code::for_status(outcome.status),
+            signal: outcome.status.and_then(|st| st.signal()),
+        })
     })
 }

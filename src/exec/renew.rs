@@ -30,7 +30,10 @@ pub(crate) struct Renewal<'a> {
 pub(crate) fn renew_loop(locker: &mut Locker, r: Renewal, tx: Sender<Msg>) {
     let every = r.lease.ttl / 3;
     let retry = (every / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
-    let mut next = BootTime::now() + every;
+    // From the grant's request, as the validity deadline counts: the
+    // command's start may have taken a while.
+    let sent = r.lease.valid_until - (r.lease.ttl - crate::lock::drift(r.lease.ttl));
+    let mut next = sent + every;
     loop {
         while !r.stop.load(Ordering::SeqCst) && !next.passed() {
             std::thread::park_timeout(next.remaining());

@@ -33,6 +33,7 @@ pub(crate) struct Supervisor<'a> {
     pub lease: &'a Lease,
     pub spec: &'a Spec,
     pub interactive: bool,
+    pub term: Option<&'a super::tty::Terminal>,
     pub valid_until: &'a Mutex<BootTime>,
     pub stop: &'a AtomicBool,
     pub renewer: &'a std::thread::Thread,
@@ -55,10 +56,13 @@ impl Supervisor<'_> {
         };
         let mut kill_at: Option<BootTime> = None;
         let mut interrupts = 0;
+        let mut stalled = false;
         loop {
             let mut wake = BootTime::now() + Duration::from_secs(3600);
-            if out.lost.is_none() {
+            if out.lost.is_none() && !stalled {
                 wake = wake.min(self.valid_until() - lead);
+            } else if stalled {
+                wake = wake.min(BootTime::now() + lead.min(Duration::from_secs(1)));
             }
             if let Some(k) = kill_at {
                 wake = wake.min(k);
@@ -82,9 +86,15 @@ impl Supervisor<'_> {
                         kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
                     }
                 }
-                Some(Msg::Guard(Report::Stopped(sig))) if self.interactive => {
+                Some(Msg::Guard(Report::Stopped(sig)))
+                    if self.interactive
+                        || (self.term.is_some()
+                            && matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)) =>
+                {
+                    // Job control, or a background command that touched
+                    // the terminal: stop rlock's job too (see tty.rs).
                     let valid = || BootTime::now() < self.kill_by();
-                    tty::suspend(self.pgid, sig, valid);
+                    tty::suspend(self.term, self.pgid, sig, valid);
                 }
                 Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
                 Some(Msg::Guard(Report::SpawnFailed(_))) => {}
@@ -134,7 +144,16 @@ impl Supervisor<'_> {
                 }
                 None => {
                     let now = BootTime::now();
-                    if out.lost.is_none() && now + lead >= self.valid_until() {
+                    let stale = now + lead >= self.valid_until();
+                    if self.spec.on_lost == OnLost::Ignore {
+                        // Nothing to enforce: keep renewing (Redis may come
+                        // back while the lease lives) and say so once.
+                        if stale && !stalled && out.lost.is_none() {
+                            stalled = true;
+                            on_event(Event::Unconfirmed(self.lease.ttl - lead));
+                        }
+                        stalled &= stale;
+                    } else if out.lost.is_none() && stale {
                         let why =
                             format!("no renewal confirmed for {}", human(self.lease.ttl - lead));
                         kill_at = self.lose(&why, kill_at, on_event);

@@ -15,13 +15,13 @@
 //! unrelated process; only tree members are reaped by the guard or their
 //! own parents, which are ours, so the window is one syscall wide.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// Live (not zombie) descendants of `root`, parents before children.
 pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
-    let mut zombies = Vec::new();
+    let mut zombies = HashSet::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -45,8 +45,8 @@ pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
         let Some(ppid) = fields.next().and_then(|p| p.parse().ok()) else {
             continue;
         };
-        if state == "Z" || state == "X" {
-            zombies.push(pid);
+        if (state == "Z" || state == "X") && !live_threads(pid) {
+            zombies.insert(pid);
         }
         children.entry(ppid).or_default().push(pid);
     }
@@ -63,6 +63,21 @@ pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
         }
     }
     out
+}
+
+/// A thread-group leader that called pthread_exit shows as a zombie while
+/// its other threads run on (Go, some JVMs, C programs): it is alive until
+/// every thread of it has exited.
+fn live_threads(pid: libc::pid_t) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+            let state = s.rsplit_once(')').map_or("", |(_, r)| r.trim_start());
+            !(state.starts_with('Z') || state.starts_with('X'))
+        })
+    })
 }
 
 /// Send `sig` to every live descendant of `root`, once.

@@ -1,6 +1,6 @@
 //! Interactive use: the command owns the terminal, and job control works.
 //!
-//! When rlock runs in the foreground of a terminal on stdin, the command's
+//! When rlock runs in the foreground of its controlling terminal, the command's
 //! process group (a new one, as in non-interactive use) is made the
 //! terminal's foreground group, the way a shell starts a job. Ctrl-C and
 //! Ctrl-Z then reach the command's group only. When the command stops
@@ -9,75 +9,119 @@
 //! hands the terminal back (fg only) and continues the command — unless the
 //! lease ran out meanwhile: a stopped job renews nothing, and the guard
 //! kills the command at the kill deadline as for any lost lock.
+//!
+//! Not in the foreground (a background job `rlock exec ... &`, or stdin
+//! redirected at a prompt is fine): the command runs in the background
+//! too, and if it touches the terminal (SIGTTIN/SIGTTOU) rlock stops its
+//! own job the same way, so the shell shows it stopped and `fg` resumes it,
+//! as it would without rlock.
 
-/// Is rlock in the foreground of a terminal on stdin?
-pub fn interactive() -> bool {
-    // SAFETY: plain syscalls on fd 0.
-    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
-}
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Make `pgid` the terminal's foreground group, from whichever group we
-/// are in (SIGTTOU blocked for this thread meanwhile, as shells do).
-fn set_foreground(pgid: libc::pid_t) {
-    // SAFETY: plain syscalls on this thread's mask and fd 0.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTTOU);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        libc::tcsetpgrp(0, pgid);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-    }
-}
+/// rlock's controlling terminal, if it has one (whatever stdin is: `echo |
+/// rlock exec ...` typed at a prompt is interactive too).
+pub(crate) struct Terminal(OwnedFd);
 
-/// Give the terminal to the command's group (it also takes it itself
-/// before exec, so either order of the two is fine).
-pub(crate) fn give(pgid: libc::pid_t) {
-    set_foreground(pgid);
-}
-
-/// Take the terminal back if the command's group has it.
-pub(crate) fn take_back(pgid: libc::pid_t) {
-    // SAFETY: plain syscalls.
-    unsafe {
-        if libc::tcgetpgrp(0) == pgid {
-            set_foreground(libc::getpgrp());
-        }
-    }
-}
-
-/// The command was stopped by `sig`: stop rlock's job likewise, and when
-/// it is continued, continue the command if `still_valid()`.
-pub(crate) fn suspend(pgid: libc::pid_t, sig: i32, still_valid: impl Fn() -> bool) {
-    take_back(pgid);
-    // SAFETY: plain syscalls. Stopping our own group stops this process
-    // (every thread) until the shell sends SIGCONT, so kill returns then.
-    unsafe {
-        let stop = if sig == libc::SIGSTOP {
-            libc::SIGSTOP
-        } else {
-            libc::SIGTSTP
+impl Terminal {
+    pub(crate) fn open() -> Option<Terminal> {
+        // SAFETY: plain syscall; the fd is ours, close-on-exec.
+        let fd = unsafe {
+            libc::open(
+                c"/dev/tty".as_ptr(),
+                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOCTTY,
+            )
         };
-        libc::kill(0, stop);
-        if !still_valid() {
-            return; // the guard kills it at the deadline
-        }
-        if libc::tcgetpgrp(0) == libc::getpgrp() {
-            give(pgid); // `fg`; after `bg` the terminal stays with the shell
-        }
-        libc::killpg(pgid, libc::SIGCONT);
+        // SAFETY: a fresh fd we own.
+        (fd >= 0).then(|| Terminal(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// Is rlock's process group the terminal's foreground group?
+    pub(crate) fn ours(&self) -> bool {
+        // SAFETY: plain syscalls.
+        unsafe { libc::tcgetpgrp(self.fd()) == libc::getpgrp() }
+    }
+
+    /// Make `pgid` the terminal's foreground group, from whichever group we
+    /// are in (SIGTTOU blocked for this thread meanwhile, as shells do).
+    pub(crate) fn give(&self, pgid: libc::pid_t) {
+        // SAFETY: plain syscalls on this thread's mask and our tty fd.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTTOU);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            libc::tcsetpgrp(self.fd(), pgid);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+    }
+
+    /// Take the terminal back if the command's group has it.
+    pub(crate) fn take_back(&self, pgid: libc::pid_t) {
+        // SAFETY: plain syscalls.
+        unsafe {
+            if libc::tcgetpgrp(self.fd()) == pgid {
+                self.give(libc::getpgrp());
+            }
+        }
+    }
+}
+
+/// Is rlock in the foreground of its controlling terminal?
+pub fn interactive() -> bool {
+    Terminal::open().is_some_and(|t| t.ours())
+}
+
+/// The command (group `pgid`) was stopped by `sig`: stop rlock's job
+/// likewise, and when it is continued, continue the command if
+/// `still_valid()`, handing it the terminal if rlock's job has it (`fg`).
+pub(crate) fn suspend(
+    term: Option<&Terminal>,
+    pgid: libc::pid_t,
+    sig: i32,
+    still_valid: impl Fn() -> bool,
+) {
+    if let Some(t) = term {
+        t.take_back(pgid);
+    }
+    let stop = if sig == libc::SIGSTOP {
+        libc::SIGSTOP
+    } else {
+        libc::SIGTSTP
+    };
+    let before = std::time::Instant::now();
+    // SAFETY: plain syscall. Stopping our own group stops this process
+    // (every thread) until the shell sends SIGCONT, so kill returns then.
+    unsafe { libc::kill(0, stop) };
+    if !still_valid() {
+        return; // the guard kills it at the deadline
+    }
+    if before.elapsed() < std::time::Duration::from_millis(10) {
+        // The stop did not take (an orphaned group, SIGTSTP ignored):
+        // nobody will continue us, so go on, but not in a tight loop with
+        // a command that stops again at once.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if let Some(t) = term.filter(|t| t.ours()) {
+        t.give(pgid); // `fg`; after `bg` the terminal stays with the shell
+    }
+    // SAFETY: plain syscall on the command's group.
+    unsafe { libc::killpg(pgid, libc::SIGCONT) };
 }
 
 /// After an interactive command died of Ctrl-C or Ctrl-\, end rlock's own
 /// job the same way, as the terminal would have had rlock not handed it
 /// the terminal: a shell script that ran `rlock exec` then stops too,
-/// instead of going on with its next line. Call with rlock's signal
-/// dispositions as they were at start (the binary: at the very end).
-pub fn reraise_in_job(code: u8) {
-    let sig = i32::from(code) - 128;
-    if sig == libc::SIGINT || sig == libc::SIGQUIT {
+/// instead of going on with its next line. `signal` is the signal that
+/// killed the command, if one did (an `exit 130` is not Ctrl-C). Call with
+/// rlock's signal dispositions as they were at start (the binary: at the
+/// very end).
+pub fn reraise_in_job(signal: Option<i32>) {
+    if let Some(sig @ (libc::SIGINT | libc::SIGQUIT)) = signal {
         // SAFETY: plain syscall.
         unsafe { libc::kill(0, sig) };
     }

@@ -760,6 +760,164 @@ fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
     assert!(held(&r, "k"));
 }
 
+#[test]
+fn a_process_whose_main_thread_exited_is_still_killed() {
+    // A zombie thread-group leader whose other threads run on (Go, some
+    // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
+    let r = Redis::start();
+    let dir = tmp("zombie-leader");
+    let (src, bin, ledger) = (dir.join("zl.c"), dir.join("zl"), dir.join("ledger"));
+    std::fs::write(
+        &src,
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *tick(void *p) { for (;;) { FILE *f = fopen(p, "a"); fputs("A\n", f); fclose(f); usleep(20000); } }
+int main(int c, char **v) { pthread_t t; pthread_create(&t, 0, tick, v[1]); pthread_exit(0); }
+"#,
+    )
+    .unwrap();
+    let cc = std::process::Command::new("cc")
+        .args(["-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let child = rlock(&r)
+        .args([
+            "exec",
+            "--ttl",
+            "1s",
+            "k",
+            "--",
+            bin.to_str().unwrap(),
+            ledger.to_str().unwrap(),
+        ])
+        .spawn();
+    eventually(Duration::from_secs(5), "ticks", || lines(&ledger) >= 3);
+    delete_lock(&r, "k");
+    finish(child, "exec").code(79);
+    let at_exit = lines(&ledger);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lines(&ledger), at_exit, "the threads ran on");
+}
+
+#[test]
+fn the_command_gets_sigpipe_at_its_default() {
+    // The Rust runtime ignores SIGPIPE in rlock; `yes | head -1` under
+    // rlock must end as it does without.
+    let r = Redis::start();
+    let run = rlock(&r)
+        .args([
+            "exec",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            "grep SigIgn /proc/self/status",
+        ])
+        .run()
+        .ok();
+    let mask = u64::from_str_radix(run.stdout.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "{}", run.stdout);
+}
+
+#[test]
+fn a_command_reading_the_terminal_works_with_stdin_redirected() {
+    use std::io::Write;
+    let r = Redis::start();
+    let dir = tmp("tty-read");
+    let out = dir.join("out");
+    let inner = format!(
+        "echo | $BIN exec k -- sh -c 'read x < /dev/tty; echo got $x > {o}'",
+        o = out.display()
+    );
+    let mut child = under_pty(&r, &inner);
+    std::thread::sleep(Duration::from_millis(300));
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(b"hello\n").unwrap();
+    stdin.flush().unwrap();
+    eventually(Duration::from_secs(10), "the command to read", || {
+        !read(&out).is_empty()
+    });
+    assert_eq!(read(&out).trim(), "got hello");
+    child.wait().unwrap();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn an_exit_code_of_130_is_not_a_ctrl_c() {
+    let r = Redis::start();
+    let dir = tmp("tty-130");
+    let after = dir.join("after");
+    let inner = format!(
+        "$BIN exec k -- sh -c 'exit 130'; echo after=$? > {a}",
+        a = after.display()
+    );
+    under_pty(&r, &inner).wait().unwrap();
+    assert_eq!(read(&after).trim(), "after=130");
+}
+
+#[test]
+fn a_killed_interactive_rlock_gives_the_terminal_back() {
+    use std::io::Write;
+    let r = Redis::start();
+    let dir = tmp("tty-back");
+    let (pidfile, out) = (dir.join("pid"), dir.join("out"));
+    let inner = format!(
+        "$BIN exec k -- sh -c 'echo $$ > {p}; sleep 100'; sleep 0.5; read x; echo got=$x > {o}",
+        p = pidfile.display(),
+        o = out.display()
+    );
+    let mut child = under_pty(&r, &inner);
+    eventually(Duration::from_secs(5), "the command's pid", || {
+        read(&pidfile).trim().parse::<i32>().is_ok()
+    });
+    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    kill(rlock_of(cmd) as u32, libc::SIGKILL);
+    eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
+    std::thread::sleep(Duration::from_millis(200));
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(b"typed\n").unwrap();
+    stdin.flush().unwrap();
+    eventually(Duration::from_secs(10), "the script to read", || {
+        !read(&out).is_empty()
+    });
+    assert_eq!(read(&out).trim(), "got=typed");
+    child.wait().unwrap();
+}
+
+#[test]
+fn on_lost_ignore_rides_out_a_stall_without_giving_the_lock_up() {
+    let r = Redis::start();
+    let child = rlock(&r)
+        .args([
+            "exec",
+            "--ttl",
+            "1500ms",
+            "--on-lost",
+            "ignore",
+            "--connect-timeout",
+            "300ms",
+        ])
+        .args(["k", "--", "sleep", "4"])
+        .spawn();
+    eventually(Duration::from_secs(5), "the lock", || held(&r, "k"));
+    kill(r.child_pid(), libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(1200));
+    kill(r.child_pid(), libc::SIGCONT);
+    std::thread::sleep(Duration::from_millis(1500));
+    // Renewing went on after the stall: still ours.
+    rlock(&r).args(["acquire", "-n", "k"]).run().code(75);
+    let run = finish(child, "exec").ok();
+    assert!(
+        run.stderr.contains("no renewal confirmed"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// A ledger line per tick: "A <ns>" while the first holder runs.
 fn ticking(ledger: &Path, tag: &str) -> String {
     format!(

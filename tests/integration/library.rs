@@ -352,7 +352,7 @@ fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
             &mut |_| {},
             &mut |_| {},
         );
-        assert_eq!(code.unwrap(), 7);
+        assert_eq!(code.unwrap().code, 7);
     }
     let after: Vec<_> = watched.iter().map(|&s| signal_state(s)).collect();
     assert_eq!(
