@@ -60,6 +60,19 @@ local function forget_holder(tok)
   end
 end
 
+-- A token that holds nothing gets -1 ("not held": released, or expired)
+-- when the lock is shared (semaphore slots, readers), since other holders
+-- say nothing about this token; -2 ("another owner") only when an
+-- exclusive lock is held by someone else. So releasing twice is harmless
+-- for every kind.
+local function not_held_reply()
+  if redis.call('ZCARD', HOLDERS) == 0 then return -1 end
+  local kind = redis.call('HGET', STATE, 'kind')
+  if kind == 'x' and tonumber(redis.call('HGET', STATE, 'limit')) == 1 then return -2 end
+  if kind == 'rw' and redis.call('HEXISTS', STATE, 'writer') == 1 then return -2 end
+  return -1
+end
+
 local function leave_queue(tok)
   redis.call('ZREM', QUEUE, tok)
   redis.call('ZREM', ALIVE, tok)

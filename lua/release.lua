@@ -15,8 +15,9 @@
 --
 -- Returns
 --   n >= 0   holds this token still has (0: the lock is released)
---   -1       nobody holds the lock (already released, or expired)
---   -2       the lock is held, but not by this token
+--   -1       this token holds nothing (already released, or expired); the
+--            lock may have other holders if it is shared
+--   -2       an exclusive lock (or a writer) is held by another token
 local tok, req, done = ARGV[1], ARGV[3], KEYS[8]
 local bad = check_types()
 if bad then return bad end
@@ -47,10 +48,8 @@ if held then
   else
     redis.call('HSET', STATE, 'r:' .. tok, req)
   end
-elseif redis.call('ZCARD', HOLDERS) == 0 then
-  result = -1
 else
-  result = -2
+  result = not_held_reply()
 end
 wake()
 tidy(now)

@@ -9,8 +9,9 @@
 --
 -- Returns
 --   ms > 0   renewed; the lease now ends ms from now (at least ARGV[2])
---   -1       nobody holds the lock (released, or expired)
---   -2       the lock is held, but not by this token
+--   -1       this token holds nothing (released, or expired; other
+--            holders of a shared lock do not change that)
+--   -2       an exclusive lock (or a writer) is held by another token
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local bad = check_types()
 if bad then return bad end
@@ -26,7 +27,4 @@ if exp then
   end
   return exp - now
 end
-if redis.call('ZCARD', HOLDERS) == 0 then
-  return -1
-end
-return -2
+return not_held_reply()

@@ -1094,7 +1094,7 @@ impl Node {
             }
             -1 => Err(Error::Lost {
                 key: key.into(),
-                why: "nobody holds it (it expired or was released)".into(),
+                why: "this token holds it no more (it expired or was released)".into(),
             }),
             -2 => Err(Error::NotOwner { key: key.into() }),
             n => Err(Error::Protocol(format!("renew returned {n}"))),

@@ -45,6 +45,23 @@ fn releasing_twice_is_harmless_and_says_so() {
     let again = rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     assert!(again.stderr.contains("not held"), "{}", again.stderr);
     r.assert_nothing_held(&[]);
+    // Also while other slots of a semaphore are held (it said "another
+    // owner", 77, before).
+    let a = rlock(&r)
+        .args(["acquire", "--limit", "2", "s"])
+        .run()
+        .ok()
+        .token();
+    let b = rlock(&r)
+        .args(["acquire", "--limit", "2", "s"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r).args(["release", "s", "--token", &a]).run().ok();
+    let again = rlock(&r).args(["release", "s", "--token", &a]).run().ok();
+    assert!(again.stderr.contains("not held"), "{}", again.stderr);
+    rlock(&r).args(["release", "s", "--token", &b]).run().ok();
+    r.assert_nothing_held(&[]);
 }
 
 #[test]
