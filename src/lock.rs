@@ -63,9 +63,12 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 pub const WAITER_LEASE: Duration = Duration::from_secs(5);
 /// Late grants in a row an acquire gives back before it gives up.
 const MAX_FAILURES: u32 = 3;
-/// A connection idle for longer than this is replaced before use: servers,
-/// proxies and NATs close idle connections, and a command sent into a dead
-/// one fails where a fresh one would work.
+/// A node that never resends (RedLock) replaces a connection idle for
+/// longer than this before use: servers, proxies and NATs close idle
+/// connections, and a command sent into a dead one would fail. Other nodes
+/// keep their connection (no reconnect, no TLS handshake per renewal): a
+/// dead one fails the call with an I/O error, and the call is resent on a
+/// fresh one (see `eval`).
 const IDLE_RECONNECT: Duration = Duration::from_secs(1);
 /// Cap on any wait, so that deadlines never overflow.
 const MAX_WAIT: Duration = crate::duration::MAX;
@@ -612,7 +615,7 @@ impl Node {
     }
 
     fn conn(&mut self) -> Result<&mut Conn> {
-        if self.last_used.elapsed() > IDLE_RECONNECT {
+        if self.resend_cap.is_zero() && self.last_used.elapsed() > IDLE_RECONNECT {
             self.conn = None;
         }
         self.last_used = Instant::now();

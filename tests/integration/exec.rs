@@ -918,6 +918,29 @@ fn on_lost_ignore_rides_out_a_stall_without_giving_the_lock_up() {
     );
 }
 
+#[test]
+fn renewals_reuse_one_connection() {
+    // No reconnect (no TLS handshake on rediss://) per renewal: the
+    // acquiring connection and the renewer's, and nothing more.
+    let r = Redis::start();
+    let connections = || -> u64 {
+        let info: String = r.cmd(&["INFO", "stats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = connections();
+    rlock(&r)
+        .args(["exec", "--ttl", "900ms", "k", "--", "sleep", "2.5"])
+        .run()
+        .ok();
+    // Our own INFO connection counts once.
+    assert_eq!(connections() - before, 3, "connections opened by one exec");
+}
+
 /// A ledger line per tick: "A <ns>" while the first holder runs.
 fn ticking(ledger: &Path, tag: &str) -> String {
     format!(
