@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 use rlock::{ConnectOptions, Locker, Released, Request, Wait};
 
+#[path = "cli/cost.rs"]
+mod cost;
 #[path = "cli/safety.rs"]
 mod safety;
 
@@ -90,6 +92,9 @@ fn main() {
     }
     if run("9") {
         safety::margins();
+    }
+    if run("10") {
+        cost::redis_cost();
     }
 
     println!();
