@@ -46,7 +46,27 @@ prune(now)
 local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0
 local cur_kind = redis.call('HGET', STATE, 'kind')
 if cur_kind and cur_kind ~= kind and in_use then
-  return {-3, cur_kind}
+  -- An exclusive lock is a write lock: flock(1)'s shared and exclusive
+  -- locks on one file work together, so `rlock exec -s K` (a read) and
+  -- `rlock exec K` do too. A semaphore and a read-write lock do not mix.
+  if kind == 'x' and limit == 1 and cur_kind == 'rw' then
+    kind, mode = 'rw', 'w'
+  elseif kind == 'rw' and cur_kind == 'x'
+      and tonumber(redis.call('HGET', STATE, 'limit')) == 1 then
+    -- Turn the exclusive lock in use into a write lock: its holder is the
+    -- writer, its waiters wait as writers, in their order.
+    redis.call('HSET', STATE, 'kind', 'rw')
+    redis.call('HDEL', STATE, 'limit')
+    for _, h in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
+      redis.call('HSET', STATE, 'm:' .. h, 'w', 'writer', h)
+    end
+    local q = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
+    for i = 1, #q, 2 do
+      redis.call('ZADD', WRITERS, q[i + 1], q[i])
+    end
+  else
+    return {-3, cur_kind}
+  end
 end
 
 local exp = redis.call('ZSCORE', HOLDERS, tok)

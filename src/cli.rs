@@ -6,7 +6,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use std::ffi::OsString;
 
-use rlock::duration::Span;
+use rlock::duration::{Seconds, Span};
 
 const AFTER_HELP: &str = "\
 Environment:
@@ -246,9 +246,12 @@ Examples:
         slots: Slots,
         #[command(flatten)]
         run: RunOpts,
-        /// The command and its arguments, best after `--`
+        #[command(flatten)]
+        flock: FlockOpts,
+        /// The command and its arguments (after `--`, or right after the key
+        /// as after flock's file)
         #[arg(
-            required = true,
+            conflicts_with = "command_string",
             trailing_var_arg = true,
             allow_hyphen_values = true,
             value_name = "CMD"
@@ -335,12 +338,25 @@ pub struct LockOpts {
     #[arg(long, default_value = "30s", value_name = "D", help_heading = "Lock")]
     pub ttl: Span,
 
-    /// Wait at most this long for a busy lock (default: forever)
-    #[arg(short, long, value_name = "D", help_heading = "Lock")]
-    pub wait: Option<Span>,
+    /// Wait at most this long for a busy lock (default: forever); a bare
+    /// number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)
+    #[arg(
+        short,
+        long,
+        visible_alias = "timeout",
+        value_name = "D",
+        help_heading = "Lock"
+    )]
+    pub wait: Option<Seconds>,
 
     /// Fail at once if the lock is busy
-    #[arg(short = 'n', long, conflicts_with = "wait", help_heading = "Lock")]
+    #[arg(
+        short = 'n',
+        long,
+        visible_aliases = ["nb", "nonblock"],
+        conflicts_with = "wait",
+        help_heading = "Lock"
+    )]
     pub no_wait: bool,
 
     /// Exit code when the lock is busy or the wait times out
@@ -352,6 +368,91 @@ pub struct LockOpts {
         help_heading = "Lock"
     )]
     pub conflict_exit_code: u8,
+}
+
+/// flock(1)'s own options, so that `flock` -> `rlock exec` is a one-word
+/// change in a crontab line.
+#[derive(Debug, Args)]
+pub struct FlockOpts {
+    /// Take a shared (read) lock: `rlock exec -s K` is `rlock rw read K`
+    #[arg(
+        short = 's',
+        long,
+        conflicts_with = "exclusive",
+        help_heading = "flock(1) options"
+    )]
+    pub shared: bool,
+    /// Take an exclusive lock (the default)
+    #[arg(
+        short = 'x',
+        short_alias = 'e',
+        long,
+        help_heading = "flock(1) options"
+    )]
+    pub exclusive: bool,
+    /// Run CMD through `sh -c`, as flock -c does
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "CMD",
+        help_heading = "flock(1) options"
+    )]
+    pub command_string: Option<OsString>,
+    /// Accepted: rlock never passes a lock descriptor to the command
+    #[arg(short = 'o', long, help_heading = "flock(1) options")]
+    pub close: bool,
+    /// Refused: rlock must stay alive to renew the lease
+    #[arg(short = 'F', long, help_heading = "flock(1) options")]
+    pub no_fork: bool,
+    /// Refused: rlock locks are released with `rlock release`
+    #[arg(short = 'u', long, help_heading = "flock(1) options")]
+    pub unlock: bool,
+    /// Refused: rlock locks are not file descriptors
+    #[arg(long, value_name = "FD", help_heading = "flock(1) options")]
+    pub fd: Option<String>,
+}
+
+const NO_DESCRIPTORS: &str = "rlock locks are not file descriptors: hold one across \
+     several commands with tok=$(rlock acquire KEY) ... rlock release KEY --token \"$tok\"";
+
+impl FlockOpts {
+    /// The flock(1) options rlock cannot honour, refused with the reason;
+    /// `key` and `command` catch the descriptor form `flock 9`.
+    pub fn refuse(&self, key: &str, command: &[OsString]) -> Result<(), String> {
+        if self.no_fork {
+            return Err(
+                "--no-fork (-F) cannot work: rlock must stay alive while the \
+                 command runs, to renew the lease; drop the flag"
+                    .into(),
+            );
+        }
+        if self.unlock {
+            return Err(format!(
+                "--unlock (-u) has no counterpart: {NO_DESCRIPTORS}"
+            ));
+        }
+        if let Some(fd) = &self.fd {
+            return Err(format!("--fd {fd}: {NO_DESCRIPTORS}"));
+        }
+        if command.is_empty() && self.command_string.is_none() {
+            if key.chars().all(|c| c.is_ascii_digit()) {
+                return Err(format!(
+                    "`rlock exec {key}` without a command looks like flock's descriptor \
+                     form: {NO_DESCRIPTORS}"
+                ));
+            }
+            return Err("no command given: rlock exec KEY [--] CMD [ARGS...], or -c CMD".into());
+        }
+        Ok(())
+    }
+
+    /// The command to run: `sh -c CMD` for -c, else what followed the key.
+    pub fn command(&self, command: &[OsString]) -> Vec<OsString> {
+        match &self.command_string {
+            Some(c) => vec!["sh".into(), "-c".into(), c.clone()],
+            None => command.to_vec(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -25,7 +25,8 @@ impl FromStr for Span {
         }
         if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
             return Err(format!(
-                "duration {t:?} has no unit; write e.g. {t}s or {t}ms"
+                "duration {t:?} has no unit (seconds or milliseconds? the PX/EX trap); \
+                 write e.g. {t}s or {t}ms"
             ));
         }
         let d = humantime::parse_duration(t)
@@ -68,6 +69,34 @@ pub fn human(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(secs)).to_string()
 }
 
+/// A wait, as flock(1), sleep(1) and timeout(1) read it: a bare number
+/// (fractions allowed) is seconds, `0` means do not wait; a value with a
+/// unit (`30s`, `5m`) works too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seconds(pub Duration);
+
+impl FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let bare = !t.is_empty()
+            && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+            && t.matches('.').count() <= 1
+            && t != ".";
+        if !bare {
+            return t.parse::<Span>().map(|s| Seconds(s.0));
+        }
+        let secs: f64 = t
+            .parse()
+            .map_err(|_| format!("invalid number of seconds {t:?}"))?;
+        if secs > MAX.as_secs_f64() {
+            return Err(format!("wait {t:?} is too long; at most 100 years"));
+        }
+        Ok(Seconds(Duration::from_secs_f64(secs)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +125,19 @@ mod tests {
         assert_eq!(human(Duration::from_secs(7 * 24 * 3600)), "7days");
         assert_eq!(human(MAX), humantime::format_duration(MAX).to_string());
         assert!(!human(Duration::MAX).is_empty());
+    }
+
+    #[test]
+    fn waits_take_bare_seconds_like_flock() {
+        let w = |s: &str| s.parse::<Seconds>().map(|w| w.0);
+        assert_eq!(w("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(w("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(w("0"), Ok(Duration::ZERO));
+        assert_eq!(w("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(w("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", ".", "1.2.3", "-1", "soon", "99999999999999"] {
+            assert!(w(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -247,11 +247,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             lock,
             slots,
             run,
+            flock,
             command,
         } => {
+            flock.refuse(key, command).map_err(rlock::Error::Usage)?;
             let mut req = request(lock);
             req.limit = slots.limit;
-            exec(g, key, req, run, command)
+            if flock.shared {
+                req.mode = Mode::Read;
+            }
+            exec(g, key, req, run, &flock.command(command))
         }
         Command::Rw {
             mode,

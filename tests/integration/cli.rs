@@ -397,7 +397,9 @@ mod bad_input {
             64,
             "out of range",
         );
-        refused(&r, &["acquire", "k", "-w", "5"], 64, "no unit");
+        // A bare number is seconds for a wait (as flock), never for a TTL.
+        refused(&r, &["acquire", "k", "--ttl", "5"], 64, "no unit");
+        refused(&r, &["acquire", "k", "-w", "1.2.3"], 64, "duration");
         refused(
             &r,
             &["--connect-timeout", "x", "status", "k"],

@@ -71,7 +71,7 @@ fn command_not_found_or_not_executable() {
         .run()
         .fails(126, "permission denied");
     r.assert_nothing_held(&[]);
-    rlock(&r).args(["exec", "k"]).run().fails(64, "required");
+    rlock(&r).args(["exec", "k"]).run().fails(64, "no command");
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn readers_overlap() {
 }
 
 #[test]
-fn a_writer_excludes_everyone_and_kinds_do_not_mix() {
+fn a_writer_excludes_everyone_and_only_semaphores_do_not_mix() {
     let r = Redis::start();
     let w = rlock(&r).args(["rw", "write", "cat"]).run().ok().token();
     rlock(&r)
@@ -65,10 +65,11 @@ fn a_writer_excludes_everyone_and_kinds_do_not_mix() {
         .args(["rw", "write", "-n", "cat"])
         .run()
         .fails(75, "busy");
+    // An exclusive lock is a write lock (as flock's -x and -s interoperate).
     rlock(&r)
         .args(["acquire", "-n", "cat"])
         .run()
-        .fails(64, "read-write lock");
+        .fails(75, "busy");
     rlock(&r)
         .args(["rw", "read", "-w", "200ms", "cat"])
         .run()
@@ -79,12 +80,23 @@ fn a_writer_excludes_everyone_and_kinds_do_not_mix() {
         (Some("rw"), Some("write"))
     );
     rlock(&r).args(["release", "cat", "--token", &w]).run().ok();
-    // And the other way round: an exclusive lock is not an rw lock.
-    rlock(&r).args(["acquire", "ex"]).run().ok();
+    // And the other way round: a reader waits for an exclusive holder.
+    let x = rlock(&r).args(["acquire", "ex"]).run().ok().token();
     rlock(&r)
         .args(["rw", "read", "-n", "ex"])
         .run()
-        .fails(64, "exclusive lock");
+        .fails(75, "busy");
+    rlock(&r).args(["release", "ex", "--token", &x]).run().ok();
+    rlock(&r).args(["rw", "read", "-n", "ex"]).run().ok();
+    // A semaphore is not a read-write lock.
+    rlock(&r)
+        .args(["acquire", "--limit", "2", "sem"])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["rw", "read", "-n", "sem"])
+        .run()
+        .fails(64, "exclusive lock or semaphore");
     rlock(&r)
         .args(["rw", "read", "--limit", "2", "cat"])
         .run()
