@@ -122,6 +122,13 @@ enum Client {
 /// costs the whole connect timeout, on every reconnect of a renewal or a
 /// wait). So each seed gets a client of its own, tried one at a time, the
 /// one that answered last first, then the others in turn.
+///
+/// No choice of seed gives a better slot map while a failover is under
+/// way: until the replica is promoted, every node's CLUSTER SLOTS still
+/// names the dead master (cluster_state:fail included), and redis-rs,
+/// with retries(0), fails a command for its slots with the I/O error of
+/// dialing it. The caller resends on a new connection until its deadline;
+/// once the replica is promoted, every node's map names it.
 struct ClusterSeeds {
     /// One client per seed, with that seed as its only initial node, and
     /// the seed's host:port.
@@ -342,9 +349,8 @@ impl Server {
         if tls {
             install_crypto_provider();
         }
-        let mut clients = Vec::with_capacity(seeds.len());
-        for seed in seeds {
-            let mut b = redis::cluster::ClusterClient::builder([seed.info])
+        let build = |nodes: Vec<redis::ConnectionInfo>, label: &str| {
+            let mut b = redis::cluster::ClusterClient::builder(nodes)
                 .connection_timeout(opts.connect_timeout)
                 .response_timeout(opts.connect_timeout)
                 // No resends: redis-rs sends a command again after a read
@@ -360,10 +366,14 @@ impl Server {
                     b = b.certs(certs.clone());
                 }
             }
-            let client = b
-                .build()
-                .map_err(|e| Error::Usage(format!("{}: {e}", seed.label)))?;
-            clients.push((seed.label, client));
+            b.build().map_err(|e| Error::Usage(format!("{label}: {e}")))
+        };
+        // All seeds in one client first, only for redis-rs' checks that
+        // they agree (credentials, database, TLS).
+        build(seeds.iter().map(|s| s.info.clone()).collect(), &label)?;
+        let mut clients = Vec::with_capacity(seeds.len());
+        for seed in seeds {
+            clients.push((seed.label.clone(), build(vec![seed.info], &seed.label)?));
         }
         Ok(Server {
             client: Client::Cluster(std::sync::Arc::new(ClusterSeeds {

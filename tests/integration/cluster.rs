@@ -183,4 +183,10 @@ fn when_no_seed_answers_each_is_named() {
         .run()
         .fails(69, &format!("127.0.0.1:{a}: Connection refused"))
         .fails(69, &format!("127.0.0.1:{b}: Connection refused"));
+    // Seeds still have to agree on their credentials.
+    bare_rlock()
+        .args(["--cluster", "--url", &format!("redis://:pw@127.0.0.1:{a}")])
+        .args(["--url", &format!("redis://127.0.0.1:{b}"), "status", "k"])
+        .run()
+        .fails(64, "different password");
 }
