@@ -106,11 +106,72 @@ pub(crate) struct Server {
 
 #[derive(Clone)]
 enum Client {
-    One(redis::Client),
-    Cluster(redis::cluster::ClusterClient),
+    One(Box<redis::Client>),
+    Cluster(std::sync::Arc<ClusterSeeds>),
     /// Asks the Sentinels for the current master at every (re)connect, so
     /// a failover is followed on the next connection.
     Sentinel(std::sync::Arc<Sentinels>),
+}
+
+/// A Redis Cluster and the seed nodes it is reached through.
+///
+/// redis-rs' ClusterClient, given several seeds, dials them in the order
+/// given on every new connection and takes the slot map from the first that
+/// answers (a dead seed is passed over, but dialed again each time: a
+/// refused connection costs nothing, a host that is down or a frozen node
+/// costs the whole connect timeout, on every reconnect of a renewal or a
+/// wait). So each seed gets a client of its own, tried one at a time, the
+/// one that answered last first, then the others in turn.
+///
+/// No choice of seed gives a better slot map while a failover is under
+/// way: until the replica is promoted, every node's CLUSTER SLOTS still
+/// names the dead master (cluster_state:fail included), and redis-rs,
+/// with retries(0), fails a command for its slots with the I/O error of
+/// dialing it. The caller resends on a new connection until its deadline;
+/// once the replica is promoted, every node's map names it.
+struct ClusterSeeds {
+    /// One client per seed, with that seed as its only initial node, and
+    /// the seed's host:port.
+    clients: Vec<(String, redis::cluster::ClusterClient)>,
+    /// The seed to try first.
+    first: std::sync::atomic::AtomicUsize,
+}
+
+impl ClusterSeeds {
+    fn connect(&self) -> redis::RedisResult<redis::cluster::ClusterConnection> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let start = self.first.load(Relaxed);
+        let mut failed = Vec::new();
+        for i in (start..self.clients.len()).chain(0..start) {
+            let (label, client) = &self.clients[i];
+            match client.get_connection() {
+                Ok(conn) => {
+                    self.first.store(i, Relaxed);
+                    return Ok(conn);
+                }
+                Err(e) => failed.push((label, e)),
+            }
+        }
+        if failed.len() == 1 {
+            return Err(failed.remove(0).1);
+        }
+        let why: Vec<String> = failed
+            .iter()
+            .map(|(label, e)| {
+                // A seed that refuses: "Failed to connect to each cluster
+                // node (host:port: why)"; keep "host:port: why".
+                e.detail()
+                    .and_then(|d| d.strip_prefix("Failed to connect to each cluster node ("))
+                    .and_then(|d| d.strip_suffix(')'))
+                    .map_or_else(|| format!("{label}: {e}"), str::to_string)
+            })
+            .collect();
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "no seed node answered",
+            why.join("; "),
+        )))
+    }
 }
 
 /// What it takes to find and reach the master a set of Sentinels watches.
@@ -262,7 +323,7 @@ impl Server {
         };
         let client = client.map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
         Ok(Server {
-            client: Client::One(client),
+            client: Client::One(Box::new(client)),
             label: seed.label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
@@ -280,28 +341,45 @@ impl Server {
         }
         let label = format!("cluster via {}", seeds[0].label);
         let tls = seeds.iter().any(|s| s.tls);
-        let mut b = redis::cluster::ClusterClient::builder(seeds.into_iter().map(|s| s.info))
-            .connection_timeout(opts.connect_timeout)
-            .response_timeout(opts.connect_timeout)
-            // No resends: redis-rs sends a command again after a read
-            // timeout, and a lock script must run at most once. Redirects
-            // are retried by the caller on a fresh connection instead.
-            .retries(0);
-        if let Some(pw) = &opts.password {
-            b = b.password(pw);
-        }
+        let certs = if tls && opts.tls.is_set() {
+            Some(opts.tls.certificates()?)
+        } else {
+            None
+        };
         if tls {
             install_crypto_provider();
-            b = b.tls(redis::TlsMode::Secure);
-            if opts.tls.is_set() {
-                b = b.certs(opts.tls.certificates()?);
-            }
         }
-        let client = b
-            .build()
-            .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
+        let build = |nodes: Vec<redis::ConnectionInfo>, label: &str| {
+            let mut b = redis::cluster::ClusterClient::builder(nodes)
+                .connection_timeout(opts.connect_timeout)
+                .response_timeout(opts.connect_timeout)
+                // No resends: redis-rs sends a command again after a read
+                // timeout, and a lock script must run at most once. Redirects
+                // are retried by the caller on a fresh connection instead.
+                .retries(0);
+            if let Some(pw) = &opts.password {
+                b = b.password(pw);
+            }
+            if tls {
+                b = b.tls(redis::TlsMode::Secure);
+                if let Some(certs) = &certs {
+                    b = b.certs(certs.clone());
+                }
+            }
+            b.build().map_err(|e| Error::Usage(format!("{label}: {e}")))
+        };
+        // All seeds in one client first, only for redis-rs' checks that
+        // they agree (credentials, database, TLS).
+        build(seeds.iter().map(|s| s.info.clone()).collect(), &label)?;
+        let mut clients = Vec::with_capacity(seeds.len());
+        for seed in seeds {
+            clients.push((seed.label.clone(), build(vec![seed.info], &seed.label)?));
+        }
         Ok(Server {
-            client: Client::Cluster(client),
+            client: Client::Cluster(std::sync::Arc::new(ClusterSeeds {
+                clients,
+                first: Default::default(),
+            })),
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
@@ -324,7 +402,7 @@ impl Server {
         let mut sentinels = Vec::new();
         for seed in seeds {
             if let Client::One(c) = Server::one(seed, opts)?.client {
-                sentinels.push(c);
+                sentinels.push(*c);
             }
         }
         Ok(Server {
@@ -355,7 +433,7 @@ impl Server {
                 c.get_connection_with_timeout(self.timeout)
                     .map_err(unavailable)?,
             ),
-            Client::Cluster(c) => Conn::Cluster(Box::new(c.get_connection().map_err(unavailable)?)),
+            Client::Cluster(c) => Conn::Cluster(Box::new(c.connect().map_err(unavailable)?)),
             Client::Sentinel(s) => Conn::One(s.connect_master(self.timeout).map_err(unavailable)?),
         };
         conn.set_read_timeout(Some(self.timeout))

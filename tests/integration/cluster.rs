@@ -137,3 +137,56 @@ fn min_replicas_is_refused_with_cluster() {
         .run()
         .fails(64, "--min-replicas");
 }
+
+#[test]
+fn a_silent_seed_is_waited_for_once_not_on_every_reconnect() {
+    let c = Cluster::start(3);
+    // Ports that accept TCP connections (the kernel does, into the
+    // backlog) and never answer: a frozen node, or a proxy to a dead host.
+    let silent: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut urls: Vec<String> = silent
+        .iter()
+        .map(|l| format!("redis://{}", l.local_addr().unwrap()))
+        .collect();
+    urls.extend(c.nodes.iter().map(Redis::url));
+    let opts = rlock::ConnectOptions {
+        urls,
+        cluster: true,
+        connect_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let mut l = rlock::Locker::connect(&opts, "rlock:").unwrap();
+    let first = started.elapsed();
+    assert!(first >= Duration::from_millis(600), "{first:?}");
+    // Idle long enough that the next command connects anew: it starts
+    // with the seed that answered.
+    std::thread::sleep(Duration::from_millis(1200));
+    let started = std::time::Instant::now();
+    l.status("k").unwrap();
+    let again = started.elapsed();
+    eprintln!("silent seeds: first connect {first:?}, reconnect {again:?}");
+    assert!(
+        again < Duration::from_millis(300),
+        "first {first:?}, then {again:?}"
+    );
+}
+
+#[test]
+fn when_no_seed_answers_each_is_named() {
+    let (a, b) = (free_port(), free_port());
+    bare_rlock()
+        .args(["--cluster", "--url", &format!("redis://127.0.0.1:{a}")])
+        .args(["--url", &format!("redis://127.0.0.1:{b}"), "status", "k"])
+        .run()
+        .fails(69, &format!("127.0.0.1:{a}: Connection refused"))
+        .fails(69, &format!("127.0.0.1:{b}: Connection refused"));
+    // Seeds still have to agree on their credentials.
+    bare_rlock()
+        .args(["--cluster", "--url", &format!("redis://:pw@127.0.0.1:{a}")])
+        .args(["--url", &format!("redis://127.0.0.1:{b}"), "status", "k"])
+        .run()
+        .fails(64, "different password");
+}

@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod docs;
 mod exec;
+mod failover;
 mod flock;
 mod library;
 mod redlock;

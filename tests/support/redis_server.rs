@@ -131,9 +131,31 @@ pub const CLUSTER_NODE: [&str; 6] = [
     "2000",
 ];
 
+/// Arguments for a server that can join a cluster that fails over fast: a
+/// master silent for 1 s is suspected, and its replica promoted about a
+/// second after that (for the failover tests).
+pub const CLUSTER_NODE_FAST: [&str; 6] = [
+    "--cluster-enabled",
+    "yes",
+    "--cluster-config-file",
+    "nodes.conf",
+    "--cluster-node-timeout",
+    "1000",
+];
+
 /// Make the servers (started with [`CLUSTER_NODE`]) one Redis Cluster of
 /// masters without replicas, and wait until every node says it is ok.
 pub fn create_cluster(nodes: &[&Redis]) -> Result<(), String> {
+    create_cluster_with_replicas(nodes, 0)
+}
+
+/// Make the servers one Redis Cluster with `replicas` replicas per master
+/// (redis-cli picks which servers are masters: `nodes.len() / (1 +
+/// replicas)` of them), and wait until every node says `cluster_state:ok`,
+/// every replica's link to its master is up, and every node knows every
+/// other one, each replica as the replica of a master, with no node in
+/// handshake or suspected.
+pub fn create_cluster_with_replicas(nodes: &[&Redis], replicas: usize) -> Result<(), String> {
     let addrs: Vec<String> = nodes
         .iter()
         .map(|r| format!("127.0.0.1:{}", r.port))
@@ -141,7 +163,7 @@ pub fn create_cluster(nodes: &[&Redis]) -> Result<(), String> {
     let out = Command::new("redis-cli")
         .args(["--cluster", "create"])
         .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("could not run redis-cli --cluster create: {e}"))?;
@@ -151,20 +173,69 @@ pub fn create_cluster(nodes: &[&Redis]) -> Result<(), String> {
             String::from_utf8_lossy(&out.stdout)
         ));
     }
+    let masters = nodes.len() / (1 + replicas);
     let started = Instant::now();
     loop {
-        let ok = nodes.iter().all(|r| {
-            redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query::<String>(&mut r.conn())
-                .is_ok_and(|i| i.contains("cluster_state:ok"))
-        });
+        let ok = nodes
+            .iter()
+            .all(|r| cluster_node_ready(r, nodes.len(), masters));
         if ok {
             return Ok(());
         }
-        if started.elapsed() > Duration::from_secs(20) {
-            return Err("the cluster did not reach cluster_state:ok in 20 s".into());
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(format!(
+                "the cluster of {} nodes ({masters} masters) was not ready in 30 s",
+                nodes.len()
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// One node of a new cluster is ready: `cluster_state:ok`, its link to its
+/// master up if it is a replica, and it sees `total` healthy nodes, of which
+/// `masters` masters and the rest replicas of one of those masters.
+fn cluster_node_ready(r: &Redis, total: usize, masters: usize) -> bool {
+    let Ok(mut c) = redis::Client::open(r.url())
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+    else {
+        return false;
+    };
+    let info: redis::RedisResult<String> = redis::cmd("CLUSTER").arg("INFO").query(&mut c);
+    if !info.is_ok_and(|i| i.contains("cluster_state:ok")) {
+        return false;
+    }
+    let repl: redis::RedisResult<String> = redis::cmd("INFO").arg("replication").query(&mut c);
+    match repl {
+        Ok(i) if i.contains("role:master") => {}
+        Ok(i) if i.contains("role:slave") && i.contains("master_link_status:up") => {}
+        _ => return false,
+    }
+    let Ok(view) = redis::cmd("CLUSTER").arg("NODES").query::<String>(&mut c) else {
+        return false;
+    };
+    // <id> <ip:port@cport> <flags> <master id or -> ...
+    let lines: Vec<Vec<&str>> = view
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() >= 8)
+        .collect();
+    let healthy = |flags: &str| {
+        !flags
+            .split(',')
+            .any(|f| matches!(f, "fail" | "fail?" | "handshake" | "noaddr"))
+    };
+    let master_ids: Vec<&str> = lines
+        .iter()
+        .filter(|f| f[2].split(',').any(|x| x == "master"))
+        .map(|f| f[0])
+        .collect();
+    let replicas = lines
+        .iter()
+        .filter(|f| f[2].split(',').any(|x| x == "slave") && master_ids.contains(&f[3]))
+        .count();
+    lines.len() == total
+        && lines.iter().all(|f| healthy(f[2]))
+        && master_ids.len() == masters
+        && replicas == total - masters
 }
