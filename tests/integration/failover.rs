@@ -199,9 +199,10 @@ fn a_running_exec_renews_on_the_promoted_replica() {
     assert!(spans["A"].ended && spans["R"].ended, "{spans:?}");
 }
 
-/// (b) A waiter queued before the kill: never a second holder; with
-/// `strict`, it also gets the lock once the holder is done.
-fn queued_waiter(strict: bool) {
+/// (b) A waiter queued before the kill: never a second holder, and it gets
+/// the lock once the holder is done.
+#[test]
+fn a_queued_waiter_gets_the_lock_after_a_failover() {
     let (c, m, replica) = setup();
     let ledger = Ledger::new();
     let seeds = c.urls_from(m);
@@ -242,23 +243,8 @@ fn queued_waiter(strict: bool) {
     );
     let spans = ledger.check();
     assert!([0, LOST].contains(&a.code), "A exited {}", a.code);
-    if strict {
-        w.ok();
-        assert!(spans["W"].ended, "{spans:?}");
-    } else {
-        assert!([0, 69].contains(&w.code), "W exited {}", w.code);
-    }
-}
-
-#[test]
-fn a_queued_waiter_never_overlaps_across_a_failover() {
-    queued_waiter(false);
-}
-
-#[test]
-#[ignore = "issue 11: cluster failover"]
-fn a_queued_waiter_gets_the_lock_after_a_failover() {
-    queued_waiter(true);
+    w.ok();
+    assert!(spans["W"].ended, "{spans:?}");
 }
 
 /// (c) A fresh `exec` started after the failover, with the dead node first
@@ -290,7 +276,6 @@ fn a_fresh_exec_after_a_failover_skips_the_dead_seed() {
 /// flag the master as failed, so every slot map names the dead node. A
 /// `--wait 30s` rides the failover out.
 #[test]
-#[ignore = "issue 11: cluster failover"]
 fn a_fresh_exec_during_a_failover_waits_it_out() {
     let (c, m, _) = setup();
     let seeds = c.urls_from(m);
@@ -311,9 +296,10 @@ fn a_fresh_exec_during_a_failover_waits_it_out() {
 }
 
 /// Sentinel: the master's redis-server SIGKILLed under a running exec and
-/// a waiting rival: never two holders at once; with `strict`, the rival
-/// gets the lock once the holder is done.
-fn sentinel_crash(strict: bool) {
+/// a waiting rival: never two holders at once, and the rival gets the lock
+/// once the holder is done.
+#[test]
+fn sentinel_crash_failover_hands_the_lock_to_the_waiter() {
     let s = Sentinels::start();
     let rs = || {
         bare_rlock()
@@ -354,21 +340,6 @@ fn sentinel_crash(strict: bool) {
     );
     let spans = ledger.check();
     assert!([0, LOST].contains(&a.code), "A exited {}", a.code);
-    if strict {
-        w.ok();
-        assert!(spans["W"].ended, "{spans:?}");
-    } else {
-        assert!([0, 69].contains(&w.code), "W exited {}", w.code);
-    }
-}
-
-#[test]
-fn sentinel_crash_failover_never_makes_two_holders() {
-    sentinel_crash(false);
-}
-
-#[test]
-#[ignore = "issue 11: a waiter gives up on the dead master"]
-fn sentinel_crash_failover_hands_the_lock_to_the_waiter() {
-    sentinel_crash(true);
+    w.ok();
+    assert!(spans["W"].ended, "{spans:?}");
 }
