@@ -747,7 +747,7 @@ fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
     let pidfile = dir.join("pid");
     let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
     let child = rlock(&r)
-        .args(["exec", "--ttl", "3s", "k", "--", "sh", "-c", &script])
+        .args(["exec", "k", "--", "sh", "-c", &script])
         .spawn();
     eventually(Duration::from_secs(5), "the command", || {
         read(&pidfile).trim().parse::<i32>().is_ok()
