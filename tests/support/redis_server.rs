@@ -5,7 +5,8 @@
 #![allow(dead_code)] // each includer uses a different part
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +27,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A free port whose cluster bus port (port + 10000) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= u16::MAX - 10_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 impl Redis {
     pub fn start() -> Redis {
         Redis::start_with(&[])
@@ -44,7 +55,11 @@ impl Redis {
     }
 
     fn try_start(extra: &[&str]) -> Option<Redis> {
-        let port = free_port();
+        let port = if extra.contains(&"--cluster-enabled") {
+            free_cluster_port()
+        } else {
+            free_port()
+        };
         let dir = std::env::temp_dir().join(format!(
             "rlock-redis-{}-{}-{port}",
             std::process::id(),
@@ -79,7 +94,12 @@ impl Redis {
         let mut r = Redis { child, port, dir };
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(5) {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            // Ready when our own unix socket answers: redis-server creates
+            // it after binding its TCP port, so a server that lost the port
+            // to another process (say, a cluster node's bus, port + 10000)
+            // never passes for ready, whereas a TCP connect would reach the
+            // other process.
+            if UnixStream::connect(r.socket()).is_ok() {
                 return Some(r);
             }
             if let Ok(Some(_)) = r.child.try_wait() {
