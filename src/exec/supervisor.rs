@@ -94,17 +94,20 @@ impl Supervisor<'_> {
                     // Job control, or a background command that touched
                     // the terminal: stop rlock's job too (see tty.rs).
                     let valid = || BootTime::now() < self.kill_by();
-                    tty::suspend(self.term, self.pgid, sig, valid);
+                    if tty::suspend(self.term, self.pgid, sig, valid) {
+                        // Continue the job, through the guard (see
+                        // kill_tree on why not killpg).
+                        self.guard.signal(libc::SIGCONT);
+                    }
                 }
                 Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
                 Some(Msg::Guard(Report::SpawnFailed(_))) => {}
                 Some(Msg::Guard(Report::Empty)) => return out,
                 Some(Msg::Guard(Report::Gone)) => {
                     // Someone killed the guard. The kernel killed the
-                    // command (PR_SET_PDEATHSIG); kill what is left of its
-                    // group. What left the group is out of reach now.
-                    // SAFETY: plain syscall on the command's group.
-                    unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+                    // command (PR_SET_PDEATHSIG); the rest of its tree went
+                    // to init and is out of reach: no killpg by a group id
+                    // whose leader may be reaped and its number reused.
                     out.guard_killed = true;
                     return out;
                 }
@@ -180,10 +183,13 @@ impl Supervisor<'_> {
 
     /// SIGKILL the whole tree, by the guard and from here: either of the
     /// two processes suffices (the guard may be stopped, rlock may be).
+    /// Both walk the guard's descendants; neither uses killpg, since the
+    /// command's group id is free for reuse once its leader is reaped and
+    /// the group is empty (the guard reaps at once), and a killpg then
+    /// could hit an unrelated job. The guard is not reaped before rlock is
+    /// done, so its pid is a safe root for the walk.
     fn kill_tree(&self) {
         self.guard.signal(libc::SIGKILL);
-        // SAFETY: plain syscall on the command's group.
-        unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
         tree::signal_all(self.guard.pid(), libc::SIGKILL);
     }
 

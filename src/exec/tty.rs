@@ -77,14 +77,15 @@ pub fn interactive() -> bool {
 }
 
 /// The command (group `pgid`) was stopped by `sig`: stop rlock's job
-/// likewise, and when it is continued, continue the command if
-/// `still_valid()`, handing it the terminal if rlock's job has it (`fg`).
+/// likewise, and when it is continued, hand the command the terminal if
+/// rlock's job has it (`fg`) and `still_valid()`. Returns whether the
+/// caller should continue the command.
 pub(crate) fn suspend(
     term: Option<&Terminal>,
     pgid: libc::pid_t,
     sig: i32,
     still_valid: impl Fn() -> bool,
-) {
+) -> bool {
     if let Some(t) = term {
         t.take_back(pgid);
     }
@@ -98,7 +99,7 @@ pub(crate) fn suspend(
     // (every thread) until the shell sends SIGCONT, so kill returns then.
     unsafe { libc::kill(0, stop) };
     if !still_valid() {
-        return; // the guard kills it at the deadline
+        return false; // the guard kills it at the deadline
     }
     if before.elapsed() < std::time::Duration::from_millis(10) {
         // The stop did not take (an orphaned group, SIGTSTP ignored):
@@ -109,8 +110,7 @@ pub(crate) fn suspend(
     if let Some(t) = term.filter(|t| t.ours()) {
         t.give(pgid); // `fg`; after `bg` the terminal stays with the shell
     }
-    // SAFETY: plain syscall on the command's group.
-    unsafe { libc::killpg(pgid, libc::SIGCONT) };
+    true
 }
 
 /// After an interactive command died of Ctrl-C or Ctrl-\, end rlock's own
