@@ -79,11 +79,16 @@ impl Redis {
         let mut r = Redis { child, port, dir };
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(5) {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(r);
-            }
             if let Ok(Some(_)) = r.child.try_wait() {
                 return None; // port taken meanwhile, most likely: try another
+            }
+            // Our own server's log, not a connection: another test's server
+            // may have taken the port between free_port() and our bind, and
+            // would answer in its place.
+            if r.log().contains("Ready to accept connections")
+                && TcpStream::connect(("127.0.0.1", port)).is_ok()
+            {
+                return Some(r);
             }
             std::thread::sleep(Duration::from_millis(10));
         }
