@@ -3,14 +3,20 @@
 //!
 //! - Acquire sends the same acquire script, with one fresh token, to every
 //!   master at once, each on its own thread with a short timeout, and
-//!   succeeds only when a majority granted it while the validity window
-//!   (TTL − elapsed − drift, on CLOCK_BOOTTIME, saturating) is still open.
-//!   The answer is taken as soon as the outcome is decided, so one frozen
-//!   master does not slow anyone down.
-//! - On failure it releases on every master (a master that did not answer
-//!   may still have granted), then retries after a random delay: there is
-//!   no shared queue across masters, so waiting is polling here, with
-//!   jitter against lockstep.
+//!   succeeds only when a majority granted it while the validity window (TTL − elapsed − drift, on CLOCK_BOOTTIME,
+//!   saturating) is still open. The answer is taken as soon as the outcome
+//!   is decided, so one frozen master does not slow anyone down.
+//! - On failure it gives the grant back on every master that may have
+//!   granted it, then retries after a random delay: there is no shared
+//!   queue across masters, so waiting is polling here, with jitter against
+//!   lockstep. Before returning a failure it waits a little (twice the
+//!   attempt's time, plus 20 ms) for a master that had not answered yet
+//!   to give its grant back, so that a master a little behind the others
+//!   is not left holding it when the process exits.
+//! - Calls take turns on each master in the order they were made (a ticket
+//!   taken by the calling thread), so a release or give-back always runs
+//!   after the grant it undoes, even when that grant's thread has not
+//!   started yet.
 //! - Renewal (exec's thread) must be confirmed by a majority; the lease is
 //!   then valid until the latest instant a majority still holds it.
 //! - Fencing: the maximum of the granting majority's counters. Each master
@@ -20,8 +26,8 @@
 //!   RedLock.
 //! - Read-write locks and `--limit` need one Redis and are refused here.
 
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::clock::BootTime;
@@ -36,6 +42,11 @@ const MAX_UNREACHABLE: u32 = 3;
 /// Retry delays after a failed attempt: uniform in this range.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_millis(250);
+/// How long past twice the time the attempt took a failed acquire waits for
+/// a master that may have granted and has not given the grant back yet:
+/// enough for a master that is merely a little behind, and little for one
+/// that is frozen.
+const SLACK: Duration = Duration::from_millis(20);
 
 type Answers<T> = Vec<Option<Result<T>>>;
 
@@ -46,13 +57,61 @@ enum Turn {
     Queue,
 }
 
-pub(crate) struct Quorum {
-    nodes: Vec<Arc<Mutex<Node>>>,
-    /// The same servers, to make new nodes without touching busy ones.
-    servers: Vec<Server>,
-    prefix: String,
-    /// Per-master timeout (kept here: asking a node would wait for its lock).
-    timeout: Duration,
+/// One master, and the order in which calls take their turns on it.
+struct Master {
+    node: Mutex<Node>,
+    turns: Mutex<Turns>,
+    turn_done: Condvar,
+}
+
+/// Tickets handed out, and tickets served.
+#[derive(Default)]
+struct Turns {
+    issued: u64,
+    done: u64,
+}
+
+/// Serves the next ticket when dropped (also when the call panics).
+struct TurnGuard<'a>(&'a Master);
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        let mut t = self.0.turns.lock().unwrap_or_else(|e| e.into_inner());
+        t.done += 1;
+        self.0.turn_done.notify_all();
+    }
+}
+
+impl Master {
+    fn new(node: Node) -> Master {
+        Master {
+            node: Mutex::new(node),
+            turns: Mutex::new(Turns::default()),
+            turn_done: Condvar::new(),
+        }
+    }
+
+    /// A place in line, taken by the calling thread, so that calls run on
+    /// this master in the order they were made, whenever their threads get
+    /// to run. `None` under [`Turn::Skip`] if an earlier call is still
+    /// under way or waiting.
+    fn take_turn(&self, turn: Turn) -> Option<u64> {
+        let mut t = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        if turn == Turn::Skip && t.issued != t.done {
+            return None;
+        }
+        t.issued += 1;
+        Some(t.issued - 1)
+    }
+
+    /// Wait until every earlier ticket has been served.
+    fn wait_turn(&self, ticket: u64) -> TurnGuard<'_> {
+        let mut t = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        while t.done != ticket {
+            t = self.turn_done.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+        TurnGuard(self)
+    }
 }
 
 fn lock(node: &Mutex<Node>) -> MutexGuard<'_, Node> {
@@ -68,6 +127,61 @@ fn no_answer(what: &str, answered: usize, total: usize, need: usize) -> Error {
     }
 }
 
+fn still_busy() -> Error {
+    Error::Unavailable {
+        context: "Redis master still busy with an earlier request".into(),
+        cause: redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
+    }
+}
+
+fn count<T>(answers: &Answers<T>, p: impl Fn(&Result<T>) -> bool) -> usize {
+    answers.iter().flatten().filter(|a| p(a)).count()
+}
+
+fn is_grant(a: &Result<Attempt>) -> bool {
+    matches!(a, Ok(Attempt::Granted { .. }))
+}
+
+/// Masters where an attempt may have left a hold: it granted, or its
+/// answer is unknown (none in time, or a connection error that may have
+/// come after the script ran). A busy or refusing answer left nothing, and
+/// a skipped master was not asked.
+fn undo_targets(answers: &Answers<Attempt>, ran: &[bool]) -> Vec<bool> {
+    answers
+        .iter()
+        .zip(ran)
+        .map(|(a, &ran)| {
+            ran && match a {
+                Some(Ok(Attempt::Busy(_) | Attempt::NotHeld)) => false,
+                Some(Err(e)) => matches!(e, Error::Unavailable { .. }),
+                Some(Ok(Attempt::Granted { .. })) | None => true,
+            }
+        })
+        .collect()
+}
+
+/// How long a failed acquire waits for a master that had not answered its
+/// attempt (sent at `sent`) to take the grant back: twice what the attempt
+/// has taken so far, plus [`SLACK`].
+fn patience(sent: BootTime) -> Duration {
+    sent.elapsed() * 2 + SLACK
+}
+
+/// What an acquire does after a failed attempt.
+enum Next {
+    Retry(Duration),
+    Fail(Error),
+}
+
+pub(crate) struct Quorum {
+    masters: Vec<Arc<Master>>,
+    /// The same servers, to make new nodes without touching busy ones.
+    servers: Vec<Server>,
+    prefix: String,
+    /// Per-master timeout (kept here: asking a node would wait for its lock).
+    timeout: Duration,
+}
+
 impl Quorum {
     pub(crate) fn new(servers: Vec<Server>, prefix: &str) -> Quorum {
         let timeout = servers
@@ -80,16 +194,16 @@ impl Quorum {
 
     fn with_timeout(servers: Vec<Server>, prefix: &str, timeout: Duration) -> Quorum {
         let timeout = timeout.min(NODE_TIMEOUT);
-        let nodes = servers
+        let masters = servers
             .iter()
             .map(|s| {
                 let mut n = Node::new(s.clone(), prefix);
                 n.set_timeout(timeout);
-                Arc::new(Mutex::new(n))
+                Arc::new(Master::new(n))
             })
             .collect();
         Quorum {
-            nodes,
+            masters,
             servers,
             prefix: prefix.to_string(),
             timeout,
@@ -97,11 +211,11 @@ impl Quorum {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+        self.masters.len()
     }
 
     fn majority(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        self.masters.len() / 2 + 1
     }
 
     pub(crate) fn detached(&self) -> Quorum {
@@ -115,8 +229,8 @@ impl Quorum {
     /// Only for a quorum no call has used yet (it waits for each node).
     pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout.min(NODE_TIMEOUT);
-        for n in &self.nodes {
-            lock(n).set_timeout(self.timeout);
+        for m in &self.masters {
+            lock(&m.node).set_timeout(self.timeout);
         }
     }
 
@@ -124,37 +238,58 @@ impl Quorum {
         LockName::new(&self.prefix, key)
     }
 
-    /// Run `f` on every master at once, each on its own thread, and collect
-    /// answers until `decided` says the outcome is known, every master has
-    /// answered, or the time a master may take has passed. A master still
-    /// silent then counts as failed; its thread ends on its own, bounded by
-    /// the same timeouts.
+    fn all(&self) -> Vec<bool> {
+        vec![true; self.len()]
+    }
+
+    /// Run `f` on the masters in `targets` at once, each on its own thread,
+    /// and collect answers until `decided` says the outcome is known, every
+    /// target has answered, or the time a master may take has passed. A
+    /// master still silent then counts as failed; its thread ends on its
+    /// own, bounded by the same timeouts. `decided` is also told whether
+    /// `patience` (at most the per-master timeout) has passed since the
+    /// call began. Returns the answers, and which masters were asked.
     ///
     /// A master may still be busy with an earlier call (an attempt decided
     /// without it, or a frozen server). `Turn::Skip` counts it as failed at
     /// once, so renewals and attempts never pile up behind a frozen master;
     /// `Turn::Queue` waits for it (bounded by its timeouts), so a release or
-    /// clean-up always comes after the grant it undoes.
-    fn on_all<T, F>(&self, turn: Turn, f: F, decided: impl Fn(&Answers<T>) -> bool) -> Answers<T>
+    /// clean-up always comes after the grant it undoes. The place in line
+    /// is taken here, on the calling thread, not by the spawned one: a
+    /// thread may start late, after one spawned by a later call.
+    fn on<T, F>(
+        &self,
+        targets: &[bool],
+        turn: Turn,
+        patience: Duration,
+        f: F,
+        decided: impl Fn(&Answers<T>, bool) -> bool,
+    ) -> (Answers<T>, Vec<bool>)
     where
         T: Send + 'static,
         F: Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
     {
+        let n = self.len();
         let f = Arc::new(f);
         let (tx, rx) = mpsc::channel();
-        for (i, node) in self.nodes.iter().enumerate() {
-            let (node, f, tx) = (Arc::clone(node), Arc::clone(&f), tx.clone());
+        let mut out: Answers<T> = (0..n).map(|_| None).collect();
+        let mut ran = vec![false; n];
+        for (i, master) in self.masters.iter().enumerate() {
+            if !targets[i] {
+                continue;
+            }
+            let Some(ticket) = master.take_turn(turn) else {
+                out[i] = Some(Err(still_busy()));
+                continue;
+            };
+            ran[i] = true;
+            let (master, f, tx) = (Arc::clone(master), Arc::clone(&f), tx.clone());
             std::thread::spawn(move || {
-                let answer = match node.try_lock() {
-                    Ok(mut n) => f(&mut n),
-                    Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
-                    Err(std::sync::TryLockError::WouldBlock) if turn == Turn::Queue => {
-                        f(&mut lock(&node))
-                    }
-                    Err(std::sync::TryLockError::WouldBlock) => Err(Error::Unavailable {
-                        context: "Redis master still busy with an earlier request".into(),
-                        cause: redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
-                    }),
+                // The turn ends before the answer is sent: whoever acts on
+                // the answer finds the master free.
+                let answer = {
+                    let _turn = master.wait_turn(ticket);
+                    f(&mut lock(&master.node))
                 };
                 let _ = tx.send((i, answer));
             });
@@ -162,16 +297,45 @@ impl Quorum {
         drop(tx);
         // Connect and reply, each within the timeout; twice that when
         // queueing behind an earlier call.
+        let start = Instant::now();
         let rounds = if turn == Turn::Queue { 4 } else { 2 };
-        let deadline = Instant::now() + self.timeout * rounds + Duration::from_millis(20);
-        let mut out: Answers<T> = (0..self.nodes.len()).map(|_| None).collect();
-        while !decided(&out) && out.iter().any(Option::is_none) {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let deadline = start + self.timeout * rounds + Duration::from_millis(20);
+        let late = start + patience.min(self.timeout);
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            if (0..n).all(|i| !ran[i] || out[i].is_some()) {
+                break;
+            }
+            if decided(&out, now >= late) {
+                break;
+            }
+            let mut wake = deadline;
+            if now < late {
+                wake = wake.min(late);
+            }
+            match rx.recv_timeout(wake - now) {
                 Ok((i, answer)) => out[i] = Some(answer),
-                Err(_) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         }
-        out
+        (out, ran)
+    }
+
+    fn on_all<T, F>(
+        &self,
+        turn: Turn,
+        f: F,
+        decided: impl Fn(&Answers<T>, bool) -> bool,
+    ) -> Answers<T>
+    where
+        T: Send + 'static,
+        F: Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
+    {
+        self.on(&self.all(), turn, self.timeout, f, decided).0
     }
 
     fn attempt_all(
@@ -180,36 +344,57 @@ impl Quorum {
         token: &Token,
         req: &Request,
         reenter_only: bool,
-    ) -> Answers<Attempt> {
+    ) -> (Answers<Attempt>, Vec<bool>) {
         let (l, t, r) = (lock.clone(), token.clone(), req.clone());
         let (n, m) = (self.len(), self.majority());
-        self.on_all(
+        self.on(
+            &self.all(),
             Turn::Skip,
+            self.timeout,
             move |node| node.attempt(&l, &t, &r, false, reenter_only),
-            move |a| {
-                let granted = a
-                    .iter()
-                    .filter(|x| matches!(x, Some(Ok(Attempt::Granted { .. }))))
-                    .count();
-                let refused = a
-                    .iter()
-                    .filter(|x| matches!(x, Some(r) if !matches!(r, Ok(Attempt::Granted { .. }))))
-                    .count();
+            move |a, _| {
+                let granted = count(a, is_grant);
+                let refused = count(a, |x| !is_grant(x));
                 granted >= m || refused > n - m
             },
         )
     }
 
-    /// Drop every hold of `token` and leave any queue, on every master.
-    fn abandon_all(&self, lock: &LockName, token: &Token) {
+    /// Drop every hold of `token` and leave any queue, on the masters in
+    /// `targets`. Waits for those that granted (they answer at once); with
+    /// `last: Some(patience)` (the caller is about to return, and nothing
+    /// else would give the rest back before their TTL) also for the others,
+    /// for `patience`: a master that had not answered the attempt may be a
+    /// little late, or frozen, and then waiting helps nothing, as its give-
+    /// back could only be sent after its attempt timed out.
+    fn abandon_all(
+        &self,
+        lock: &LockName,
+        token: &Token,
+        answers: &Answers<Attempt>,
+        targets: &[bool],
+        last: Option<Duration>,
+    ) {
+        if !targets.contains(&true) {
+            return;
+        }
+        let granted: Vec<bool> = answers
+            .iter()
+            .map(|a| matches!(a, Some(Ok(Attempt::Granted { .. }))))
+            .collect();
         let (l, t) = (lock.clone(), token.clone());
-        // A majority is enough to go on; a silent master gets the abandon
-        // on its thread, or lets the grant run out with its TTL.
-        let m = self.majority();
-        self.on_all(
+        self.on(
+            targets,
             Turn::Queue,
+            last.unwrap_or(self.timeout),
             move |node| node.abandon(&l, &t),
-            move |a| a.iter().flatten().count() >= m,
+            move |a, late| {
+                let granted_done = granted
+                    .iter()
+                    .zip(a)
+                    .all(|(g, answer)| !g || answer.is_some());
+                granted_done && (late || last.is_none())
+            },
         );
     }
 
@@ -262,11 +447,12 @@ impl Quorum {
         let interrupted = || cancel.map_or(Error::Interrupted(0), Cancel::interrupted);
         if let Some(token) = &req.reenter {
             let sent = BootTime::now();
-            let answers = self.attempt_all(&lock, token, req, true);
+            let (answers, _) = self.attempt_all(&lock, token, req, true);
             if let Some(lease) = self.granted(&answers, key, token, req, sent) {
                 return Ok(lease);
             }
         }
+        let m = self.majority();
         let started = Instant::now();
         let deadline = match req.wait {
             Wait::For(d) => Some(
@@ -284,81 +470,87 @@ impl Quorum {
             }
             let token = Token::generate();
             let sent = BootTime::now();
-            let answers = self.attempt_all(&lock, &token, req, false);
+            let (mut answers, ran) = self.attempt_all(&lock, &token, req, false);
+            let undo = undo_targets(&answers, &ran);
             if let Some(lease) = self.granted(&answers, key, &token, req, sent) {
                 if cancelled() {
-                    self.abandon_all(&lock, &token);
+                    self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
                     return Err(interrupted());
                 }
                 return Ok(lease);
             }
-            // A master that did not answer (or answered late) may still
-            // have granted: release everywhere before trying again.
-            self.abandon_all(&lock, &token);
             // A refusal that is not about reachability (a foreign key, a
             // kind mismatch) is the real answer. Otherwise: if any master
             // said busy, it is busy; if none did, too few were reachable.
             let foreign = answers
                 .iter()
                 .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
-            if let Some(i) = foreign {
-                return Err(match answers.into_iter().nth(i) {
-                    Some(Some(Err(e))) => e,
+            let busy = answers.iter().find_map(|a| match a {
+                Some(Ok(Attempt::Busy(b))) => Some(b.clone()),
+                _ => None,
+            });
+            let next = if let Some(i) = foreign {
+                Next::Fail(match answers[i].take() {
+                    Some(Err(e)) => e,
                     _ => Error::Protocol("RedLock: lost an answer".into()),
-                });
-            }
-            if !answers
-                .iter()
-                .any(|a| matches!(a, Some(Ok(Attempt::Busy(_)))))
-            {
+                })
+            } else if busy.is_some() {
+                unreachable = 0;
+                let holder = busy
+                    .as_ref()
+                    .and_then(|b| b.holder.as_ref().map(|_| b.to_string()));
+                let now = Instant::now();
+                if matches!(req.wait, Wait::No | Wait::For(Duration::ZERO)) {
+                    Next::Fail(Error::Busy {
+                        key: key.into(),
+                        holder,
+                    })
+                } else if deadline.is_some_and(|d| now >= d) {
+                    Next::Fail(Error::Timeout {
+                        key: key.into(),
+                        waited: now - started,
+                        holder,
+                    })
+                } else {
+                    if let (false, Some(b)) = (announced, &busy) {
+                        on_wait(b);
+                        announced = true;
+                    }
+                    let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
+                    let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
+                    let mut delay = RETRY_MIN + Duration::from_micros(jitter);
+                    if let Some(d) = deadline {
+                        delay = delay.min(d.saturating_duration_since(now));
+                    }
+                    Next::Retry(delay)
+                }
+            } else {
                 // Too few masters answered in time. A caller willing to wait
                 // gets a few more tries (a loaded machine, a restart); -n
                 // gets the answer at once.
                 unreachable += 1;
                 if unreachable >= MAX_UNREACHABLE || matches!(req.wait, Wait::No) {
-                    let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
-                    return Err(no_answer(
+                    let answered = count(&answers, Result::is_ok);
+                    Next::Fail(no_answer(
                         &format!("acquire {key:?}"),
                         answered,
                         self.len(),
-                        self.majority(),
-                    ));
+                        m,
+                    ))
+                } else {
+                    Next::Retry(RETRY_MIN * unreachable)
                 }
-                std::thread::sleep(RETRY_MIN * unreachable);
-                continue;
-            }
-            unreachable = 0;
-            let busy = answers.into_iter().find_map(|a| match a {
-                Some(Ok(Attempt::Busy(b))) => Some(b),
-                _ => None,
-            });
-            let holder = busy
-                .as_ref()
-                .and_then(|b| b.holder.as_ref().map(|_| b.to_string()));
-            if matches!(req.wait, Wait::No | Wait::For(Duration::ZERO)) {
-                return Err(Error::Busy {
-                    key: key.into(),
-                    holder,
-                });
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
-                    key: key.into(),
-                    waited: now - started,
-                    holder,
-                });
-            }
-            if let (false, Some(b)) = (announced, &busy) {
-                on_wait(b);
-                announced = true;
-            }
-            let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
-            let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
-            let mut until = now + RETRY_MIN + Duration::from_micros(jitter);
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
+            };
+            // A master that did not answer (or answered late) may still
+            // have granted: give it back before trying again, and before
+            // giving up wait a little for the give-backs to be sent.
+            let last = matches!(next, Next::Fail(_)).then(|| patience(sent));
+            self.abandon_all(&lock, &token, &answers, &undo, last);
+            let delay = match next {
+                Next::Fail(e) => return Err(e),
+                Next::Retry(d) => d,
+            };
+            let until = Instant::now() + delay;
             while Instant::now() < until && !cancelled() {
                 std::thread::sleep(
                     until
@@ -374,20 +566,22 @@ impl Quorum {
         let (k, t) = (key.to_string(), token.clone());
         let m = self.majority();
         let tally = |a: &Answers<Released>| {
-            let count =
-                |p: fn(&Result<Released>) -> bool| a.iter().flatten().filter(|x| p(x)).count();
             (
-                count(|x| matches!(x, Ok(Released::Released | Released::StillHeld(_)))),
-                count(|x| matches!(x, Ok(Released::NotHeld))),
-                count(|x| matches!(x, Err(Error::NotOwner { .. }))),
+                count(a, |x| {
+                    matches!(x, Ok(Released::Released | Released::StillHeld(_)))
+                }),
+                count(a, |x| matches!(x, Ok(Released::NotHeld))),
+                count(a, |x| matches!(x, Err(Error::NotOwner { .. }))),
             )
         };
-        // Wait for every master (each within its timeout): a grant left on
-        // one would sit there until its TTL.
+        // Wait for every master (a grant left on one would sit there until
+        // its TTL), but for a silent one (frozen, or still busy with an
+        // earlier call) no longer than the per-master timeout once a
+        // majority has answered.
         let answers = self.on_all(
             Turn::Queue,
             move |node| node.release(&k, &t, all),
-            |_| false,
+            move |a, late| late && a.iter().flatten().count() >= m,
         );
         let (held, not_held, not_owner) = tally(&answers);
         // The lock was ours only if a majority still knew it.
@@ -424,12 +618,11 @@ impl Quorum {
         let answers = self.on_all(
             Turn::Skip,
             move |node| node.renew(&k, &t, ttl),
-            move |a| {
-                let ok = a.iter().filter(|x| matches!(x, Some(Ok(_)))).count();
-                let gone = a
-                    .iter()
-                    .filter(|x| matches!(x, Some(Err(Error::Lost { .. } | Error::NotOwner { .. }))))
-                    .count();
+            move |a, _| {
+                let ok = count(a, Result::is_ok);
+                let gone = count(a, |x| {
+                    matches!(x, Err(Error::Lost { .. } | Error::NotOwner { .. }))
+                });
                 ok >= m || gone > n - m
             },
         );
@@ -442,14 +635,8 @@ impl Quorum {
         if valid.len() >= m {
             return Ok(valid[m - 1]);
         }
-        let lost = answers
-            .iter()
-            .filter(|a| matches!(a, Some(Err(Error::Lost { .. }))))
-            .count();
-        let taken = answers
-            .iter()
-            .filter(|a| matches!(a, Some(Err(Error::NotOwner { .. }))))
-            .count();
+        let lost = count(&answers, |a| matches!(a, Err(Error::Lost { .. })));
+        let taken = count(&answers, |a| matches!(a, Err(Error::NotOwner { .. })));
         if lost + taken > n - m {
             return Err(if taken > lost {
                 Error::NotOwner { key: key.into() }
@@ -468,7 +655,7 @@ impl Quorum {
         &self,
         f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
     ) -> Result<T> {
-        let answers = self.on_all(Turn::Skip, f, |a| {
+        let answers = self.on_all(Turn::Skip, f, |a, _| {
             a.iter().any(|x| matches!(x, Some(Ok(_))))
         });
         let mut error = None;
