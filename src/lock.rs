@@ -466,8 +466,12 @@ impl LockName {
 }
 
 pub(crate) enum Attempt {
-    Granted { fence: u64, count: u64 },
-    Busy(Busy),
+    Granted {
+        fence: u64,
+        count: u64,
+    },
+    /// Busy, and the lock's fencing counter on that server.
+    Busy(Busy, u64),
     NotHeld,
 }
 
@@ -598,6 +602,8 @@ impl Node {
         res.map_err(|e| self.fail(e, what()))
     }
 
+    /// One run of the acquire script. A new grant's fence is at least
+    /// `floor` + 1 (RedLock; 0 for one Redis).
     pub(crate) fn attempt(
         &mut self,
         lock: &LockName,
@@ -605,12 +611,14 @@ impl Node {
         req: &Request,
         queue: bool,
         reenter_only: bool,
+        floor: u64,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
         let limit = req.limit.to_string();
         let lease = ms(waiter_lease(req.ttl)).to_string();
         let flag = |b| if b { "1" } else { "0" };
+        let floor = floor.to_string();
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.keys(Some(token)),
@@ -623,6 +631,8 @@ impl Node {
                 &lease,
                 flag(reenter_only),
                 req.mode.arg(),
+                "",
+                &floor,
             ],
             || format!("acquire {:?}", lock.name()),
         )?;
@@ -645,13 +655,14 @@ impl Node {
                     .get(3)
                     .and_then(|v| String::from_redis_value(v.clone()).ok())
                     .unwrap_or_default();
-                Ok(Attempt::Busy(Busy {
+                let busy = Busy {
                     holder: serde_json::from_str(&info).ok(),
                     expires_in: Duration::from_millis(int(1)?.max(0) as u64),
                     position: int(2)?.max(0) as u64,
                     since_ms: int(4)?.max(0) as u64,
                     holders: int(5)?.max(0) as u64,
-                }))
+                };
+                Ok(Attempt::Busy(busy, int(6)?.max(0) as u64))
             }
             -1 => Err(Error::Conflict(format!(
                 "lock {:?} is in use with --limit {}, not {}; every holder must agree",
@@ -742,7 +753,7 @@ impl Node {
             loop {
                 let sent = BootTime::now();
                 let Attempt::Granted { fence, count } =
-                    self.attempt(&lock, token, req, false, true)?
+                    self.attempt(&lock, token, req, false, true, 0)?
                 else {
                     break;
                 };
@@ -782,7 +793,7 @@ impl Node {
                 return Err(self.give_up(&lock, &token, cancel));
             }
             let sent = BootTime::now();
-            let busy = match self.attempt(&lock, &token, req, queue, false) {
+            let busy = match self.attempt(&lock, &token, req, queue, false, 0) {
                 Ok(Attempt::Granted { fence, count }) => {
                     if cancelled() {
                         return Err(self.give_up(&lock, &token, cancel));
@@ -813,7 +824,7 @@ impl Node {
                     std::thread::sleep(backoff(failures));
                     continue;
                 }
-                Ok(Attempt::Busy(b)) => b,
+                Ok(Attempt::Busy(b, _)) => b,
                 Ok(Attempt::NotHeld) => {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }

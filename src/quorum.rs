@@ -3,7 +3,8 @@
 //!
 //! - Acquire sends the same acquire script, with one fresh token, to every
 //!   master at once, each on its own thread with a short timeout, and
-//!   succeeds only when a majority granted it while the validity window (TTL − elapsed − drift, on CLOCK_BOOTTIME,
+//!   succeeds only when a majority granted it, at one fence value (below),
+//!   while the validity window (TTL − elapsed − drift, on CLOCK_BOOTTIME,
 //!   saturating) is still open. The answer is taken as soon as the outcome
 //!   is decided, so one frozen master does not slow anyone down.
 //! - On failure it gives the grant back on every master that may have
@@ -19,12 +20,43 @@
 //!   started yet.
 //! - Renewal (exec's thread) must be confirmed by a majority; the lease is
 //!   then valid until the latest instant a majority still holds it.
-//! - Fencing: the maximum of the granting majority's counters. Each master
-//!   keeps its own counter, so values are strictly increasing only as long
-//!   as a majority of masters keep their counters (persistence on, no
-//!   restart from an empty data set); treat them as a best effort under
-//!   RedLock.
 //! - Read-write locks and `--limit` need one Redis and are refused here.
+//!
+//! # Fencing
+//!
+//! Each master keeps its own counter (`P{K}:fence`). Every attempt carries
+//! a floor: the highest counter this process has seen on any master
+//! (granted or busy answers both report it). A master that grants sets its
+//! counter to max(counter + 1, floor + 1) and answers that value. An
+//! attempt succeeds only if a majority of masters granted it *with the same
+//! value*, and that value is the fence. If the grants disagree (a master's
+//! counter was ahead of the floor, say after failed attempts that only it
+//! granted), the attempt is given back and made again at once with the
+//! floor raised to the highest value seen, which the masters then agree on.
+//!
+//! **Guarantee.** If a grant G succeeded before a grant G' was asked for,
+//! then fence(G') > fence(G), as long as the masters keep their counters
+//! (persistence on, no restart from an empty data set). Successive holders
+//! of a lock therefore see strictly increasing fences, whichever masters
+//! granted each, and however far failed attempts pushed single counters.
+//!
+//! **Argument.** When G succeeded, the majority Q that agreed on
+//! fence(G) had each just set its counter to fence(G). G' succeeds only
+//! with an agreeing majority Q'. Any two majorities of the same N masters
+//! intersect: let k be in both. G' ran on k after G did (G had already
+//! succeeded when G' was sent), and k's counter never went down in between,
+//! so k granted G' a value above fence(G). k is in Q', so that value is
+//! fence(G'). The floor plays no part in this: it only makes the masters
+//! agree at the first try, and a new process, which knows no floor, may
+//! need one extra round trip.
+//!
+//! **Limits.** The argument needs k, a master where the two majorities
+//! meet, to have kept its counter. "A majority keeps its data" is not
+//! enough: with 3 masters, A and B grant fence 7, B restarts empty, and B
+//! and C can then agree on 1, since two majorities may meet in one master
+//! alone. No scheme that hears from a majority can do better: nothing but
+//! the intersection carries news of the earlier grant. (A master restarted
+//! empty should also stay away for a TTL, for the lock's own sake.)
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -39,6 +71,9 @@ use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status,
 const NODE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Attempts in a row without a majority answering before a wait gives up.
 const MAX_UNREACHABLE: u32 = 3;
+/// Attempts in a row whose grants disagree on the fence (others moving the
+/// counters meanwhile) before that counts as contention, like a busy lock.
+const MAX_DISAGREE: u32 = 3;
 /// Retry delays after a failed attempt: uniform in this range.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_millis(250);
@@ -114,6 +149,16 @@ impl Master {
     }
 }
 
+/// What a quorum and its detached copies learn as they go.
+struct Shared {
+    /// The highest fencing counter any master has shown.
+    floor: u64,
+}
+
+fn state(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn lock(node: &Mutex<Node>) -> MutexGuard<'_, Node> {
     node.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -134,6 +179,21 @@ fn still_busy() -> Error {
     }
 }
 
+/// The fence value a majority of the grants agree on, if any.
+fn agreed(answers: &Answers<Attempt>, m: usize) -> Option<u64> {
+    let fences: Vec<u64> = answers
+        .iter()
+        .filter_map(|a| match a {
+            Some(Ok(Attempt::Granted { fence, .. })) => Some(*fence),
+            _ => None,
+        })
+        .collect();
+    fences
+        .iter()
+        .copied()
+        .find(|f| fences.iter().filter(|g| *g == f).count() >= m)
+}
+
 fn count<T>(answers: &Answers<T>, p: impl Fn(&Result<T>) -> bool) -> usize {
     answers.iter().flatten().filter(|a| p(a)).count()
 }
@@ -152,7 +212,7 @@ fn undo_targets(answers: &Answers<Attempt>, ran: &[bool]) -> Vec<bool> {
         .zip(ran)
         .map(|(a, &ran)| {
             ran && match a {
-                Some(Ok(Attempt::Busy(_) | Attempt::NotHeld)) => false,
+                Some(Ok(Attempt::Busy(..) | Attempt::NotHeld)) => false,
                 Some(Err(e)) => matches!(e, Error::Unavailable { .. }),
                 Some(Ok(Attempt::Granted { .. })) | None => true,
             }
@@ -180,6 +240,7 @@ pub(crate) struct Quorum {
     prefix: String,
     /// Per-master timeout (kept here: asking a node would wait for its lock).
     timeout: Duration,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl Quorum {
@@ -189,10 +250,16 @@ impl Quorum {
             .map(|s| s.timeout)
             .min()
             .unwrap_or(NODE_TIMEOUT);
-        Quorum::with_timeout(servers, prefix, timeout)
+        let shared = Arc::new(Mutex::new(Shared { floor: 0 }));
+        Quorum::with_timeout(servers, prefix, timeout, shared)
     }
 
-    fn with_timeout(servers: Vec<Server>, prefix: &str, timeout: Duration) -> Quorum {
+    fn with_timeout(
+        servers: Vec<Server>,
+        prefix: &str,
+        timeout: Duration,
+        shared: Arc<Mutex<Shared>>,
+    ) -> Quorum {
         let timeout = timeout.min(NODE_TIMEOUT);
         let masters = servers
             .iter()
@@ -207,6 +274,7 @@ impl Quorum {
             servers,
             prefix: prefix.to_string(),
             timeout,
+            shared,
         }
     }
 
@@ -218,8 +286,15 @@ impl Quorum {
         self.masters.len() / 2 + 1
     }
 
+    /// Another quorum over the same masters, with connections of its own;
+    /// the fence floor one learns, the other knows too.
     pub(crate) fn detached(&self) -> Quorum {
-        Quorum::with_timeout(self.servers.clone(), &self.prefix, self.timeout)
+        Quorum::with_timeout(
+            self.servers.clone(),
+            &self.prefix,
+            self.timeout,
+            Arc::clone(&self.shared),
+        )
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -338,6 +413,10 @@ impl Quorum {
         self.on(&self.all(), turn, self.timeout, f, decided).0
     }
 
+    /// One attempt on every master: a fresh grant (decided when a majority
+    /// agrees on a fence, or can no longer), or with `reenter_only` a
+    /// re-entry (decided when a majority re-entered, or can no longer).
+    /// Every counter a master shows raises the floor for later attempts.
     fn attempt_all(
         &self,
         lock: &LockName,
@@ -346,16 +425,43 @@ impl Quorum {
         reenter_only: bool,
     ) -> (Answers<Attempt>, Vec<bool>) {
         let (l, t, r) = (lock.clone(), token.clone(), req.clone());
-        let (n, m) = (self.len(), self.majority());
+        let m = self.majority();
+        let floor = state(&self.shared).floor;
+        let shared = Arc::clone(&self.shared);
         self.on(
             &self.all(),
             Turn::Skip,
             self.timeout,
-            move |node| node.attempt(&l, &t, &r, false, reenter_only),
+            move |node| {
+                let a = node.attempt(&l, &t, &r, false, reenter_only, floor);
+                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence)) = &a {
+                    let mut s = state(&shared);
+                    s.floor = s.floor.max(*fence);
+                }
+                a
+            },
             move |a, _| {
-                let granted = count(a, is_grant);
-                let refused = count(a, |x| !is_grant(x));
-                granted >= m || refused > n - m
+                let unknown = a.iter().filter(|x| x.is_none()).count();
+                if reenter_only {
+                    let granted = count(a, is_grant);
+                    return granted >= m || granted + unknown < m;
+                }
+                // The most grants at one fence value.
+                let best = a
+                    .iter()
+                    .filter_map(|x| match x {
+                        Some(Ok(Attempt::Granted { fence, .. })) => Some(*fence),
+                        _ => None,
+                    })
+                    .map(|f| {
+                        count(
+                            a,
+                            |y| matches!(y, Ok(Attempt::Granted { fence, .. }) if *fence == f),
+                        )
+                    })
+                    .max()
+                    .unwrap_or(0);
+                best >= m || best + unknown < m
             },
         )
     }
@@ -398,7 +504,9 @@ impl Quorum {
         );
     }
 
-    /// A lease if a majority granted `token` and the validity window is open.
+    /// A lease if a majority granted `token` and the validity window is
+    /// open; for a fresh grant (not a re-entry), only if a majority agrees
+    /// on the fence.
     fn granted(
         &self,
         answers: &Answers<Attempt>,
@@ -406,6 +514,7 @@ impl Quorum {
         token: &Token,
         req: &Request,
         sent: BootTime,
+        reentry: bool,
     ) -> Option<Lease> {
         let grants: Vec<(u64, u64)> = answers
             .iter()
@@ -418,10 +527,18 @@ impl Quorum {
         if grants.len() < self.majority() || valid_until.passed() {
             return None;
         }
+        let fence = match agreed(answers, self.majority()) {
+            Some(f) => f,
+            // A re-entry keeps the fence of its grant, which the masters
+            // that granted it agree on; one that re-entered later on a
+            // master that had granted apart may show another.
+            None if reentry => grants.iter().map(|g| g.0).max().unwrap_or(0),
+            None => return None,
+        };
         Some(Lease {
             key: key.to_string(),
             token: token.clone(),
-            fence: grants.iter().map(|g| g.0).max().unwrap_or(0),
+            fence,
             count: grants.iter().map(|g| g.1).max().unwrap_or(1),
             ttl: req.ttl,
             valid_until,
@@ -448,7 +565,7 @@ impl Quorum {
         if let Some(token) = &req.reenter {
             let sent = BootTime::now();
             let (answers, _) = self.attempt_all(&lock, token, req, true);
-            if let Some(lease) = self.granted(&answers, key, token, req, sent) {
+            if let Some(lease) = self.granted(&answers, key, token, req, sent, true) {
                 return Ok(lease);
             }
         }
@@ -464,6 +581,7 @@ impl Quorum {
         };
         let mut announced = false;
         let mut unreachable = 0;
+        let mut disagreed = 0;
         loop {
             if cancelled() {
                 return Err(interrupted());
@@ -472,12 +590,25 @@ impl Quorum {
             let sent = BootTime::now();
             let (mut answers, ran) = self.attempt_all(&lock, &token, req, false);
             let undo = undo_targets(&answers, &ran);
-            if let Some(lease) = self.granted(&answers, key, &token, req, sent) {
+            if let Some(lease) = self.granted(&answers, key, &token, req, sent, false) {
                 if cancelled() {
                     self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
                     return Err(interrupted());
                 }
                 return Ok(lease);
+            }
+            // Granted, but not at one fence: some master's counter was
+            // ahead of the floor, which now covers it. Give it back and try
+            // again at once; the masters agree this time unless others are
+            // moving the counters meanwhile (contention, as good as busy).
+            if count(&answers, is_grant) >= m && agreed(&answers, m).is_none() {
+                disagreed += 1;
+                if disagreed < MAX_DISAGREE {
+                    self.abandon_all(&lock, &token, &answers, &undo, None);
+                    continue;
+                }
+            } else {
+                disagreed = 0;
             }
             // A refusal that is not about reachability (a foreign key, a
             // kind mismatch) is the real answer. Otherwise: if any master
@@ -486,7 +617,7 @@ impl Quorum {
                 .iter()
                 .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
             let busy = answers.iter().find_map(|a| match a {
-                Some(Ok(Attempt::Busy(b))) => Some(b.clone()),
+                Some(Ok(Attempt::Busy(b, _))) => Some(b.clone()),
                 _ => None,
             });
             let next = if let Some(i) = foreign {
@@ -494,7 +625,8 @@ impl Quorum {
                     Some(Err(e)) => e,
                     _ => Error::Protocol("RedLock: lost an answer".into()),
                 })
-            } else if busy.is_some() {
+            } else if busy.is_some() || disagreed >= MAX_DISAGREE {
+                disagreed = 0;
                 unreachable = 0;
                 let holder = busy
                     .as_ref()

@@ -235,6 +235,61 @@ fn try_once() -> rlock::Request {
     req
 }
 
+fn counter(m: &Redis, key: &str) -> u64 {
+    let v: Option<u64> = m.cmd(&["GET", &format!("rlock:{{{key}}}:fence")]);
+    v.unwrap_or(0)
+}
+
+/// One grant of `key` by a fresh handle over `ms` while `blocked` holds it
+/// for someone else, so exactly the other masters can grant it; released
+/// again. Returns the fence.
+fn grant_around(ms: &[Redis], blocked: &Redis, key: &str) -> u64 {
+    let other = rlock(blocked).args(["acquire", key]).run().ok().token();
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    let lease = l.acquire(key, &try_once(), None, &mut |_| {}).unwrap();
+    l.release(key, &lease.token).unwrap();
+    rlock(blocked)
+        .args(["release", key, "--token", &other])
+        .run()
+        .ok();
+    lease.fence
+}
+
+#[test]
+fn fences_never_go_backwards_when_one_master_runs_ahead() {
+    // Failed attempts that a minority granted push one master's counter
+    // ahead of the others: B and C hold the key for someone else, and each
+    // `acquire -n` takes A's grant and gives it back.
+    let ms = masters(3);
+    let (a, b, c) = (&ms[0], &ms[1], &ms[2]);
+    let tb = rlock(b).args(["acquire", "k"]).run().ok().token();
+    let tc = rlock(c).args(["acquire", "k"]).run().ok().token();
+    for _ in 0..3 {
+        rl(&ms).args(["acquire", "-n", "k"]).run().fails(75, "busy");
+    }
+    // (as many more failed attempts would)
+    let _: i64 = a.cmd(&["INCRBY", "rlock:{k}:fence", "8"]);
+    assert!(counter(a, "k") >= 10 && counter(b, "k") == 1);
+    rlock(b).args(["release", "k", "--token", &tb]).run().ok();
+    rlock(c).args(["release", "k", "--token", &tc]).run().ok();
+    // Now A and B grant (C is held), then B and C (A is held), then all:
+    // taking the maximum of whoever granted gave 11, then 2 (or 3), then 12.
+    let fences = [
+        grant_around(&ms, c, "k"),
+        grant_around(&ms, a, "k"),
+        grant_around(&ms, b, "k"),
+    ];
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    let last = l.acquire("k", &try_once(), None, &mut |_| {}).unwrap();
+    l.release("k", &last.token).unwrap();
+    let all = [fences[0], fences[1], fences[2], last.fence];
+    eprintln!("fences {all:?}");
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "fences {all:?}");
+    // A majority of the counters stand at the last fence: they agreed on it.
+    let at_last = ms.iter().filter(|m| counter(m, "k") == last.fence).count();
+    assert!(at_last >= 2, "fences {all:?}");
+}
+
 #[test]
 fn a_frozen_master_does_not_hold_up_a_release() {
     // The frozen master is still busy with the attempt when the release
@@ -255,4 +310,34 @@ fn a_frozen_master_does_not_hold_up_a_release() {
     eprintln!("release with 1 of 3 masters frozen took {took:?}");
     assert!(took < Duration::from_millis(800), "{took:?}");
     assert!(!held_on(&ms[0], "k") && !held_on(&ms[1], "k"));
+}
+
+#[test]
+fn redlock_works_as_the_least_privileged_acl_user() {
+    // The README's ACL covers what RedLock adds: INCRBY (a fence raised to
+    // the floor).
+    let ms = masters(3);
+    let acl = crate::tls_acl::readme_acl();
+    let args: Vec<&str> = acl.iter().map(String::as_str).collect();
+    for m in &ms {
+        let _: () = m.cmd(&args);
+    }
+    // Three counters apart: no two masters agree until the floor lifts
+    // them all past the highest.
+    let _: i64 = ms[0].cmd(&["INCRBY", "rlock:{k}:fence", "9"]);
+    let _: i64 = ms[1].cmd(&["INCRBY", "rlock:{k}:fence", "3"]);
+    let url = |host: &str, m: &Redis| format!("redis://rlock:rlock-secret@{host}:{}", m.port);
+    let urls: Vec<String> = ms.iter().map(|m| url("127.0.0.1", m)).collect();
+    let as_user = |urls: &str, args: &[&str]| bare_rlock().env("RLOCK_URL", urls).args(args).run();
+    let fence = |urls: &str| {
+        let run = as_user(urls, &["exec", "k", "--", "sh", "-c", "echo $RLOCK_FENCE"]).ok();
+        run.stdout.trim().parse::<u64>().unwrap()
+    };
+    let first = fence(&urls.join(","));
+    let second = fence(&urls.join(","));
+    assert!(first > 9 && first < second, "{first} then {second}");
+    assert!(ms.iter().all(|m| counter(m, "k") == second));
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
 }
