@@ -100,6 +100,9 @@ pub(crate) struct Server {
     /// host:port or socket path (the first seed, for a cluster), safe to
     /// print.
     pub(crate) label: String,
+    /// The URL as given, redacted (see [`redact`]), for messages that must
+    /// name what the user typed.
+    pub(crate) url: String,
     pub(crate) timeout: Duration,
     pub(crate) min_replicas: u32,
 }
@@ -200,6 +203,8 @@ impl Sentinels {
 struct Seed {
     info: redis::ConnectionInfo,
     label: String,
+    /// The URL, redacted.
+    shown: String,
     tls: bool,
 }
 
@@ -264,6 +269,7 @@ impl Server {
         Ok(Server {
             client: Client::One(client),
             label: seed.label,
+            url: seed.shown,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
         })
@@ -302,6 +308,7 @@ impl Server {
             .map_err(|e| Error::Usage(format!("{label}: {e}")))?;
         Ok(Server {
             client: Client::Cluster(client),
+            url: label.clone(),
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
@@ -334,6 +341,7 @@ impl Server {
                 master,
                 tls: tls.then(|| opts.tls.clone()),
             })),
+            url: label.clone(),
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
@@ -399,6 +407,7 @@ impl Seed {
         Ok(Seed {
             info: info.set_redis_settings(redis),
             label,
+            shown,
             tls: scheme == "rediss",
         })
     }

@@ -695,6 +695,23 @@ impl Node {
         }
     }
 
+    /// The server's `run_id` (INFO server): two URLs that reach one server
+    /// give the same. `None` when the server does not say (an ACL without
+    /// +info, a server that is no redis-server).
+    pub(crate) fn run_id(&mut self) -> Result<Option<String>> {
+        let res: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query(self.conn()?);
+        self.used();
+        match res {
+            Ok(info) => Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("run_id:"))
+                .map(|id| id.trim().to_string())
+                .filter(|id| !id.is_empty())),
+            Err(e) if e.code() == Some("NOPERM") || !crate::error::is_unavailable(&e) => Ok(None),
+            Err(e) => Err(self.fail(e, "INFO server".into())),
+        }
+    }
+
     /// Replication is asynchronous: a failover can lose a fresh grant. With
     /// --min-replicas N, wait until N replicas have it, or give it back.
     fn confirm_replicas(&mut self, lock: &LockName, token: &Token) -> Result<()> {

@@ -20,6 +20,12 @@
 //!   started yet.
 //! - Renewal (exec's thread) must be confirmed by a majority; the lease is
 //!   then valid until the latest instant a majority still holds it.
+//! - Two URLs that reach one server (127.0.0.1 and localhost, a DNS alias,
+//!   a unix socket) would count one master twice: each master is asked for
+//!   its `run_id` (INFO server) the first time it answers, and a second
+//!   master with a known run_id is refused (a usage error). On the first
+//!   call the outcome waits a moment for every master to say who it is;
+//!   a master that answers only later is checked then.
 //! - Read-write locks and `--limit` need one Redis and are refused here.
 //!
 //! # Fencing
@@ -77,10 +83,11 @@ const MAX_DISAGREE: u32 = 3;
 /// Retry delays after a failed attempt: uniform in this range.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_millis(250);
-/// How long past twice the time the attempt took a failed acquire waits for
-/// a master that may have granted and has not given the grant back yet:
-/// enough for a master that is merely a little behind, and little for one
-/// that is frozen.
+/// How long past twice the time the others took a straggler is waited for:
+/// on first contact, a master that has not said who it is yet; before a
+/// failed acquire returns, one that may have granted and has not given the
+/// grant back yet. Enough for a master that is merely a little behind, and
+/// little for one that is frozen.
 const SLACK: Duration = Duration::from_millis(20);
 
 type Answers<T> = Vec<Option<Result<T>>>;
@@ -149,8 +156,23 @@ impl Master {
     }
 }
 
+/// Which server a master is.
+#[derive(Clone, PartialEq, Eq)]
+enum Id {
+    /// Not asked yet, or it did not answer.
+    Unknown,
+    Known(String),
+    /// It does not say (INFO refused by an ACL).
+    Unknowable,
+}
+
 /// What a quorum and its detached copies learn as they go.
 struct Shared {
+    ids: Vec<Id>,
+    /// Set once two URLs turned out to reach one server: every call fails.
+    twins: Option<String>,
+    /// Whether any call has talked to the masters yet.
+    contacted: bool,
     /// The highest fencing counter any master has shown.
     floor: u64,
 }
@@ -177,6 +199,35 @@ fn still_busy() -> Error {
         context: "Redis master still busy with an earlier request".into(),
         cause: redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
     }
+}
+
+/// Learn which server master `i` is (once), and refuse it if another
+/// master of the quorum is the same server. An unreachable master stays
+/// unknown and is asked again next time.
+fn identify(shared: &Mutex<Shared>, urls: &[String], i: usize, node: &mut Node) -> Result<()> {
+    if state(shared).ids[i] != Id::Unknown {
+        return Ok(());
+    }
+    let id = node.run_id()?;
+    let mut s = state(shared);
+    let Some(id) = id else {
+        s.ids[i] = Id::Unknowable;
+        return Ok(());
+    };
+    let known = Id::Known(id);
+    let twin = s.ids.iter().position(|x| *x == known);
+    s.ids[i] = known;
+    let Some(j) = twin else {
+        return Ok(());
+    };
+    let (a, b) = (i.min(j), i.max(j));
+    let msg = format!(
+        "{} and {} reach the same Redis server (same run_id); RedLock needs independent \
+         masters: give each once",
+        urls[a], urls[b]
+    );
+    s.twins.get_or_insert_with(|| msg.clone());
+    Err(Error::Usage(msg))
 }
 
 /// The fence value a majority of the grants agree on, if any.
@@ -237,6 +288,8 @@ pub(crate) struct Quorum {
     masters: Vec<Arc<Master>>,
     /// The same servers, to make new nodes without touching busy ones.
     servers: Vec<Server>,
+    /// Their URLs, redacted, for messages.
+    urls: Arc<Vec<String>>,
     prefix: String,
     /// Per-master timeout (kept here: asking a node would wait for its lock).
     timeout: Duration,
@@ -250,7 +303,12 @@ impl Quorum {
             .map(|s| s.timeout)
             .min()
             .unwrap_or(NODE_TIMEOUT);
-        let shared = Arc::new(Mutex::new(Shared { floor: 0 }));
+        let shared = Arc::new(Mutex::new(Shared {
+            ids: vec![Id::Unknown; servers.len()],
+            twins: None,
+            contacted: false,
+            floor: 0,
+        }));
         Quorum::with_timeout(servers, prefix, timeout, shared)
     }
 
@@ -271,6 +329,7 @@ impl Quorum {
             .collect();
         Quorum {
             masters,
+            urls: Arc::new(servers.iter().map(|s| s.url.clone()).collect()),
             servers,
             prefix: prefix.to_string(),
             timeout,
@@ -287,7 +346,8 @@ impl Quorum {
     }
 
     /// Another quorum over the same masters, with connections of its own;
-    /// the fence floor one learns, the other knows too.
+    /// what one learns about the masters (who they are, the fence floor),
+    /// the other knows too.
     pub(crate) fn detached(&self) -> Quorum {
         Quorum::with_timeout(
             self.servers.clone(),
@@ -311,6 +371,14 @@ impl Quorum {
 
     pub(crate) fn name(&self, key: &str) -> Result<LockName> {
         LockName::new(&self.prefix, key)
+    }
+
+    /// Fails once two URLs turned out to reach one server.
+    fn check_twins(&self) -> Result<()> {
+        match &state(&self.shared).twins {
+            Some(msg) => Err(Error::Usage(msg.clone())),
+            None => Ok(()),
+        }
     }
 
     fn all(&self) -> Vec<bool> {
@@ -349,6 +417,13 @@ impl Quorum {
         let (tx, rx) = mpsc::channel();
         let mut out: Answers<T> = (0..n).map(|_| None).collect();
         let mut ran = vec![false; n];
+        let (first_contact, unknown) = {
+            let mut s = state(&self.shared);
+            let first = !std::mem::replace(&mut s.contacted, true);
+            let unknown: Vec<bool> = s.ids.iter().map(|id| *id == Id::Unknown).collect();
+            (first, unknown)
+        };
+        let mut identifying = 0;
         for (i, master) in self.masters.iter().enumerate() {
             if !targets[i] {
                 continue;
@@ -358,15 +433,27 @@ impl Quorum {
                 continue;
             };
             ran[i] = true;
+            let ident = unknown[i];
+            identifying += usize::from(ident);
             let (master, f, tx) = (Arc::clone(master), Arc::clone(&f), tx.clone());
+            let (shared, urls) = (Arc::clone(&self.shared), Arc::clone(&self.urls));
             std::thread::spawn(move || {
                 // The turn ends before the answer is sent: whoever acts on
                 // the answer finds the master free.
                 let answer = {
                     let _turn = master.wait_turn(ticket);
-                    f(&mut lock(&master.node))
+                    let mut node = lock(&master.node);
+                    let mut refused = None;
+                    if ident {
+                        refused = identify(&shared, &urls, i, &mut node).err();
+                        let _ = tx.send((i, None));
+                    }
+                    match refused {
+                        Some(e) => Err(e),
+                        None => f(&mut node),
+                    }
                 };
-                let _ = tx.send((i, answer));
+                let _ = tx.send((i, Some(answer)));
             });
         }
         drop(tx);
@@ -376,6 +463,7 @@ impl Quorum {
         let rounds = if turn == Turn::Queue { 4 } else { 2 };
         let deadline = start + self.timeout * rounds + Duration::from_millis(20);
         let late = start + patience.min(self.timeout);
+        let mut first_known: Option<Instant> = None;
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -384,15 +472,32 @@ impl Quorum {
             if (0..n).all(|i| !ran[i] || out[i].is_some()) {
                 break;
             }
-            if decided(&out, now >= late) {
+            // Two URLs of one server answer at about the same time: on
+            // first contact, give every master a moment to say who it is
+            // before taking the outcome, so that a duplicate is refused
+            // rather than counted twice. A frozen master costs that moment
+            // only, and is checked whenever it first answers.
+            let grace = first_known.map(|t| t + (t - start) + SLACK);
+            let settled = !first_contact
+                || identifying == 0
+                || grace.is_some_and(|g| now >= g)
+                || state(&self.shared).twins.is_some();
+            if settled && decided(&out, now >= late) {
                 break;
             }
             let mut wake = deadline;
             if now < late {
                 wake = wake.min(late);
             }
+            if let (false, Some(g)) = (settled, grace) {
+                wake = wake.min(g);
+            }
             match rx.recv_timeout(wake - now) {
-                Ok((i, answer)) => out[i] = Some(answer),
+                Ok((_, None)) => {
+                    identifying -= 1;
+                    first_known.get_or_insert_with(Instant::now);
+                }
+                Ok((i, Some(answer))) => out[i] = Some(answer),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -559,12 +664,14 @@ impl Quorum {
                     .into(),
             ));
         }
+        self.check_twins()?;
         let lock = self.name(key)?;
         let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
         let interrupted = || cancel.map_or(Error::Interrupted(0), Cancel::interrupted);
         if let Some(token) = &req.reenter {
             let sent = BootTime::now();
             let (answers, _) = self.attempt_all(&lock, token, req, true);
+            self.check_twins()?;
             if let Some(lease) = self.granted(&answers, key, token, req, sent, true) {
                 return Ok(lease);
             }
@@ -590,12 +697,19 @@ impl Quorum {
             let sent = BootTime::now();
             let (mut answers, ran) = self.attempt_all(&lock, &token, req, false);
             let undo = undo_targets(&answers, &ran);
-            if let Some(lease) = self.granted(&answers, key, &token, req, sent, false) {
+            let twins = self.check_twins();
+            if twins.is_ok()
+                && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
+            {
                 if cancelled() {
                     self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
                     return Err(interrupted());
                 }
                 return Ok(lease);
+            }
+            if let Err(e) = twins {
+                self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
+                return Err(e);
             }
             // Granted, but not at one fence: some master's counter was
             // ahead of the floor, which now covers it. Give it back and try
@@ -695,6 +809,7 @@ impl Quorum {
 
     /// Release one hold of `token`, or with `all` every hold.
     pub(crate) fn release(&mut self, key: &str, token: &Token, all: bool) -> Result<Released> {
+        self.check_twins()?;
         let (k, t) = (key.to_string(), token.clone());
         let m = self.majority();
         let tally = |a: &Answers<Released>| {
@@ -715,6 +830,7 @@ impl Quorum {
             move |node| node.release(&k, &t, all),
             move |a, late| late && a.iter().flatten().count() >= m,
         );
+        self.check_twins()?;
         let (held, not_held, not_owner) = tally(&answers);
         // The lock was ours only if a majority still knew it.
         if held >= m {
@@ -745,6 +861,7 @@ impl Quorum {
     }
 
     pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+        self.check_twins()?;
         let (k, t) = (key.to_string(), token.clone());
         let (n, m) = (self.len(), self.majority());
         let answers = self.on_all(
@@ -758,6 +875,7 @@ impl Quorum {
                 ok >= m || gone > n - m
             },
         );
+        self.check_twins()?;
         let mut valid: Vec<BootTime> = answers
             .iter()
             .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
@@ -787,9 +905,11 @@ impl Quorum {
         &self,
         f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
     ) -> Result<T> {
+        self.check_twins()?;
         let answers = self.on_all(Turn::Skip, f, |a, _| {
             a.iter().any(|x| matches!(x, Some(Ok(_))))
         });
+        self.check_twins()?;
         let mut error = None;
         for a in answers.into_iter().flatten() {
             match a {

@@ -291,6 +291,105 @@ fn fences_never_go_backwards_when_one_master_runs_ahead() {
 }
 
 #[test]
+fn two_urls_of_one_server_are_refused() {
+    let ms = masters(2);
+    let alias = format!("redis://localhost:{}", ms[0].port);
+    let urls = format!("{},{alias},{}", ms[0].url(), ms[1].url());
+    let run = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["acquire", "-n", "k"])
+        .run()
+        .fails(64, "same Redis server");
+    assert!(
+        run.stderr.contains(&ms[0].url()) && run.stderr.contains(&alias),
+        "{}",
+        run.stderr
+    );
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+    // A unix socket of the same server; and a master that is down does
+    // not keep the others from being checked.
+    let sock = format!("unix://{}", ms[1].socket().display());
+    let dead = format!("redis://127.0.0.1:{}", free_port());
+    let urls = format!("{},{dead},{sock}", ms[1].url());
+    bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["status", "k"])
+        .run()
+        .fails(64, "same Redis server");
+}
+
+#[test]
+fn the_same_server_is_named_in_no_message_with_its_password() {
+    let m = Redis::start_with(&["--requirepass", "hunter2"]);
+    let other = Redis::start_with(&["--requirepass", "hunter2"]);
+    let a = format!("redis://:hunter2@127.0.0.1:{}", m.port);
+    let b = format!("redis://:hunter2@localhost:{}", m.port);
+    let c = format!("redis://:hunter2@127.0.0.1:{}", other.port);
+    let run = bare_rlock()
+        .env("RLOCK_URL", &format!("{a},{b},{c}"))
+        .args(["acquire", "-n", "k"])
+        .run()
+        .fails(64, "same Redis server");
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("redis://***@localhost:{}", m.port)),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_master_met_later_is_checked_when_it_first_answers() {
+    let ms = masters(2);
+    let alias = Redis::url(&ms[0]).replace("127.0.0.1", "localhost");
+    let opts = rlock::ConnectOptions {
+        urls: vec![ms[0].url(), alias, ms[1].url()],
+        connect_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let mut l = rlock::Locker::connect(&opts, "rlock:").unwrap();
+    // The server behind the first two URLs is frozen: too few answer.
+    freeze(&ms[0]);
+    let first = l.acquire("k", &try_once(), None, &mut |_| {});
+    thaw(&ms[0]);
+    assert!(
+        matches!(first, Err(rlock::Error::Unavailable { .. })),
+        "{first:?}"
+    );
+    // Once both answer, the duplicate is refused. (Their threads may still
+    // be busy with the first call for a moment: until then a call fails,
+    // or succeeds on the first URL and the other master, two servers.)
+    let started = Instant::now();
+    let again = loop {
+        let again = l.acquire("k", &try_once(), None, &mut |_| {});
+        match &again {
+            Ok(lease) => {
+                if let Err(e) = l.release("k", &lease.token) {
+                    break Err(e);
+                }
+            }
+            Err(rlock::Error::Unavailable { .. }) => {}
+            Err(_) => break again,
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{again:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        matches!(&again, Err(rlock::Error::Usage(m)) if m.contains("same Redis server")),
+        "{again:?}"
+    );
+    // And from then on, every call is refused.
+    let status = l.status("k");
+    assert!(matches!(status, Err(rlock::Error::Usage(_))), "{status:?}");
+    eventually(Duration::from_secs(5), "nothing held", || {
+        ms.iter().all(|m| !held_on(m, "k"))
+    });
+}
+
+#[test]
 fn a_frozen_master_does_not_hold_up_a_release() {
     // The frozen master is still busy with the attempt when the release
     // comes: the release waits for it no longer than the per-master
@@ -314,8 +413,8 @@ fn a_frozen_master_does_not_hold_up_a_release() {
 
 #[test]
 fn redlock_works_as_the_least_privileged_acl_user() {
-    // The README's ACL covers what RedLock adds: INCRBY (a fence raised to
-    // the floor).
+    // The README's ACL covers what RedLock adds: INFO (who a master is)
+    // and INCRBY (a fence raised to the floor).
     let ms = masters(3);
     let acl = crate::tls_acl::readme_acl();
     let args: Vec<&str> = acl.iter().map(String::as_str).collect();
@@ -340,4 +439,12 @@ fn redlock_works_as_the_least_privileged_acl_user() {
     for m in &ms {
         m.assert_nothing_held(&[]);
     }
+    let twins = format!("{},{},{}", urls[0], url("localhost", &ms[0]), urls[1]);
+    as_user(&twins, &["acquire", "-n", "k"]).fails(64, "same Redis server");
+    // An older ACL without +info: the masters cannot say who they are, so
+    // nothing is checked, and everything else works.
+    for m in &ms {
+        let _: () = m.cmd(&["ACL", "SETUSER", "rlock", "-info"]);
+    }
+    as_user(&urls.join(","), &["exec", "k", "--", "true"]).ok();
 }
