@@ -20,6 +20,8 @@
 //!   started yet.
 //! - Renewal (exec's thread) must be confirmed by a majority; the lease is
 //!   then valid until the latest instant a majority still holds it.
+//! - A re-entry must reach a majority too; one that only a minority granted
+//!   is undone (one hold given back where it was added) and fails.
 //! - Two URLs that reach one server (127.0.0.1 and localhost, a DNS alias,
 //!   a unix socket) would count one master twice: each master is asked for
 //!   its `run_id` (INFO server) the first time it answers, and a second
@@ -520,7 +522,8 @@ impl Quorum {
 
     /// One attempt on every master: a fresh grant (decided when a majority
     /// agrees on a fence, or can no longer), or with `reenter_only` a
-    /// re-entry (decided when a majority re-entered, or can no longer).
+    /// re-entry (decided when a majority re-entered, or every master has
+    /// answered).
     /// Every counter a master shows raises the floor for later attempts.
     fn attempt_all(
         &self,
@@ -548,8 +551,9 @@ impl Quorum {
             move |a, _| {
                 let unknown = a.iter().filter(|x| x.is_none()).count();
                 if reenter_only {
-                    let granted = count(a, is_grant);
-                    return granted >= m || granted + unknown < m;
+                    // A failed re-entry waits for every answer: each hold
+                    // it added must be known, to be given back.
+                    return count(a, is_grant) >= m;
                 }
                 // The most grants at one fence value.
                 let best = a
@@ -650,6 +654,65 @@ impl Quorum {
         })
     }
 
+    /// Re-enter `key` with `token`. `Ok(None)` if a majority says the token
+    /// holds nothing: the caller then acquires afresh. A re-entry that too
+    /// few masters granted (or granted too late) is undone -- one hold given
+    /// back on each master that added one, so the enclosing holder's count
+    /// is as it was -- and fails. (A master that did not answer may have
+    /// added a hold too; the outermost holder's release of every hold
+    /// clears it.)
+    fn reenter(
+        &self,
+        lock: &LockName,
+        key: &str,
+        token: &Token,
+        req: &Request,
+    ) -> Result<Option<Lease>> {
+        let sent = BootTime::now();
+        let (answers, _) = self.attempt_all(lock, token, req, true);
+        let twins = self.check_twins();
+        if twins.is_ok()
+            && let Some(lease) = self.granted(&answers, key, token, req, sent, true)
+        {
+            return Ok(Some(lease));
+        }
+        let reentered: Vec<bool> = answers
+            .iter()
+            .map(|a| matches!(a, Some(Ok(Attempt::Granted { .. }))))
+            .collect();
+        let got = reentered.iter().filter(|r| **r).count();
+        if got > 0 {
+            let (k, t) = (key.to_string(), token.clone());
+            self.on(
+                &reentered,
+                Turn::Queue,
+                self.timeout,
+                move |node| node.release(&k, &t, false),
+                |_, late| late,
+            );
+        }
+        twins?;
+        let (n, m) = (self.len(), self.majority());
+        if count(&answers, |a| matches!(a, Ok(Attempt::NotHeld))) >= m {
+            return Ok(None);
+        }
+        let foreign = answers
+            .iter()
+            .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
+        if let Some(Some(Err(e))) = foreign.and_then(|i| answers.into_iter().nth(i)) {
+            return Err(e);
+        }
+        let why = if got >= m {
+            "the re-entry arrived after its lease's validity deadline".to_string()
+        } else {
+            format!("{got} of {n} Redis masters re-entered, RedLock needs {m}")
+        };
+        Err(Error::Unavailable {
+            context: format!("re-enter {key:?}: {why}; given back"),
+            cause: redis::RedisError::from((redis::ErrorKind::Io, "re-entry not confirmed")),
+        })
+    }
+
     pub(crate) fn acquire(
         &mut self,
         key: &str,
@@ -668,13 +731,10 @@ impl Quorum {
         let lock = self.name(key)?;
         let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
         let interrupted = || cancel.map_or(Error::Interrupted(0), Cancel::interrupted);
-        if let Some(token) = &req.reenter {
-            let sent = BootTime::now();
-            let (answers, _) = self.attempt_all(&lock, token, req, true);
-            self.check_twins()?;
-            if let Some(lease) = self.granted(&answers, key, token, req, sent, true) {
-                return Ok(lease);
-            }
+        if let Some(token) = &req.reenter
+            && let Some(lease) = self.reenter(&lock, key, token, req)?
+        {
+            return Ok(lease);
         }
         let m = self.majority();
         let started = Instant::now();

@@ -390,6 +390,31 @@ fn a_master_met_later_is_checked_when_it_first_answers() {
 }
 
 #[test]
+fn a_reentry_granted_by_a_minority_is_undone_and_fails() {
+    let mut ms = masters(3);
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    let lease = l.acquire("k", &try_once(), None, &mut |_| {}).unwrap();
+    eventually(Duration::from_secs(5), "the grant on every master", || {
+        ms.iter().all(|m| held_on(m, "k"))
+    });
+    // Two masters die: a re-entry can only reach the third.
+    drop(ms.drain(1..).collect::<Vec<_>>());
+    let mut req = try_once();
+    req.reenter = Some(lease.token.clone());
+    let err = l.acquire("k", &req, None, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, rlock::Error::Unavailable { .. }), "{err:?}");
+    let st: serde_json::Value = serde_json::from_str(
+        &rlock(&ms[0])
+            .args(["status", "k", "--json"])
+            .run()
+            .ok()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(st["holders"][0]["count"], 1, "{st}");
+}
+
+#[test]
 fn a_frozen_master_does_not_hold_up_a_release() {
     // The frozen master is still busy with the attempt when the release
     // comes: the release waits for it no longer than the per-master
