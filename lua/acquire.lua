@@ -15,14 +15,19 @@
 -- ARGV[9] request id: the same for every resend of one call, new for the
 --         next call. A grant or re-entry already made for this request id
 --         is returned again unchanged (see "Resends" below).
+-- ARGV[10] fence floor: a new grant sets the fencing counter to
+--         max(counter + 1, floor + 1). RedLock sends the highest counter
+--         any master has shown it (see src/quorum.rs); one Redis sends '0'
+--         or '' (no floor: plain INCR)
 --
 -- Returns one of
 --   {1, fence, count}           granted; count > 1 means re-entered
---   {0, wait_ms, position, holder_info, holder_since_ms, holders}
+--   {0, wait_ms, position, holder_info, holder_since_ms, holders, counter}
 --                               busy: wait_ms is when the first lease of a
 --                               holder or another waiter ends (0 if none),
 --                               position is the caller's place in the queue
---                               (0 = next in line)
+--                               (0 = next in line), counter is the fencing
+--                               counter as it stands (0 if never granted)
 --   {-1, limit}                 the lock is in use with another limit
 --   {-2}                        re-entry only, and the token holds nothing
 --   {-3, kind}                  the lock is in use as another kind ('x'/'rw')
@@ -104,6 +109,10 @@ redis.call('DEL', KEYS[7])
 if may_enter(kind, mode, limit, tok, rank) then
   leave_queue(tok)
   local fence = redis.call('INCR', FENCE)
+  local floor = tonumber(ARGV[10] or '') or 0
+  if fence <= floor then
+    fence = redis.call('INCRBY', FENCE, floor + 1 - fence)
+  end
   redis.call('ZADD', HOLDERS, now + ttl, tok)
   redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
     's:' .. tok, now, 'f:' .. tok, fence, 'r:' .. tok, req)
@@ -150,4 +159,5 @@ for i = 1, #alive, 2 do
   local left = tonumber(alive[i + 1]) - now
   if alive[i] ~= tok and (wait_ms == 0 or left < wait_ms) then wait_ms = left end
 end
-return {0, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS)}
+return {0, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
+  tonumber(redis.call('GET', FENCE)) or 0}

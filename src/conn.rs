@@ -100,6 +100,9 @@ pub(crate) struct Server {
     /// host:port or socket path (the first seed, for a cluster), safe to
     /// print.
     pub(crate) label: String,
+    /// The URL as given, redacted (see [`redact`]), for messages that must
+    /// name what the user typed.
+    pub(crate) url: String,
     pub(crate) timeout: Duration,
     pub(crate) min_replicas: u32,
 }
@@ -261,6 +264,8 @@ impl Sentinels {
 struct Seed {
     info: redis::ConnectionInfo,
     label: String,
+    /// The URL, redacted.
+    shown: String,
     tls: bool,
 }
 
@@ -325,6 +330,7 @@ impl Server {
         Ok(Server {
             client: Client::One(Box::new(client)),
             label: seed.label,
+            url: seed.shown,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
         })
@@ -353,9 +359,9 @@ impl Server {
             let mut b = redis::cluster::ClusterClient::builder(nodes)
                 .connection_timeout(opts.connect_timeout)
                 .response_timeout(opts.connect_timeout)
-                // No resends: redis-rs sends a command again after a read
-                // timeout, and a lock script must run at most once. Redirects
-                // are retried by the caller on a fresh connection instead.
+                // No resends by redis-rs: rlock resends itself (Node::eval),
+                // with the same request id, on a fresh connection with a
+                // fresh slot map, and says so in one place.
                 .retries(0);
             if let Some(pw) = &opts.password {
                 b = b.password(pw);
@@ -380,6 +386,7 @@ impl Server {
                 clients,
                 first: Default::default(),
             })),
+            url: label.clone(),
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
@@ -412,6 +419,7 @@ impl Server {
                 master,
                 tls: tls.then(|| opts.tls.clone()),
             })),
+            url: label.clone(),
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
@@ -477,6 +485,7 @@ impl Seed {
         Ok(Seed {
             info: info.set_redis_settings(redis),
             label,
+            shown,
             tls: scheme == "rediss",
         })
     }

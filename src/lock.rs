@@ -540,8 +540,12 @@ impl Outage {
 }
 
 pub(crate) enum Attempt {
-    Granted { fence: u64, count: u64 },
-    Busy(Busy),
+    Granted {
+        fence: u64,
+        count: u64,
+    },
+    /// Busy, and the lock's fencing counter on that server.
+    Busy(Busy, u64),
     NotHeld,
 }
 
@@ -710,6 +714,8 @@ impl Node {
         }
     }
 
+    /// One run of the acquire script. A new grant's fence is at least
+    /// `floor` + 1 (RedLock; 0 for one Redis).
     pub(crate) fn attempt(
         &mut self,
         lock: &LockName,
@@ -717,6 +723,7 @@ impl Node {
         req: &Request,
         queue: bool,
         reenter_only: bool,
+        floor: u64,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
@@ -724,6 +731,7 @@ impl Node {
         let lease = ms(waiter_lease(req.ttl)).to_string();
         let flag = |b| if b { "1" } else { "0" };
         let id = request_id();
+        let floor = floor.to_string();
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.keys(Some(token)),
@@ -737,6 +745,7 @@ impl Node {
                 flag(reenter_only),
                 req.mode.arg(),
                 &id,
+                &floor,
             ],
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(RESEND_WINDOW),
@@ -760,13 +769,14 @@ impl Node {
                     .get(3)
                     .and_then(|v| String::from_redis_value(v.clone()).ok())
                     .unwrap_or_default();
-                Ok(Attempt::Busy(Busy {
+                let busy = Busy {
                     holder: serde_json::from_str(&info).ok(),
                     expires_in: Duration::from_millis(int(1)?.max(0) as u64),
                     position: int(2)?.max(0) as u64,
                     since_ms: int(4)?.max(0) as u64,
                     holders: int(5)?.max(0) as u64,
-                }))
+                };
+                Ok(Attempt::Busy(busy, int(6)?.max(0) as u64))
             }
             -1 => Err(Error::Conflict(format!(
                 "lock {:?} is in use with --limit {}, not {}; every holder must agree",
@@ -796,6 +806,23 @@ impl Node {
                 lock.name()
             ))),
             _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
+        }
+    }
+
+    /// The server's `run_id` (INFO server): two URLs that reach one server
+    /// give the same. `None` when the server does not say (an ACL without
+    /// +info, a server that is no redis-server).
+    pub(crate) fn run_id(&mut self) -> Result<Option<String>> {
+        let res: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query(self.conn()?);
+        self.used();
+        match res {
+            Ok(info) => Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("run_id:"))
+                .map(|id| id.trim().to_string())
+                .filter(|id| !id.is_empty())),
+            Err(e) if e.code() == Some("NOPERM") || !crate::error::is_unavailable(&e) => Ok(None),
+            Err(e) => Err(self.fail(e, "INFO server".into())),
         }
     }
 
@@ -861,7 +888,7 @@ impl Node {
             loop {
                 let sent = BootTime::now();
                 let Attempt::Granted { fence, count } =
-                    self.attempt(&lock, token, req, false, true)?
+                    self.attempt(&lock, token, req, false, true, 0)?
                 else {
                     break;
                 };
@@ -902,7 +929,7 @@ impl Node {
                 return Err(self.give_up(&lock, &token, cancel));
             }
             let sent = BootTime::now();
-            let busy = match self.attempt(&lock, &token, req, queue, false) {
+            let busy = match self.attempt(&lock, &token, req, queue, false, 0) {
                 Ok(Attempt::Granted { fence, count }) => {
                     if cancelled() {
                         return Err(self.give_up(&lock, &token, cancel));
@@ -933,7 +960,7 @@ impl Node {
                     std::thread::sleep(backoff(failures));
                     continue;
                 }
-                Ok(Attempt::Busy(b)) => b,
+                Ok(Attempt::Busy(b, _)) => b,
                 Ok(Attempt::NotHeld) => {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }

@@ -182,11 +182,13 @@ fn nested_exec_reenters_under_redlock() {
 fn a_dead_master_and_a_busy_lock_mean_busy_not_unreachable() {
     let mut ms = masters(3);
     let holder = rl(&ms).args(["acquire", "k"]).run().ok().token();
-    // The third grant may land just after acquire returned.
-    eventually(Duration::from_secs(5), "the grant on every master", || {
-        ms.iter().all(|m| held_on(m, "k"))
-    });
-    let dead = ms.remove(2).url();
+    // acquire returns once a majority granted; the third master's request
+    // may not have been sent before the process exited (rlock promises a
+    // majority, not every master). Stop a master the lock is not on, if
+    // any, so that both left hold it.
+    let free = ms.iter().position(|m| !held_on(m, "k")).unwrap_or(2);
+    let dead = ms.remove(free).url();
+    assert!(ms.iter().all(|m| held_on(m, "k")));
     let urls = format!("{},{},{dead}", ms[0].url(), ms[1].url());
     let with = |args: &[&str]| bare_rlock().env("RLOCK_URL", &urls).args(args).run();
     with(&["acquire", "-n", "k"]).fails(75, "busy");
@@ -215,4 +217,259 @@ fn a_release_right_after_acquire_leaves_nothing_on_any_master() {
     for m in &ms {
         m.assert_nothing_held(&[]);
     }
+}
+
+/// A library handle over `ms`, with no memory of earlier runs (like a new
+/// rlock process).
+fn quorum(ms: &[&Redis]) -> rlock::Locker {
+    let opts = rlock::ConnectOptions {
+        urls: ms.iter().map(|m| m.url()).collect(),
+        ..Default::default()
+    };
+    rlock::Locker::connect(&opts, "rlock:").unwrap()
+}
+
+fn try_once() -> rlock::Request {
+    let mut req = rlock::Request::new(Duration::from_secs(30));
+    req.wait = rlock::Wait::No;
+    req
+}
+
+fn counter(m: &Redis, key: &str) -> u64 {
+    let v: Option<u64> = m.cmd(&["GET", &format!("rlock:{{{key}}}:fence")]);
+    v.unwrap_or(0)
+}
+
+/// One grant of `key` by a fresh handle over `ms` while `blocked` holds it
+/// for someone else, so exactly the other masters can grant it; released
+/// again. Returns the fence.
+fn grant_around(ms: &[Redis], blocked: &Redis, key: &str) -> u64 {
+    let other = rlock(blocked).args(["acquire", key]).run().ok().token();
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    let lease = l.acquire(key, &try_once(), None, &mut |_| {}).unwrap();
+    l.release(key, &lease.token).unwrap();
+    rlock(blocked)
+        .args(["release", key, "--token", &other])
+        .run()
+        .ok();
+    lease.fence
+}
+
+#[test]
+fn fences_never_go_backwards_when_one_master_runs_ahead() {
+    // Failed attempts that a minority granted push one master's counter
+    // ahead of the others: B and C hold the key for someone else, and each
+    // `acquire -n` takes A's grant and gives it back.
+    let ms = masters(3);
+    let (a, b, c) = (&ms[0], &ms[1], &ms[2]);
+    let tb = rlock(b).args(["acquire", "k"]).run().ok().token();
+    let tc = rlock(c).args(["acquire", "k"]).run().ok().token();
+    for _ in 0..3 {
+        rl(&ms).args(["acquire", "-n", "k"]).run().fails(75, "busy");
+    }
+    // (as many more failed attempts would)
+    let _: i64 = a.cmd(&["INCRBY", "rlock:{k}:fence", "8"]);
+    assert!(counter(a, "k") >= 10 && counter(b, "k") == 1);
+    rlock(b).args(["release", "k", "--token", &tb]).run().ok();
+    rlock(c).args(["release", "k", "--token", &tc]).run().ok();
+    // Now A and B grant (C is held), then B and C (A is held), then all:
+    // taking the maximum of whoever granted gave 11, then 2 (or 3), then 12.
+    let fences = [
+        grant_around(&ms, c, "k"),
+        grant_around(&ms, a, "k"),
+        grant_around(&ms, b, "k"),
+    ];
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    let last = l.acquire("k", &try_once(), None, &mut |_| {}).unwrap();
+    l.release("k", &last.token).unwrap();
+    let all = [fences[0], fences[1], fences[2], last.fence];
+    eprintln!("fences {all:?}");
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "fences {all:?}");
+    // A majority of the counters stand at the last fence: they agreed on it.
+    let at_last = ms.iter().filter(|m| counter(m, "k") == last.fence).count();
+    assert!(at_last >= 2, "fences {all:?}");
+}
+
+#[test]
+fn two_urls_of_one_server_are_refused() {
+    let ms = masters(2);
+    let alias = format!("redis://localhost:{}", ms[0].port);
+    let urls = format!("{},{alias},{}", ms[0].url(), ms[1].url());
+    let run = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["acquire", "-n", "k"])
+        .run()
+        .fails(64, "same Redis server");
+    assert!(
+        run.stderr.contains(&ms[0].url()) && run.stderr.contains(&alias),
+        "{}",
+        run.stderr
+    );
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+    // A unix socket of the same server; and a master that is down does
+    // not keep the others from being checked.
+    let sock = format!("unix://{}", ms[1].socket().display());
+    let dead = format!("redis://127.0.0.1:{}", free_port());
+    let urls = format!("{},{dead},{sock}", ms[1].url());
+    bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["status", "k"])
+        .run()
+        .fails(64, "same Redis server");
+}
+
+#[test]
+fn the_same_server_is_named_in_no_message_with_its_password() {
+    let m = Redis::start_with(&["--requirepass", "hunter2"]);
+    let other = Redis::start_with(&["--requirepass", "hunter2"]);
+    let a = format!("redis://:hunter2@127.0.0.1:{}", m.port);
+    let b = format!("redis://:hunter2@localhost:{}", m.port);
+    let c = format!("redis://:hunter2@127.0.0.1:{}", other.port);
+    let run = bare_rlock()
+        .env("RLOCK_URL", &format!("{a},{b},{c}"))
+        .args(["acquire", "-n", "k"])
+        .run()
+        .fails(64, "same Redis server");
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("redis://***@localhost:{}", m.port)),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_master_met_later_is_checked_when_it_first_answers() {
+    let ms = masters(2);
+    let alias = Redis::url(&ms[0]).replace("127.0.0.1", "localhost");
+    let opts = rlock::ConnectOptions {
+        urls: vec![ms[0].url(), alias, ms[1].url()],
+        connect_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let mut l = rlock::Locker::connect(&opts, "rlock:").unwrap();
+    // The server behind the first two URLs is frozen: too few answer.
+    freeze(&ms[0]);
+    let first = l.acquire("k", &try_once(), None, &mut |_| {});
+    thaw(&ms[0]);
+    assert!(
+        matches!(first, Err(rlock::Error::Unavailable { .. })),
+        "{first:?}"
+    );
+    // Once both answer, the duplicate is refused. (Their threads may still
+    // be busy with the first call for a moment: until then a call fails,
+    // or succeeds on the first URL and the other master, two servers.)
+    let started = Instant::now();
+    let again = loop {
+        let again = l.acquire("k", &try_once(), None, &mut |_| {});
+        match &again {
+            Ok(lease) => {
+                if let Err(e) = l.release("k", &lease.token) {
+                    break Err(e);
+                }
+            }
+            Err(rlock::Error::Unavailable { .. }) => {}
+            Err(_) => break again,
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{again:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        matches!(&again, Err(rlock::Error::Usage(m)) if m.contains("same Redis server")),
+        "{again:?}"
+    );
+    // And from then on, every call is refused.
+    let status = l.status("k");
+    assert!(matches!(status, Err(rlock::Error::Usage(_))), "{status:?}");
+    eventually(Duration::from_secs(5), "nothing held", || {
+        ms.iter().all(|m| !held_on(m, "k"))
+    });
+}
+
+#[test]
+fn a_reentry_granted_by_a_minority_is_undone_and_fails() {
+    let mut ms = masters(3);
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    let lease = l.acquire("k", &try_once(), None, &mut |_| {}).unwrap();
+    eventually(Duration::from_secs(5), "the grant on every master", || {
+        ms.iter().all(|m| held_on(m, "k"))
+    });
+    // Two masters die: a re-entry can only reach the third.
+    drop(ms.drain(1..).collect::<Vec<_>>());
+    let mut req = try_once();
+    req.reenter = Some(lease.token.clone());
+    let err = l.acquire("k", &req, None, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, rlock::Error::Unavailable { .. }), "{err:?}");
+    let st: serde_json::Value = serde_json::from_str(
+        &rlock(&ms[0])
+            .args(["status", "k", "--json"])
+            .run()
+            .ok()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(st["holders"][0]["count"], 1, "{st}");
+}
+
+#[test]
+fn a_frozen_master_does_not_hold_up_a_release() {
+    // The frozen master is still busy with the attempt when the release
+    // comes: the release waits for it no longer than the per-master
+    // timeout (500 ms here).
+    let ms = masters(3);
+    let mut l = quorum(&ms.iter().collect::<Vec<_>>());
+    freeze(&ms[2]);
+    let lease = l.acquire("k", &try_once(), None, &mut |_| {});
+    let started = Instant::now();
+    let released = lease.as_ref().map(|lease| l.release("k", &lease.token));
+    let took = started.elapsed();
+    thaw(&ms[2]);
+    assert!(
+        matches!(released, Ok(Ok(rlock::Released::Released))),
+        "{released:?}"
+    );
+    eprintln!("release with 1 of 3 masters frozen took {took:?}");
+    assert!(took < Duration::from_millis(800), "{took:?}");
+    assert!(!held_on(&ms[0], "k") && !held_on(&ms[1], "k"));
+}
+
+#[test]
+fn redlock_works_as_the_least_privileged_acl_user() {
+    // The README's ACL covers what RedLock adds: INFO (who a master is)
+    // and INCRBY (a fence raised to the floor).
+    let ms = masters(3);
+    let acl = crate::tls_acl::readme_acl();
+    let args: Vec<&str> = acl.iter().map(String::as_str).collect();
+    for m in &ms {
+        let _: () = m.cmd(&args);
+    }
+    // Three counters apart: no two masters agree until the floor lifts
+    // them all past the highest.
+    let _: i64 = ms[0].cmd(&["INCRBY", "rlock:{k}:fence", "9"]);
+    let _: i64 = ms[1].cmd(&["INCRBY", "rlock:{k}:fence", "3"]);
+    let url = |host: &str, m: &Redis| format!("redis://rlock:rlock-secret@{host}:{}", m.port);
+    let urls: Vec<String> = ms.iter().map(|m| url("127.0.0.1", m)).collect();
+    let as_user = |urls: &str, args: &[&str]| bare_rlock().env("RLOCK_URL", urls).args(args).run();
+    let fence = |urls: &str| {
+        let run = as_user(urls, &["exec", "k", "--", "sh", "-c", "echo $RLOCK_FENCE"]).ok();
+        run.stdout.trim().parse::<u64>().unwrap()
+    };
+    let first = fence(&urls.join(","));
+    let second = fence(&urls.join(","));
+    assert!(first > 9 && first < second, "{first} then {second}");
+    assert!(ms.iter().all(|m| counter(m, "k") == second));
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+    let twins = format!("{},{},{}", urls[0], url("localhost", &ms[0]), urls[1]);
+    as_user(&twins, &["acquire", "-n", "k"]).fails(64, "same Redis server");
+    // An older ACL without +info: the masters cannot say who they are, so
+    // nothing is checked, and everything else works.
+    for m in &ms {
+        let _: () = m.cmd(&["ACL", "SETUSER", "rlock", "-info"]);
+    }
+    as_user(&urls.join(","), &["exec", "k", "--", "true"]).ok();
 }

@@ -142,7 +142,7 @@ fn rediss_with_a_client_certificate() {
 }
 
 /// The ACL the README documents for an rlock user, word for word.
-fn readme_acl() -> Vec<String> {
+pub(crate) fn readme_acl() -> Vec<String> {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let line = readme

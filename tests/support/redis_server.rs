@@ -96,9 +96,9 @@ impl Redis {
         while started.elapsed() < Duration::from_secs(5) {
             // Ready when our own unix socket answers: redis-server creates
             // it after binding its TCP port, so a server that lost the port
-            // to another process (say, a cluster node's bus, port + 10000)
-            // never passes for ready, whereas a TCP connect would reach the
-            // other process.
+            // to another process (another test's server, a cluster node's
+            // bus at port + 10000) never passes for ready, whereas a TCP
+            // connect would reach the other process.
             if UnixStream::connect(r.socket()).is_ok() {
                 return Some(r);
             }
