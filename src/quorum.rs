@@ -536,9 +536,17 @@ impl Quorum {
         let m = self.majority();
         let floor = state(&self.shared).floor;
         let shared = Arc::clone(&self.shared);
+        // A re-entry waits its turn on a master still busy with the
+        // previous call (the enclosing grant's bookkeeping, a give-back):
+        // skipping it would fail a re-entry every master can grant.
+        let turn = if reenter_only {
+            Turn::Queue
+        } else {
+            Turn::Skip
+        };
         self.on(
             &self.all(),
-            Turn::Skip,
+            turn,
             self.timeout,
             move |node| {
                 let a = node.attempt(&l, &t, &r, false, reenter_only, floor);

@@ -473,3 +473,46 @@ fn redlock_works_as_the_least_privileged_acl_user() {
     }
     as_user(&urls.join(","), &["exec", "k", "--", "true"]).ok();
 }
+
+#[test]
+fn a_call_a_stalled_master_runs_late_counts_once() {
+    // RedLock sends each call to each master once (its retries are its
+    // own, with new tokens): a re-entry that a stalled master runs only
+    // after the client gave up on it counts once there, so the holds still
+    // add up and the releases leave nothing behind on any master.
+    let ms = masters(3);
+    let all: Vec<&Redis> = ms.iter().collect();
+    let mut l = quorum(&all);
+    let outer = l
+        .acquire(
+            "late",
+            &rlock::Request::new(Duration::from_secs(30)),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
+    let mut nested = rlock::Request::new(Duration::from_secs(30));
+    nested.reenter = Some(outer.token.clone());
+    freeze(&ms[0]);
+    let inner = l.acquire("late", &nested, None, &mut |_| {});
+    std::thread::sleep(Duration::from_millis(700));
+    thaw(&ms[0]);
+    assert_eq!(inner.unwrap().count, 2);
+    // Let the late master run what it got (and rlock give back what it
+    // gave up on).
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        l.release("late", &outer.token).unwrap(),
+        rlock::Released::StillHeld(1)
+    );
+    assert_eq!(
+        l.release("late", &outer.token).unwrap(),
+        rlock::Released::Released
+    );
+    for m in &ms {
+        eventually(Duration::from_secs(5), "every master to be free", || {
+            !held_on(m, "late")
+        });
+        m.assert_nothing_held(&[]);
+    }
+}
