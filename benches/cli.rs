@@ -886,7 +886,7 @@ fn peak_rss(r: &Redis, etcd: Result<&Etcd, &str>) {
         }
     }
     println!("   measured by a fresh copy of this bench: fork, exec, wait4, as /usr/bin/time %M");
-    println!("   not counted: rlock's guard process (forked, never waited for)");
+    println!("   rlock's guard and the command are rlock's waited-for descendants: included");
 }
 
 /// The helper side of [`peak_rss`]: run argv once, print its ru_maxrss in

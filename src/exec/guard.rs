@@ -35,18 +35,21 @@ use super::tree;
 
 /// Signals the guard ignores for itself; the command gets them back as
 /// rlock found them.
-const IGNORED: [i32; 10] = [
-    libc::SIGINT,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGPIPE,
-    libc::SIGTSTP,
-    libc::SIGTTIN,
-    libc::SIGTTOU,
-];
+const IGNORED: [i32; 10] = {
+    let f = super::FORWARDED;
+    [
+        f[0],
+        f[1],
+        f[2],
+        f[3],
+        f[4],
+        f[5],
+        libc::SIGPIPE,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+    ]
+};
 
 /// What the guard tells rlock.
 #[derive(Debug)]

@@ -16,6 +16,15 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
+/// The pid a command wrote to `file`, once it has.
+#[track_caller]
+fn wait_pid(file: &Path) -> i32 {
+    eventually(Duration::from_secs(5), "a pid in the file", || {
+        read(file).trim().parse::<i32>().is_ok()
+    });
+    read(file).trim().parse().unwrap()
+}
+
 fn kill(pid: u32, sig: i32) {
     // SAFETY: plain syscall.
     unsafe { libc::kill(pid as i32, sig) };
@@ -372,10 +381,7 @@ fn rlock_killed_takes_its_child_along() {
     let mut child = rlock(&r)
         .args(["exec", "k", "--", "sh", "-c", &script])
         .spawn();
-    eventually(Duration::from_secs(5), "the child pid", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let pid: i32 = read(&pidfile).trim().parse().unwrap();
+    let pid = wait_pid(&pidfile);
     assert!(alive(pid));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -456,10 +462,7 @@ fn after_a_loss_nothing_the_command_started_runs_on() {
     let child = rlock(&r)
         .args(["exec", "--ttl", "900ms", "k", "--", "sh", "-c", &script])
         .spawn();
-    eventually(Duration::from_secs(5), "the background job", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let bg: i32 = read(&pidfile).trim().parse().unwrap();
+    let bg = wait_pid(&pidfile);
     let _: () = r.cmd(&["DEL", "rlock:{k}:h"]);
     finish(child, "exec").code(79);
     eventually(Duration::from_secs(5), "the background job to die", || {
@@ -476,10 +479,7 @@ fn rlock_killed_takes_grandchildren_along() {
     let mut child = rlock(&r)
         .args(["exec", "k", "--", "sh", "-c", &script])
         .spawn();
-    eventually(Duration::from_secs(5), "the grandchild pid", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let pid: i32 = read(&pidfile).trim().parse().unwrap();
+    let pid = wait_pid(&pidfile);
     child.kill().unwrap();
     child.wait().unwrap();
     eventually(Duration::from_secs(5), "the grandchild to die", || {
@@ -640,10 +640,7 @@ fn interactive_rlock_killed_takes_grandchildren_along() {
         p = pidfile.display()
     );
     let mut child = under_pty(&r, &inner);
-    eventually(Duration::from_secs(5), "the command's pid", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    let cmd = wait_pid(&pidfile);
     eventually(Duration::from_secs(5), "the grandchild", || {
         !descendants_of(cmd).is_empty()
     });
@@ -685,10 +682,7 @@ fn interactive_job_control_stops_and_continues_the_job() {
         p = pidfile.display(),
         o = out.display(),
     ));
-    eventually(Duration::from_secs(10), "the command's pid", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    let cmd = wait_pid(&pidfile);
     let rl = rlock_of(cmd);
     say("\x1a"); // Ctrl-Z
     eventually(Duration::from_secs(5), "rlock to stop its job", || {
@@ -749,10 +743,7 @@ fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
     let child = rlock(&r)
         .args(["exec", "k", "--", "sh", "-c", &script])
         .spawn();
-    eventually(Duration::from_secs(5), "the command", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    let cmd = wait_pid(&pidfile);
     kill(ppid(cmd) as u32, libc::SIGKILL);
     finish(child, "exec").fails(79, "guard process was killed");
     assert!(!alive(cmd));
@@ -871,10 +862,7 @@ fn a_killed_interactive_rlock_gives_the_terminal_back() {
         o = out.display()
     );
     let mut child = under_pty(&r, &inner);
-    eventually(Duration::from_secs(5), "the command's pid", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    let cmd = wait_pid(&pidfile);
     kill(rlock_of(cmd) as u32, libc::SIGKILL);
     eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
     std::thread::sleep(Duration::from_millis(200));
@@ -1128,10 +1116,7 @@ fn a_full_stderr_pipe_does_not_delay_the_kill() {
         ])
         .stderr(wr)
         .spawn_plain();
-    eventually(Duration::from_secs(5), "the command", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let cmd: i32 = read(&pidfile).trim().parse().unwrap();
+    let cmd = wait_pid(&pidfile);
     delete_lock(&r, "k");
     // rlock blocks writing "lost" to the full pipe; the command, which
     // ignores SIGTERM, must be killed all the same.
