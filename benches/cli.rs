@@ -1313,12 +1313,14 @@ fn redis_version(r: &Redis) -> String {
 
 /// Keys left in Redis, but the fencing counters, which never expire by
 /// design.
+/// Lock state left in Redis: not the fencing counters, nor the release
+/// tombstones (`:r:<request>`, which expire by themselves within 10 s).
 fn leftovers(r: &Redis) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query(&mut r.conn())
         .expect("KEYS");
-    keys.retain(|k| !k.ends_with(":fence"));
+    keys.retain(|k| !k.ends_with(":fence") && !k.contains("}:r:"));
     keys.sort();
     keys
 }
