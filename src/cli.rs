@@ -26,8 +26,9 @@ Exit codes:
   69   Redis unreachable, not answering, or refusing us (auth, ACL)
   70   unexpected reply from Redis
   75   busy (--no-wait) or wait timed out; change with -E
-  77   the token does not own this lock
-  79   the lock was lost (expired or deleted while held)
+  77   the token does not own this lock (check: another owner holds it)
+  79   the lock was lost (expired or deleted while held; check: the token
+       holds it no more)
   126  exec: the command could not be executed
   127  exec: the command was not found
   128+N  a signal N ended the wait, or killed exec's command (130: SIGINT)
@@ -312,6 +313,27 @@ Examples:
         ttl: Span,
     },
 
+    /// Exit 0 if a token still holds the lock, 79 if it holds it no more, 77
+    /// if another owner holds it: for scripts about to do something
+    /// irreversible
+    #[command(after_help = "\
+The token comes from --token or RLOCK_TOKEN, so inside `rlock exec` only the
+key is needed. With -v, the lease time left and the fencing token go to
+stderr; with --json, {\"held\":..,\"ttl_ms\":..,\"fence\":..} to stdout.
+
+Examples:
+  rlock exec deploy -- sh -c './build && rlock check deploy && ./publish'
+  rlock check deploy --token \"$tok\" || exit 1")]
+    Check {
+        /// Lock name
+        key: String,
+        #[command(flatten)]
+        token: TokenOpt,
+        /// Print JSON on stdout
+        #[arg(long)]
+        json: bool,
+    },
+
     /// Show who holds a lock, since when, TTL left, fencing counter, waiters
     Status {
         /// Lock name
@@ -541,6 +563,7 @@ impl Command {
             | Command::Rw { key, .. }
             | Command::Release { key, .. }
             | Command::Renew { key, .. }
+            | Command::Check { key, .. }
             | Command::Status { key, .. } => Some(key),
             Command::List { .. } => None,
         }

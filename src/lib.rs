@@ -25,5 +25,7 @@ pub mod signals;
 
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
-pub use lock::{Busy, Cancel, HolderInfo, Lease, Mode, Released, Request, Status, Token, Wait};
+pub use lock::{
+    Busy, Cancel, Held, HolderInfo, Lease, Mode, Released, Request, Status, Token, Wait,
+};
 pub use locker::Locker;

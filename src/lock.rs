@@ -41,6 +41,7 @@ static ACQUIRE: LazyLock<Lua> = script!("acquire.lua");
 static RELEASE: LazyLock<Lua> = script!("release.lua");
 static RENEW: LazyLock<Lua> = script!("renew.lua");
 static STATUS: LazyLock<Lua> = script!("status.lua");
+static CHECK: LazyLock<Lua> = script!("check.lua");
 
 /// How long a script call is sent again after a failure that leaves it
 /// unknown whether it ran (a timeout, a dropped connection) or that says it
@@ -304,6 +305,19 @@ impl fmt::Display for Busy {
 /// Server-clock milliseconds as an RFC 3339 UTC time.
 pub fn format_ms(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// A token's hold, as `check` sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Held {
+    /// Lease time left, by the server's clock.
+    #[serde(rename = "ttl_ms", serialize_with = "as_ms")]
+    pub ttl: Duration,
+    pub fence: u64,
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
 }
 
 /// What a release did.
@@ -1128,6 +1142,32 @@ impl Node {
             }),
             -2 => Err(Error::NotOwner { key: key.into() }),
             n => Err(Error::Protocol(format!("renew returned {n}"))),
+        }
+    }
+
+    /// Does `token` hold `key` now? Its lease's time left and fence if so;
+    /// [`Error::Lost`] if it holds nothing, [`Error::NotOwner`] if another
+    /// owner holds the lock exclusively.
+    pub(crate) fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+        let lock = self.name(key)?;
+        let reply: Vec<i64> = self.eval(
+            &CHECK,
+            &lock.keys(None),
+            &[token.as_str()],
+            || format!("check {key:?}"),
+            RESEND_WINDOW,
+        )?;
+        match reply[..] {
+            [ms, fence] if ms >= 0 => Ok(Held {
+                ttl: Duration::from_millis(ms as u64),
+                fence: fence as u64,
+            }),
+            [-1] => Err(Error::Lost {
+                key: key.into(),
+                why: "this token holds it no more (it expired or was released)".into(),
+            }),
+            [-2] => Err(Error::NotOwner { key: key.into() }),
+            _ => Err(Error::Protocol(format!("check returned {reply:?}"))),
         }
     }
 

@@ -110,6 +110,16 @@ impl Locker {
         }
     }
 
+    /// Does `token` hold `key` now (under RedLock: on a majority)? Its time
+    /// left and fence; [`crate::Error::Lost`] if it holds nothing,
+    /// [`crate::Error::NotOwner`] if another owner holds it.
+    pub fn check(&mut self, key: &str, token: &Token) -> Result<crate::lock::Held> {
+        match &mut self.0 {
+            Inner::One(n) => n.check(key, token),
+            Inner::Many(q) => q.check(key, token),
+        }
+    }
+
     /// Who holds `key`, how long they keep it, who waits. Under RedLock,
     /// as the first server that answers sees it.
     pub fn status(&mut self, key: &str) -> Result<Status> {

@@ -310,6 +310,37 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(exit_code::OK)
         }
+        Command::Check { key, token, json } => {
+            let token = Token::parse(&token.token)?;
+            let mut locker = connect(g)?;
+            let held = locker.check(key, &token);
+            if *json {
+                let out = match &held {
+                    Ok(h) => {
+                        serde_json::json!({"held": true, "ttl_ms": h.ttl.as_millis() as u64, "fence": h.fence})
+                    }
+                    Err(rlock::Error::Lost { .. }) => {
+                        serde_json::json!({"held": false, "why": "gone"})
+                    }
+                    Err(rlock::Error::NotOwner { .. }) => {
+                        serde_json::json!({"held": false, "why": "another owner"})
+                    }
+                    Err(_) => serde_json::Value::Null,
+                };
+                if !out.is_null() {
+                    println!("{out}");
+                }
+            }
+            let held = held?;
+            if g.verbose {
+                say!(
+                    "rlock: {key:?} is held by this token for {} more (fence {})",
+                    human(held.ttl),
+                    held.fence
+                );
+            }
+            Ok(exit_code::OK)
+        }
         Command::Status { key, json } => {
             let mut locker = connect(g)?;
             let st = locker.status(key)?;

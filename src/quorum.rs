@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::BootTime;
 use crate::conn::Server;
-use crate::lock::{Attempt, LockName, Node, valid_until};
+use crate::lock::{Attempt, Held, LockName, Node, valid_until};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, Wait};
 
 /// Longest wait for one master's answer (connect and reply each).
@@ -929,29 +929,55 @@ impl Quorum {
     }
 
     pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
-        self.check_twins()?;
         let (k, t) = (key.to_string(), token.clone());
-        let (n, m) = (self.len(), self.majority());
-        let answers = self.on_all(
-            Turn::Skip,
-            move |node| node.renew(&k, &t, ttl),
-            move |a, _| {
-                let ok = count(a, Result::is_ok);
-                let gone = count(a, |x| {
-                    matches!(x, Err(Error::Lost { .. } | Error::NotOwner { .. }))
-                });
-                ok >= m || gone > n - m
-            },
-        );
+        let mut valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl))?;
+        // The lease holds while a majority holds it: until the m-th latest end.
+        valid.sort_by(|a, b| b.cmp(a));
+        Ok(valid[self.majority() - 1])
+    }
+
+    /// Does `token` hold `key` on a majority? For as long as the m-th
+    /// longest lease, at the fence most of them report.
+    pub(crate) fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+        let (k, t) = (key.to_string(), token.clone());
+        let mut held = self.confirmed("check", key, move |node| node.check(&k, &t))?;
+        held.sort_by_key(|h| std::cmp::Reverse(h.ttl));
+        let ttl = held[self.majority() - 1].ttl;
+        let mut fences: Vec<u64> = held.iter().map(|h| h.fence).collect();
+        fences.sort_unstable();
+        let fence = fences
+            .iter()
+            .max_by_key(|f| fences.iter().filter(|g| g == f).count())
+            .copied()
+            .unwrap_or(0);
+        Ok(Held { ttl, fence })
+    }
+
+    /// Run `f` on every master until a majority said yes or can no longer:
+    /// the yes answers, or why not (gone on a majority, taken by another,
+    /// too few answers).
+    fn confirmed<T: Copy + Send + 'static>(
+        &self,
+        what: &str,
+        key: &str,
+        f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
+    ) -> Result<Vec<T>> {
         self.check_twins()?;
-        let mut valid: Vec<BootTime> = answers
+        let (n, m) = (self.len(), self.majority());
+        let answers = self.on_all(Turn::Skip, f, move |a, _| {
+            let ok = count(a, Result::is_ok);
+            let gone = count(a, |x| {
+                matches!(x, Err(Error::Lost { .. } | Error::NotOwner { .. }))
+            });
+            ok >= m || gone > n - m
+        });
+        self.check_twins()?;
+        let yes: Vec<T> = answers
             .iter()
             .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
             .collect();
-        // The lease holds while a majority holds it: until the m-th latest end.
-        valid.sort_by(|a, b| b.cmp(a));
-        if valid.len() >= m {
-            return Ok(valid[m - 1]);
+        if yes.len() >= m {
+            return Ok(yes);
         }
         let lost = count(&answers, |a| matches!(a, Err(Error::Lost { .. })));
         let taken = count(&answers, |a| matches!(a, Err(Error::NotOwner { .. })));
@@ -965,7 +991,7 @@ impl Quorum {
                 }
             });
         }
-        Err(no_answer(&format!("renew {key:?}"), valid.len(), n, m))
+        Err(no_answer(&format!("{what} {key:?}"), yes.len(), n, m))
     }
 
     /// The first answer any master gives.

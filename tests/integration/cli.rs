@@ -618,3 +618,52 @@ fn contention_many_processes_never_overlap() {
     assert_eq!(status_json(&r, "c")["fence"], 40);
     r.assert_nothing_held(&["inside"]);
 }
+
+#[test]
+fn check_says_held_gone_or_taken_inside_and_outside_exec() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+    let run = rlock(&r)
+        .args(["-v", "check", "k", "--token", &tok])
+        .run()
+        .ok();
+    assert!(run.stderr.contains("held by this token"), "{}", run.stderr);
+    let json = rlock(&r)
+        .args(["check", "k", "--json"])
+        .env("RLOCK_TOKEN", &tok)
+        .run()
+        .ok();
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        (v["held"].as_bool(), v["fence"].as_u64()),
+        (Some(true), Some(1))
+    );
+    assert!(v["ttl_ms"].as_u64().unwrap() > 20_000, "{v}");
+    // Another owner's token.
+    let other = uuid::Uuid::new_v4().to_string();
+    rlock(&r)
+        .args(["check", "k", "--token", &other])
+        .run()
+        .fails(77, "does not own");
+    // Released: gone.
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    rlock(&r)
+        .args(["check", "k", "--token", &tok])
+        .run()
+        .fails(79, "holds it no more");
+    // Inside exec, the key is enough; after a DEL the check says gone.
+    let script =
+        "$BIN check k && redis-cli -p $PORT DEL 'rlock:{k}:h' >/dev/null; $BIN check k; echo $?";
+    let run = rlock(&r)
+        .args(["exec", "k", "--on-lost", "ignore", "--", "sh", "-c", script])
+        .env("BIN", env!("CARGO_BIN_EXE_rlock"))
+        .env("PORT", &r.port.to_string())
+        .run();
+    assert_eq!(run.stdout.trim(), "79", "{}", run.stderr);
+    // Bad input: no token, a malformed one.
+    rlock(&r).args(["check", "k"]).run().code(64);
+    rlock(&r)
+        .args(["check", "k", "--token", "nope"])
+        .run()
+        .fails(64, "malformed token");
+}

@@ -516,3 +516,18 @@ fn a_call_a_stalled_master_runs_late_counts_once() {
         m.assert_nothing_held(&[]);
     }
 }
+
+#[test]
+fn check_needs_a_majority() {
+    let ms = masters(3);
+    let tok = rl(&ms).args(["acquire", "k"]).run().ok().token();
+    rl(&ms).args(["check", "k", "--token", &tok]).run().ok();
+    // Gone from two of three masters: gone.
+    for m in &ms[..2] {
+        let _: () = m.cmd(&["DEL", "rlock:{k}:h"]);
+    }
+    rl(&ms)
+        .args(["check", "k", "--token", &tok])
+        .run()
+        .fails(79, "no longer hold");
+}
