@@ -1,5 +1,5 @@
 # Conveniences; each target is one script or cargo command.
-.PHONY: demo test bench docs lint
+.PHONY: demo test bench docs lint build install uninstall
 
 demo:
 	scripts/demo.sh
@@ -27,3 +27,29 @@ docs:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --locked --all-targets -- -D warnings
+
+# Install the binary, the man pages and the completions where each shell
+# looks for them. PREFIX (default /usr/local) and DESTDIR as usual.
+PREFIX ?= /usr/local
+BINDIR = $(DESTDIR)$(PREFIX)/bin
+MANDIR = $(DESTDIR)$(PREFIX)/share/man/man1
+BASHDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSHDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+FISHDIR = $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+# The binary to install (a test installs the one it built).
+RLOCK_BIN ?= target/release/rlock
+
+build:
+	cargo build --locked --release --bin rlock
+
+install: build
+	install -d $(BINDIR) $(MANDIR) $(BASHDIR) $(ZSHDIR) $(FISHDIR)
+	install -m 755 $(RLOCK_BIN) $(BINDIR)/rlock
+	install -m 644 man/*.1 $(MANDIR)/
+	install -m 644 completions/rlock.bash $(BASHDIR)/rlock
+	install -m 644 completions/_rlock $(ZSHDIR)/_rlock
+	install -m 644 completions/rlock.fish $(FISHDIR)/rlock.fish
+
+uninstall:
+	rm -f $(BINDIR)/rlock $(BASHDIR)/rlock $(ZSHDIR)/_rlock $(FISHDIR)/rlock.fish
+	for page in man/*.1; do rm -f $(MANDIR)/$$(basename $$page); done

@@ -9,6 +9,7 @@ mod docs;
 mod exec;
 mod failover;
 mod flock;
+mod install;
 mod library;
 mod redlock;
 mod rw;
