@@ -19,6 +19,9 @@
 --         max(counter + 1, floor + 1). RedLock sends the highest counter
 --         any master has shown it (see src/quorum.rs); one Redis sends '0'
 --         or '' (no floor: plain INCR)
+-- ARGV[11] min-hold in ms ('0' or '': none): the lease of a new grant lasts
+--         at least this long after the grant, whenever it is released
+--         (see release.lua)
 --
 -- Returns one of
 --   {1, fence, count}           granted; count > 1 means re-entered
@@ -116,6 +119,8 @@ if may_enter(kind, mode, limit, tok, rank) then
   redis.call('ZADD', HOLDERS, now + ttl, tok)
   redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
     's:' .. tok, now, 'f:' .. tok, fence, 'r:' .. tok, req)
+  local min_hold = tonumber(ARGV[11] or '') or 0
+  if min_hold > 0 then redis.call('HSET', STATE, 'u:' .. tok, now + min_hold) end
   if kind == 'x' then
     redis.call('HSET', STATE, 'limit', limit)
   else

@@ -14,7 +14,7 @@ if bad then return bad end
 local now = now_ms()
 prune(now)
 local exp = redis.call('ZSCORE', HOLDERS, tok)
-if exp then
+if exp and redis.call('HGET', STATE, 'c:' .. tok) ~= '0' then
   return {tonumber(exp) - now, tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0}
 end
 return {not_held_reply()}

@@ -13,6 +13,8 @@
 --                               s:<token>   -> held since (server ms)
 --                               f:<token>   -> fencing value of that grant
 --                               m:<token>   -> 'r' or 'w' (kind rw)
+--                               u:<token>   -> min-hold: the lease lasts at
+--                                              least until then (server ms)
 --                               r:<token>   -> request id of the last
 --                                              acquire or release applied
 --                                              for that holder (resends)
@@ -53,7 +55,7 @@ end
 
 local function forget_holder(tok)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'r:' .. tok)
+    'r:' .. tok, 'u:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if redis.call('HGET', STATE, 'writer') == tok then
     redis.call('HDEL', STATE, 'writer')

@@ -5,6 +5,12 @@
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
 -- ARGV[3] request id, the same for every resend of one call
+-- ARGV[4] min-hold in ms given at release ('0': none)
+-- ARGV[5] '1': honour min-hold (this one, or the one given at the grant):
+--         the last hold's lease then ends at the later of now and the grant
+--         + min-hold, instead of at once; the holder stays, with count 0
+--         ("parked"), and nobody renews it. '0': release now (a failed
+--         command, an abandoned acquire)
 --
 -- Resends (see acquire.lua): a release that drops one of several holds
 -- records its request id in r:<token>, and a resend finds it there and
@@ -41,7 +47,18 @@ if held then
   if ARGV[2] ~= '1' then
     result = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
   end
-  if result <= 0 then
+  local hold_end = 0
+  if result <= 0 and ARGV[5] == '1' then
+    hold_end = math.max(tonumber(redis.call('HGET', STATE, 'u:' .. tok)) or 0,
+      (tonumber(redis.call('HGET', STATE, 's:' .. tok)) or 0) + (tonumber(ARGV[4]) or 0))
+  end
+  if result <= 0 and hold_end > now then
+    -- Parked until the min-hold ends: held, by nobody who renews it (a
+    -- later release keeps the end, a renewal would move it).
+    result = 0
+    redis.call('HSET', STATE, 'c:' .. tok, 0, 'r:' .. tok, req, 'u:' .. tok, hold_end)
+    redis.call('ZADD', HOLDERS, hold_end, tok)
+  elseif result <= 0 then
     result = 0
     forget_holder(tok)
     redis.call('SET', done, '1', 'PX', 10000)

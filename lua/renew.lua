@@ -18,6 +18,10 @@ if bad then return bad end
 local now = now_ms()
 prune(now)
 local exp = redis.call('ZSCORE', HOLDERS, tok)
+if exp and redis.call('HGET', STATE, 'c:' .. tok) == '0' then
+  -- Released, parked until its min-hold ends (release.lua): not renewable.
+  return -1
+end
 if exp then
   exp = tonumber(exp)
   if now + ttl > exp then

@@ -300,6 +300,9 @@ Examples:
         key: String,
         #[command(flatten)]
         token: TokenOpt,
+        /// Keep the lock taken until at least this long after it was granted
+        #[arg(long, value_name = "D")]
+        min_hold: Option<Span>,
     },
 
     /// Extend a held lock's TTL; fails if the token no longer owns it
@@ -380,6 +383,12 @@ pub struct LockOpts {
         help_heading = "Lock"
     )]
     pub no_wait: bool,
+
+    /// Keep the lock taken until at least this long after the grant, even if
+    /// released sooner (exec: if the command succeeded); the lease just ends
+    /// later on the server, nothing stays running
+    #[arg(long, value_name = "D", help_heading = "Lock")]
+    pub min_hold: Option<Span>,
 
     /// Exit code when the lock is busy or the wait times out
     #[arg(

@@ -185,6 +185,9 @@ pub struct Request {
     /// exec`, say); if it does not, acquire with a fresh token as usual.
     pub reenter: Option<Token>,
     pub info: HolderInfo,
+    /// A new grant's lease lasts at least this long after the grant, even
+    /// if it is released sooner (zero: no minimum).
+    pub min_hold: Duration,
 }
 
 impl Request {
@@ -198,6 +201,13 @@ impl Request {
         if self.limit != 1 && self.mode != Mode::Exclusive {
             return Err(Error::Usage("read-write locks take no --limit".into()));
         }
+        if self.min_hold > MAX_TTL {
+            return Err(Error::Usage(format!(
+                "--min-hold {} is too long: at most {}",
+                human(self.min_hold),
+                human(MAX_TTL)
+            )));
+        }
         Ok(())
     }
 
@@ -209,6 +219,7 @@ impl Request {
             wait: Wait::Forever,
             reenter: None,
             info: HolderInfo::current(None),
+            min_hold: Duration::ZERO,
         }
     }
 }
@@ -746,6 +757,7 @@ impl Node {
         let flag = |b| if b { "1" } else { "0" };
         let id = request_id();
         let floor = floor.to_string();
+        let min_hold = ms(req.min_hold).to_string();
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.keys(Some(token)),
@@ -760,6 +772,7 @@ impl Node {
                 req.mode.arg(),
                 &id,
                 &floor,
+                &min_hold,
             ],
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(RESEND_WINDOW),
@@ -919,7 +932,7 @@ impl Node {
                 // pile up holds nobody releases (they end with the TTL).
                 let took = sent.elapsed();
                 late += 1;
-                let released = self.release(key, token, false);
+                let released = self.release(key, token, false, None);
                 if late >= MAX_FAILURES || released.is_err() {
                     return Err(late_grant(key, took, req.ttl));
                 }
@@ -1084,21 +1097,36 @@ impl Node {
         self.eval(
             &RELEASE,
             &lock.release_keys(token, &id),
-            &[token.as_str(), "1", &id],
+            &[token.as_str(), "1", &id, "0", "0"],
             || format!("release {:?}", lock.name()),
             timeout,
         )
     }
 
     /// Release one hold of `token` on `key`, or with `all` every hold
-    /// (and any place in the wait queue).
-    pub(crate) fn release(&mut self, key: &str, token: &Token, all: bool) -> Result<Released> {
+    /// (and any place in the wait queue). With `min_hold` Some(d), the last
+    /// hold's lease ends no sooner than d, or the min-hold given at the
+    /// grant, after the grant; None releases at once whatever was asked.
+    pub(crate) fn release(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+    ) -> Result<Released> {
         let lock = self.name(key)?;
         let id = request_id();
+        let hold = ms(min_hold.unwrap_or_default()).to_string();
         let n: i64 = self.eval(
             &RELEASE,
             &lock.release_keys(token, &id),
-            &[token.as_str(), if all { "1" } else { "0" }, &id],
+            &[
+                token.as_str(),
+                if all { "1" } else { "0" },
+                &id,
+                &hold,
+                if min_hold.is_some() { "1" } else { "0" },
+            ],
             || format!("release {key:?}"),
             RESEND_WINDOW,
         )?;

@@ -82,21 +82,33 @@ impl Locker {
         }
     }
 
-    /// Release one hold of `token` on `key`.
+    /// Release one hold of `token` on `key` (honouring a min-hold given at
+    /// the grant).
     pub fn release(&mut self, key: &str, token: &Token) -> Result<Released> {
-        match &mut self.0 {
-            Inner::One(n) => n.release(key, token, false),
-            Inner::Many(q) => q.release(key, token, false),
-        }
+        self.release_with(key, token, false, Some(Duration::ZERO))
     }
 
     /// Release every hold of `token` on `key` at once, re-entries included:
     /// what the outermost holder does, so that a nested holder that died
     /// without releasing cannot keep the lock held.
     pub fn release_all(&mut self, key: &str, token: &Token) -> Result<Released> {
+        self.release_with(key, token, true, Some(Duration::ZERO))
+    }
+
+    /// Release one hold of `token` (every hold with `all`). `min_hold`:
+    /// Some(d) keeps the lock taken (nobody renewing it) until d, or the
+    /// min-hold given at the grant, after the grant, if that is later than
+    /// now; None frees it at once whatever min-hold was asked.
+    pub fn release_with(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+    ) -> Result<Released> {
         match &mut self.0 {
-            Inner::One(n) => n.release(key, token, true),
-            Inner::Many(q) => q.release(key, token, true),
+            Inner::One(n) => n.release(key, token, all, min_hold),
+            Inner::Many(q) => q.release(key, token, all, min_hold),
         }
     }
 

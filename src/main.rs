@@ -98,6 +98,7 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
 
 fn request(lock: &LockOpts) -> Request {
     let mut req = Request::new(lock.ttl.0);
+    req.min_hold = lock.min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
     req.wait = match (lock.no_wait, lock.wait) {
         (true, _) => Wait::No,
         (false, Some(d)) => Wait::For(d.0),
@@ -276,10 +277,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 exec(g, key, req, run, command)
             }
         }
-        Command::Release { key, token } => {
+        Command::Release {
+            key,
+            token,
+            min_hold,
+        } => {
             let token = Token::parse(&token.token)?;
             let mut locker = connect(g)?;
-            match locker.release(key, &token)? {
+            let hold = min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
+            match locker.release_with(key, &token, false, Some(hold))? {
                 Released::Released => {
                     if g.verbose {
                         say!("rlock: released {key:?}");

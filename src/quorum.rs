@@ -695,7 +695,7 @@ impl Quorum {
                 &reentered,
                 Turn::Queue,
                 self.timeout,
-                move |node| node.release(&k, &t, false),
+                move |node| node.release(&k, &t, false, None),
                 |_, late| late,
             );
         }
@@ -876,7 +876,13 @@ impl Quorum {
     }
 
     /// Release one hold of `token`, or with `all` every hold.
-    pub(crate) fn release(&mut self, key: &str, token: &Token, all: bool) -> Result<Released> {
+    pub(crate) fn release(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+    ) -> Result<Released> {
         self.check_twins()?;
         let (k, t) = (key.to_string(), token.clone());
         let m = self.majority();
@@ -895,7 +901,7 @@ impl Quorum {
         // majority has answered.
         let answers = self.on_all(
             Turn::Queue,
-            move |node| node.release(&k, &t, all),
+            move |node| node.release(&k, &t, all, min_hold),
             move |a, late| late && a.iter().flatten().count() >= m,
         );
         self.check_twins()?;

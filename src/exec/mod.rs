@@ -226,12 +226,13 @@ pub fn run(
         // The outermost exec gives back every hold of its token, so that a
         // nested exec that crashed before its release cannot keep the lock
         // held; a nested one gives back its own.
-        let release = |locker: &mut Locker| {
-            if lease.count == 1 {
-                locker.release_all(key, &lease.token)
-            } else {
-                locker.release(key, &lease.token)
-            }
+        // `--min-hold` keeps the lock taken after a command that succeeded
+        // only: after a failure (or a command that never ran) another host
+        // may try again at once (cron: a failed run is retried by the next
+        // host to fire, not skipped for the whole min-hold).
+        let release = |locker: &mut Locker, succeeded: bool| {
+            let hold = succeeded.then_some(Duration::ZERO);
+            locker.release_with(key, &lease.token, lease.count == 1, hold)
         };
         on_event(Event::Acquired(lease));
         let (tx, rx) = mpsc::channel();
@@ -240,13 +241,13 @@ pub fn run(
         {
             let mut route = route.lock().unwrap_or_else(|e| e.into_inner());
             if cancel.is_cancelled() {
-                let _ = release(locker);
+                let _ = release(locker, false);
                 return Err(cancel.interrupted());
             }
             if deadline.is_some_and(BootTime::passed) {
                 // Waiting for the command's start took the whole lease
                 // (a stalled machine): never start it on an expired one.
-                let _ = release(locker);
+                let _ = release(locker, false);
                 return Err(Error::Lost {
                     key: key.into(),
                     why: "its lease ran out before the command could start".into(),
@@ -268,7 +269,7 @@ pub fn run(
         let pgid = match guard.recv() {
             Report::Started(pid) => pid,
             Report::SpawnFailed(source) => {
-                let _ = release(locker);
+                let _ = release(locker, false);
                 return Err(Error::Spawn {
                     program: spec.program.to_string_lossy().into_owned(),
                     code: match source.kind() {
@@ -279,7 +280,7 @@ pub fn run(
                 });
             }
             other => {
-                let _ = release(locker);
+                let _ = release(locker, false);
                 return Err(Error::Protocol(format!(
                     "the guard process failed to start the command: {other:?}"
                 )));
@@ -343,7 +344,8 @@ pub fn run(
                     .into(),
             });
         }
-        let released = release(locker);
+        let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
+        let released = release(locker, succeeded);
         let lost = outcome.lost.or(match &released {
             // Gone although no renewal noticed: lost all the same.
             Ok(Released::NotHeld) => Some("it was gone when the command ended".into()),

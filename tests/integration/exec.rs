@@ -1192,3 +1192,61 @@ fn a_grant_that_arrives_after_its_lease_expired_never_runs_the_command() {
     let run = finish(child, "exec").ok();
     assert_eq!(run.stdout.trim(), "2", "stderr: {}", run.stderr);
 }
+
+#[test]
+fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
+    // The cron recipe: a 0.1 s job with --min-hold 3s keeps the lock taken
+    // for 3 s after the grant, so a host that fires late skips.
+    let r = Redis::start();
+    let started = Instant::now();
+    rlock(&r)
+        .args(["exec", "--min-hold", "3s", "k", "--", "sleep", "0.1"])
+        .run()
+        .ok();
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(started.elapsed()));
+    rlock(&r).args(["exec", "-n", "k", "true"]).run().code(75);
+    assert!(held(&r, "k"), "taken, by nobody running");
+    std::thread::sleep(Duration::from_millis(3000).saturating_sub(started.elapsed()));
+    eventually(Duration::from_secs(3), "the min-hold to end", || {
+        rlock(&r).args(["exec", "-n", "k", "true"]).run().code == 0
+    });
+    // A min-hold shorter than the job changes nothing.
+    rlock(&r)
+        .args(["exec", "--min-hold", "100ms", "k2", "--", "sleep", "0.3"])
+        .run()
+        .ok();
+    rlock(&r).args(["exec", "-n", "k2", "true"]).run().ok();
+    // A failed job releases at once: the next host may retry.
+    rlock(&r)
+        .args(["exec", "--min-hold", "1h", "k3", "--", "false"])
+        .run()
+        .code(1);
+    rlock(&r).args(["exec", "-n", "k3", "true"]).run().ok();
+    // acquire --min-hold, and release --min-hold on a plain grant.
+    let tok = rlock(&r)
+        .args(["acquire", "--min-hold", "1h", "k4"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["release", "k4", "--token", &tok])
+        .run()
+        .ok();
+    rlock(&r).args(["acquire", "-n", "k4"]).run().code(75);
+    let tok = rlock(&r).args(["acquire", "k5"]).run().ok().token();
+    rlock(&r)
+        .args(["release", "k5", "--token", &tok, "--min-hold", "1h"])
+        .run()
+        .ok();
+    rlock(&r).args(["acquire", "-n", "k5"]).run().code(75);
+    // Releasing a parked lock again is harmless.
+    rlock(&r)
+        .args(["release", "k5", "--token", &tok])
+        .run()
+        .ok();
+    rlock(&r).args(["acquire", "-n", "k5"]).run().code(75);
+    rlock(&r)
+        .args(["exec", "--ttl", "30", "--min-hold", "5", "k6", "true"])
+        .run()
+        .fails(64, "no unit");
+}
