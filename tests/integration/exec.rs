@@ -1250,3 +1250,47 @@ fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
         .run()
         .fails(64, "no unit");
 }
+
+#[test]
+fn three_hosts_run_the_cron_recipe_once_per_firing() {
+    // Three "hosts" whose cron fires 0-300 ms apart (clock skew, slow
+    // starts), 20 firings 800 ms apart, each running
+    // `rlock exec -n -E 0 --min-hold 400ms cron -- job`: exactly one run per
+    // firing. (The 0-2 s skew, scaled down to keep the suite fast:
+    // what matters is min-hold > skew and the period > skew + min-hold.)
+    let r = Redis::start();
+    let dir = tmp("cron");
+    let ledger = dir.join("ledger");
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let started = Instant::now();
+    let mut hosts = Vec::new();
+    for firing in 0..20u64 {
+        let at = Duration::from_millis(800 * firing);
+        std::thread::sleep(at.saturating_sub(started.elapsed()));
+        for (host, skew) in [(0, 0), (1, 150), (2, 300)] {
+            let script = format!(
+                "sleep {}; {bin} exec -n -E 0 --min-hold 400ms cron -- sh -c 'echo {firing} {host} >> {l}; sleep 0.05'",
+                f64::from(skew) / 1000.0,
+                l = ledger.display()
+            );
+            hosts.push(
+                std::process::Command::new("sh")
+                    .args(["-c", &script])
+                    .env("RLOCK_URL", r.url())
+                    .spawn()
+                    .unwrap(),
+            );
+        }
+    }
+    for mut h in hosts {
+        assert!(h.wait().unwrap().success());
+    }
+    let text = read(&ledger);
+    for firing in 0..20 {
+        let runs = text
+            .lines()
+            .filter(|l| l.split(' ').next() == Some(&firing.to_string()))
+            .count();
+        assert_eq!(runs, 1, "firing {firing} ran {runs} times:\n{text}");
+    }
+}
