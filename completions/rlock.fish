@@ -59,7 +59,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-cert -d 'Cli
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -83,7 +83,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-cert -d 'Client
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s s -l shared -d 'Take a shared (read) lock: `rlock exec -s K` is `rlock rw read K`'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s x -l exclusive -d 'Take an exclusive lock (the default)'
@@ -110,7 +110,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-cert -d 'Client c
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
-complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'

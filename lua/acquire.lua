@@ -13,8 +13,7 @@
 --         nothing and return {-2}
 -- ARGV[8] mode: 'x' (exclusive/semaphore), 'r' (read) or 'w' (write)
 -- ARGV[9] request id: the same for every resend of one call, new for the
---         next call. A grant or re-entry already made for this request id
---         is returned again unchanged (see "Resends" below).
+--         next call (see "Resends" below); KEYS[8] is P{K}:r:<request id>
 -- ARGV[10] fence floor: a new grant sets the fencing counter to
 --         max(counter + 1, floor + 1). RedLock sends the highest counter
 --         any master has shown it (see src/quorum.rs); one Redis sends '0'
@@ -22,6 +21,8 @@
 -- ARGV[11] min-hold in ms ('0' or '': none): the lease of a new grant lasts
 --         at least this long after the grant, whenever it is released
 --         (see release.lua)
+-- ARGV[12] how long (ms) a re-entry's request record KEYS[8] is kept:
+--         longer than the client may resend
 --
 -- Returns one of
 --   {1, fence, count}           granted; count > 1 means re-entered
@@ -38,13 +39,17 @@
 --
 -- Resends: a client whose reply was lost (a timeout, a dropped connection,
 -- a failover) cannot know whether the script ran, so it sends the same
--- call again with the same token and request id. The grant records the
--- request id that made it (r:<token>); a resend finds its own id there and
--- gets the grant back instead of counting one more re-entry. A call that
--- only queued changes nothing when repeated (the queue is keyed by token).
+-- call again with the same token and request id.
+-- - A fresh acquire uses a token nobody else has: if that token holds the
+--   lock already, it is this call's own earlier grant, returned unchanged.
+-- - A re-entry (ARGV[7] = '1') shares its token with the enclosing holder
+--   and with sibling re-entries running at the same time, so it is known
+--   by its request id instead: it leaves P{K}:r:<request id> holding the
+--   count it produced, and a resend finds it there and counts nothing more.
+-- - A call that only queued changes nothing when repeated (the queue is
+--   keyed by token).
 -- So every acquire may be sent any number of times.
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
-local req = ARGV[9]
 local kind = (mode == 'x') and 'x' or 'rw'
 local bad = check_types()
 if bad then return bad end
@@ -84,18 +89,23 @@ if exp then
   if mode == 'w' and redis.call('HGET', STATE, 'm:' .. tok) == 'r' then
     return {-4}
   end
-  if redis.call('HGET', STATE, 'r:' .. tok) == req then
-    -- A resend of the call that made this grant or re-entry.
-    return {1, tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0,
-      tonumber(redis.call('HGET', STATE, 'c:' .. tok))}
+  local fence = tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0
+  if ARGV[7] ~= '1' then
+    -- A fresh acquire's token holds it: a resend of the call that made
+    -- this grant.
+    return {1, fence, tonumber(redis.call('HGET', STATE, 'c:' .. tok))}
+  end
+  local done = redis.call('GET', KEYS[8])
+  if done then
+    return {1, fence, tonumber(done)} -- a resend of this re-entry
   end
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
-  redis.call('HSET', STATE, 'r:' .. tok, req)
+  redis.call('SET', KEYS[8], n, 'PX', tonumber(ARGV[12]) or 10000)
   if now + ttl > tonumber(exp) then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
   end
   tidy(now)
-  return {1, tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0, n}
+  return {1, fence, n}
 end
 if ARGV[7] == '1' then
   return {-2}
@@ -118,7 +128,7 @@ if may_enter(kind, mode, limit, tok, rank) then
   end
   redis.call('ZADD', HOLDERS, now + ttl, tok)
   redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
-    's:' .. tok, now, 'f:' .. tok, fence, 'r:' .. tok, req)
+    's:' .. tok, now, 'f:' .. tok, fence)
   local min_hold = tonumber(ARGV[11] or '') or 0
   if min_hold > 0 then redis.call('HSET', STATE, 'u:' .. tok, now + min_hold) end
   if kind == 'x' then

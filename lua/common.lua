@@ -15,18 +15,16 @@
 --                               m:<token>   -> 'r' or 'w' (kind rw)
 --                               u:<token>   -> min-hold: the lease lasts at
 --                                              least until then (server ms)
---                               r:<token>   -> request id of the last
---                                              acquire or release applied
---                                              for that holder (resends)
 --   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
 --   KEYS[3] P{K}:q      ZSET    <token> -> arrival order of a waiter (FIFO)
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
 --   KEYS[5] P{K}:fence  STRING  fencing counter; never expires, only grows
 --   KEYS[6] P{K}:qw     ZSET    <token> -> arrival order, waiting writers only
 --   KEYS[7] P{K}:w:<token> LIST one waiter's wake-up signal (BLPOP target)
---   KEYS[8] P{K}:r:<request> STRING release only: '1' once that request
---                               released a holder's last hold, for 10 s, so
---                               a resend reports it released, not gone
+--   KEYS[8] P{K}:r:<request> STRING what a release or a re-entry did (its
+--                               answer), kept a little longer than the
+--                               client may resend that call: see "Resends"
+--                               in acquire.lua
 --
 -- Every holder, each reader included, has its own lease. Every expiry
 -- decision uses the server's clock (TIME), never a client's. All keys but
@@ -55,7 +53,7 @@ end
 
 local function forget_holder(tok)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'r:' .. tok, 'u:' .. tok)
+    'u:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if redis.call('HGET', STATE, 'writer') == tok then
     redis.call('HDEL', STATE, 'writer')

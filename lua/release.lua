@@ -1,7 +1,7 @@
 -- release.lua: drop one hold (or, with ARGV[2] = '1', every re-entry and any
 -- place in the wait queue at once), then wake the waiters next in line.
 --
--- KEYS[1..8] as in common.lua (KEYS[8]: this request's tombstone)
+-- KEYS[1..8] as in common.lua (KEYS[8]: P{K}:r:<request id>)
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
 -- ARGV[3] request id, the same for every resend of one call
@@ -11,31 +11,29 @@
 --         + min-hold, instead of at once; the holder stays, with count 0
 --         ("parked"), and nobody renews it. '0': release now (a failed
 --         command, an abandoned acquire)
+-- ARGV[6] how long (ms) the request record KEYS[8] is kept: longer than
+--         the client may resend
 --
--- Resends (see acquire.lua): a release that drops one of several holds
--- records its request id in r:<token>, and a resend finds it there and
--- drops nothing more; one that drops the last hold forgets the holder, so
--- it leaves a tombstone key for 10 s instead, and a resend finds that and
--- answers 0 (released) rather than -1 (gone). Resends stop well within
--- those 10 s.
+-- Resends (see acquire.lua): a release that changed anything leaves its
+-- answer in P{K}:r:<request id>, and a resend finds it there and changes
+-- nothing more: a hold is never dropped twice, even while sibling holders
+-- of the same token release theirs, and a resend of the release that freed
+-- the lock answers 0 (released) rather than -1 (gone). The record outlives
+-- every resend (ARGV[6]).
 --
 -- Returns
 --   n >= 0   holds this token still has (0: the lock is released)
 --   -1       this token holds nothing (already released, or expired); the
 --            lock may have other holders if it is shared
 --   -2       an exclusive lock (or a writer) is held by another token
-local tok, req, done = ARGV[1], ARGV[3], KEYS[8]
+local tok, done = ARGV[1], KEYS[8]
 local bad = check_types()
 if bad then return bad end
+local prev = redis.call('GET', done)
+if prev then return tonumber(prev) end
 local now = now_ms()
 prune(now)
 local held = redis.call('ZSCORE', HOLDERS, tok)
-if held and redis.call('HGET', STATE, 'r:' .. tok) == req then
-  return tonumber(redis.call('HGET', STATE, 'c:' .. tok))
-end
-if not held and redis.call('EXISTS', done) == 1 then
-  return 0
-end
 if ARGV[2] == '1' then
   leave_queue(tok)
   redis.call('DEL', KEYS[7])
@@ -56,15 +54,13 @@ if held then
     -- Parked until the min-hold ends: held, by nobody who renews it (a
     -- later release keeps the end, a renewal would move it).
     result = 0
-    redis.call('HSET', STATE, 'c:' .. tok, 0, 'r:' .. tok, req, 'u:' .. tok, hold_end)
+    redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, hold_end)
     redis.call('ZADD', HOLDERS, hold_end, tok)
   elseif result <= 0 then
     result = 0
     forget_holder(tok)
-    redis.call('SET', done, '1', 'PX', 10000)
-  else
-    redis.call('HSET', STATE, 'r:' .. tok, req)
   end
+  redis.call('SET', done, result, 'PX', tonumber(ARGV[6]) or 10000)
 else
   result = not_held_reply()
 end

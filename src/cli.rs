@@ -89,7 +89,8 @@ Lock loss (exec):
 
 Keys:
   Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa, P{K}:qw (zsets),
-  P{K}:w:<token> (lists) and P{K}:fence (the fencing counter, never expires).
+  P{K}:w:<token> (lists), P{K}:r:<request> (a call's answer, for resends;
+  expires) and P{K}:fence (the fencing counter, never expires).
   The {K} hash tag keeps them in one Redis Cluster slot.";
 
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.
@@ -374,12 +375,11 @@ pub struct LockOpts {
     )]
     pub wait: Option<Seconds>,
 
-    /// Fail at once if the lock is busy
+    /// Fail at once if the lock is busy (wins over -w, as in flock)
     #[arg(
         short = 'n',
         long,
         visible_aliases = ["nb", "nonblock"],
-        conflicts_with = "wait",
         help_heading = "Lock"
     )]
     pub no_wait: bool,

@@ -430,6 +430,13 @@ impl Server {
         matches!(self.client, Client::Cluster(_))
     }
 
+    /// Does a new connection follow a failover by itself (Sentinel asks
+    /// for the master again, Cluster reads the slots again)? Then READONLY
+    /// and MASTERDOWN are passing states, not a wrong address.
+    pub(crate) fn follows_failovers(&self) -> bool {
+        matches!(self.client, Client::Cluster(_) | Client::Sentinel(_))
+    }
+
     /// A fresh connection whose replies are bounded by the connect timeout.
     pub(crate) fn connect(&self) -> Result<Conn> {
         let unavailable = |cause| Error::Unavailable {

@@ -80,17 +80,18 @@ impl FromStr for Seconds {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
-        let bare = !t.is_empty()
-            && t.chars().all(|c| c.is_ascii_digit() || c == '.')
-            && t.matches('.').count() <= 1
-            && t != ".";
-        if !bare {
+        // A number as strtod(3) reads it for flock (`5`, `0.5`, `.5`,
+        // `1e3`), but no sign, infinity or NaN; anything else needs a unit.
+        let numeric = t.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+            && t.chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E'));
+        if !numeric {
             return t.parse::<Span>().map(|s| Seconds(s.0));
         }
         let secs: f64 = t
             .parse()
             .map_err(|_| format!("invalid number of seconds {t:?}"))?;
-        if secs > MAX.as_secs_f64() {
+        if !secs.is_finite() || secs > MAX.as_secs_f64() {
             return Err(format!("wait {t:?} is too long; at most 100 years"));
         }
         Ok(Seconds(Duration::from_secs_f64(secs)))
@@ -135,7 +136,18 @@ mod tests {
         assert_eq!(w("0"), Ok(Duration::ZERO));
         assert_eq!(w("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(w("250ms"), Ok(Duration::from_millis(250)));
-        for bad in ["", ".", "1.2.3", "-1", "soon", "99999999999999"] {
+        assert_eq!(w(".5"), Ok(Duration::from_millis(500)));
+        assert_eq!(w("1e3"), Ok(Duration::from_secs(1000)));
+        for bad in [
+            "",
+            ".",
+            "1.2.3",
+            "-1",
+            "soon",
+            "99999999999999",
+            "1e400",
+            "e3",
+        ] {
             assert!(w(bad).is_err(), "{bad:?}");
         }
     }

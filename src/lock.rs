@@ -499,8 +499,9 @@ impl LockName {
         format!("{}:w:{}", self.base, token.as_str())
     }
 
-    /// The keys of a release by `token` with request id `req`.
-    fn release_keys(&self, token: &Token, req: &str) -> Vec<String> {
+    /// The keys of an acquire or release by `token` with request id `req`
+    /// (the last one is the request's record, see lua/acquire.lua).
+    fn request_keys(&self, token: &Token, req: &str) -> Vec<String> {
         let mut keys = self.keys(Some(token));
         keys.push(format!("{}:r:{req}", self.base));
         keys
@@ -513,8 +514,11 @@ fn request_id() -> String {
 }
 
 /// May a call that failed this way be sent again? Yes if it may not have
-/// run, or ran with its reply lost; no for refusals and bad data.
-pub(crate) fn resendable(err: &redis::RedisError, cluster: bool) -> bool {
+/// run, or ran with its reply lost; no for refusals and bad data. READONLY
+/// and MASTERDOWN pass with a failover only where a new connection follows
+/// it (`failover`: Sentinel, Cluster); to one URL they mean a replica was
+/// named, which no resend fixes.
+pub(crate) fn resendable(err: &redis::RedisError, cluster: bool, failover: bool) -> bool {
     if err.is_io_error()
         || err.is_timeout()
         || err.is_connection_refusal()
@@ -523,10 +527,18 @@ pub(crate) fn resendable(err: &redis::RedisError, cluster: bool) -> bool {
         return true;
     }
     match err.code() {
-        Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING" | "MASTERDOWN" | "READONLY") => true,
+        Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING") => true,
+        Some("MASTERDOWN" | "READONLY") => failover,
         Some("MOVED" | "ASK") => cluster,
         _ => false,
     }
+}
+
+/// How long a request's record (lua/acquire.lua, "Resends") must outlive
+/// its first send: longer than any resend of it can come, connect
+/// included.
+fn record_ms(timeout: Duration) -> String {
+    ms((RESEND_WINDOW + timeout) * 2).to_string()
 }
 
 /// A Redis outage seen by a waiting acquire.
@@ -537,16 +549,22 @@ pub(crate) struct Outage {
 }
 
 impl Outage {
-    /// After failure `e`: should the wait go on? Yes for a waiting acquire
+    /// After a failure: should the wait go on? Yes for a waiting acquire
     /// (not -n) while Redis is unreachable, until its deadline or, without
     /// one, for [`OUTAGE_LIMIT`]; it sleeps a backoff first.
-    pub(crate) fn ride_out(&mut self, e: &Error, queue: bool, deadline: Option<Instant>) -> bool {
+    /// `passing`: whether this kind of failure can pass (see `resendable`).
+    pub(crate) fn ride_out(
+        &mut self,
+        passing: bool,
+        queue: bool,
+        deadline: Option<Instant>,
+    ) -> bool {
         let now = Instant::now();
         let since = *self.since.get_or_insert(now);
         self.tries += 1;
         let pause = backoff(self.tries);
         let go_on = queue
-            && matches!(e, Error::Unavailable { cause, .. } if resendable(cause, true))
+            && passing
             && match deadline {
                 Some(d) => now + pause < d,
                 None => now - since < OUTAGE_LIMIT,
@@ -698,6 +716,7 @@ impl Node {
         };
         let until = Instant::now() + resend_for.min(self.resend_cap);
         let cluster = self.server.is_cluster();
+        let failover = self.server.follows_failovers();
         let mut tries = 0;
         loop {
             let res = match self.conn() {
@@ -719,13 +738,13 @@ impl Node {
                 }
                 Err(e) => return Err(e),
             };
-            // A reply, or an error reply with a code, came from the server.
-            self.answered |= res.as_ref().map_or_else(|e| e.code().is_some(), |_| true);
+            // Only a real answer counts: a replica's READONLY does not.
+            self.answered |= res.is_ok();
             match res {
                 Ok(v) => return Ok(v),
                 Err(e)
                     if self.answered
-                        && resendable(&e, cluster)
+                        && resendable(&e, cluster, failover)
                         && Instant::now() + backoff(tries + 1) < until =>
                 {
                     // Never reuse the connection: its replies may be out of
@@ -741,6 +760,9 @@ impl Node {
 
     /// One run of the acquire script. A new grant's fence is at least
     /// `floor` + 1 (RedLock; 0 for one Redis).
+    // The script's own arguments, each with its reason; a struct would only
+    // rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn attempt(
         &mut self,
         lock: &LockName,
@@ -749,6 +771,7 @@ impl Node {
         queue: bool,
         reenter_only: bool,
         floor: u64,
+        until: Option<Instant>,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
@@ -758,9 +781,14 @@ impl Node {
         let id = request_id();
         let floor = floor.to_string();
         let min_hold = ms(req.min_hold).to_string();
+        let record = record_ms(self.server.timeout);
+        let resend_for = until.map_or(RESEND_WINDOW, |u| {
+            u.saturating_duration_since(Instant::now())
+                .min(RESEND_WINDOW)
+        });
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
-            &lock.keys(Some(token)),
+            &lock.request_keys(token, &id),
             &[
                 token.as_str(),
                 &ttl,
@@ -773,9 +801,10 @@ impl Node {
                 &id,
                 &floor,
                 &min_hold,
+                &record,
             ],
             || format!("acquire {:?}", lock.name()),
-            req.ttl.min(RESEND_WINDOW),
+            req.ttl.min(resend_for),
         )?;
         let int = |i: usize| -> Result<i64> {
             reply
@@ -915,7 +944,7 @@ impl Node {
             loop {
                 let sent = BootTime::now();
                 let Attempt::Granted { fence, count } =
-                    self.attempt(&lock, token, req, false, true, 0)?
+                    self.attempt(&lock, token, req, false, true, 0, None)?
                 else {
                     break;
                 };
@@ -956,7 +985,7 @@ impl Node {
                 return Err(self.give_up(&lock, &token, cancel));
             }
             let sent = BootTime::now();
-            let busy = match self.attempt(&lock, &token, req, queue, false, 0) {
+            let busy = match self.attempt(&lock, &token, req, queue, false, 0, deadline) {
                 Ok(Attempt::Granted { fence, count }) => {
                     if cancelled() {
                         return Err(self.give_up(&lock, &token, cancel));
@@ -992,19 +1021,20 @@ impl Node {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }
                 Err(e) => {
-                    // Resent for a while already (see eval). The grant may
-                    // still have happened with every reply lost: give that
-                    // token up, and go on (if at all) with a new one.
-                    if matches!(e, Error::Unavailable { .. }) {
-                        let _ = self.abandon(&lock, &token);
-                    }
+                    // Resent for a while already (see eval). Going on, the
+                    // same token asks again: if one of the lost replies was
+                    // a grant, the script hands that grant back (a fresh
+                    // acquire's token holds nothing else), so no grant is
+                    // left orphaned. Giving up, the token is given back.
                     if cancelled() {
-                        return Err(cancel.map_or(Error::Interrupted(0), Cancel::interrupted));
+                        return Err(self.give_up(&lock, &token, cancel));
                     }
-                    if !self.answered || !outage.ride_out(&e, queue, deadline) {
+                    if !self.answered || !outage.ride_out(self.passing(&e), queue, deadline) {
+                        if matches!(e, Error::Unavailable { .. }) {
+                            let _ = self.abandon(&lock, &token);
+                        }
                         return Err(e);
                     }
-                    token = Token::generate();
                     continue;
                 }
             };
@@ -1059,12 +1089,18 @@ impl Node {
                 if cancelled() {
                     return Err(self.give_up(&lock, &token, cancel));
                 }
-                if !self.answered || !outage.ride_out(&e, queue, deadline) {
+                if !self.answered || !outage.ride_out(self.passing(&e), queue, deadline) {
                     let _ = self.abandon(&lock, &token);
                     return Err(e);
                 }
             }
         }
+    }
+
+    /// Is `e` an outage that may pass (see `resendable`)?
+    fn passing(&self, e: &Error) -> bool {
+        matches!(e, Error::Unavailable { cause, .. }
+            if resendable(cause, self.server.is_cluster(), self.server.follows_failovers()))
     }
 
     fn give_up(&mut self, lock: &LockName, token: &Token, cancel: Option<&Cancel>) -> Error {
@@ -1096,8 +1132,8 @@ impl Node {
         let timeout = self.server.timeout;
         self.eval(
             &RELEASE,
-            &lock.release_keys(token, &id),
-            &[token.as_str(), "1", &id, "0", "0"],
+            &lock.request_keys(token, &id),
+            &[token.as_str(), "1", &id, "0", "0", &record_ms(timeout)],
             || format!("release {:?}", lock.name()),
             timeout,
         )
@@ -1119,13 +1155,14 @@ impl Node {
         let hold = ms(min_hold.unwrap_or_default()).to_string();
         let n: i64 = self.eval(
             &RELEASE,
-            &lock.release_keys(token, &id),
+            &lock.request_keys(token, &id),
             &[
                 token.as_str(),
                 if all { "1" } else { "0" },
                 &id,
                 &hold,
                 if min_hold.is_some() { "1" } else { "0" },
+                &record_ms(self.server.timeout),
             ],
             || format!("release {key:?}"),
             RESEND_WINDOW,

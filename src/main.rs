@@ -33,14 +33,22 @@ fn main() -> ExitCode {
         }
         _ => exit_code::BUSY,
     };
+    let verbose = cli.global.verbose;
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            say!("rlock: {err:#}");
-            let code = err
-                .chain()
-                .find_map(|e| e.downcast_ref::<rlock::Error>())
-                .map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict));
+            let lib = err.chain().find_map(|e| e.downcast_ref::<rlock::Error>());
+            // `-E 0` makes busy a success: skip quietly, as flock -n does
+            // (no cron mail for a run another host already does).
+            let quiet_busy = conflict == 0
+                && matches!(
+                    lib,
+                    Some(rlock::Error::Busy { .. } | rlock::Error::Timeout { .. })
+                );
+            if !quiet_busy || verbose {
+                say!("rlock: {err:#}");
+            }
+            let code = lib.map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict));
             ExitCode::from(code)
         }
     }

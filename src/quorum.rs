@@ -549,7 +549,7 @@ impl Quorum {
             turn,
             self.timeout,
             move |node| {
-                let a = node.attempt(&l, &t, &r, false, reenter_only, floor);
+                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None);
                 if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence)) = &a {
                     let mut s = state(&shared);
                     s.floor = s.floor.max(*fence);

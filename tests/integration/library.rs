@@ -417,3 +417,96 @@ fn calls_resent_after_lost_replies_count_once() {
     assert_eq!(released.unwrap(), Released::Released);
     r.assert_nothing_held(&[]);
 }
+
+/// The acquire or release script, as rlock runs it.
+fn script(name: &str) -> String {
+    let common = include_str!("../../lua/common.lua");
+    let body = match name {
+        "acquire" => include_str!("../../lua/acquire.lua"),
+        _ => include_str!("../../lua/release.lua"),
+    };
+    format!("{common}{body}")
+}
+
+#[test]
+fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
+    // `rlock exec K -- sh -c 'rlock exec K -- a & rlock exec K -- b'`: two
+    // re-entries with the parent's token at once. A's release is resent
+    // (its reply was lost) after B released: the resend must change
+    // nothing, or the parent's hold is dropped under its running command.
+    let r = Redis::start();
+    let tok = "11111111-1111-4111-8111-111111111111";
+    let keys = |req: &str| -> Vec<String> {
+        let b = "rlock:{sib}";
+        vec![
+            b.into(),
+            format!("{b}:h"),
+            format!("{b}:q"),
+            format!("{b}:qa"),
+            format!("{b}:fence"),
+            format!("{b}:qw"),
+            format!("{b}:w:{tok}"),
+            format!("{b}:r:{req}"),
+        ]
+    };
+    let mut c = r.conn();
+    let (acq, rel) = (script("acquire"), script("release"));
+    let acquire = |c: &mut redis::Connection, req: &str, reenter: &str| -> Vec<redis::Value> {
+        redis::cmd("EVAL")
+            .arg(&acq)
+            .arg(8)
+            .arg(keys(req))
+            .arg(&[
+                tok, "30000", "1", "{}", "0", "5000", reenter, "x", req, "0", "0", "20000",
+            ])
+            .query(c)
+            .unwrap()
+    };
+    let release = |c: &mut redis::Connection, req: &str| -> i64 {
+        redis::cmd("EVAL")
+            .arg(&rel)
+            .arg(8)
+            .arg(keys(req))
+            .arg(&[tok, "0", req, "0", "1", "20000"])
+            .query(c)
+            .unwrap()
+    };
+    let count = |v: &[redis::Value]| -> i64 {
+        redis::FromRedisValue::from_redis_value(v[2].clone()).unwrap()
+    };
+    assert_eq!(count(&acquire(&mut c, "a0", "0")), 1); // the parent's grant
+    assert_eq!(count(&acquire(&mut c, "a0", "0")), 1); // its resend
+    assert_eq!(count(&acquire(&mut c, "a1", "1")), 2); // sibling A
+    assert_eq!(count(&acquire(&mut c, "b1", "1")), 3); // sibling B
+    assert_eq!(count(&acquire(&mut c, "a1", "1")), 2); // A's resend: no change
+    assert_eq!(release(&mut c, "a2"), 2); // A releases
+    assert_eq!(release(&mut c, "b2"), 1); // B releases; the parent holds on
+    assert_eq!(release(&mut c, "a2"), 2); // A's resend: A's answer, no change
+    let st = locker(&r.url()).status("sib").unwrap();
+    assert_eq!(st.holders.len(), 1, "the parent's hold was dropped: {st:?}");
+    let mut l = locker(&r.url());
+    let mut req = Request::new(Duration::from_secs(30));
+    req.wait = Wait::No;
+    assert!(matches!(
+        l.acquire("sib", &req, None, &mut |_| {}),
+        Err(Error::Busy { .. })
+    ));
+}
+
+#[test]
+fn a_replica_url_fails_fast() {
+    // READONLY from a replica named as the one Redis is a wrong address,
+    // not an outage to ride out.
+    let master = Redis::start();
+    let replica = replica_of(&master);
+    let started = std::time::Instant::now();
+    bare_rlock()
+        .args(["--url", &replica.url(), "acquire", "k"])
+        .run()
+        .fails(69, "READONLY");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
