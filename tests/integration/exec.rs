@@ -542,6 +542,14 @@ fn under_pty(r: &Redis, inner: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Type `bytes` at the pseudo-terminal of a child started by [`under_pty`].
+fn type_into(child: &mut std::process::Child, bytes: &[u8]) {
+    use std::io::Write;
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(bytes).unwrap();
+    stdin.flush().unwrap();
+}
+
 /// Fields of /proc/PID/stat after the command name: state is [0], ppid
 /// [1], pgrp [2], session [3], tty [4], tpgid (the terminal's foreground
 /// group) [5].
@@ -670,16 +678,11 @@ fn interactive_job_control_stops_and_continues_the_job() {
     // A real interactive bash on a pty: Ctrl-Z sends SIGTSTP to the
     // terminal's foreground group, which is the command's. rlock must stop
     // its own job so bash sees it stopped, and on `fg` continue the command.
-    use std::io::Write;
     let r = Redis::start();
     let dir = tmp("tty-tstp");
     let (pidfile, out, code) = (dir.join("pid"), dir.join("out"), dir.join("code"));
     let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| {
-        let stdin = bash.stdin.as_mut().unwrap();
-        stdin.write_all(s.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
+    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
     say(&format!(
         "$BIN exec k -- sh -c 'echo $$ > {p}; for i in $(seq 20); do sleep 0.05; done; echo done > {o}'\n",
         p = pidfile.display(),
@@ -712,7 +715,6 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
     // The terminal sends SIGINT to its foreground group, the command's; the
     // script's shell is not in it. rlock ends its own job with SIGINT after
     // releasing, so the script stops as it would under flock(1).
-    use std::io::Write;
     let r = Redis::start();
     let dir = tmp("tty-int");
     let (pidfile, after) = (dir.join("pid"), dir.join("after"));
@@ -722,12 +724,8 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
         a = after.display()
     );
     let mut child = under_pty(&r, &inner);
-    eventually(Duration::from_secs(5), "the command's pid", || {
-        read(&pidfile).trim().parse::<i32>().is_ok()
-    });
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(b"\x03").unwrap(); // Ctrl-C
-    stdin.flush().unwrap();
+    wait_pid(&pidfile);
+    type_into(&mut child, b"\x03"); // Ctrl-C
     child.wait().unwrap();
     assert!(
         read(&after).is_empty(),
@@ -819,7 +817,6 @@ fn the_command_gets_sigpipe_at_its_default() {
 
 #[test]
 fn a_command_reading_the_terminal_works_with_stdin_redirected() {
-    use std::io::Write;
     let r = Redis::start();
     let dir = tmp("tty-read");
     let out = dir.join("out");
@@ -829,9 +826,7 @@ fn a_command_reading_the_terminal_works_with_stdin_redirected() {
     );
     let mut child = under_pty(&r, &inner);
     std::thread::sleep(Duration::from_millis(300));
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(b"hello\n").unwrap();
-    stdin.flush().unwrap();
+    type_into(&mut child, b"hello\n");
     eventually(Duration::from_secs(10), "the command to read", || {
         !read(&out).is_empty()
     });
@@ -855,7 +850,6 @@ fn an_exit_code_of_130_is_not_a_ctrl_c() {
 
 #[test]
 fn a_killed_interactive_rlock_gives_the_terminal_back() {
-    use std::io::Write;
     let r = Redis::start();
     let dir = tmp("tty-back");
     let (pidfile, out) = (dir.join("pid"), dir.join("out"));
@@ -869,9 +863,7 @@ fn a_killed_interactive_rlock_gives_the_terminal_back() {
     kill(rlock_of(cmd) as u32, libc::SIGKILL);
     eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
     std::thread::sleep(Duration::from_millis(200));
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(b"typed\n").unwrap();
-    stdin.flush().unwrap();
+    type_into(&mut child, b"typed\n");
     eventually(Duration::from_secs(10), "the script to read", || {
         !read(&out).is_empty()
     });
