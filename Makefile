@@ -27,6 +27,7 @@ docs:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --locked --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps
 
 # Install the binary, the man pages and the completions where each shell
 # looks for them. PREFIX (default /usr/local) and DESTDIR as usual.

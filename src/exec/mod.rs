@@ -11,7 +11,7 @@
 //! # Who enforces it
 //!
 //! Three processes take part: rlock, the command, and the *guard* (see
-//! [`guard`]), a small process forked by rlock before anything else, which
+//! `guard.rs`), a small process forked by rlock before anything else, which
 //! is the command's parent, a child subreaper for its whole tree, in a
 //! process group of its own, and holds a CLOCK_BOOTTIME timer at the *kill
 //! deadline*. The kill deadline is `kill_point(valid_until)`: the lease's
@@ -23,7 +23,7 @@
 //! For each way rlock can fail to act, what still stops the tree in time:
 //! - **rlock healthy, lock lost** (renewal finds it gone or taken, or no
 //!   renewal confirmed with TTL/3 of validity left, e.g. Redis frozen or
-//!   unreachable): the [`supervisor`] has the guard SIGTERM the tree and sets
+//!   unreachable): the supervisor (`supervisor.rs`) has the guard SIGTERM the tree and sets
 //!   the guard's deadline to min(now + `--grace`, kill deadline); at that
 //!   point both processes SIGKILL the tree.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
@@ -44,7 +44,7 @@
 //!   so every rule above holds unchanged.
 //! - **descendants that leave the group or daemonize**: the guard is their
 //!   subreaper; kills walk the guard's descendants, not just a group (see
-//!   [`tree`]), and "the tree is empty" is "the guard has no children".
+//!   `tree.rs`), and "the tree is empty" is "the guard has no children".
 //! - **the guard itself killed** (it is internal; nobody has a reason to):
 //!   the command dies by PR_SET_PDEATHSIG and rlock kills its group, and
 //!   does not release the lock (it expires with its TTL); descendants that
