@@ -715,43 +715,42 @@ impl Node {
             c
         };
         let until = Instant::now() + resend_for.min(self.resend_cap);
-        let cluster = self.server.is_cluster();
-        let failover = self.server.follows_failovers();
+        let (cluster, failover) = (self.server.is_cluster(), self.server.follows_failovers());
+        // Sleep the next backoff and say to go on, if that stays in time.
+        let pause = |tries: &mut u32| {
+            let ok = Instant::now() + backoff(*tries + 1) < until;
+            if ok {
+                *tries += 1;
+                std::thread::sleep(backoff(*tries));
+            }
+            ok
+        };
         let mut tries = 0;
         loop {
-            let res = match self.conn() {
-                Ok(conn) => {
-                    let mut res = call("EVALSHA", &script.sha).query(conn);
-                    if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
-                    {
-                        res = call("EVAL", script.code).query(conn);
-                    }
-                    self.used();
-                    res
-                }
-                Err(e) if tries > 0 && Instant::now() + backoff(tries) < until => {
-                    // Reconnecting during an outage: keep trying.
-                    let _ = e;
-                    tries += 1;
-                    std::thread::sleep(backoff(tries));
-                    continue;
-                }
+            let conn = match self.conn() {
+                Ok(conn) => conn,
+                // Reconnecting during an outage: keep trying. A first
+                // connect fails at once.
+                Err(_) if tries > 0 && pause(&mut tries) => continue,
                 Err(e) => return Err(e),
             };
+            let mut res = call("EVALSHA", &script.sha).query(conn);
+            if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+            {
+                res = call("EVAL", script.code).query(conn);
+            }
+            self.used();
             // Only a real answer counts: a replica's READONLY does not.
             self.answered |= res.is_ok();
             match res {
                 Ok(v) => return Ok(v),
-                Err(e)
-                    if self.answered
-                        && resendable(&e, cluster, failover)
-                        && Instant::now() + backoff(tries + 1) < until =>
-                {
+                Err(e) if self.answered && resendable(&e, cluster, failover) => {
                     // Never reuse the connection: its replies may be out of
                     // step, and a cluster one has a stale slot map.
                     self.conn = None;
-                    tries += 1;
-                    std::thread::sleep(backoff(tries));
+                    if !pause(&mut tries) {
+                        return Err(self.fail(e, what()));
+                    }
                 }
                 Err(e) => return Err(self.fail(e, what())),
             }
@@ -1126,17 +1125,11 @@ impl Node {
             .map_err(|e| self.fail(e, "wait for the lock".into()))
     }
 
-    /// Leave the wait queue and drop every hold of `token`.
+    /// Leave the wait queue and drop every hold of `token`, at once (a
+    /// give-up: one timeout's worth of resends, no min-hold).
     pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
-        let id = request_id();
         let timeout = self.server.timeout;
-        self.eval(
-            &RELEASE,
-            &lock.request_keys(token, &id),
-            &[token.as_str(), "1", &id, "0", "0", &record_ms(timeout)],
-            || format!("release {:?}", lock.name()),
-            timeout,
-        )
+        self.release_script(lock, token, true, None, timeout)
     }
 
     /// Release one hold of `token` on `key`, or with `all` every hold
@@ -1151,9 +1144,27 @@ impl Node {
         min_hold: Option<Duration>,
     ) -> Result<Released> {
         let lock = self.name(key)?;
+        match self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)? {
+            0 => Ok(Released::Released),
+            n if n > 0 => Ok(Released::StillHeld(n as u64)),
+            -1 => Ok(Released::NotHeld),
+            -2 => Err(Error::NotOwner { key: key.into() }),
+            n => Err(Error::Protocol(format!("release returned {n}"))),
+        }
+    }
+
+    /// One run of the release script (see lua/release.lua for the reply).
+    fn release_script(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<i64> {
         let id = request_id();
         let hold = ms(min_hold.unwrap_or_default()).to_string();
-        let n: i64 = self.eval(
+        self.eval(
             &RELEASE,
             &lock.request_keys(token, &id),
             &[
@@ -1164,16 +1175,9 @@ impl Node {
                 if min_hold.is_some() { "1" } else { "0" },
                 &record_ms(self.server.timeout),
             ],
-            || format!("release {key:?}"),
-            RESEND_WINDOW,
-        )?;
-        match n {
-            0 => Ok(Released::Released),
-            n if n > 0 => Ok(Released::StillHeld(n as u64)),
-            -1 => Ok(Released::NotHeld),
-            -2 => Err(Error::NotOwner { key: key.into() }),
-            n => Err(Error::Protocol(format!("release returned {n}"))),
-        }
+            || format!("release {:?}", lock.name()),
+            resend_for,
+        )
     }
 
     /// Extend the lease of `token` to `ttl` from now. Returns the point

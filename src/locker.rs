@@ -106,6 +106,12 @@ impl Locker {
         all: bool,
         min_hold: Option<Duration>,
     ) -> Result<Released> {
+        if min_hold.is_some_and(|d| d > crate::lock::MAX_TTL) {
+            return Err(crate::Error::Usage(format!(
+                "--min-hold is too long: at most {}",
+                crate::duration::human(crate::lock::MAX_TTL)
+            )));
+        }
         match &mut self.0 {
             Inner::One(n) => n.release(key, token, all, min_hold),
             Inner::Many(q) => q.release(key, token, all, min_hold),

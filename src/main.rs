@@ -158,7 +158,6 @@ fn exec(
         grace: run.grace.0,
         kill_leftovers: run.kill_leftovers,
     };
-    let interactive = rlock::exec::tty::interactive();
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;
     let result = rlock::exec::run(
@@ -204,7 +203,7 @@ fn exec(
             finished.code
         );
     }
-    if interactive {
+    if finished.interactive {
         rlock::exec::tty::reraise_in_job(finished.signal);
     }
     Ok(finished.code)

@@ -147,6 +147,8 @@ pub struct Finished {
     pub code: u8,
     /// The signal that killed the command, if one did.
     pub signal: Option<i32>,
+    /// The command owned rlock's terminal (see [`tty`]).
+    pub interactive: bool,
 }
 
 /// Events for the supervisor.
@@ -367,6 +369,7 @@ pub fn run(
         Ok(Finished {
             code: exit_code::for_status(outcome.status),
             signal: outcome.status.and_then(|st| st.signal()),
+            interactive,
         })
     })
 }

@@ -71,11 +71,6 @@ impl Terminal {
     }
 }
 
-/// Is rlock in the foreground of its controlling terminal?
-pub fn interactive() -> bool {
-    Terminal::open().is_some_and(|t| t.ours())
-}
-
 /// The command (group `pgid`) was stopped by `sig`: stop rlock's job
 /// likewise, and when it is continued, hand the command the terminal if
 /// rlock's job has it (`fg`) and `still_valid()`. Returns whether the

@@ -400,6 +400,33 @@ mod bad_input {
         // A bare number is seconds for a wait (as flock), never for a TTL.
         refused(&r, &["acquire", "k", "--ttl", "5"], 64, "no unit");
         refused(&r, &["acquire", "k", "-w", "1.2.3"], 64, "invalid");
+        refused(&r, &["acquire", "k", "--min-hold", "8days"], 64, "too long");
+        refused(
+            &r,
+            &[
+                "release",
+                "k",
+                "--token",
+                &uuid::Uuid::new_v4().to_string(),
+                "--min-hold",
+                "8days",
+            ],
+            64,
+            "too long",
+        );
+        refused(
+            &r,
+            &[
+                "release",
+                "k",
+                "--token",
+                &uuid::Uuid::new_v4().to_string(),
+                "--min-hold",
+                "5",
+            ],
+            64,
+            "no unit",
+        );
         refused(
             &r,
             &["--connect-timeout", "x", "status", "k"],
