@@ -164,7 +164,10 @@ impl Guard {
         let mut buf = [0u8; 16];
         // SAFETY: plain syscall into our buffer.
         let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+        // ECONNRESET: the guard exited with a message of ours unread (it
+        // had nothing left to act on). Linux reports that error once, ahead
+        // of the reports still queued for us; they follow on the next call.
+        if n < 0 && matches!(last_errno(), libc::EINTR | libc::ECONNRESET) {
             return self.recv();
         }
         let int = || i32::from_le_bytes(buf[1..5].try_into().expect("4 bytes"));
