@@ -634,6 +634,12 @@ impl Node {
         Ok(())
     }
 
+    /// Has the server answered this node? (Until then a failed attempt is
+    /// final, for a waiting acquire too.)
+    pub(crate) fn answered(&self) -> bool {
+        self.answered
+    }
+
     /// Another node for the same server and prefix, with its own
     /// connection (opened on first use).
     pub(crate) fn detached(&self) -> Node {

@@ -43,6 +43,20 @@ impl Locker {
         })
     }
 
+    /// One server (or one cluster), not RedLock.
+    pub(crate) fn is_single(&self) -> bool {
+        matches!(self.0, Inner::One(_))
+    }
+
+    /// Has a server answered this locker (RedLock: assumed)? Until then,
+    /// an acquire's failed first attempt is final whether it waits or not.
+    pub(crate) fn answered(&self) -> bool {
+        match &self.0 {
+            Inner::One(n) => n.answered(),
+            Inner::Many(_) => true,
+        }
+    }
+
     /// Bound on connecting and on each reply (but blocking waits).
     pub fn timeout(&self) -> Duration {
         match &self.0 {

@@ -18,14 +18,14 @@
 //! - reaps everything, reports the command's stops and exit, and reports
 //!   "empty" once no descendant is left, then exits.
 //!
-//! The guard never prints, never reads the environment and takes no lock
-//! that another thread of the forking process could hold: in the binary it
-//! is forked while rlock has one thread; a library caller with other threads
-//! relies on glibc's fork-safe malloc for the few allocations it makes.
+//! The guard never prints, reads the environment only through the C
+//! library's `environ` (no lock), and takes no lock that another thread of
+//! the forking process could hold: in the binary it is forked while rlock
+//! has one thread; a library caller with other threads relies on glibc's
+//! fork-safe malloc for the few allocations it makes.
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use crate::clock::BootTime;
@@ -118,6 +118,12 @@ impl Guard {
         self.pid
     }
 
+    /// The socket, to poll: readable when a report (or the guard's end)
+    /// is there for [`Guard::recv`].
+    pub(crate) fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
     fn send(&self, msg: &[u8]) {
         // SAFETY: plain syscall on our socket. MSG_NOSIGNAL: a dead guard
         // must not kill rlock with SIGPIPE. A failed send means the guard is
@@ -196,14 +202,36 @@ impl Drop for Guard {
             libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_RDWR);
             // It exits within milliseconds (a tree to kill takes at most a
             // second); one that someone stopped is not waited for forever.
-            for _ in 0..3000 {
+            // A pidfd says the moment it exits; without one (Linux < 5.3),
+            // look every millisecond.
+            let pidfd = libc::syscall(libc::SYS_pidfd_open, self.pid, 0) as RawFd;
+            let patience = 3000;
+            for _ in 0..patience {
                 if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
-                    return;
+                    break;
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                if pidfd >= 0 {
+                    let mut p = libc::pollfd {
+                        fd: pidfd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    if libc::poll(&mut p, 1, patience) == 0 {
+                        libc::kill(self.pid, libc::SIGKILL);
+                        libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+                        break;
+                    }
+                } else {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            if pidfd >= 0 {
+                libc::close(pidfd);
+            }
+            if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            }
         }
     }
 }
@@ -276,18 +304,31 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     };
     // The command has its copies: keep nothing else open (no stdio pipe,
     // no Redis connection of rlock's) but the guard's own descriptors.
-    let keep = [sock, sigfd, timer, launch.tty.unwrap_or(-1)];
-    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut keep = [sock, sigfd, timer, launch.tty.unwrap_or(-1)];
+    keep.sort_unstable();
     // SAFETY: plain syscalls on our own descriptors.
     unsafe {
-        for fd in open.into_iter().filter(|fd| !keep.contains(fd)) {
-            libc::close(fd);
+        // close_range (Linux 5.9) between the kept ones; else /proc.
+        let mut from = 0;
+        let mut ranged = true;
+        for &k in keep.iter().filter(|&&k| k >= 0) {
+            if k > from {
+                ranged &= libc::syscall(libc::SYS_close_range, from, k - 1, 0) == 0;
+            }
+            from = k + 1;
+        }
+        ranged &= libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) == 0;
+        if !ranged {
+            let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for fd in open.into_iter().filter(|fd| !keep.contains(fd)) {
+                libc::close(fd);
+            }
         }
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
@@ -383,48 +424,145 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
 
 /// Start the command: a new process group (made the terminal's foreground
 /// group if asked), SIGKILLed if the guard dies, with rlock's signal
-/// dispositions and mask restored.
+/// dispositions and mask restored, and rlock's environment plus `env`
+/// (NUL-separated `K=V` pairs).
+///
+/// The child is made with `clone(CLONE_VM | CLONE_VFORK)`, as posix_spawn
+/// does: it borrows the guard's memory until it execs, so nothing of the
+/// guard's address space is copied (a fork would copy its page tables and
+/// leave both processes copy-on-write faults to take). posix_spawn itself
+/// cannot set PR_SET_PDEATHSIG, hence this. The child runs on a stack of
+/// its own, makes only syscalls and glibc's `execvpe` (written to run after
+/// vfork, for posix_spawnp: no malloc, no locks), and the guard installs no
+/// signal handler that could run on the child's stack.
 fn spawn(launch: &Launch, env: &[u8], inh: &Inherited) -> std::io::Result<libc::pid_t> {
-    let mut cmd = std::process::Command::new(launch.program);
-    cmd.args(launch.args).process_group(0);
-    for pair in env.split(|&b| b == 0).filter(|p| !p.is_empty()) {
-        let s = String::from_utf8_lossy(pair);
-        if let Some((k, v)) = s.split_once('=') {
-            cmd.env(k, v);
+    use std::ffi::{CStr, CString};
+    use std::os::unix::ffi::OsStrExt;
+    let einval = || std::io::Error::from_raw_os_error(libc::ENOEXEC);
+    let program = CString::new(launch.program.as_bytes()).map_err(|_| einval())?;
+    let mut args = vec![program.clone()];
+    for a in launch.args {
+        args.push(CString::new(a.as_bytes()).map_err(|_| einval())?);
+    }
+    let added: Vec<CString> = env
+        .split(|&b| b == 0)
+        .filter(|p| p.contains(&b'='))
+        .map(|p| CString::new(p).map_err(|_| einval()))
+        .collect::<std::io::Result<_>>()?;
+    let name = |kv: &[u8]| -> Vec<u8> { kv.split(|&b| b == b'=').next().unwrap_or(kv).to_vec() };
+    let names: Vec<Vec<u8>> = added.iter().map(|c| name(c.as_bytes())).collect();
+    let mut envp: Vec<*const libc::c_char> = Vec::new();
+    // rlock's environment as the C library has it, read without std's
+    // environment lock (a forking library caller's thread may hold it).
+    unsafe extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: environ is a NULL-terminated array of C strings; this
+    // process has one thread and nothing changes it meanwhile.
+    unsafe {
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            let kv = CStr::from_ptr(*p).to_bytes();
+            if !names.iter().any(|n| *n == name(kv)) {
+                envp.push(*p);
+            }
+            p = p.add(1);
         }
     }
-    let guard = std::process::id() as libc::pid_t;
-    let (tty, inh) = (launch.tty.filter(|_| launch.foreground), *inh);
-    // SAFETY: only async-signal-safe syscalls run between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != guard {
-                libc::_exit(i32::from(exit_code::LOST)); // the guard died already
-            }
-            if let Some(tty) = tty {
-                // Still ignoring SIGTTOU (the guard's setting), so a
-                // background group may take the terminal.
-                libc::tcsetpgrp(tty, libc::getpid());
-            }
-            for (i, &sig) in IGNORED.iter().enumerate() {
-                // SIGPIPE as std leaves it for any child: the default. The
-                // Rust runtime ignored it in rlock before main ran; a
-                // command must not inherit that (`... | head` would spin).
-                if sig == libc::SIGPIPE {
-                    libc::signal(sig, libc::SIG_DFL);
-                } else {
-                    libc::sigaction(sig, &inh.actions[i], std::ptr::null_mut());
-                }
-            }
-            libc::sigaction(libc::SIGCHLD, &inh.actions[CHLD], std::ptr::null_mut());
-            libc::pthread_sigmask(libc::SIG_SETMASK, &inh.mask, std::ptr::null_mut());
-            Ok(())
-        });
+    envp.extend(added.iter().map(|c| c.as_ptr()));
+    envp.push(std::ptr::null());
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|c| c.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut child = Child {
+        program: program.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        // SAFETY: plain syscall.
+        guard: unsafe { libc::getpid() },
+        tty: launch.tty.filter(|_| launch.foreground).unwrap_or(-1),
+        inh: *inh,
+        errno: 0,
+    };
+    // Room for execvpe's path buffer and its argv copy for a script
+    // without a #! line; untouched pages cost nothing.
+    let mut stack = vec![0u8; 256 * 1024 + 16 * argv.len()];
+    // SAFETY: the stack grows down from its 16-aligned end; `child` and
+    // everything it points to outlive the clone, which returns only once
+    // the child has exec'd or exited (CLONE_VFORK).
+    let pid = unsafe {
+        let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
+        libc::clone(
+            child_main,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut child as *mut Child).cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    cmd.spawn().map(|c| c.id() as libc::pid_t)
+    // SAFETY: the child is done with our memory (CLONE_VFORK); a volatile
+    // read, as the compiler does not know the child wrote it.
+    let errno = unsafe { std::ptr::read_volatile(&child.errno) };
+    if errno != 0 {
+        // SAFETY: reap the child that failed to exec.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(std::io::Error::from_raw_os_error(errno));
+    }
+    Ok(pid)
+}
+
+/// What the cloned child needs, in the guard's memory.
+struct Child {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    guard: libc::pid_t,
+    tty: RawFd,
+    inh: Inherited,
+    /// Set by the child if it fails before or at exec.
+    errno: i32,
+}
+
+/// The child between clone and exec: syscalls only (see [`spawn`]).
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the guard's `Child`, valid until we exec or exit;
+    // only async-signal-safe calls follow.
+    unsafe {
+        let c = &mut *arg.cast::<Child>();
+        let fail = |c: &mut Child| -> ! {
+            std::ptr::write_volatile(&mut c.errno, last_errno().max(1));
+            libc::_exit(127)
+        };
+        if libc::setpgid(0, 0) != 0 {
+            fail(c);
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            fail(c);
+        }
+        if libc::getppid() != c.guard {
+            libc::_exit(i32::from(exit_code::LOST)); // the guard died already
+        }
+        if c.tty >= 0 {
+            // Still ignoring SIGTTOU (the guard's setting), so a
+            // background group may take the terminal.
+            libc::tcsetpgrp(c.tty, libc::getpid());
+        }
+        for (i, &sig) in IGNORED.iter().enumerate() {
+            // SIGPIPE as std leaves it for any child: the default. The
+            // Rust runtime ignored it in rlock before main ran; a
+            // command must not inherit that (`... | head` would spin).
+            if sig == libc::SIGPIPE {
+                libc::signal(sig, libc::SIG_DFL);
+            } else {
+                libc::sigaction(sig, &c.inh.actions[i], std::ptr::null_mut());
+            }
+        }
+        libc::sigaction(libc::SIGCHLD, &c.inh.actions[CHLD], std::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_SETMASK, &c.inh.mask, std::ptr::null_mut());
+        libc::execvpe(c.program, c.argv, c.envp);
+        fail(c)
+    }
 }
 
 /// Install `handler` for `sig`, saving the old action in `old`.

@@ -35,6 +35,13 @@
 //!   guard SIGKILLs the tree. The renewer runs on its own thread and moves
 //!   the deadline directly, so a supervisor blocked on stderr cannot hold
 //!   the command's kill back, nor keep it alive past a confirmed lease.
+//!   That thread is started by the supervisor when the first renewal is due
+//!   (TTL/3 after the grant's request) or before the supervisor reports
+//!   anything (a report may block), whichever comes first (see
+//!   `renew.rs`): a command that ends sooner costs no thread. Until it
+//!   starts, the guard holds the kill deadline sent before the command
+//!   started, exactly as when renewals fail; a renewer that cannot start
+//!   is a renewer that confirms nothing, and the rules above apply.
 //! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
 //!   which counts the suspended time, so the guard's timer fires first thing
 //!   after resume (the processes may run for a scheduling quantum before it
@@ -64,7 +71,11 @@
 //! command has `--grace` to exit, then the tree gets SIGKILL; a second INT
 //! or TERM escalates at once. rlock takes signals through a signalfd
 //! ([`crate::signals`]) and changes no disposition, so the command starts
-//! with the dispositions and mask rlock was started with.
+//! with the dispositions and mask rlock was started with. The signalfd is
+//! read by a thread only while a wait for the lock blocks; a first,
+//! bounded, attempt without a thread leaves its signals pending until it
+//! returns (see `acquire` below), and once the command runs the supervisor
+//! polls it with the guard's socket (`supervisor.rs`).
 
 mod guard;
 mod held;
@@ -75,12 +86,11 @@ pub mod tty;
 
 use std::ffi::OsString;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::clock::BootTime;
-use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, exit_code};
+use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait, exit_code};
 
 pub use held::{HELD_ENV, inherited_token};
 
@@ -151,22 +161,6 @@ pub struct Finished {
     pub interactive: bool,
 }
 
-/// Events for the supervisor.
-pub(crate) enum Msg {
-    Guard(Report),
-    /// A signal for rlock, to pass on.
-    Signal(i32),
-    /// The renewer found the lock gone.
-    Lost(String),
-}
-
-/// Where a signal goes: while waiting, it cancels the wait; once the
-/// command runs, it goes to the supervisor.
-enum Route {
-    Wait,
-    Child(mpsc::Sender<Msg>),
-}
-
 /// Margin between the validity deadline and the guard's SIGKILL, for the
 /// kernel to tear the processes down: TTL/20, at most 250 ms.
 pub(crate) fn kill_margin(ttl: Duration) -> Duration {
@@ -206,170 +200,209 @@ pub fn run(
         tty: term.as_ref().map(tty::Terminal::fd),
         foreground: interactive,
     })?;
-    let cancel = Cancel::new();
-    let route = Mutex::new(Route::Wait);
-    let valid_until = Mutex::new(BootTime::now());
+    // Blocked from here on, in every thread started later too; read by a
+    // thread only while a wait for the lock blocks (see `acquire`), then by
+    // the supervisor's poll loop.
+    let signals = crate::signals::Blocked::new(&FORWARDED)?;
+    let lease = acquire(locker, key, req, &signals, on_wait)?;
+    // The outermost exec gives back every hold of its token, so that a
+    // nested exec that crashed before its release cannot keep the lock
+    // held; a nested one gives back its own.
+    // `--min-hold` keeps the lock taken after a command that succeeded
+    // only: after a failure (or a command that never ran) another host
+    // may try again at once (cron: a failed run is retried by the next
+    // host to fire, not skipped for the whole min-hold).
+    let release = |locker: &mut Locker, succeeded: bool| {
+        let hold = succeeded.then_some(Duration::ZERO);
+        locker.release_with(key, &lease.token, lease.count == 1, hold)
+    };
+    on_event(Event::Acquired(&lease));
+    let deadline =
+        (spec.on_lost != OnLost::Ignore).then(|| kill_point(lease.valid_until, lease.ttl));
+    // Until the command starts, a signal ends the wait (see the module
+    // doc); from the spawn on, the supervisor passes each one on.
+    if let Some(sig) = ends_wait(&signals) {
+        let _ = release(locker, false);
+        return Err(Error::Interrupted(sig));
+    }
+    if deadline.is_some_and(BootTime::passed) {
+        // Waiting for the command's start took the whole lease
+        // (a stalled machine): never start it on an expired one.
+        let _ = release(locker, false);
+        return Err(Error::Lost {
+            key: key.into(),
+            why: "its lease ran out before the command could start".into(),
+        });
+    }
+    {
+        let held = std::env::var(HELD_ENV).ok();
+        let fence = lease.fence.to_string();
+        let held = held::held_with(held.as_deref(), &lock, &lease.token);
+        // The dead-man deadline first: the command never runs without.
+        guard.deadline(deadline);
+        guard.spawn(&[
+            ("RLOCK_KEY", &lease.key),
+            ("RLOCK_TOKEN", lease.token.as_str()),
+            ("RLOCK_FENCE", &fence),
+            (HELD_ENV, &held),
+        ]);
+    }
+    let pgid = match guard.recv() {
+        Report::Started(pid) => pid,
+        Report::SpawnFailed(source) => {
+            let _ = release(locker, false);
+            return Err(Error::Spawn {
+                program: spec.program.to_string_lossy().into_owned(),
+                code: match source.kind() {
+                    std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+                    _ => exit_code::CANNOT_EXECUTE,
+                },
+                source,
+            });
+        }
+        other => {
+            let _ = release(locker, false);
+            return Err(Error::Protocol(format!(
+                "the guard process failed to start the command: {other:?}"
+            )));
+        }
+    };
+    if let Some(t) = term.as_ref().filter(|_| interactive) {
+        t.give(pgid);
+    }
+    let valid_until = Mutex::new(lease.valid_until);
     let stop = AtomicBool::new(false);
     let mut renewer = locker.detached();
-    // Borrowed by the scoped threads, so it lives outside the scope.
-    let slot = std::sync::OnceLock::new();
-    std::thread::scope(|s| {
-        let _signals = crate::signals::watch(s, &FORWARDED, |sig| {
-            match &*route.lock().unwrap_or_else(|e| e.into_inner()) {
-                Route::Wait if crate::signals::ENDS_WAIT.contains(&sig) => cancel.cancel(sig),
-                Route::Wait => {}
-                Route::Child(tx) => {
-                    let _ = tx.send(Msg::Signal(sig));
-                }
-            }
-        })?;
-        let acquired = locker.acquire(key, req, Some(&cancel), on_wait)?;
-        let lease: &Lease = slot.get_or_init(|| acquired);
-        // The outermost exec gives back every hold of its token, so that a
-        // nested exec that crashed before its release cannot keep the lock
-        // held; a nested one gives back its own.
-        // `--min-hold` keeps the lock taken after a command that succeeded
-        // only: after a failure (or a command that never ran) another host
-        // may try again at once (cron: a failed run is retried by the next
-        // host to fire, not skipped for the whole min-hold).
-        let release = |locker: &mut Locker, succeeded: bool| {
-            let hold = succeeded.then_some(Duration::ZERO);
-            locker.release_with(key, &lease.token, lease.count == 1, hold)
-        };
-        on_event(Event::Acquired(lease));
-        let (tx, rx) = mpsc::channel();
-        let deadline =
-            (spec.on_lost != OnLost::Ignore).then(|| kill_point(lease.valid_until, lease.ttl));
-        {
-            let mut route = route.lock().unwrap_or_else(|e| e.into_inner());
-            if cancel.is_cancelled() {
-                let _ = release(locker, false);
-                return Err(cancel.interrupted());
-            }
-            if deadline.is_some_and(BootTime::passed) {
-                // Waiting for the command's start took the whole lease
-                // (a stalled machine): never start it on an expired one.
-                let _ = release(locker, false);
-                return Err(Error::Lost {
-                    key: key.into(),
-                    why: "its lease ran out before the command could start".into(),
-                });
-            }
-            let held = std::env::var(HELD_ENV).ok();
-            let fence = lease.fence.to_string();
-            let held = held::held_with(held.as_deref(), &lock, &lease.token);
-            // The dead-man deadline first: the command never runs without.
-            guard.deadline(deadline);
-            guard.spawn(&[
-                ("RLOCK_KEY", &lease.key),
-                ("RLOCK_TOKEN", lease.token.as_str()),
-                ("RLOCK_FENCE", &fence),
-                (HELD_ENV, &held),
-            ]);
-            *route = Route::Child(tx.clone());
-        }
-        let pgid = match guard.recv() {
-            Report::Started(pid) => pid,
-            Report::SpawnFailed(source) => {
-                let _ = release(locker, false);
-                return Err(Error::Spawn {
-                    program: spec.program.to_string_lossy().into_owned(),
-                    code: match source.kind() {
-                        std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
-                        _ => exit_code::CANNOT_EXECUTE,
-                    },
-                    source,
-                });
-            }
-            other => {
-                let _ = release(locker, false);
-                return Err(Error::Protocol(format!(
-                    "the guard process failed to start the command: {other:?}"
-                )));
-            }
-        };
-        if let Some(t) = term.as_ref().filter(|_| interactive) {
-            t.give(pgid);
-        }
-        let t = tx.clone();
-        let g = &guard;
-        s.spawn(move || {
-            loop {
-                let r = g.recv();
-                let last = matches!(r, Report::Empty | Report::Gone);
-                let _ = t.send(Msg::Guard(r));
-                if last {
-                    return;
-                }
-            }
-        });
-        *valid_until.lock().unwrap_or_else(|e| e.into_inner()) = lease.valid_until;
-        renewer.set_timeout(
-            renewer
-                .timeout()
-                .min((lease.ttl / 3).max(Duration::from_millis(50))),
-        );
-        let r = Renewal {
-            lease,
-            valid_until: &valid_until,
-            stop: &stop,
-            guard: deadline.map(|_| &guard),
-        };
-        let renewer = &mut renewer;
-        let renewing = s.spawn(move || renew::renew_loop(renewer, r, tx));
-        let outcome = Supervisor {
+    renewer.set_timeout(
+        renewer
+            .timeout()
+            .min((lease.ttl / 3).max(Duration::from_millis(50))),
+    );
+    let renewal = Renewal {
+        lease: &lease,
+        valid_until: &valid_until,
+        stop: &stop,
+        guard: deadline.map(|_| &guard),
+    };
+    let outcome = std::thread::scope(|s| {
+        Supervisor {
             guard: &guard,
             pgid,
-            lease,
+            lease: &lease,
             spec,
             interactive,
             term: term.as_ref(),
             valid_until: &valid_until,
             stop: &stop,
-            renewer: renewing.thread(),
+            signals: &signals,
+            renewer: renew::Renewer::new(s, &mut renewer, renewal),
         }
-        .run(&rx, on_event);
-        // Release at once: the next holder may be waiting. The renewer is
-        // stopped first so it cannot extend what we give back.
-        stop.store(true, Ordering::SeqCst);
-        renewing.thread().unpark();
-        if let Some(t) = &term {
-            t.take_back(pgid);
-        }
-        if outcome.guard_killed {
-            // Releasing now could let a rival in beside a process that had
-            // left the command's group; the lease ends within its TTL.
-            return Err(Error::Lost {
-                key: key.into(),
-                why: "the guard process was killed; the command was killed, and the lock \
-                      is left to expire with its TTL"
-                    .into(),
-            });
-        }
-        let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
-        let released = release(locker, succeeded);
-        let lost = outcome.lost.or(match &released {
-            // Gone although no renewal noticed: lost all the same.
-            Ok(Released::NotHeld) => Some("it was gone when the command ended".into()),
-            Err(Error::NotOwner { .. }) => {
-                Some("another owner held it when the command ended".into())
-            }
-            _ => None,
+        .run(on_event)
+        // The renewer, if it ever started, was told to stop: nothing it
+        // sends from now on can extend what we give back below.
+    });
+    if let Some(t) = &term {
+        t.take_back(pgid);
+    }
+    if outcome.guard_killed {
+        // Releasing now could let a rival in beside a process that had
+        // left the command's group; the lease ends within its TTL.
+        return Err(Error::Lost {
+            key: key.into(),
+            why: "the guard process was killed; the command was killed, and the lock \
+                  is left to expire with its TTL"
+                .into(),
         });
-        if let Some(why) = lost {
-            return Err(Error::Lost {
-                key: key.into(),
-                why,
-            });
-        }
-        if let Err(e) = &released {
-            on_event(Event::ReleaseFailed(e));
-        }
-        use std::os::unix::process::ExitStatusExt;
-        Ok(Finished {
-            code: exit_code::for_status(outcome.status),
-            signal: outcome.status.and_then(|st| st.signal()),
-            interactive,
-        })
+    }
+    let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
+    let released = release(locker, succeeded);
+    let lost = outcome.lost.or(match &released {
+        // Gone although no renewal noticed: lost all the same.
+        Ok(Released::NotHeld) => Some("it was gone when the command ended".into()),
+        Err(Error::NotOwner { .. }) => Some("another owner held it when the command ended".into()),
+        _ => None,
+    });
+    if let Some(why) = lost {
+        return Err(Error::Lost {
+            key: key.into(),
+            why,
+        });
+    }
+    if let Err(e) = &released {
+        on_event(Event::ReleaseFailed(e));
+    }
+    use std::os::unix::process::ExitStatusExt;
+    Ok(Finished {
+        code: exit_code::for_status(outcome.status),
+        signal: outcome.status.and_then(|st| st.signal()),
+        interactive,
     })
+}
+
+/// Acquire as `req` says; INT/TERM/HUP/QUIT received meanwhile end the
+/// wait (nothing held or queued), USR1/USR2 are dropped.
+///
+/// On one server, one attempt is made first without a thread: it is
+/// bounded (no queueing, no riding out an outage: see `Node::acquire`),
+/// and its signals wait in `signals` until it returns. Only if the lock is
+/// busy (or Redis failed after answering, which a waiting acquire rides
+/// out) does the full, waiting acquire run, with a thread taking signals
+/// and cancelling the wait at once. The uncontended case so starts no
+/// thread at all; a waiter pays one extra non-queued attempt.
+fn acquire(
+    locker: &mut Locker,
+    key: &str,
+    req: &Request,
+    signals: &crate::signals::Blocked,
+    on_wait: &mut dyn FnMut(&Busy),
+) -> Result<Lease> {
+    let waits = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
+    let first = if locker.is_single() {
+        let mut once = req.clone();
+        once.wait = Wait::No;
+        match locker.acquire(key, &once, None, &mut |_| {}) {
+            Ok(lease) => Some(lease),
+            Err(Error::Busy { .. }) if waits => None,
+            Err(_) if waits && locker.answered() => None,
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    let lease = match first {
+        Some(lease) => lease,
+        None => {
+            let cancel = Cancel::new();
+            let lease = std::thread::scope(|s| {
+                let _watcher = signals.watch(s, |sig| {
+                    if crate::signals::ENDS_WAIT.contains(&sig) {
+                        cancel.cancel(sig);
+                    }
+                })?;
+                locker.acquire(key, req, Some(&cancel), on_wait)
+            })?;
+            if cancel.is_cancelled() {
+                let _ = locker.release_with(key, &lease.token, lease.count == 1, None);
+                return Err(cancel.interrupted());
+            }
+            lease
+        }
+    };
+    if let Some(sig) = ends_wait(signals) {
+        let _ = locker.release_with(key, &lease.token, lease.count == 1, None);
+        return Err(Error::Interrupted(sig));
+    }
+    Ok(lease)
+}
+
+/// Take every pending signal; the first that ends a wait, if any (the
+/// others are dropped, as while waiting).
+fn ends_wait(signals: &crate::signals::Blocked) -> Option<i32> {
+    let mut first = None;
+    while let Some(sig) = signals.take() {
+        if crate::signals::ENDS_WAIT.contains(&sig) {
+            first = first.or(Some(sig));
+        }
+    }
+    first
 }

@@ -1,16 +1,22 @@
 //! The renewer: extends the lease every TTL/3 on a connection of its own,
 //! publishes each confirmed validity deadline to the supervisor, and moves
 //! the guard's kill deadline with it.
+//!
+//! It runs on a thread of its own, which the supervisor starts only when
+//! the first renewal is due, or before it reports anything (a report may
+//! block on a full stderr): a command that ends within TTL/3 costs no
+//! thread and no second connection.
 
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::thread::{Scope, Thread};
 use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::{Error, Lease, Locker};
 
-use super::Msg;
 use super::guard::Guard;
 
 /// Everything the renewer shares with the supervisor.
@@ -24,16 +30,105 @@ pub(crate) struct Renewal<'a> {
     pub guard: Option<&'a Guard>,
 }
 
+/// When the first renewal is due: TTL/3 after the grant's request, as the
+/// validity deadline counts (the command's start may have taken a while).
+fn first_due(lease: &Lease) -> BootTime {
+    let sent = lease.valid_until - (lease.ttl - crate::lock::drift(lease.ttl));
+    sent + lease.ttl / 3
+}
+
+/// The supervisor's handle on the renewer thread, which starts on demand.
+pub(crate) struct Renewer<'s, 'e> {
+    scope: &'s Scope<'s, 'e>,
+    /// What the thread takes when it starts.
+    pending: Option<(&'e mut Locker, Renewal<'e>)>,
+    due: BootTime,
+    thread: Option<Thread>,
+    /// One byte per definite loss, from the thread (see [`Renewer::lost`]).
+    lost: Option<std::io::PipeReader>,
+}
+
+impl<'s, 'e> Renewer<'s, 'e> {
+    pub(crate) fn new(
+        scope: &'s Scope<'s, 'e>,
+        locker: &'e mut Locker,
+        r: Renewal<'e>,
+    ) -> Renewer<'s, 'e> {
+        Renewer {
+            scope,
+            due: first_due(r.lease),
+            pending: Some((locker, r)),
+            thread: None,
+            lost: None,
+        }
+    }
+
+    /// When the thread must be running, if it is not yet.
+    pub(crate) fn due(&self) -> Option<BootTime> {
+        self.pending.as_ref().map(|_| self.due)
+    }
+
+    /// Start the thread, unless it runs or renewing was stopped. If the
+    /// thread cannot be created, nothing renews: the supervisor declares
+    /// the lock lost at TTL/3 before its end, and the guard kills at the
+    /// kill deadline, as when Redis does not answer.
+    pub(crate) fn start(&mut self) {
+        let Some((locker, r)) = self.pending.take() else {
+            return;
+        };
+        if r.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok((rx, tx)) = std::io::pipe() else {
+            return;
+        };
+        if let Ok(h) = std::thread::Builder::new()
+            .name("rlock-renew".into())
+            .spawn_scoped(self.scope, move || renew_loop(locker, r, tx))
+        {
+            self.thread = Some(h.thread().clone());
+            self.lost = Some(rx);
+        }
+    }
+
+    /// Wake the thread (to see the stop flag).
+    pub(crate) fn unpark(&self) {
+        if let Some(t) = &self.thread {
+            t.unpark();
+        }
+    }
+
+    /// The descriptor that becomes readable when the thread found the lock
+    /// gone (-1: none, poll ignores it).
+    pub(crate) fn fd(&self) -> RawFd {
+        self.lost.as_ref().map_or(-1, |p| p.as_raw_fd())
+    }
+
+    /// Why the lock was lost, once the thread said so.
+    pub(crate) fn lost(&mut self) -> Option<String> {
+        let p = self.lost.as_mut()?;
+        let mut b = [0u8; 1];
+        let why = match p.read(&mut b) {
+            Ok(1) if b[0] == b'O' => "another owner holds it now",
+            Ok(1) => "it expired or was deleted",
+            // The thread ended without a word (stopped): nothing more.
+            _ => {
+                self.lost = None;
+                return None;
+            }
+        };
+        self.lost = None;
+        Some(why.into())
+    }
+}
+
 /// Extend the lease every TTL/3 until stopped. Reports a definite loss
-/// (gone, or another owner); transient failures are retried quickly and
-/// left to the supervisor's deadline (and the guard's).
-pub(crate) fn renew_loop(locker: &mut Locker, r: Renewal, tx: Sender<Msg>) {
+/// (gone, or another owner) with one byte on `tx`; transient failures are
+/// retried quickly and left to the supervisor's deadline (and the guard's).
+fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
     let every = r.lease.ttl / 3;
     let retry = (every / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
-    // From the grant's request, as the validity deadline counts: the
-    // command's start may have taken a while.
-    let sent = r.lease.valid_until - (r.lease.ttl - crate::lock::drift(r.lease.ttl));
-    let mut next = sent + every;
+    let mut next = first_due(r.lease);
     loop {
         while !r.stop.load(Ordering::SeqCst) && !next.passed() {
             std::thread::park_timeout(next.remaining());
@@ -56,11 +151,11 @@ pub(crate) fn renew_loop(locker: &mut Locker, r: Renewal, tx: Sender<Msg>) {
                 next = sent + every;
             }
             Err(Error::Lost { .. }) => {
-                let _ = tx.send(Msg::Lost("it expired or was deleted".into()));
+                let _ = tx.write_all(b"G");
                 return;
             }
             Err(Error::NotOwner { .. }) => {
-                let _ = tx.send(Msg::Lost("another owner holds it now".into()));
+                let _ = tx.write_all(b"O");
                 return;
             }
             Err(_) => next = BootTime::now() + retry,

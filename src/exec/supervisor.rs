@@ -1,11 +1,12 @@
 //! The supervisor loop: the one place that decides what happens to the
 //! command, from the guard's reports, rlock's signals, the renewer's
-//! losses and the clock.
+//! losses and the clock. It runs on rlock's main thread as one poll over
+//! the guard's socket, the signalfd and the renewer's pipe: no thread of
+//! its own, and none to read for it.
 
 use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use crate::Lease;
@@ -13,7 +14,17 @@ use crate::clock::BootTime;
 use crate::duration::human;
 
 use super::guard::{Guard, Report};
-use super::{Event, Msg, OnLost, Spec, kill_point, tree, tty};
+use super::renew::Renewer;
+use super::{Event, OnLost, Spec, kill_point, tree, tty};
+
+/// Events for the supervisor.
+enum Msg {
+    Guard(Report),
+    /// A signal for rlock, to pass on.
+    Signal(i32),
+    /// The renewer found the lock gone.
+    Lost(String),
+}
 
 /// How the command ended.
 pub(crate) struct Outcome {
@@ -26,7 +37,7 @@ pub(crate) struct Outcome {
     pub guard_killed: bool,
 }
 
-pub(crate) struct Supervisor<'a> {
+pub(crate) struct Supervisor<'a, 's, 'e> {
     pub guard: &'a Guard,
     /// The command's pid, which is also its process group.
     pub pgid: libc::pid_t,
@@ -36,16 +47,24 @@ pub(crate) struct Supervisor<'a> {
     pub term: Option<&'a super::tty::Terminal>,
     pub valid_until: &'a Mutex<BootTime>,
     pub stop: &'a AtomicBool,
-    pub renewer: &'a std::thread::Thread,
+    pub signals: &'a crate::signals::Blocked,
+    pub renewer: Renewer<'s, 'e>,
 }
 
-impl Supervisor<'_> {
+impl Supervisor<'_, '_, '_> {
     fn valid_until(&self) -> BootTime {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Supervise until no process of the command's tree is left.
-    pub(crate) fn run(&self, rx: &Receiver<Msg>, on_event: &mut dyn FnMut(Event)) -> Outcome {
+    /// Supervise until no process of the command's tree is left. The
+    /// renewer is stopped when this returns.
+    pub(crate) fn run(mut self, on_event: &mut dyn FnMut(Event)) -> Outcome {
+        let out = self.supervise(on_event);
+        self.stop_renewing();
+        out
+    }
+
+    fn supervise(&mut self, on_event: &mut dyn FnMut(Event)) -> Outcome {
         // Without a confirmed renewal, the lock counts as lost this long
         // before its validity deadline, leaving time to stop the command.
         let lead = self.lease.ttl / 3;
@@ -57,6 +76,7 @@ impl Supervisor<'_> {
         let mut kill_at: Option<BootTime> = None;
         let mut interrupts = 0;
         let mut stalled = false;
+        let mut msgs = Vec::new();
         loop {
             let mut wake = BootTime::now() + Duration::from_secs(3600);
             if out.lost.is_none() && !stalled {
@@ -67,108 +87,157 @@ impl Supervisor<'_> {
             if let Some(k) = kill_at {
                 wake = wake.min(k);
             }
-            // recv_timeout runs on CLOCK_MONOTONIC: after a suspend it wakes
-            // late, which is why the guard holds the kill deadline too.
-            let msg = match rx.recv_timeout(wake.remaining()) {
-                Ok(m) => Some(m),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return out,
-            };
-            match msg {
-                Some(Msg::Guard(Report::Exited(st))) => {
-                    out.status = Some(st);
-                    if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
-                        // Nothing the command left behind may outlive a
-                        // lost lock either.
-                        self.kill_tree();
-                    } else if self.spec.kill_leftovers {
-                        self.guard.signal(libc::SIGTERM);
-                        kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
-                    }
-                }
-                Some(Msg::Guard(Report::Stopped(sig)))
-                    if self.interactive
-                        || (self.term.is_some()
-                            && matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)) =>
-                {
-                    // Job control, or a background command that touched
-                    // the terminal: stop rlock's job too (see tty.rs).
-                    let valid = || BootTime::now() < self.kill_by();
-                    if tty::suspend(self.term, self.pgid, sig, valid) {
-                        // Continue the job, through the guard (see
-                        // kill_tree on why not killpg).
-                        self.guard.signal(libc::SIGCONT);
-                    }
-                }
-                Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
-                Some(Msg::Guard(Report::SpawnFailed(_))) => {}
-                Some(Msg::Guard(Report::Empty)) => return out,
-                Some(Msg::Guard(Report::Gone)) => {
-                    // Someone killed the guard. The kernel killed the
-                    // command (PR_SET_PDEATHSIG); the rest of its tree went
-                    // to init and is out of reach: no killpg by a group id
-                    // whose leader may be reaped and its number reused.
-                    out.guard_killed = true;
-                    return out;
-                }
-                Some(Msg::Guard(Report::Enforced)) => {
-                    if out.lost.is_none() {
-                        let why = format!(
-                            "no renewal was confirmed in time (rlock stalled?); the guard \
-                             killed the command {} before the lease's end",
-                            human(super::kill_margin(self.lease.ttl))
-                        );
-                        on_event(Event::Lost {
-                            why: &why,
-                            action: "killed every process of the command",
-                        });
-                        out.lost = Some(why);
-                        self.stop_renewing();
-                    }
-                }
-                Some(Msg::Signal(sig)) => {
-                    self.guard.signal(sig);
-                    on_event(Event::Forwarded(sig));
-                    if matches!(sig, libc::SIGINT | libc::SIGTERM) {
-                        interrupts += 1;
-                    }
-                    if interrupts >= 2 {
-                        self.kill(on_event);
-                        kill_at = None;
-                    } else if crate::signals::ENDS_WAIT.contains(&sig) {
-                        kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
-                    }
-                }
-                Some(Msg::Lost(why)) => {
-                    if out.lost.is_none() {
-                        kill_at = self.lose(&why, kill_at, on_event);
-                        out.lost = Some(why);
-                    }
-                }
-                None => {
-                    let now = BootTime::now();
-                    let stale = now + lead >= self.valid_until();
-                    if self.spec.on_lost == OnLost::Ignore {
-                        // Nothing to enforce: keep renewing (Redis may come
-                        // back while the lease lives) and say so once.
-                        if stale && !stalled && out.lost.is_none() {
-                            stalled = true;
-                            on_event(Event::Unconfirmed(self.lease.ttl - lead));
+            if let Some(due) = self.renewer.due() {
+                wake = wake.min(due);
+            }
+            // poll's timeout runs on CLOCK_MONOTONIC: after a suspend it
+            // wakes late, which is why the guard holds the kill deadline too.
+            self.wait(wake, &mut msgs);
+            if self.renewer.due().is_some_and(BootTime::passed) {
+                self.renewer.start();
+            }
+            // Then the clock's turn, every time (a stream of signals must
+            // not hold a deadline back).
+            msgs.push(None);
+            for msg in std::mem::take(&mut msgs) {
+                match msg {
+                    Some(Msg::Guard(Report::Exited(st))) => {
+                        out.status = Some(st);
+                        if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
+                            // Nothing the command left behind may outlive a
+                            // lost lock either.
+                            self.kill_tree();
+                        } else if self.spec.kill_leftovers {
+                            self.guard.signal(libc::SIGTERM);
+                            kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
                         }
-                        stalled &= stale;
-                    } else if out.lost.is_none() && stale {
-                        let why =
-                            format!("no renewal confirmed for {}", human(self.lease.ttl - lead));
-                        kill_at = self.lose(&why, kill_at, on_event);
-                        out.lost = Some(why);
                     }
-                    if kill_at.is_some_and(|k| now >= k) {
-                        self.kill(on_event);
-                        kill_at = None;
+                    Some(Msg::Guard(Report::Stopped(sig)))
+                        if self.interactive
+                            || (self.term.is_some()
+                                && matches!(
+                                    sig,
+                                    libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                                )) =>
+                    {
+                        // Job control, or a background command that touched
+                        // the terminal: stop rlock's job too (see tty.rs).
+                        let valid = || BootTime::now() < self.kill_by();
+                        if tty::suspend(self.term, self.pgid, sig, valid) {
+                            // Continue the job, through the guard (see
+                            // kill_tree on why not killpg).
+                            self.guard.signal(libc::SIGCONT);
+                        }
+                    }
+                    Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
+                    Some(Msg::Guard(Report::SpawnFailed(_))) => {}
+                    Some(Msg::Guard(Report::Empty)) => return out,
+                    Some(Msg::Guard(Report::Gone)) => {
+                        // Someone killed the guard. The kernel killed the
+                        // command (PR_SET_PDEATHSIG); the rest of its tree went
+                        // to init and is out of reach: no killpg by a group id
+                        // whose leader may be reaped and its number reused.
+                        out.guard_killed = true;
+                        return out;
+                    }
+                    Some(Msg::Guard(Report::Enforced)) => {
+                        if out.lost.is_none() {
+                            let why = format!(
+                                "no renewal was confirmed in time (rlock stalled?); the guard \
+                             killed the command {} before the lease's end",
+                                human(super::kill_margin(self.lease.ttl))
+                            );
+                            on_event(Event::Lost {
+                                why: &why,
+                                action: "killed every process of the command",
+                            });
+                            out.lost = Some(why);
+                            self.stop_renewing();
+                        }
+                    }
+                    Some(Msg::Signal(sig)) => {
+                        self.guard.signal(sig);
+                        self.report(on_event, Event::Forwarded(sig));
+                        if matches!(sig, libc::SIGINT | libc::SIGTERM) {
+                            interrupts += 1;
+                        }
+                        if interrupts >= 2 {
+                            self.kill(on_event);
+                            kill_at = None;
+                        } else if crate::signals::ENDS_WAIT.contains(&sig) {
+                            kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
+                        }
+                    }
+                    Some(Msg::Lost(why)) => {
+                        if out.lost.is_none() {
+                            kill_at = self.lose(&why, kill_at, on_event);
+                            out.lost = Some(why);
+                        }
+                    }
+                    None => {
+                        let now = BootTime::now();
+                        let stale = now + lead >= self.valid_until();
+                        if self.spec.on_lost == OnLost::Ignore {
+                            // Nothing to enforce: keep renewing (Redis may come
+                            // back while the lease lives) and say so once.
+                            if stale && !stalled && out.lost.is_none() {
+                                stalled = true;
+                                self.report(on_event, Event::Unconfirmed(self.lease.ttl - lead));
+                            }
+                            stalled &= stale;
+                        } else if out.lost.is_none() && stale {
+                            let why = format!(
+                                "no renewal confirmed for {}",
+                                human(self.lease.ttl - lead)
+                            );
+                            kill_at = self.lose(&why, kill_at, on_event);
+                            out.lost = Some(why);
+                        }
+                        if kill_at.is_some_and(|k| now >= k) {
+                            self.kill(on_event);
+                            kill_at = None;
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// Wait until something is ready or `wake`, and collect what is.
+    fn wait(&mut self, wake: BootTime, msgs: &mut Vec<Option<Msg>>) {
+        let left = wake.remaining();
+        // Round up: waking a moment early would only spin.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        let mut fds = [
+            pollin(self.guard.fd()),
+            pollin(self.signals.fd()),
+            pollin(self.renewer.fd()),
+        ];
+        // SAFETY: a valid array of pollfds.
+        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } <= 0 {
+            return; // timeout, or EINTR (a stop and continue): look again
+        }
+        if fds[0].revents != 0 {
+            msgs.push(Some(Msg::Guard(self.guard.recv())));
+        }
+        if fds[1].revents != 0 {
+            while let Some(sig) = self.signals.take() {
+                msgs.push(Some(Msg::Signal(sig)));
+            }
+        }
+        if fds[2].revents != 0
+            && let Some(why) = self.renewer.lost()
+        {
+            msgs.push(Some(Msg::Lost(why)));
+        }
+    }
+
+    /// Report `ev`. The renewer is started first if it has not been: the
+    /// report may block (a full stderr pipe), and renewals must go on
+    /// meanwhile.
+    fn report(&mut self, on_event: &mut dyn FnMut(Event), ev: Event) {
+        self.renewer.start();
+        on_event(ev);
     }
 
     /// When the tree must be dead if nothing confirms the lease further.
@@ -194,9 +263,9 @@ impl Supervisor<'_> {
     }
 
     /// The command outlived its grace period: kill it, and say so.
-    fn kill(&self, on_event: &mut dyn FnMut(Event)) {
+    fn kill(&mut self, on_event: &mut dyn FnMut(Event)) {
         self.kill_tree();
-        on_event(Event::Killed);
+        self.report(on_event, Event::Killed);
     }
 
     /// Apply the lock-loss policy; returns the new SIGKILL deadline. The
@@ -260,4 +329,12 @@ fn at_least_1ms(now: BootTime, then: BootTime) -> bool {
 
 fn earliest(a: Option<BootTime>, b: BootTime) -> BootTime {
     a.map_or(b, |a| a.min(b))
+}
+
+fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
 }
