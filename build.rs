@@ -1,0 +1,41 @@
+//! Link the unwinder statically into release builds on Linux/glibc.
+//!
+//! Rust's std links libgcc_s.so for its unwinder. Loading it is not free:
+//! besides the mapping and relocation, its constructor probes the CPU with
+//! a dozen CPUID instructions, which trap to the hypervisor on a virtual
+//! machine (about 4 µs each here). That is ~100 µs, a tenth of what
+//! `rlock exec k -- true` spends of its own (see BENCHMARKS.md, "exec
+//! start-up profile"). libgcc_eh.a is the same unwinder as a static
+//! archive (what `gcc -static-libgcc` uses); named here, it comes before
+//! std's `-lgcc_s` on the link line, and with `--as-needed` libgcc_s is
+//! then not loaded at all. Release builds only (the LTO object asks for
+//! every unwinder symbol before libgcc_s is seen), and only when the C
+//! compiler has the archive; otherwise nothing changes.
+
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") != "linux"
+        || var("CARGO_CFG_TARGET_ENV") != "gnu"
+        || var("PROFILE") != "release"
+        || var("HOST") != var("TARGET")
+    {
+        return;
+    }
+    let Ok(out) = Command::new("cc")
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+    else {
+        return;
+    };
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let path = std::path::Path::new(&path);
+    if out.status.success() && path.is_absolute() && path.exists() {
+        if let Some(dir) = path.parent() {
+            println!("cargo:rustc-link-search=native={}", dir.display());
+        }
+        println!("cargo:rustc-link-lib=static=gcc_eh");
+    }
+}
