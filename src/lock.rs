@@ -29,9 +29,12 @@ macro_rules! script {
                 include_str!("../lua/common.lua"),
                 include_str!(concat!("../lua/", $file))
             );
+            // Hashed at build time (build.rs); debug builds check it.
+            let sha = env!(concat!("RLOCK_LUA_SHA_", $file));
+            debug_assert_eq!(sha, Script::new(code).get_hash());
             Lua {
                 code,
-                sha: Script::new(code).get_hash().to_string(),
+                sha: sha.to_string(),
             }
         })
     };
