@@ -204,6 +204,9 @@ impl Drop for Guard {
             // second); one that someone stopped is not waited for forever.
             // A pidfd says the moment it exits; without one (Linux < 5.3),
             // look every millisecond.
+            if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
+                return; // the usual case: it had exited already
+            }
             let pidfd = libc::syscall(libc::SYS_pidfd_open, self.pid, 0) as RawFd;
             let patience = 3000;
             for _ in 0..patience {
