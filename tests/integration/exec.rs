@@ -129,6 +129,71 @@ fn releases_as_soon_as_the_child_exits() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// rlock's thread count, as the command sees it while it runs (rlock is
+/// the parent of its parent, the guard), written to `file`.
+fn threads_of_rlock(file: &Path) -> String {
+    format!(
+        "rp=$(awk '/^PPid/{{print $2}}' /proc/$PPID/status); \
+         awk '/^Threads/{{print $2}}' /proc/$rp/status > {}",
+        file.display()
+    )
+}
+
+#[test]
+fn the_short_path_runs_no_thread_and_the_renewer_starts_when_due() {
+    let r = Redis::start();
+    let dir = tmp("threads");
+    let quick = dir.join("quick");
+    rlock(&r)
+        .args(["exec", "k", "--", "sh", "-c", &threads_of_rlock(&quick)])
+        .run()
+        .ok();
+    // No signal watcher, no guard reader, no renewer before TTL/3.
+    assert_eq!(read(&quick).trim(), "1");
+    // Past TTL/3 the renewer runs (and renews: the lock is still ours).
+    let late = dir.join("late");
+    let script = format!("sleep 0.5; {}", threads_of_rlock(&late));
+    rlock(&r)
+        .args(["exec", "--ttl", "600ms", "k", "--", "sh", "-c", &script])
+        .run()
+        .ok();
+    assert_eq!(read(&late).trim(), "2");
+}
+
+#[test]
+fn a_signal_during_the_first_attempt_ends_it_with_nothing_held() {
+    let r = Redis::start();
+    let dir = tmp("first-attempt");
+    let ran = dir.join("ran");
+    // The first attempt runs without a thread: with Redis stopped, its
+    // reply waits, and a SIGTERM meanwhile stays pending in the signalfd.
+    kill(r.child_pid(), libc::SIGSTOP);
+    let child = rlock(&r)
+        .args(["exec", "k", "--", "touch", ran.to_str().unwrap()])
+        .spawn();
+    let pid = child.id();
+    // Blocked means the signals go to the signalfd, not the default action.
+    eventually(Duration::from_secs(5), "SIGTERM blocked in rlock", || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                let l = s.lines().find(|l| l.starts_with("SigBlk:"))?.to_string();
+                u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok()
+            })
+            .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    kill(pid, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    kill(r.child_pid(), libc::SIGCONT);
+    finish(child, "exec").code(128 + libc::SIGTERM);
+    assert!(
+        !ran.exists(),
+        "the command ran after the wait was interrupted"
+    );
+    r.assert_nothing_held(&[]);
+}
+
 #[test]
 fn renews_while_the_child_runs_past_the_ttl() {
     let r = Redis::start();
