@@ -5,6 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod cli;
+mod render;
 
 use clap::Parser;
 use cli::{Cli, Command, Global, LockOpts, RunOpts, RwMode};
@@ -360,7 +361,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             if *json {
                 println!("{}", serde_json::to_string(&st)?);
             } else {
-                print!("{}", rlock::lock::render_status(&st));
+                print!("{}", render::status(&st));
             }
             Ok(exit_code::OK)
         }
@@ -371,7 +372,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 println!("{}", serde_json::to_string(&all)?);
             } else {
                 for st in &all {
-                    print!("{}", rlock::lock::render_status(st));
+                    print!("{}", render::status(st));
                 }
             }
             Ok(exit_code::OK)

@@ -1,0 +1,107 @@
+//! Waiting for a busy lock: cancellation, outages, backoff.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::types::backoff;
+use crate::Error;
+use crate::conn::Server;
+
+/// A wait with no deadline rides out this much Redis outage (a restart, a
+/// failover) before it gives up; a wait with a deadline rides out any
+/// outage until its deadline.
+pub const OUTAGE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Late grants in a row an acquire gives back before it gives up.
+pub(super) const MAX_FAILURES: u32 = 3;
+/// Cap on any wait, so that deadlines never overflow.
+pub(super) const MAX_WAIT: Duration = crate::duration::MAX;
+/// Lets another thread (a signal handler thread) stop a waiting acquire at
+/// once: it sets a flag and pushes to the waiter's wake-up list, so the
+/// blocked BLPOP returns and the waiter leaves the queue itself.
+#[derive(Default)]
+pub struct Cancel {
+    flag: AtomicBool,
+    signal: AtomicI32,
+    target: Mutex<Option<(Server, String)>>,
+}
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Ask the waiting acquire to stop; `signal` is reported in the error.
+    pub fn cancel(&self, signal: i32) {
+        self.signal.store(signal, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
+        let target = self
+            .target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((server, key)) = target
+            && let Ok(mut c) = server.connect()
+        {
+            let _: redis::RedisResult<()> =
+                redis::cmd("RPUSH").arg(&key).arg("cancel").query(&mut c);
+            let _: redis::RedisResult<()> =
+                redis::cmd("PEXPIRE").arg(&key).arg(10_000).query(&mut c);
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    pub fn interrupted(&self) -> Error {
+        Error::Interrupted(self.signal.load(Ordering::SeqCst))
+    }
+
+    pub(super) fn watch(&self, server: &Server, key: &str) {
+        *self.target.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((server.clone(), key.to_string()));
+    }
+}
+
+/// A Redis outage seen by a waiting acquire.
+#[derive(Default)]
+pub(crate) struct Outage {
+    since: Option<Instant>,
+    tries: u32,
+}
+
+impl Outage {
+    /// After a failure: should the wait go on? Yes for a waiting acquire
+    /// (not -n) while Redis is unreachable, until its deadline or, without
+    /// one, for [`OUTAGE_LIMIT`]; it sleeps a backoff first.
+    /// `passing`: whether this kind of failure can pass (see `resendable`).
+    pub(crate) fn ride_out(
+        &mut self,
+        passing: bool,
+        queue: bool,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        self.tries += 1;
+        let pause = backoff(self.tries);
+        let go_on = queue
+            && passing
+            && match deadline {
+                Some(d) => now + pause < d,
+                None => now - since < OUTAGE_LIMIT,
+            };
+        if go_on {
+            std::thread::sleep(pause);
+        }
+        go_on
+    }
+
+    /// Redis answered again.
+    pub(crate) fn over(&mut self) {
+        self.since = None;
+        self.tries = 0;
+    }
+}
