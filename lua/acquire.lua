@@ -1,41 +1,43 @@
 -- acquire.lua: grant the lock to a token, let its holder re-enter, or queue
 -- the caller behind earlier waiters (FIFO).
 --
--- KEYS[1..7] as in common.lua (KEYS[7] is the caller's own wake-up list)
+-- KEYS[1..8] as in common.lua (KEYS[7] is the caller's own wake-up list,
+-- KEYS[8] P{K}:r:<request id>)
 -- ARGV[1] token (UUIDv4)
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] limit: how many holders at once (kind x; 1 = exclusive)
 -- ARGV[4] holder info, JSON (host, pid, cmd)
 -- ARGV[5] '1': join or stay in the wait queue when busy; '0': do not queue
 -- ARGV[6] waiter lease in ms: a queued caller that does not call again
---         within it is dropped from the queue
+--         (here or in wait.lua) within it is dropped from the queue
 -- ARGV[7] '1': only re-enter; if the token does not hold the lock, change
---         nothing and return {-2}
+--         nothing and return {NOT_HELD}
 -- ARGV[8] mode: 'x' (exclusive/semaphore), 'r' (read) or 'w' (write)
 -- ARGV[9] request id: the same for every resend of one call, new for the
---         next call (see "Resends" below); KEYS[8] is P{K}:r:<request id>
--- ARGV[10] fence floor: a new grant sets the fencing counter to
---         max(counter + 1, floor + 1). RedLock sends the highest counter
---         any master has shown it (see src/quorum.rs); one Redis sends '0'
---         or '' (no floor: plain INCR)
--- ARGV[11] min-hold in ms ('0' or '': none): the lease of a new grant lasts
---         at least this long after the grant, whenever it is released
---         (see release.lua)
+--         next call (see "Resends" below)
+-- ARGV[10] fence floor: a new grant's fence is above it. RedLock sends the
+--         highest value any master has shown it (see src/quorum.rs); one
+--         Redis sends '0'
+-- ARGV[11] min-hold in ms ('0': none): the lease of a new grant lasts at
+--         least this long after the grant, whenever it is released (see
+--         release.lua)
 -- ARGV[12] how long (ms) a re-entry's request record KEYS[8] is kept:
 --         longer than the client may resend
 --
--- Returns one of
---   {1, fence, count}           granted; count > 1 means re-entered
---   {0, wait_ms, position, holder_info, holder_since_ms, holders, counter}
---                               busy: wait_ms is when the first lease of a
+-- Returns one of (names as in common.lua)
+--   {GRANTED, fence, count, wake...}   count > 1 means re-entered
+--   {BUSY, wait_ms, position, holder_info, holder_since_ms, holders,
+--    fence, wake...}            wait_ms is when the first lease of a
 --                               holder or another waiter ends (0 if none),
 --                               position is the caller's place in the queue
---                               (0 = next in line), counter is the fencing
---                               counter as it stands (0 if never granted)
---   {-1, limit}                 the lock is in use with another limit
---   {-2}                        re-entry only, and the token holds nothing
---   {-3, kind}                  the lock is in use as another kind ('x'/'rw')
---   {-4}                        a reader asked to re-enter as a writer
+--                               (0 = next in line), fence is the last
+--                               fencing value as kept (0 if none)
+--   {OTHER_LIMIT, limit}        the lock is in use with another limit
+--   {NOT_HELD}                  re-entry only, and the token holds nothing
+--   {OTHER_KIND, kind}          the lock is in use as another kind ('x'/'rw')
+--   {NO_UPGRADE}                a reader asked to re-enter as a writer
+-- `wake...`: tokens of other waiters that may now take the lock, for the
+-- client to wake (common.lua).
 --
 -- Resends: a client whose reply was lost (a timeout, a dropped connection,
 -- a failover) cannot know whether the script ran, so it sends the same
@@ -51,13 +53,45 @@
 -- So every acquire may be sent any number of times.
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
-local bad = check_types()
-if bad then return bad end
+local floor = tonumber(ARGV[10]) or 0
+local min_hold = tonumber(ARGV[11]) or 0
 local now = now_ms()
-prune(now)
 
-local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0
+-- A new grant. The fence key is read, and the holders key written, before
+-- anything else is written: a key of another type stops the script there.
+local function grant()
+  local fence, bad = next_fence(now, floor)
+  if bad then return nil, bad end
+  redis.call('ZADD', HOLDERS, now + ttl, tok)
+  local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
+    'f:' .. tok, fence}
+  local function add(k, v) fields[#fields + 1] = k; fields[#fields + 1] = v end
+  if min_hold > 0 then add('u:' .. tok, now + min_hold) end
+  if kind == 'x' then
+    add('limit', limit)
+  else
+    add('m:' .. tok, mode)
+    if mode == 'w' then add('writer', tok) end
+  end
+  redis.call('HSET', STATE, unpack(fields))
+  keep_fence(fence, now, ttl)
+  return fence
+end
+
+-- Fast path: a fresh acquire of a lock nobody holds or waits for (its state
+-- keys are gone, see common.lua). Nothing to prune, queue or wake.
+if ARGV[7] ~= '1' and redis.call('EXISTS', STATE) == 0 then
+  local fence, bad = grant()
+  if bad then return bad end
+  redis.call('PEXPIRE', STATE, ttl)
+  redis.call('PEXPIRE', HOLDERS, ttl)
+  return {GRANTED, fence, 1}
+end
+
+-- The lock is held, waited for, or was until its leases ran out.
 local cur_kind = redis.call('HGET', STATE, 'kind')
+prune(now)
+local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('EXISTS', QUEUE) == 1
 if cur_kind and cur_kind ~= kind and in_use then
   -- An exclusive lock is a write lock: flock(1)'s shared and exclusive
   -- locks on one file work together, so `rlock exec -s K` (a read) and
@@ -68,6 +102,8 @@ if cur_kind and cur_kind ~= kind and in_use then
       and tonumber(redis.call('HGET', STATE, 'limit')) == 1 then
     -- Turn the exclusive lock in use into a write lock: its holder is the
     -- writer, its waiters wait as writers, in their order.
+    local bad = check_types()
+    if bad then return bad end
     redis.call('HSET', STATE, 'kind', 'rw')
     redis.call('HDEL', STATE, 'limit')
     for _, h in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
@@ -78,7 +114,7 @@ if cur_kind and cur_kind ~= kind and in_use then
       redis.call('ZADD', WRITERS, q[i + 1], q[i])
     end
   else
-    return {-3, cur_kind}
+    return {OTHER_KIND, cur_kind}
   end
 end
 
@@ -86,65 +122,55 @@ local exp = redis.call('ZSCORE', HOLDERS, tok)
 if exp then
   -- Re-entry. A writer may nest reads and writes; a reader only reads: an
   -- upgrade would wait for itself.
-  if mode == 'w' and redis.call('HGET', STATE, 'm:' .. tok) == 'r' then
-    return {-4}
+  local held = redis.call('HMGET', STATE, 'm:' .. tok, 'f:' .. tok, 'c:' .. tok)
+  if mode == 'w' and held[1] == 'r' then
+    return {NO_UPGRADE}
   end
-  local fence = tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0
+  local fence = tonumber(held[2]) or 0
   if ARGV[7] ~= '1' then
     -- A fresh acquire's token holds it: a resend of the call that made
     -- this grant.
-    return {1, fence, tonumber(redis.call('HGET', STATE, 'c:' .. tok))}
+    return {GRANTED, fence, tonumber(held[3])}
   end
   local done = redis.call('GET', KEYS[8])
   if done then
-    return {1, fence, tonumber(done)} -- a resend of this re-entry
+    return {GRANTED, fence, tonumber(done)} -- a resend of this re-entry
   end
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
   redis.call('SET', KEYS[8], n, 'PX', tonumber(ARGV[12]) or 10000)
   if now + ttl > tonumber(exp) then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
+    tidy(now)
   end
-  tidy(now)
-  return {1, fence, n}
+  return {GRANTED, fence, n}
 end
 if ARGV[7] == '1' then
-  return {-2}
+  return {NOT_HELD}
 end
 
 -- Checked after re-entry: a nested holder re-enters whatever it asked for.
 local cur = tonumber(redis.call('HGET', STATE, 'limit'))
 if kind == 'x' and cur and cur ~= limit and in_use then
-  return {-1, cur}
+  return {OTHER_LIMIT, cur}
 end
 
 local rank = redis.call('ZRANK', QUEUE, tok)
 redis.call('DEL', KEYS[7])
 if may_enter(kind, mode, limit, tok, rank) then
+  local fence, bad = grant()
+  if bad then return bad end
   leave_queue(tok)
-  local fence = redis.call('INCR', FENCE)
-  local floor = tonumber(ARGV[10] or '') or 0
-  if fence <= floor then
-    fence = redis.call('INCRBY', FENCE, floor + 1 - fence)
-  end
-  redis.call('ZADD', HOLDERS, now + ttl, tok)
-  redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
-    's:' .. tok, now, 'f:' .. tok, fence)
-  local min_hold = tonumber(ARGV[11] or '') or 0
-  if min_hold > 0 then redis.call('HSET', STATE, 'u:' .. tok, now + min_hold) end
-  if kind == 'x' then
-    redis.call('HSET', STATE, 'limit', limit)
-  else
-    redis.call('HSET', STATE, 'm:' .. tok, mode)
-    if mode == 'w' then redis.call('HSET', STATE, 'writer', tok) end
-  end
-  wake()
+  local wake = to_wake(tok)
   tidy(now)
-  return {1, fence, 1}
+  return with_wake({GRANTED, fence, 1}, wake)
 end
 
 local position = rank or redis.call('ZCARD', QUEUE)
 if ARGV[5] == '1' then
   if not rank then
+    -- Joining creates the queue keys: check their types first.
+    local bad = check_types()
+    if bad then return bad end
     local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')
     local seq = (tonumber(last[2]) or 0) + 1
     redis.call('ZADD', QUEUE, seq, tok)
@@ -156,7 +182,7 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-wake()
+local wake = to_wake(tok)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or
@@ -166,13 +192,13 @@ local first = redis.call('ZRANGE', HOLDERS, 0, 0, 'WITHSCORES')
 local wait_ms, info, since = 0, '', 0
 if first[1] then
   wait_ms = tonumber(first[2]) - now
-  info = redis.call('HGET', STATE, 'i:' .. first[1]) or ''
-  since = tonumber(redis.call('HGET', STATE, 's:' .. first[1])) or 0
+  local h = redis.call('HMGET', STATE, 'i:' .. first[1], 's:' .. first[1])
+  info, since = h[1] or '', tonumber(h[2]) or 0
 end
 local alive = redis.call('ZRANGE', ALIVE, 0, 1, 'WITHSCORES')
 for i = 1, #alive, 2 do
   local left = tonumber(alive[i + 1]) - now
   if alive[i] ~= tok and (wait_ms == 0 or left < wait_ms) then wait_ms = left end
 end
-return {0, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
-  tonumber(redis.call('GET', FENCE)) or 0}
+return with_wake({BUSY, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
+  tonumber(redis.call('GET', FENCE)) or 0}, wake)

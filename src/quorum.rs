@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::BootTime;
 use crate::conn::Server;
-use crate::lock::{Attempt, Held, LockName, Node, valid_until};
+use crate::lock::{Attempt, Held, LockName, Node, Waiting, valid_until};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, Wait};
 
 /// Longest wait for one master's answer (connect and reply each).
@@ -737,29 +737,18 @@ impl Quorum {
         }
         self.check_twins()?;
         let lock = self.name(key)?;
-        let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
-        let interrupted = || cancel.map_or(Error::Interrupted(0), Cancel::interrupted);
+        let mut w = Waiting::new(key, req.wait, cancel);
         if let Some(token) = &req.reenter
             && let Some(lease) = self.reenter(&lock, key, token, req)?
         {
             return Ok(lease);
         }
         let m = self.majority();
-        let started = Instant::now();
-        let deadline = match req.wait {
-            Wait::For(d) => Some(
-                started
-                    .checked_add(d)
-                    .unwrap_or(started + crate::duration::MAX),
-            ),
-            Wait::No | Wait::Forever => None,
-        };
-        let mut announced = false;
         let mut unreachable = 0;
         let mut disagreed = 0;
         loop {
-            if cancelled() {
-                return Err(interrupted());
+            if w.cancelled() {
+                return Err(w.interrupted());
             }
             let token = Token::generate();
             let sent = BootTime::now();
@@ -769,9 +758,9 @@ impl Quorum {
             if twins.is_ok()
                 && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
             {
-                if cancelled() {
+                if w.cancelled() {
                     self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
-                    return Err(interrupted());
+                    return Err(w.interrupted());
                 }
                 return Ok(lease);
             }
@@ -810,33 +799,14 @@ impl Quorum {
             } else if busy.is_some() || disagreed >= MAX_DISAGREE {
                 disagreed = 0;
                 unreachable = 0;
-                let holder = busy
-                    .as_ref()
-                    .and_then(|b| b.holder.as_ref().map(|_| b.to_string()));
-                let now = Instant::now();
-                if matches!(req.wait, Wait::No | Wait::For(Duration::ZERO)) {
-                    Next::Fail(Error::Busy {
-                        key: key.into(),
-                        holder,
-                    })
-                } else if deadline.is_some_and(|d| now >= d) {
-                    Next::Fail(Error::Timeout {
-                        key: key.into(),
-                        waited: now - started,
-                        holder,
-                    })
-                } else {
-                    if let (false, Some(b)) = (announced, &busy) {
-                        on_wait(b);
-                        announced = true;
+                match w.busy(busy.as_ref(), on_wait) {
+                    Err(e) => Next::Fail(e),
+                    Ok(()) => {
+                        let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
+                        let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
+                        let delay = RETRY_MIN + Duration::from_micros(jitter);
+                        Next::Retry(w.left().map_or(delay, |left| delay.min(left)))
                     }
-                    let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
-                    let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
-                    let mut delay = RETRY_MIN + Duration::from_micros(jitter);
-                    if let Some(d) = deadline {
-                        delay = delay.min(d.saturating_duration_since(now));
-                    }
-                    Next::Retry(delay)
                 }
             } else {
                 // Too few masters answered in time. A caller willing to wait
@@ -865,7 +835,7 @@ impl Quorum {
                 Next::Retry(d) => d,
             };
             let until = Instant::now() + delay;
-            while Instant::now() < until && !cancelled() {
+            while Instant::now() < until && !w.cancelled() {
                 std::thread::sleep(
                     until
                         .saturating_duration_since(Instant::now())

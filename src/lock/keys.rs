@@ -78,7 +78,12 @@ impl LockName {
     }
 
     pub(super) fn wake_key(&self, token: &Token) -> String {
-        format!("{}:w:{}", self.base, token.as_str())
+        self.wake_key_of(token.as_str())
+    }
+
+    /// The wake-up list of the waiter with token `token`.
+    pub(super) fn wake_key_of(&self, token: &str) -> String {
+        format!("{}:w:{token}", self.base)
     }
 
     /// The keys of an acquire or release by `token` with request id `req`
@@ -89,6 +94,10 @@ impl LockName {
         keys
     }
 }
+
+/// How long a wake-up signal waits in a waiter's list (ms): a waiter
+/// that misses it looks again at its next heartbeat anyway.
+pub(crate) const WAKE_TTL_MS: u64 = 10_000;
 
 /// A new request id: the same for every resend of one call.
 pub(super) fn request_id() -> String {

@@ -21,4 +21,5 @@ pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
 pub use script::RESEND_WINDOW;
 pub use types::*;
+pub(crate) use wait::Waiting;
 pub use wait::{Cancel, OUTAGE_LIMIT};

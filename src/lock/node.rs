@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
 
-use super::keys::{LockName, escape_glob, request_id};
+use super::keys::{LockName, WAKE_TTL_MS, escape_glob, request_id};
 use super::script::*;
 use super::types::*;
 use super::wait::*;
@@ -175,15 +175,23 @@ impl Node {
                 .and_then(|v| i64::from_redis_value(v.clone()).ok())
                 .ok_or_else(|| Error::Protocol(format!("acquire returned {reply:?}")))
         };
-        match int(0)? {
-            1 => {
+        let code = int(0)?;
+        // Waiters the script says may now take the lock follow the answer.
+        let answer = match code {
+            reply::GRANTED => 3,
+            reply::BUSY => 7,
+            _ => reply.len(),
+        };
+        self.wake(lock, reply.get(answer..).unwrap_or_default());
+        match code {
+            reply::GRANTED => {
                 let (fence, count) = (int(1)? as u64, int(2)? as u64);
                 if count == 1 && self.server.min_replicas > 0 {
                     self.confirm_replicas(lock, token)?;
                 }
                 Ok(Attempt::Granted { fence, count })
             }
-            0 => {
+            reply::BUSY => {
                 let info: String = reply
                     .get(3)
                     .and_then(|v| String::from_redis_value(v.clone()).ok())
@@ -197,14 +205,14 @@ impl Node {
                 };
                 Ok(Attempt::Busy(busy, int(6)?.max(0) as u64))
             }
-            -1 => Err(Error::Conflict(format!(
+            reply::OTHER_LIMIT => Err(Error::Conflict(format!(
                 "lock {:?} is in use with --limit {}, not {}; every holder must agree",
                 lock.name(),
                 int(1)?,
                 req.limit
             ))),
-            -2 => Ok(Attempt::NotHeld),
-            -3 => {
+            reply::NOT_HELD => Ok(Attempt::NotHeld),
+            reply::OTHER_KIND => {
                 let kind = reply
                     .get(1)
                     .and_then(|v| String::from_redis_value(v.clone()).ok())
@@ -219,7 +227,7 @@ impl Node {
                     lock.name()
                 )))
             }
-            -4 => Err(Error::Conflict(format!(
+            reply::NO_UPGRADE => Err(Error::Conflict(format!(
                 "lock {:?}: this owner holds it for reading and cannot upgrade to writing \
                  (that would wait for itself); release the read lock first",
                 lock.name()
@@ -331,27 +339,20 @@ impl Node {
                 std::thread::sleep(backoff(late));
             }
         }
-        let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
-        let started = Instant::now();
-        let deadline = match req.wait {
-            Wait::For(d) => Some(started.checked_add(d).unwrap_or(started + MAX_WAIT)),
-            Wait::No | Wait::Forever => None,
-        };
-        let queue = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
+        let mut w = Waiting::new(key, req.wait, cancel);
         let heartbeat = heartbeat(req.ttl);
         let mut token = Token::generate();
-        let mut announced = false;
         let mut failures = 0;
         let mut outage = Outage::default();
         loop {
-            if cancelled() {
-                return Err(self.give_up(&lock, &token, cancel));
+            if w.cancelled() {
+                return Err(self.give_up(&lock, &token, &w));
             }
             let sent = BootTime::now();
-            let busy = match self.attempt(&lock, &token, req, queue, false, 0, deadline) {
+            let busy = match self.attempt(&lock, &token, req, w.waits(), false, 0, w.deadline()) {
                 Ok(Attempt::Granted { fence, count }) => {
-                    if cancelled() {
-                        return Err(self.give_up(&lock, &token, cancel));
+                    if w.cancelled() {
+                        return Err(self.give_up(&lock, &token, &w));
                     }
                     let lease = lease(token, fence, count, sent);
                     if !lease.valid_until.passed() {
@@ -371,7 +372,7 @@ impl Node {
                     let took = sent.elapsed();
                     let _ = self.abandon(&lock, &lease.token);
                     failures += 1;
-                    let out_of_time = queue && deadline.is_some_and(|d| Instant::now() >= d);
+                    let out_of_time = w.waits() && w.left() == Some(Duration::ZERO);
                     if failures >= MAX_FAILURES || out_of_time {
                         return Err(late_grant(key, took, req.ttl));
                     }
@@ -389,10 +390,10 @@ impl Node {
                     // a grant, the script hands that grant back (a fresh
                     // acquire's token holds nothing else), so no grant is
                     // left orphaned. Giving up, the token is given back.
-                    if cancelled() {
-                        return Err(self.give_up(&lock, &token, cancel));
+                    if w.cancelled() {
+                        return Err(self.give_up(&lock, &token, &w));
                     }
-                    if !self.answered || !outage.ride_out(self.passing(&e), queue, deadline) {
+                    if !self.ride_out(&e, &mut outage, &w) {
                         if matches!(e, Error::Unavailable { .. }) {
                             let _ = self.abandon(&lock, &token);
                         }
@@ -403,25 +404,11 @@ impl Node {
             };
             failures = 0;
             outage.over();
-            let holder = busy.holder.as_ref().map(|_| busy.to_string());
-            if !queue {
-                return Err(Error::Busy {
-                    key: key.to_string(),
-                    holder,
-                });
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                let _ = self.abandon(&lock, &token);
-                return Err(Error::Timeout {
-                    key: key.to_string(),
-                    waited: now - started,
-                    holder,
-                });
-            }
-            if !announced {
-                on_wait(&busy);
-                announced = true;
+            if let Err(e) = w.busy(Some(&busy), on_wait) {
+                if matches!(e, Error::Timeout { .. }) {
+                    let _ = self.abandon(&lock, &token);
+                }
+                return Err(e);
             }
             // Tell a canceller where to poke us (only now: an uncontended
             // acquire never needs it), then look at the flag once more: the
@@ -430,34 +417,59 @@ impl Node {
             if let Some(c) = cancel {
                 c.watch(&self.server, &lock.wake_key(&token));
             }
-            if cancelled() {
-                return Err(self.give_up(&lock, &token, cancel));
+            if w.cancelled() {
+                return Err(self.give_up(&lock, &token, &w));
             }
-            // Sleep until woken through Redis, but never past the first
-            // lease's end (a crashed holder sends no wake-up), the heartbeat
-            // that keeps our place in the queue, or our own deadline.
-            let mut nap = heartbeat;
-            if busy.expires_in > Duration::ZERO {
-                nap = nap.min(busy.expires_in + Duration::from_millis(1));
-            }
-            if let Some(d) = deadline {
-                nap = nap.min(d - now);
-            }
-            if let Err(e) = self.nap(&lock.wake_key(&token), nap) {
-                // A signal cuts a blocking read with a socket timeout short
-                // (EINTR, never restarted), a moment before the signal
-                // thread flags the cancellation; a dropped connection may
-                // be a blip, or a failover. The connection is gone either
-                // way: look again with a new one.
-                if cancelled() {
-                    return Err(self.give_up(&lock, &token, cancel));
+            // Sleep until woken through Redis, but never past the end of
+            // the first lease of a holder or another waiter (a crashed one
+            // sends no wake-up) or our own deadline; in between, only check
+            // in now and then to keep our place (lua/wait.lua), which costs
+            // the server a few commands, not the whole acquire script.
+            let mut quiet = busy.expires_in;
+            loop {
+                let mut nap = heartbeat;
+                if quiet > Duration::ZERO {
+                    nap = nap.min(quiet + Duration::from_millis(1));
                 }
-                if !self.answered || !outage.ride_out(self.passing(&e), queue, deadline) {
-                    let _ = self.abandon(&lock, &token);
-                    return Err(e);
+                if let Some(left) = w.left() {
+                    nap = nap.min(left);
+                }
+                let checked = match self.nap(&lock.wake_key(&token), nap) {
+                    Ok(false) if w.left() != Some(Duration::ZERO) && !w.cancelled() => {
+                        self.heartbeat(&lock, &token, req)
+                    }
+                    Ok(_) => break, // woken, cancelled or out of time: look
+                    Err(e) => Err(e),
+                };
+                match checked {
+                    Ok(Some(d)) => quiet = d,
+                    Ok(None) => break,
+                    Err(e) => {
+                        // A signal cuts a blocking read with a socket
+                        // timeout short (EINTR, never restarted), a moment
+                        // before the signal thread flags the cancellation;
+                        // a dropped connection may be a blip, or a
+                        // failover. The connection is gone either way:
+                        // look again with a new one.
+                        if w.cancelled() {
+                            return Err(self.give_up(&lock, &token, &w));
+                        }
+                        if !self.ride_out(&e, &mut outage, &w) {
+                            let _ = self.abandon(&lock, &token);
+                            return Err(e);
+                        }
+                        break;
+                    }
                 }
             }
         }
+    }
+
+    /// After a failure of a waiting acquire: ride it out (see
+    /// [`Outage::ride_out`]) if this server has answered before and the
+    /// failure may pass.
+    fn ride_out(&self, e: &Error, outage: &mut Outage, w: &Waiting) -> bool {
+        self.answered && outage.ride_out(self.passing(e), w.waits(), w.deadline())
     }
 
     /// Is `e` an outage that may pass (see `resendable`)?
@@ -466,15 +478,13 @@ impl Node {
             if resendable(cause, self.server.is_cluster(), self.server.follows_failovers()))
     }
 
-    fn give_up(&mut self, lock: &LockName, token: &Token, cancel: Option<&Cancel>) -> Error {
+    fn give_up(&mut self, lock: &LockName, token: &Token, w: &Waiting) -> Error {
         let _ = self.abandon(lock, token);
-        cancel
-            .map(Cancel::interrupted)
-            .unwrap_or(Error::Interrupted(0))
+        w.interrupted()
     }
 
-    /// Block on our wake-up list for at most `nap`.
-    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<()> {
+    /// Block on our wake-up list for at most `nap`. Whether we were woken.
+    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
         let nap = nap.max(Duration::from_millis(1));
         let timeout = self.server.timeout;
         let conn = self.conn()?;
@@ -485,7 +495,7 @@ impl Node {
             .query(conn);
         let _ = conn.set_read_timeout(Some(timeout));
         self.used();
-        res.map(drop)
+        res.map(|r| r.is_some())
             .map_err(|e| self.fail(e, "wait for the lock".into()))
     }
 
@@ -511,8 +521,8 @@ impl Node {
         match self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)? {
             0 => Ok(Released::Released),
             n if n > 0 => Ok(Released::StillHeld(n as u64)),
-            -1 => Ok(Released::NotHeld),
-            -2 => Err(Error::NotOwner { key: key.into() }),
+            reply::NOT_HELD => Ok(Released::NotHeld),
+            reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),
             n => Err(Error::Protocol(format!("release returned {n}"))),
         }
     }
@@ -528,7 +538,7 @@ impl Node {
     ) -> Result<i64> {
         let id = request_id();
         let hold = ms(min_hold.unwrap_or_default()).to_string();
-        self.eval(
+        let reply: Vec<Value> = self.eval(
             &RELEASE,
             &lock.request_keys(token, &id),
             &[
@@ -541,7 +551,54 @@ impl Node {
             ],
             || format!("release {:?}", lock.name()),
             resend_for,
-        )
+        )?;
+        let n = reply
+            .first()
+            .and_then(|v| i64::from_redis_value(v.clone()).ok())
+            .ok_or_else(|| Error::Protocol(format!("release returned {reply:?}")))?;
+        self.wake(lock, &reply[1..]);
+        Ok(n)
+    }
+
+    /// Wake the waiters a script named (see lua/common.lua): push to each
+    /// one's wake-up list, in one round trip (lua/wake.lua, so that every
+    /// key is declared and a cluster routes it). Best effort, sent once: a
+    /// waiter that is not woken finds out at its next heartbeat.
+    fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
+        let keys: Vec<String> = tokens
+            .iter()
+            .filter_map(|t| String::from_redis_value(t.clone()).ok())
+            .map(|t| lock.wake_key_of(&t))
+            .collect();
+        if !keys.is_empty() {
+            let _: Result<i64> = self.eval(
+                &WAKE,
+                &keys,
+                &[&WAKE_TTL_MS.to_string()],
+                || format!("wake the waiters for {:?}", lock.name()),
+                Duration::ZERO,
+            );
+        }
+    }
+
+    /// A waiter's heartbeat (lua/wait.lua): keep `token`'s place in the
+    /// queue. Returns how long nothing can change for it unless it is
+    /// woken; `None` if it must run the acquire script now (its place is
+    /// gone, or a lease ended).
+    fn heartbeat(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+    ) -> Result<Option<Duration>> {
+        let n: i64 = self.eval(
+            &WAIT,
+            &lock.keys(None),
+            &[token.as_str(), &ms(waiter_lease(req.ttl)).to_string()],
+            || format!("wait for {:?}", lock.name()),
+            RESEND_WINDOW,
+        )?;
+        Ok((n > 0).then(|| Duration::from_millis(n as u64)))
     }
 
     /// Extend the lease of `token` to `ttl` from now. Returns the point
@@ -569,11 +626,11 @@ impl Node {
                 let left = Duration::from_millis(n as u64);
                 Ok(valid_until(sent, left))
             }
-            -1 => Err(Error::Lost {
+            reply::NOT_HELD => Err(Error::Lost {
                 key: key.into(),
                 why: "this token holds it no more (it expired or was released)".into(),
             }),
-            -2 => Err(Error::NotOwner { key: key.into() }),
+            reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),
             n => Err(Error::Protocol(format!("renew returned {n}"))),
         }
     }
@@ -595,11 +652,11 @@ impl Node {
                 ttl: Duration::from_millis(ms as u64),
                 fence: fence as u64,
             }),
-            [-1] => Err(Error::Lost {
+            [reply::NOT_HELD] => Err(Error::Lost {
                 key: key.into(),
                 why: "this token holds it no more (it expired or was released)".into(),
             }),
-            [-2] => Err(Error::NotOwner { key: key.into() }),
+            [reply::OTHER_OWNER] => Err(Error::NotOwner { key: key.into() }),
             _ => Err(Error::Protocol(format!("check returned {reply:?}"))),
         }
     }

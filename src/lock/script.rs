@@ -16,6 +16,15 @@ pub(crate) struct Lua {
 }
 
 macro_rules! script {
+    (bare $file:literal) => {
+        LazyLock::new(|| {
+            let code = include_str!(concat!("../../lua/", $file));
+            Lua {
+                code,
+                sha: Script::new(code).get_hash().to_string(),
+            }
+        })
+    };
     ($file:literal) => {
         LazyLock::new(|| {
             let code = concat!(
@@ -35,6 +44,24 @@ pub(super) static RELEASE: LazyLock<Lua> = script!("release.lua");
 pub(super) static RENEW: LazyLock<Lua> = script!("renew.lua");
 pub(super) static STATUS: LazyLock<Lua> = script!("status.lua");
 pub(super) static CHECK: LazyLock<Lua> = script!("check.lua");
+pub(super) static WAIT: LazyLock<Lua> = script!("wait.lua");
+pub(super) static WAKE: LazyLock<Lua> = script!(bare "wake.lua");
+
+/// The scripts' reply codes, named as in lua/common.lua.
+pub(super) mod reply {
+    pub const GRANTED: i64 = 1;
+    pub const BUSY: i64 = 0;
+    /// The token holds nothing (released, expired, or never).
+    pub const NOT_HELD: i64 = -1;
+    /// An exclusive lock (or a writer) is held by another token.
+    pub const OTHER_OWNER: i64 = -2;
+    /// The lock is in use with another `--limit`.
+    pub const OTHER_LIMIT: i64 = -3;
+    /// The lock is in use as another kind (exclusive/semaphore vs rw).
+    pub const OTHER_KIND: i64 = -4;
+    /// A reader asked to re-enter as a writer.
+    pub const NO_UPGRADE: i64 = -5;
+}
 
 /// How long a script call is sent again after a failure that leaves it
 /// unknown whether it ran (a timeout, a dropped connection) or that says it

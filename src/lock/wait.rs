@@ -4,9 +4,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use super::keys::WAKE_TTL_MS;
 use super::types::backoff;
-use crate::Error;
+use super::types::{Busy, Wait};
 use crate::conn::Server;
+use crate::{Error, Result};
 
 /// A wait with no deadline rides out this much Redis outage (a restart, a
 /// failover) before it gives up; a wait with a deadline rides out any
@@ -46,8 +48,10 @@ impl Cancel {
         {
             let _: redis::RedisResult<()> =
                 redis::cmd("RPUSH").arg(&key).arg("cancel").query(&mut c);
-            let _: redis::RedisResult<()> =
-                redis::cmd("PEXPIRE").arg(&key).arg(10_000).query(&mut c);
+            let _: redis::RedisResult<()> = redis::cmd("PEXPIRE")
+                .arg(&key)
+                .arg(WAKE_TTL_MS)
+                .query(&mut c);
         }
     }
 
@@ -103,5 +107,91 @@ impl Outage {
     pub(crate) fn over(&mut self) {
         self.since = None;
         self.tries = 0;
+    }
+}
+
+/// One acquire's wait, as the single-Redis loop (`Node::acquire`) and the
+/// RedLock loop (`crate::quorum`) share it: the deadline, whether to wait
+/// at all, cancellation, the one announcement, and the error that ends a
+/// wait on a lock that stays busy.
+pub(crate) struct Waiting<'a> {
+    key: &'a str,
+    cancel: Option<&'a Cancel>,
+    started: Instant,
+    deadline: Option<Instant>,
+    waits: bool,
+    announced: bool,
+}
+
+impl<'a> Waiting<'a> {
+    pub(crate) fn new(key: &'a str, wait: Wait, cancel: Option<&'a Cancel>) -> Waiting<'a> {
+        let started = Instant::now();
+        Waiting {
+            key,
+            cancel,
+            started,
+            deadline: match wait {
+                Wait::For(d) => Some(started.checked_add(d).unwrap_or(started + MAX_WAIT)),
+                Wait::No | Wait::Forever => None,
+            },
+            waits: !matches!(wait, Wait::No | Wait::For(Duration::ZERO)),
+            announced: false,
+        }
+    }
+
+    /// Whether a busy lock is waited for at all (not -n, not a zero wait).
+    pub(crate) fn waits(&self) -> bool {
+        self.waits
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left until the deadline (None: no deadline).
+    pub(crate) fn left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    pub(crate) fn cancelled(&self) -> bool {
+        self.cancel.is_some_and(Cancel::is_cancelled)
+    }
+
+    /// The error for a cancelled wait.
+    pub(crate) fn interrupted(&self) -> Error {
+        self.cancel
+            .map_or(Error::Interrupted(0), Cancel::interrupted)
+    }
+
+    /// The lock is busy (`busy`: who holds it, when known). Either the
+    /// error that ends the wait ([`Error::Busy`] when not waiting,
+    /// [`Error::Timeout`] past the deadline), or, the first time, the
+    /// wait is announced through `on_wait`.
+    pub(crate) fn busy(
+        &mut self,
+        busy: Option<&Busy>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<()> {
+        let holder = busy.and_then(|b| b.holder.as_ref().map(|_| b.to_string()));
+        if !self.waits {
+            return Err(Error::Busy {
+                key: self.key.to_string(),
+                holder,
+            });
+        }
+        let now = Instant::now();
+        if self.deadline.is_some_and(|d| now >= d) {
+            return Err(Error::Timeout {
+                key: self.key.to_string(),
+                waited: now - self.started,
+                holder,
+            });
+        }
+        if let (false, Some(b)) = (self.announced, busy) {
+            on_wait(b);
+            self.announced = true;
+        }
+        Ok(())
     }
 }

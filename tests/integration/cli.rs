@@ -328,6 +328,7 @@ fn sigint_while_waiting_exits_130_and_leaves_nothing() {
 #[test]
 fn waiters_are_served_in_arrival_order() {
     let r = Redis::start();
+    let f = r.fence_ahead("q");
     let tok = rlock(&r).args(["acquire", "q"]).run().ok().token();
     let mut waiters = Vec::new();
     for i in 1..=5 {
@@ -355,7 +356,7 @@ fn waiters_are_served_in_arrival_order() {
         );
     }
     // Each waiter in turn got the next grant: a later one never overtook.
-    assert_eq!(order, [2, 3, 4, 5, 6]);
+    assert_eq!(order, [f + 2, f + 3, f + 4, f + 5, f + 6]);
 }
 
 mod bad_input {
@@ -574,7 +575,7 @@ mod bad_input {
         refused_foreign(&r, "list", &["rlock:{str}", "rlock:{list}:h"]);
         let _: () = r.cmd(&["SET", "rlock:{fence}:fence", "abc"]);
         rlock(&r).args(["acquire", "fence"]).run().code(64);
-        r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h"]);
+        r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h", "rlock:{fence}:fence"]);
     }
 
     #[track_caller]
@@ -635,8 +636,9 @@ fn contention_many_processes_never_overlap() {
           redis-cli -p "$PORT" DECR inside >/dev/null
           "$BIN" release c --token "$tok" || exit 12
         done"#;
+    let f = r.fence_ahead("c");
     contenders(8, script, &r.url(), &r);
-    assert_eq!(status_json(&r, "c")["fence"], 40);
+    assert_eq!(status_json(&r, "c")["fence"], f + 40);
     r.assert_nothing_held(&["inside"]);
 }
 
@@ -656,8 +658,11 @@ fn check_says_held_gone_or_taken_inside_and_outside_exec() {
         .ok();
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(
-        (v["held"].as_bool(), v["fence"].as_u64()),
-        (Some(true), Some(1))
+        (v["held"].as_bool(), v["fence"].clone()),
+        (
+            Some(true),
+            status_json(&r, "k")["holders"][0]["fence"].clone()
+        )
     );
     assert!(v["ttl_ms"].as_u64().unwrap() > 20_000, "{v}");
     // Another owner's token.

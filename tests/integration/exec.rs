@@ -92,6 +92,7 @@ fn child_sees_key_token_and_fence_but_token_is_on_no_argv() {
         "echo \"$RLOCK_KEY $RLOCK_FENCE $RLOCK_TOKEN\" > {0}.tmp; mv {0}.tmp {0}; sleep 1",
         out.display()
     );
+    let f = r.fence_ahead("envkey");
     let child = rlock(&r)
         .args(["exec", "envkey", "--", "sh", "-c", &script])
         .spawn();
@@ -101,7 +102,7 @@ fn child_sees_key_token_and_fence_but_token_is_on_no_argv() {
     let line = read(&out);
     let parts: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(parts[0], "envkey");
-    assert_eq!(parts[1], "1");
+    assert_eq!(parts[1], (f + 1).to_string());
     let token = parts[2];
     uuid::Uuid::parse_str(token).unwrap();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -400,11 +401,13 @@ fn nested_exec_of_the_same_key_reenters() {
     let inner = format!(
         "{bin} exec -w 3s a -- {bin} exec -w 3s b -- {bin} exec -w 3s a -- sh -c 'echo $RLOCK_FENCE'"
     );
+    let f = r.fence_ahead("a");
     let run = rlock(&r)
         .args(["exec", "a", "--", "sh", "-c", &inner])
         .run()
         .ok();
-    assert_eq!(run.stdout.trim(), "1", "the nested exec got a new grant");
+    let first = (f + 1).to_string();
+    assert_eq!(run.stdout.trim(), first, "the nested exec got a new grant");
     r.assert_nothing_held(&[]);
     // A nested acquire re-enters too and prints the same token.
     let script = format!(
@@ -1172,6 +1175,7 @@ fn a_grant_that_arrives_after_its_lease_expired_never_runs_the_command() {
     // the stopped server's socket; its grant comes back after the 200 ms
     // lease is over. exec must give it back and run on a fresh grant.
     let r = Redis::start();
+    let f = r.fence_ahead("k");
     kill(r.child_pid(), libc::SIGSTOP);
     let child = bare_rlock()
         .args(["--url", &r.url(), "exec", "--ttl", "200ms", "k"])
@@ -1185,7 +1189,8 @@ fn a_grant_that_arrives_after_its_lease_expired_never_runs_the_command() {
     std::thread::sleep(Duration::from_millis(700));
     kill(r.child_pid(), libc::SIGCONT);
     let run = finish(child, "exec").ok();
-    assert_eq!(run.stdout.trim(), "2", "stderr: {}", run.stderr);
+    let second = (f + 2).to_string();
+    assert_eq!(run.stdout.trim(), second, "stderr: {}", run.stderr);
 }
 
 #[test]

@@ -294,6 +294,7 @@ fn reentry_nests_reads_and_writes_but_refuses_an_upgrade() {
 #[test]
 fn rw_exec_behaves_like_exec() {
     let r = Redis::start();
+    let f = r.fence_ahead("cat");
     let run = rlock(&r)
         .args([
             "rw",
@@ -306,7 +307,7 @@ fn rw_exec_behaves_like_exec() {
         ])
         .run()
         .code(7);
-    assert_eq!(run.stdout.trim(), "cat 1");
+    assert_eq!(run.stdout.trim(), format!("cat {}", f + 1));
     rlock(&r)
         .args(["rw", "read", "cat", "--", "sh", "-c", "kill -TERM $$"])
         .run()
