@@ -53,19 +53,36 @@
 -- So every acquire may be sent any number of times.
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
-local floor = tonumber(ARGV[10]) or 0
-local min_hold = tonumber(ARGV[11]) or 0
-local now = now_ms()
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- A new grant. The fence key is read, and the holders key written, before
--- anything else is written: a key of another type stops the script there.
+-- A new grant: returns its fence, or nil and an error reply.
+--
+-- The fence is one more than the last one while that is kept, the
+-- server's clock (ms) when it is not (the first grant, or one after the
+-- lock was idle), and above the floor (ARGV[10]). Why it never goes down:
+-- the last value f is kept until the lease of its grant ends and until
+-- the server's clock has passed f (the SET below). While it is kept, the
+-- next value is f + 1; after, it is the clock, which is past f by then. So
+-- fences strictly increase as long as the server's clock does not step
+-- back, and the key does not outlive its use.
+--
+-- The fence key is read, and the holders key written, before anything
+-- else is written: a key of another type stops the script there.
 local function grant()
-  local fence, bad = next_fence(now, floor)
-  if bad then return nil, bad end
-  redis.call('ZADD', HOLDERS, now + ttl, tok)
+  local v = redis.call('GET', KEYS[5])
+  local last = tonumber(v)
+  if v and not last then
+    return nil, redis.error_reply('ERR value is not an integer: the fencing key ' .. KEYS[5])
+  end
+  local fence = last and last + 1 or now
+  local floor = tonumber(ARGV[10]) or 0
+  if fence <= floor then fence = floor + 1 end
+  redis.call('ZADD', KEYS[2], now + ttl, tok)
   local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
     'f:' .. tok, fence}
-  local function add(k, v) fields[#fields + 1] = k; fields[#fields + 1] = v end
+  local function add(k, x) fields[#fields + 1] = k; fields[#fields + 1] = x end
+  local min_hold = tonumber(ARGV[11]) or 0
   if min_hold > 0 then add('u:' .. tok, now + min_hold) end
   if kind == 'x' then
     add('limit', limit)
@@ -73,20 +90,22 @@ local function grant()
     add('m:' .. tok, mode)
     if mode == 'w' then add('writer', tok) end
   end
-  redis.call('HSET', STATE, unpack(fields))
-  keep_fence(fence, now, ttl)
+  redis.call('HSET', KEYS[1], unpack(fields))
+  redis.call('SET', KEYS[5], fence, 'PX', math.max(ttl, fence - now + 1))
   return fence
 end
 
--- Fast path: a fresh acquire of a lock nobody holds or waits for (its state
--- keys are gone, see common.lua). Nothing to prune, queue or wake.
-if ARGV[7] ~= '1' and redis.call('EXISTS', STATE) == 0 then
+-- Fast path, before the prelude (see src/lock/script.rs): a fresh acquire
+-- of a lock nobody holds or waits for. Its state keys are gone (see
+-- common.lua): nothing to prune, queue or wake.
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1]) == 0 then
   local fence, bad = grant()
   if bad then return bad end
-  redis.call('PEXPIRE', STATE, ttl)
-  redis.call('PEXPIRE', HOLDERS, ttl)
-  return {GRANTED, fence, 1}
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  return {1, fence, 1}
 end
+--@common
 
 -- The lock is held, waited for, or was until its leases ran out.
 local cur_kind = redis.call('HGET', STATE, 'kind')

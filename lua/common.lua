@@ -35,15 +35,19 @@
 -- covering the longest lease in them (plus QUEUE_GRACE while anyone
 -- waits), so a lock everyone abandons disappears by itself, and a free
 -- lock with nobody waiting has no state keys at all: that is how the fast
--- paths below recognise it. The fence key lives at least as long as the
--- lease it was set for, and until the server's clock has passed its value
--- (see next_fence). Wake-up lists and request records expire within
--- seconds.
+-- paths recognise it. The fence key lives at least as long as the lease
+-- it was set for, and until the server's clock has passed its value (see
+-- grant() in acquire.lua). Wake-up lists and request records expire
+-- within seconds.
 --
 -- Scripts touch only the keys in KEYS. Waking another waiter means pushing
 -- to its wake-up list, a key only the client can name: a script that frees
 -- a place returns the tokens to wake after its answer, and the client
 -- pushes to their lists (src/lock/node.rs, `wake`).
+--
+-- A script may begin with a fast path, before the line where this prelude
+-- goes (src/lock/script.rs); it names keys and replies as KEYS[n] and the
+-- numbers below.
 --
 -- Key types are not checked on every call. Every path reads each key
 -- before it first writes it (a read of a key of another type fails the
@@ -76,31 +80,6 @@ local function check_types()
       return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
     end
   end
-end
-
--- The fencing value for a new grant, or nil and an error reply: one more
--- than the last one while that is kept, the server's clock (ms) when it is
--- not (the first grant, or one after the lock was idle), and above `floor`
--- (RedLock: the highest value any master has shown the client).
---
--- Why it never goes down: the last value f is kept until the lease of its
--- grant ends and until the server's clock has passed f (keep_fence). While
--- it is kept, the next value is f + 1; after, it is the clock, which is
--- past f by then. So fences strictly increase for as long as the server's
--- clock does not step back, and the key does not outlive its use.
-local function next_fence(now, floor)
-  local v = redis.call('GET', FENCE)
-  local last = tonumber(v)
-  if v and not last then
-    return nil, redis.error_reply('ERR value is not an integer: the fencing key ' .. FENCE)
-  end
-  local f = last and last + 1 or now
-  if f <= floor then f = floor + 1 end
-  return f
-end
-
-local function keep_fence(f, now, ttl)
-  redis.call('SET', FENCE, f, 'PX', math.max(ttl, f - now + 1))
 end
 
 local function forget_holder(tok, mode)

@@ -14,15 +14,15 @@
 -- ARGV[6] how long (ms) the request record KEYS[8] is kept: longer than
 --         the client may resend
 --
--- Resends (see acquire.lua): a release that changed anything leaves its
--- answer in P{K}:r:<request id>, and a resend of one hold's release finds
--- it before it would drop another (a hold is never dropped twice, even
--- while sibling holders of the same token release theirs). A release of
--- every hold (ARGV[2] = '1') needs the record only once the lock is free:
--- a resend then finds the token holding nothing, then the record, and
--- answers 0 (released) rather than NOT_HELD; while the token still holds,
--- releasing every hold (or parking it, to the same end) again is the same
--- as once. The record outlives every resend (ARGV[6]).
+-- Resends (see acquire.lua): a release that dropped one of several holds
+-- leaves its answer in P{K}:r:<request id>, and a resend finds it before
+-- it would drop another (a hold is never dropped twice, even while sibling
+-- holders of the same token release theirs); the record outlives every
+-- resend (ARGV[6]). Releasing the last hold, or every hold, again is the
+-- same as once: parked again to the same end, or found holding nothing.
+-- The client takes NOT_HELD (or OTHER_OWNER: someone took the freed lock)
+-- in answer to a resend as "released": its first send may have done it
+-- (src/lock/node.rs, `release`).
 --
 -- Returns {n, wake...}, n one of
 --   n >= 0        holds this token still has (0: the lock is released)
@@ -31,41 +31,52 @@
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 -- and `wake...` the tokens of waiters that may now take the lock.
 local tok, done, all = ARGV[1], KEYS[8], ARGV[2] == '1'
-local record_ms = tonumber(ARGV[6]) or 10000
-local exp = redis.call('ZSCORE', HOLDERS, tok)
-local now = now_ms()
-if exp and tonumber(exp) > now then
+local exp = redis.call('ZSCORE', KEYS[2], tok)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local held = exp and tonumber(exp) > now
+
+-- When the last hold ends: now, or with ARGV[5] = '1' the later of the
+-- min-hold given at the grant and grant + ARGV[4].
+local function hold_end()
+  if ARGV[5] ~= '1' then return 0 end
+  local h = redis.call('HMGET', KEYS[1], 'u:' .. tok, 's:' .. tok)
+  return math.max(tonumber(h[1]) or 0, (tonumber(h[2]) or 0) + (tonumber(ARGV[4]) or 0))
+end
+
+-- Fast path, before the prelude (see src/lock/script.rs): every hold of
+-- the only holder, nobody waiting, no min-hold left: the lock's state
+-- goes. Its KEYS[3] (queue) exists only while someone waits.
+if held and all and redis.call('ZCARD', KEYS[2]) == 1 and redis.call('EXISTS', KEYS[3]) == 0
+    and hold_end() <= now then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return {0}
+end
+--@common
+
+if held then
   if not all then
     -- Once per request: a sibling may have released since this one's
     -- first send, so the count alone cannot tell a resend.
     local prev = redis.call('GET', done)
     if prev then return {tonumber(prev)} end
   end
-  local held = redis.call('HMGET', STATE, 'c:' .. tok, 'm:' .. tok, 'u:' .. tok, 's:' .. tok)
-  if not all and (tonumber(held[1]) or 0) > 1 then
+  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'm:' .. tok)
+  if not all and (tonumber(h[1]) or 0) > 1 then
     local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
-    redis.call('SET', done, n, 'PX', record_ms)
+    redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
     return {n}
   end
-  local hold_end = 0
-  if ARGV[5] == '1' then
-    hold_end = math.max(tonumber(held[3]) or 0, (tonumber(held[4]) or 0) + (tonumber(ARGV[4]) or 0))
-  end
-  redis.call('SET', done, 0, 'PX', record_ms)
-  if hold_end > now then
+  local park = hold_end()
+  if park > now then
     -- Parked until the min-hold ends: held, by nobody who renews it (a
     -- later release keeps the end, a renewal would move it).
-    redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, hold_end)
-    redis.call('ZADD', HOLDERS, hold_end, tok)
+    redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, park)
+    redis.call('ZADD', HOLDERS, park, tok)
     tidy(now)
     return {0}
   end
-  -- Fast path: the only holder, nobody waiting: the lock's state goes.
-  if redis.call('ZCARD', HOLDERS) == 1 and redis.call('EXISTS', QUEUE) == 0 then
-    redis.call('DEL', STATE, HOLDERS)
-    return {0}
-  end
-  forget_holder(tok, held[2])
+  forget_holder(tok, h[2])
   prune(now)
   local wake = to_wake(nil)
   tidy(now)

@@ -34,6 +34,8 @@ pub(crate) struct Node {
     /// The server has answered this process before: only then is a failure
     /// an outage worth riding out (a wrong or silent address fails at once).
     pub(super) answered: bool,
+    /// The last script call was sent more than once (see `eval`).
+    pub(super) resent: bool,
 }
 
 impl Node {
@@ -46,6 +48,7 @@ impl Node {
             prefix: prefix.to_string(),
             resend_cap: RESEND_WINDOW,
             answered: false,
+            resent: false,
         }
     }
 
@@ -75,6 +78,7 @@ impl Node {
             prefix: self.prefix.clone(),
             resend_cap: self.resend_cap,
             answered: self.answered,
+            resent: false,
         }
     }
 
@@ -520,6 +524,8 @@ impl Node {
         let lock = self.name(key)?;
         match self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)? {
             0 => Ok(Released::Released),
+            // Our first send may have released it (lua/release.lua, "Resends").
+            reply::NOT_HELD | reply::OTHER_OWNER if self.resent => Ok(Released::Released),
             n if n > 0 => Ok(Released::StillHeld(n as u64)),
             reply::NOT_HELD => Ok(Released::NotHeld),
             reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),

@@ -11,30 +11,38 @@ use crate::Result;
 
 /// One server-side operation: its Lua source and SHA1, computed once.
 pub(crate) struct Lua {
-    code: &'static str,
+    code: String,
     sha: String,
+}
+
+/// Where a script wants lua/common.lua: a script's fast path comes before
+/// this line and runs without the prelude's definitions (creating a dozen
+/// closures per call costs the server more than the fast path itself).
+/// A script without the line gets the prelude first.
+const PRELUDE_HERE: &str = "--@common\n";
+
+impl Lua {
+    fn new(file: &str, prelude: Option<&str>) -> Lua {
+        let code = match (prelude, file.split_once(PRELUDE_HERE)) {
+            (None, _) => file.to_string(),
+            (Some(p), Some((fast, rest))) => format!("{fast}{p}{rest}"),
+            (Some(p), None) => format!("{p}{file}"),
+        };
+        let sha = Script::new(&code).get_hash().to_string();
+        Lua { code, sha }
+    }
 }
 
 macro_rules! script {
     (bare $file:literal) => {
-        LazyLock::new(|| {
-            let code = include_str!(concat!("../../lua/", $file));
-            Lua {
-                code,
-                sha: Script::new(code).get_hash().to_string(),
-            }
-        })
+        LazyLock::new(|| Lua::new(include_str!(concat!("../../lua/", $file)), None))
     };
     ($file:literal) => {
         LazyLock::new(|| {
-            let code = concat!(
-                include_str!("../../lua/common.lua"),
-                include_str!(concat!("../../lua/", $file))
-            );
-            Lua {
-                code,
-                sha: Script::new(code).get_hash().to_string(),
-            }
+            Lua::new(
+                include_str!(concat!("../../lua/", $file)),
+                Some(include_str!("../../lua/common.lua")),
+            )
         })
     };
 }
@@ -134,6 +142,7 @@ impl Node {
             ok
         };
         let mut tries = 0;
+        self.resent = false;
         loop {
             let conn = match self.conn() {
                 Ok(conn) => conn,
@@ -145,7 +154,7 @@ impl Node {
             let mut res = call("EVALSHA", &script.sha).query(conn);
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
-                res = call("EVAL", script.code).query(conn);
+                res = call("EVAL", &script.code).query(conn);
             }
             self.used();
             // Only a real answer counts: a replica's READONLY does not.
@@ -156,6 +165,7 @@ impl Node {
                     // Never reuse the connection: its replies may be out of
                     // step, and a cluster one has a stale slot map.
                     self.conn = None;
+                    self.resent = true;
                     if !pause(&mut tries) {
                         return Err(self.fail(e, what()));
                     }
