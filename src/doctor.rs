@@ -354,7 +354,7 @@ fn redlock(n: usize, ids: &[(String, Option<String>)], report: &mut Report) {
             "2 masters: a majority is both, so either one down stops all locking".into(),
             Some("use 3 or 5 independent masters".into()),
         );
-    } else if n % 2 == 0 {
+    } else if n.is_multiple_of(2) {
         report.add(
             Severity::Info,
             WHO,
@@ -567,7 +567,7 @@ fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result<()> {
     for (host, port, replicas) in &masters {
         let at = format!("{host}:{port}");
         let mut probe = Probe::Node {
-            conn: &mut **c,
+            conn: c,
             host: host.clone(),
             port: *port,
         };
@@ -717,10 +717,11 @@ fn eviction(info: &Info, at: &str, report: &mut Report) {
         .get("maxmemory_human")
         .cloned()
         .unwrap_or_else(|| format!("{max} bytes"));
-    let fix = Some(format!(
+    let fix = Some(
         "CONFIG SET maxmemory-policy noeviction, and `maxmemory-policy noeviction` in \
          redis.conf (or give locks a Redis of their own)"
-    ));
+            .to_string(),
+    );
     let targets = if policy.starts_with("volatile") {
         "; a volatile-* policy evicts only keys with a TTL, which is what every lock key is"
     } else {
