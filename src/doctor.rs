@@ -1161,29 +1161,34 @@ return out
 fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut Report) {
     let needed = needed(&ctx.probe, &ctx.prefix);
     let verdicts = dryrun(probe, &needed).or_else(|dry| {
-        acl_check(probe, &needed).map_err(|lua| format!("ACL DRYRUN: {dry}; EVAL: {lua}"))
+        acl_check(probe, &needed)
+            .map_err(|(refused, lua)| (refused, format!("ACL DRYRUN: {dry}; EVAL: {lua}")))
     });
     let verdicts = match verdicts {
         Ok(v) => v,
-        Err(why) => {
-            // EVAL itself refused is a finding of its own: every lock needs it.
-            let (severity, fix) = if why.contains("NOPERM") && why.contains("eval") {
-                (
-                    Severity::Unsafe,
-                    "allow the commands of the README's ACL line (+eval +evalsha ...)",
-                )
-            } else {
-                (
-                    Severity::Warn,
-                    "run every rlock command once as this user, or upgrade to Redis 7",
-                )
-            };
+        // EVAL refused: every lock needs it, and nothing else can be asked.
+        Err((true, why)) => {
             report.add(
-                severity,
+                Severity::Unsafe,
+                at,
+                "permissions",
+                format!(
+                    "this user may not run eval, which every lock needs; the other commands \
+                     cannot be checked ({why})"
+                ),
+                Some(
+                    "ACL SETUSER <user> +eval (the README lists every command rlock needs)".into(),
+                ),
+            );
+            return;
+        }
+        Err((false, why)) => {
+            report.add(
+                Severity::Warn,
                 at,
                 "permissions",
                 format!("cannot ask the server which commands this user may run ({why})"),
-                Some(fix.into()),
+                Some("run every rlock command once as this user, or upgrade to Redis 7".into()),
             );
             return;
         }
@@ -1285,17 +1290,20 @@ fn dryrun(
     Ok(out)
 }
 
-/// `redis.acl_check_cmd` for each command, in one script.
+/// `redis.acl_check_cmd` for each command, in one script. Fails with
+/// `true` when the user may not run EVAL.
 fn acl_check(
     probe: &mut Probe,
     needed: &[(&str, Vec<String>, Need)],
-) -> std::result::Result<Vec<Option<bool>>, String> {
+) -> std::result::Result<Vec<Option<bool>>, (bool, String)> {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(ACL_CHECK).arg(0);
     for (_, argv, _) in needed {
         cmd.arg(argv.len()).arg(argv);
     }
-    let reply: Vec<i64> = probe.query(&cmd).map_err(|e| short(&e))?;
+    let reply: Vec<i64> = probe
+        .query(&cmd)
+        .map_err(|e| (e.code() == Some("NOPERM"), short(&e)))?;
     Ok(reply
         .iter()
         .map(|v| match v {

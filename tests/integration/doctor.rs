@@ -153,6 +153,15 @@ fn permissions_of_the_connected_user() {
     let run = doctor(&url).code(UNSAFE);
     let line = finds(&run, "unsafe", "permissions", &["may not run evalsha"]);
     assert!(line.contains("ACL SETUSER <user> +evalsha"), "{line}");
+    // Without EVAL nothing else can be asked; that alone is unsafe.
+    let url = acl_user(&r, &["-eval"]);
+    let run = doctor(&url).code(UNSAFE);
+    finds(
+        &run,
+        "unsafe",
+        "permissions",
+        &["may not run eval,", "+eval"],
+    );
     // Without HSET (which only the scripts run).
     let url = acl_user(&r, &["-hset"]);
     let run = doctor(&url).code(UNSAFE);
