@@ -27,6 +27,7 @@ Exit codes:
   70   unexpected reply from Redis
   75   busy (--no-wait) or wait timed out; change with -E
   77   the token does not own this lock (check: another owner holds it)
+  78   doctor: something unsafe was found
   79   the lock was lost (expired or deleted while held; check: the token
        holds it no more)
   126  exec: the command could not be executed
@@ -347,6 +348,37 @@ Examples:
         json: bool,
     },
 
+    /// Check the Redis deployment for settings that silently break locks
+    #[command(after_help = "\
+Checks every server the connection flags name (one Redis, each RedLock
+master, the master the Sentinels name, every Cluster master) for:
+eviction (maxmemory-policy), persistence (AOF, appendfsync) and the delay a
+restart needs, replication (role, replicas, --min-replicas,
+min-replicas-to-write), Sentinel and Cluster topology, the clock (offset
+from the server's TIME, round trip) against rlock's drift margin,
+permissions (ACL DRYRUN or redis.acl_check_cmd: nothing is run on a lock
+key), the Redis version (6.2 or newer) and, for RedLock, that the masters
+are distinct servers. One line per finding: severity (ok, info, warn,
+unsafe), server, check, what was found, and what to change. Some checks
+need CONFIG GET: run doctor as an admin user for all of them.
+
+Exit codes: 0 nothing unsafe (warnings allowed), 78 something unsafe,
+69 no server answered, 64 bad usage.
+
+Examples:
+  rlock doctor
+  rlock --url redis://a:6379,redis://b:6379,redis://c:6379 doctor --ttl 10m
+  rlock --sentinel mymaster --url redis://s1:26379 doctor --json")]
+    Doctor {
+        /// The longest TTL (or --min-hold) your locks use: the restart delay
+        /// and the clock margin are worked out for it
+        #[arg(long, default_value = "30s", value_name = "D")]
+        ttl: Span,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
     /// List the locks that are held or waited for
     List {
         /// Glob over lock names (Redis MATCH syntax)
@@ -574,7 +606,7 @@ impl Command {
             | Command::Renew { key, .. }
             | Command::Check { key, .. }
             | Command::Status { key, .. } => Some(key),
-            Command::List { .. } => None,
+            Command::List { .. } | Command::Doctor { .. } => None,
         }
     }
 }

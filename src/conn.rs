@@ -434,6 +434,15 @@ impl Server {
         })
     }
 
+    /// The Sentinels a `--sentinel` server asks (none for the others), for
+    /// `rlock doctor`.
+    pub(crate) fn sentinel_clients(&self) -> &[redis::Client] {
+        match &self.client {
+            Client::Sentinel(s) => &s.sentinels,
+            _ => &[],
+        }
+    }
+
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.client, Client::Cluster(_))
     }

@@ -16,6 +16,9 @@ pub const INTERNAL: u8 = 70;
 pub const BUSY: u8 = 75;
 /// The token does not own this lock (EX_NOPERM).
 pub const NOT_OWNER: u8 = 77;
+/// doctor: something unsafe was found in the Redis deployment
+/// (EX_CONFIG).
+pub const UNSAFE: u8 = 78;
 /// The lock was lost: expired or deleted while held.
 pub const LOST: u8 = 79;
 /// exec: the command was found but could not be run.
@@ -107,6 +110,7 @@ mod tests {
             INTERNAL,
             BUSY,
             NOT_OWNER,
+            UNSAFE,
             LOST,
             CANNOT_EXECUTE,
             NOT_FOUND,

@@ -14,6 +14,7 @@
 
 pub mod clock;
 pub mod conn;
+pub mod doctor;
 pub mod duration;
 pub mod error;
 pub mod exec;

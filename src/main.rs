@@ -82,7 +82,11 @@ fn clap_exit(e: clap::Error) -> u8 {
 }
 
 fn connect(g: &Global) -> anyhow::Result<Locker> {
-    let opts = ConnectOptions {
+    Ok(Locker::connect(&options(g), &g.prefix)?)
+}
+
+fn options(g: &Global) -> ConnectOptions {
+    ConnectOptions {
         urls: g
             .url
             .iter()
@@ -101,8 +105,7 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
             cert: g.tls_cert.clone(),
             key: g.tls_key.clone(),
         },
-    };
-    Ok(Locker::connect(&opts, &g.prefix)?)
+    }
 }
 
 fn request(lock: &LockOpts) -> Request {
@@ -364,6 +367,24 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 print!("{}", render::status(&st));
             }
             Ok(exit_code::OK)
+        }
+        Command::Doctor { ttl, json } => {
+            rlock::lock::check_ttl(ttl.0)?;
+            let report = rlock::doctor::run(&options(g), &g.prefix, ttl.0)?;
+            let out = if *json {
+                serde_json::to_string(&report)? + "\n"
+            } else {
+                report.render()
+            };
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(out.as_bytes())
+                .and_then(|_| stdout.flush())?;
+            Ok(if report.safe {
+                exit_code::OK
+            } else {
+                exit_code::UNSAFE
+            })
         }
         Command::List { pattern, json } => {
             let mut locker = connect(g)?;

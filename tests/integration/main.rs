@@ -6,6 +6,7 @@ mod util;
 mod cli;
 mod cluster;
 mod docs;
+mod doctor;
 mod exec;
 mod failover;
 mod flock;
