@@ -254,7 +254,8 @@ and everything it started have exited (--kill-leftovers: when the command
 exits). The command never outlives the lease: see `rlock --help`, \"The
 guard\". A nested `rlock exec` (or acquire) of the same key inside the
 command re-enters instead of waiting for its parent; the outermost exec
-releases every hold.
+releases every hold. So does one given the holder's token in RLOCK_TOKEN
+(a script that exported the token of its `rlock acquire --keep`).
 
 Examples:
   rlock exec market -- ./settle.sh

@@ -385,6 +385,10 @@ pub fn spawn(
 /// The keeper process: read the settings from stdin, then keep the lock
 /// (see the module doc). Returns the exit code; never prints.
 pub fn keeper_main() -> u8 {
+    // SAFETY: plain syscall. Someone typed `rlock __keep`: nothing to read.
+    if unsafe { libc::isatty(0) } == 1 {
+        return crate::exit_code::USAGE;
+    }
     let mut raw = Vec::new();
     if std::io::stdin().lock().read_to_end(&mut raw).is_err() {
         return crate::exit_code::USAGE;
