@@ -144,7 +144,7 @@ impl Watched {
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
         if fd >= 0 {
             // SAFETY: a fresh descriptor we own.
-            let pidfd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+            let pidfd = Some(above_stdio(unsafe { OwnedFd::from_raw_fd(fd) }));
             return Ok(Watched { pid, start, pidfd });
         }
         match std::io::Error::last_os_error().raw_os_error() {
@@ -316,6 +316,7 @@ pub fn spawn(
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(Started::Already),
         Err(e) => return Err(fail("cannot create the keeper's socket", e)),
     };
+    let listener = above_stdio(listener.into());
     let listen = listener.as_raw_fd();
     let pidfd = keep.watched.pidfd.as_ref().map(|f| f.as_raw_fd());
     let tls = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
@@ -728,6 +729,21 @@ fn end_signals() -> Option<OwnedFd> {
         let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
         (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
     }
+}
+
+/// `fd`, moved to 3 or above if it is 0, 1 or 2 (rlock started with a
+/// standard descriptor closed): the keeper's stdio is set up over those.
+fn above_stdio(fd: OwnedFd) -> OwnedFd {
+    if fd.as_raw_fd() > 2 {
+        return fd;
+    }
+    // SAFETY: plain syscall; a new descriptor we own, or -1.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return fd;
+    }
+    // SAFETY: as above.
+    unsafe { OwnedFd::from_raw_fd(new) }
 }
 
 fn pollfd(fd: RawFd) -> libc::pollfd {
