@@ -103,6 +103,17 @@ impl Watched {
     pub fn caller() -> Result<Watched> {
         // SAFETY: plain syscall.
         let parent = unsafe { libc::getppid() };
+        // Run as `rlock exec`'s command itself: its guard would be watched,
+        // and the guard (a subreaper, the keeper's new parent) waits for
+        // the keeper to exit: neither would ever end.
+        let comm = std::fs::read_to_string(format!("/proc/{parent}/comm")).unwrap_or_default();
+        if comm.trim_end() == "rlock-guard" {
+            return Err(Error::Usage(
+                "--keep as rlock exec's own command has no script to keep the lock for; \
+                 use it inside the script, or --keep-while PID"
+                    .into(),
+            ));
+        }
         let grand = stat(parent).and_then(|s| s.ppid);
         let pid = match grand {
             Some(g) if g > 1 && forked_copy(parent, g) => g,

@@ -387,6 +387,13 @@ fn bad_keep_input_is_refused_and_nothing_is_held() {
     ] {
         rlock(&r).args(args).run().fails(64, needle);
     }
+    // As exec's command itself: the guard would wait for the keeper, the
+    // keeper for the guard.
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    rlock(&r)
+        .args(["exec", "outer", "--", bin, "acquire", "k", "--keep"])
+        .run()
+        .fails(64, "no script");
     r.assert_nothing_held(&[]);
 }
 
