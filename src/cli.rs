@@ -13,7 +13,8 @@ Environment:
   RLOCK_URL            Redis URL(s), comma-separated (like --url)
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
   RLOCK_PREFIX         key prefix (like --prefix)
-  RLOCK_TOKEN          owner token for release/renew (like --token)
+  RLOCK_TOKEN          owner token for release/renew/check (like --token);
+                       exec and acquire re-enter a lock this token holds
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
@@ -38,6 +39,7 @@ Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   ...; rlock release deploy --token \"$tok\"
   rlock acquire -n nightly -E 0 >/dev/null || exit 0
+  rlock acquire -n deploy --keep >/dev/null || exit 0   # until the script ends
   rlock status market --json";
 
 const AFTER_LONG_HELP: &str = "\
@@ -91,7 +93,9 @@ Lock loss (exec):
 Keys:
   Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa, P{K}:qw (zsets),
   P{K}:w:<token> (lists), P{K}:r:<request> (a call's answer, for resends;
-  expires) and P{K}:fence (the fencing counter, never expires).
+  expires), P{K}:lost (the last loss an `acquire --keep` keeper saw, shown
+  by status; expires after 1h) and P{K}:fence (the fencing counter, never
+  expires).
   The {K} hash tag keeps them in one Redis Cluster slot.";
 
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.
@@ -212,9 +216,24 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take the lock and print its owner token on stdout (and nothing else)
-    #[command(
-        after_help = "Examples:\n  tok=$(rlock acquire deploy --ttl 10m)\n  rlock acquire -w 30s nightly"
-    )]
+    #[command(after_help = "\
+With --keep, a small keeper process (\"rlock-keeper\") renews the lease every
+TTL/3 while the calling process lives -- the shell running the script, also
+from inside $(...) -- or the process --keep-while names, and releases the
+lock the moment that process exits, however it dies: a lock that lives
+exactly as long as the script, as flock(1) gives. `rlock release` of the
+token (on the same host) ends the keeper too. If the lock is lost (deleted,
+taken over, or Redis unreachable until the lease ran out), the keeper
+applies --on-lost to the watched process and everything it started, and
+`rlock status` shows the loss for an hour. With RLOCK_TOKEN exported, a
+later `rlock exec` or `rlock acquire` of the same lock in the script
+re-enters instead of waiting for the script itself.
+
+Examples:
+  tok=$(rlock acquire deploy --ttl 10m)
+  rlock acquire -w 30s nightly
+  rlock acquire -n deploy --keep >/dev/null || exit 0    # held until the script ends
+  export RLOCK_TOKEN=$(rlock acquire deploy --keep)")]
     Acquire {
         /// Lock name
         key: String,
@@ -222,6 +241,8 @@ pub enum Command {
         lock: LockOpts,
         #[command(flatten)]
         slots: Slots,
+        #[command(flatten)]
+        keep: KeepOpts,
     },
 
     /// Run a command while holding the lock, and exit with its status
@@ -234,7 +255,8 @@ and everything it started have exited (--kill-leftovers: when the command
 exits). The command never outlives the lease: see `rlock --help`, \"The
 guard\". A nested `rlock exec` (or acquire) of the same key inside the
 command re-enters instead of waiting for its parent; the outermost exec
-releases every hold.
+releases every hold. So does one given the holder's token in RLOCK_TOKEN
+(a script that exported the token of its `rlock acquire --keep`).
 
 Examples:
   rlock exec market -- ./settle.sh
@@ -475,8 +497,9 @@ pub struct FlockOpts {
     pub fd: Option<String>,
 }
 
-const NO_DESCRIPTORS: &str = "rlock locks are not file descriptors: hold one across \
-     several commands with tok=$(rlock acquire KEY) ... rlock release KEY --token \"$tok\"";
+const NO_DESCRIPTORS: &str = "rlock locks are not file descriptors: hold one for the \
+     rest of the script with tok=$(rlock acquire KEY --keep), or across some commands with \
+     tok=$(rlock acquire KEY) ... rlock release KEY --token \"$tok\"";
 
 impl FlockOpts {
     /// The flock(1) options rlock cannot honour, refused with the reason;
@@ -516,6 +539,28 @@ impl FlockOpts {
             None => command.to_vec(),
         }
     }
+}
+
+/// `acquire --keep`: a lock held as long as a process lives.
+#[derive(Debug, Args)]
+pub struct KeepOpts {
+    /// Leave a keeper process that renews the lock while the calling
+    /// process (the script) lives and releases it when that exits
+    #[arg(long, help_heading = "Keep")]
+    pub keep: bool,
+    /// With --keep: keep the lock while process PID lives instead
+    #[arg(long, value_name = "PID", requires = "keep", value_parser = clap::value_parser!(i32).range(1..), help_heading = "Keep")]
+    pub keep_while: Option<i32>,
+    /// With --keep: what the keeper does to the watched process (and what
+    /// it started) if the lock is lost [default: term]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ACTION",
+        requires = "keep",
+        help_heading = "Keep"
+    )]
+    pub on_lost: Option<OnLost>,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,7 @@ pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod exit_code;
+pub mod keep;
 pub mod lock;
 mod locker;
 mod quorum;

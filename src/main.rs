@@ -2,13 +2,14 @@
 //! codes. Everything else lives in the library.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 mod cli;
 mod render;
 
 use clap::Parser;
-use cli::{Cli, Command, Global, LockOpts, RunOpts, RwMode};
+use cli::{Cli, Command, Global, KeepOpts, LockOpts, RunOpts, RwMode};
 use rlock::duration::human;
 use rlock::exec::{Event, HELD_ENV, Spec};
 use rlock::{
@@ -24,6 +25,10 @@ macro_rules! say {
 }
 
 fn main() -> ExitCode {
+    // The keeper `acquire --keep` leaves behind: internal, never typed.
+    if std::env::args_os().nth(1).as_deref() == Some(rlock::keep::KEEPER_ARG.as_ref()) {
+        return ExitCode::from(rlock::keep::keeper_main());
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_exit(e)),
@@ -119,8 +124,14 @@ fn request(lock: &LockOpts) -> Request {
     req
 }
 
-/// `acquire`, and `rw` without a command: print the token and exit.
-fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
+/// `acquire`, and `rw` without a command: print the token and exit;
+/// with `keep`, leave a keeper behind.
+fn print_token(
+    g: &Global,
+    key: &str,
+    req: Request,
+    keep: Option<rlock::keep::Keep>,
+) -> anyhow::Result<u8> {
     req.check()?;
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
@@ -140,7 +151,45 @@ fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
         let _ = locker.release(key, &lease.token);
         anyhow::bail!("cannot write the token to stdout; lock released");
     }
+    if let Some(keep) = keep {
+        let mut program = std::process::Command::new("/proc/self/exe");
+        program.arg0("rlock-keeper").arg(rlock::keep::KEEPER_ARG);
+        match rlock::keep::spawn(program, &options(g), &g.prefix, &lease, &keep) {
+            Ok(started) => {
+                if g.verbose {
+                    match started {
+                        rlock::keep::Started::Keeper(pid) => say!(
+                            "rlock: keeper pid {pid} keeps {key:?} while pid {} lives",
+                            keep.watched.process_id()
+                        ),
+                        rlock::keep::Started::Already => {
+                            say!("rlock: a keeper of this token already keeps {key:?}")
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = locker.release(key, &lease.token);
+                return Err(anyhow::Error::new(e).context("--keep: lock released"));
+            }
+        }
+    }
     Ok(exit_code::OK)
+}
+
+/// What `--keep` watches, checked before anything is acquired.
+fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
+    if !keep.keep {
+        return Ok(None);
+    }
+    let watched = match keep.keep_while {
+        Some(pid) => rlock::keep::Watched::pid(pid)?,
+        None => rlock::keep::Watched::caller()?,
+    };
+    Ok(Some(rlock::keep::Keep {
+        watched,
+        on_lost: keep.on_lost.unwrap_or(cli::OnLost::Term).into(),
+    }))
 }
 
 /// `exec`, and `rw` with a command.
@@ -224,13 +273,18 @@ fn acquire(g: &Global, locker: &mut Locker, key: &str, mut req: Request) -> anyh
     })
 }
 
-/// The token an enclosing `rlock exec` holds for `key`, for re-entry.
+/// The token to try re-entering `key` with: the one an enclosing `rlock
+/// exec` holds for it, else RLOCK_TOKEN (a script that exported the token
+/// of its `acquire --keep`). Either is used only if it holds the lock; if
+/// not, the acquire takes a fresh token as usual.
 fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
     let name = locker.name(key)?;
-    Ok(rlock::exec::inherited_token(
-        std::env::var(HELD_ENV).ok().as_deref(),
-        &name,
-    ))
+    let held = rlock::exec::inherited_token(std::env::var(HELD_ENV).ok().as_deref(), &name);
+    Ok(held.or_else(|| {
+        std::env::var("RLOCK_TOKEN")
+            .ok()
+            .and_then(|t| Token::parse(&t).ok())
+    }))
 }
 
 /// Says once on stderr whom we wait for (unless -q).
@@ -249,10 +303,20 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         rlock::lock::LockName::new(&g.prefix, key)?;
     }
     match &cli.command {
-        Command::Acquire { key, lock, slots } => {
+        Command::Acquire {
+            key,
+            lock,
+            slots,
+            keep,
+        } => {
             let mut req = request(lock);
             req.limit = slots.limit;
-            print_token(g, key, req)
+            let keep = keeper(keep)?;
+            if let Some(k) = &keep {
+                // Status names the process the lock is kept for.
+                req.info.pid = k.watched.process_id() as u32;
+            }
+            print_token(g, key, req, keep)
         }
         Command::Exec {
             key,
@@ -283,7 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 RwMode::Write => Mode::Write,
             };
             if command.is_empty() {
-                print_token(g, key, req)
+                print_token(g, key, req, None)
             } else {
                 exec(g, key, req, run, command)
             }
@@ -296,7 +360,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let token = Token::parse(&token.token)?;
             let mut locker = connect(g)?;
             let hold = min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
-            match locker.release_with(key, &token, false, Some(hold))? {
+            match rlock::keep::release(&mut locker, key, &token, false, Some(hold))? {
                 Released::Released => {
                     if g.verbose {
                         say!("rlock: released {key:?}");
@@ -361,10 +425,20 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status { key, json } => {
             let mut locker = connect(g)?;
             let st = locker.status(key)?;
+            // A separate read; a failure of it costs only the line.
+            let name = locker.name(key)?;
+            let lost = rlock::keep::last_loss(&options(g), &name).ok().flatten();
             if *json {
-                println!("{}", serde_json::to_string(&st)?);
+                let mut v = serde_json::to_value(&st)?;
+                if let (Some(obj), Some(lost)) = (v.as_object_mut(), &lost) {
+                    obj.insert("last_lost".into(), serde_json::to_value(lost)?);
+                }
+                println!("{v}");
             } else {
                 print!("{}", render::status(&st));
+                if let Some(lost) = lost {
+                    println!("  last lost: {lost}");
+                }
             }
             Ok(exit_code::OK)
         }

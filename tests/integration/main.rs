@@ -11,6 +11,7 @@ mod exec;
 mod failover;
 mod flock;
 mod install;
+mod keep;
 mod library;
 mod redlock;
 mod rw;
