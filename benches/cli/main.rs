@@ -66,8 +66,11 @@ impl Bench {
     }
 }
 
+/// One section: it prints its own table.
+type Section = fn(&Bench);
+
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, fn(&Bench)); 12] = [
+const SECTIONS: [(&str, Section); 12] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),

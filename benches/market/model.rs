@@ -77,18 +77,24 @@ pub(crate) fn parse_item(id: &str) -> Option<u64> {
     id.strip_prefix("Item")?.parse().ok()
 }
 
+fn seed_user(c: &mut Connection, id: u64, name: &str, funds: i64) {
+    redis::cmd("HSET")
+        .arg(user(id))
+        .arg("name")
+        .arg(name)
+        .arg("funds")
+        .arg(funds)
+        .exec(c)
+        .expect("seed a user");
+}
+
+/// An empty Redis but for the mix's users: sellers with `items` items
+/// each and no money, buyers with money and no items.
 pub(crate) fn seed(c: &mut Connection, mix: Mix, items: u64) {
     redis::cmd("FLUSHALL").exec(c).expect("FLUSHALL");
     for i in 0..mix.sellers {
         let s = seller_id(i);
-        redis::cmd("HSET")
-            .arg(user(s))
-            .arg("name")
-            .arg(format!("seller{s}"))
-            .arg("funds")
-            .arg(0)
-            .exec(c)
-            .expect("seed seller");
+        seed_user(c, s, &format!("seller{s}"), 0);
         let all: Vec<u64> = (0..items).map(|n| s * ITEM_BASE + n).collect();
         for chunk in all.chunks(10_000) {
             let ids: Vec<String> = chunk.iter().map(|&n| item_id(n)).collect();
@@ -101,14 +107,7 @@ pub(crate) fn seed(c: &mut Connection, mix: Mix, items: u64) {
     }
     for i in 0..mix.buyers {
         let b = buyer_id(i);
-        redis::cmd("HSET")
-            .arg(user(b))
-            .arg("name")
-            .arg(format!("buyer{b}"))
-            .arg("funds")
-            .arg(BUYER_FUNDS)
-            .exec(c)
-            .expect("seed buyer");
+        seed_user(c, b, &format!("buyer{b}"), BUYER_FUNDS);
     }
 }
 
