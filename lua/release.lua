@@ -36,19 +36,23 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local held = exp and tonumber(exp) > now
 
--- When the last hold ends: now, or with ARGV[5] = '1' the later of the
--- min-hold given at the grant and grant + ARGV[4].
-local function hold_end()
-  if ARGV[5] ~= '1' then return 0 end
-  local h = redis.call('HMGET', KEYS[1], 'u:' .. tok, 's:' .. tok)
-  return math.max(tonumber(h[1]) or 0, (tonumber(h[2]) or 0) + (tonumber(ARGV[4]) or 0))
+-- The token's count and mode, and when its last hold ends: now, or with
+-- ARGV[5] = '1' the later of the min-hold given at the grant and grant +
+-- ARGV[4].
+local h = held and redis.call('HMGET', KEYS[1], 'c:' .. tok, 'm:' .. tok, 'u:' .. tok, 's:' .. tok)
+local hold_end = 0
+if held and ARGV[5] == '1' then
+  hold_end = math.max(tonumber(h[3]) or 0, (tonumber(h[4]) or 0) + (tonumber(ARGV[4]) or 0))
 end
 
--- Fast path, before the prelude (see src/lock/script.rs): every hold of
--- the only holder, nobody waiting, no min-hold left: the lock's state
--- goes. Its KEYS[3] (queue) exists only while someone waits.
-if held and all and redis.call('ZCARD', KEYS[2]) == 1 and redis.call('EXISTS', KEYS[3]) == 0
-    and hold_end() <= now then
+-- Fast path, before the prelude (see src/lock/script.rs): the last hold
+-- (or every hold) of the only holder, nobody waiting, no min-hold left:
+-- the lock's state goes. Its KEYS[3] (queue) exists only while someone
+-- waits. One hold's release first looks for its request's record: if a
+-- resend finds one, the count it sees is after that release.
+if held and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
+    and hold_end <= now and redis.call('ZCARD', KEYS[2]) == 1
+    and redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2])
   return {0}
 end
@@ -61,13 +65,12 @@ if held then
     local prev = redis.call('GET', done)
     if prev then return {tonumber(prev)} end
   end
-  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'm:' .. tok)
   if not all and (tonumber(h[1]) or 0) > 1 then
     local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
     redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
     return {n}
   end
-  local park = hold_end()
+  local park = hold_end
   if park > now then
     -- Parked until the min-hold ends: held, by nobody who renews it (a
     -- later release keeps the end, a renewal would move it).
