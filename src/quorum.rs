@@ -32,10 +32,13 @@
 //!
 //! # Fencing
 //!
-//! Each master keeps its own counter (`P{K}:fence`). Every attempt carries
-//! a floor: the highest counter this process has seen on any master
-//! (granted or busy answers both report it). A master that grants sets its
-//! counter to max(counter + 1, floor + 1) and answers that value. An
+//! Each master keeps its own last value (`P{K}:fence`; see grant() in
+//! lua/acquire.lua). Every attempt carries a floor: the highest value this
+//! process has seen on any master (granted or busy answers both report
+//! it). A master that grants answers max(last + 1, floor + 1), or, when it
+//! has no last value kept, max(its clock in ms, floor + 1); after a lock
+//! sat unused the masters' clocks differ, and the floor makes them agree
+//! on the second attempt. An
 //! attempt succeeds only if a majority of masters granted it *with the same
 //! value*, and that value is the fence. If the grants disagree (a master's
 //! counter was ahead of the floor, say after failed attempts that only it
@@ -52,8 +55,9 @@
 //! fence(G) had each just set its counter to fence(G). G' succeeds only
 //! with an agreeing majority Q'. Any two majorities of the same N masters
 //! intersect: let k be in both. G' ran on k after G did (G had already
-//! succeeded when G' was sent), and k's counter never went down in between,
-//! so k granted G' a value above fence(G). k is in Q', so that value is
+//! succeeded when G' was sent), and k answered G' with more than fence(G):
+//! last + 1 while it kept fence(G) or a later value, else its clock, which
+//! has passed fence(G) before k lets that value expire. k is in Q', so that value is
 //! fence(G'). The floor plays no part in this: it only makes the masters
 //! agree at the first try, and a new process, which knows no floor, may
 //! need one extra round trip.
