@@ -58,22 +58,23 @@ pub(crate) fn redis_cpu(conn: &mut redis::Connection) -> f64 {
     i.get("used_cpu_sys").unwrap_or(&0.0) + i.get("used_cpu_user").unwrap_or(&0.0)
 }
 
-/// Lock state left in Redis: not the fencing counters, nor the release
-/// tombstones (`:r:<request>`, which expire by themselves within 10 s).
+/// Lock state left in Redis: not the last fences, the request answers
+/// (`:r:<request>`) or the wake-up signals (`:w:<token>`), which expire by
+/// themselves (section 12 checks that every key does).
 pub(crate) fn leftovers(r: &Redis) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query(&mut r.conn())
         .expect("KEYS");
-    keys.retain(|k| !k.ends_with(":fence") && !k.contains("}:r:"));
+    keys.retain(|k| !k.ends_with(":fence") && !k.contains("}:r:") && !k.contains("}:w:"));
     keys.sort();
     keys
 }
 
 pub(crate) fn describe(keys: &[String]) -> String {
-    if keys.is_empty() {
-        "nothing (but fencing counters)".into()
-    } else {
-        format!("{keys:?}")
+    match keys.len() {
+        0 => "nothing (but fences, answers and wake-up signals, which expire)".into(),
+        n if n <= 5 => format!("{keys:?}"),
+        n => format!("{n} keys, e.g. {:?}", &keys[..5]),
     }
 }
