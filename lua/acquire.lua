@@ -23,15 +23,24 @@
 --         release.lua)
 -- ARGV[12] how long (ms) a re-entry's request record KEYS[8] is kept:
 --         longer than the client may resend
+-- ARGV[13] --supersede ("newest wins", see "Supersede" below): '0' no;
+--         '1' yes, this token's first call; '2' yes, a later call
 --
 -- Returns one of (names as in common.lua)
 --   {GRANTED, fence, count, wake...}   count > 1 means re-entered
 --   {BUSY, wait_ms, position, holder_info, holder_since_ms, holders,
---    fence, wake...}            wait_ms is when the first lease of a
+--    fence, holder_ttl_ms, holder_id, wake...}
+--                               wait_ms is when the first lease of a
 --                               holder or another waiter ends (0 if none),
 --                               position is the caller's place in the queue
 --                               (0 = next in line), fence is the last
---                               fencing value as kept (0 if none)
+--                               fencing value as kept (0 if none);
+--                               holder_ttl_ms is the first holder's lease
+--                               time left and holder_id a fingerprint of
+--                               its token (a sha1 prefix, '' if nobody
+--                               holds), for wait.lua to notice a change
+--   {SUPERSEDED, by_info}       --supersede: a newer --supersede waiter
+--                               (by_info, JSON) replaced the caller
 --   {OTHER_LIMIT, limit}        the lock is in use with another limit
 --   {NOT_HELD}                  re-entry only, and the token holds nothing
 --   {OTHER_KIND, kind}          the lock is in use as another kind ('x'/'rw')
@@ -51,6 +60,20 @@
 -- - A call that only queued changes nothing when repeated (the queue is
 --   keyed by token).
 -- So every acquire may be sent any number of times.
+--
+-- Supersede ("newest wins", a CI queue that deploys only the latest
+-- commit): at most one --supersede waiter is queued per lock, named by
+-- STATE field 'sup' (a token; stale once that token left the queue, so it
+-- is always checked against the queue). A --supersede caller joining the
+-- queue for the first time (ARGV[13] = '1') removes the one queued before
+-- it, leaves it the marker 'x:<its token>' = the newcomer's info, and
+-- returns it to be woken; the removed waiter's next call (at once when
+-- woken, else at its next heartbeat, which finds its place gone) finds the
+-- marker and gets SUPERSEDED. A later call (ARGV[13] = '2') of a waiter
+-- that lost its place (it missed heartbeats) and finds another
+-- --supersede waiter queued is older than that one, so it is superseded
+-- too. Holders are never touched. Everything here is in the slow path:
+-- an uncontended acquire of a free lock pays nothing for it.
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
@@ -110,6 +133,14 @@ end
 -- The lock is held, waited for, or was until its leases ran out.
 local cur_kind = redis.call('HGET', STATE, 'kind')
 prune(now)
+local supersede = ARGV[13] or '0'
+if supersede ~= '0' then
+  local by = redis.call('HGET', STATE, 'x:' .. tok)
+  if by then
+    redis.call('HDEL', STATE, 'x:' .. tok)
+    return {SUPERSEDED, by}
+  end
+end
 local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('EXISTS', QUEUE) == 1
 if cur_kind and cur_kind ~= kind and in_use then
   -- An exclusive lock is a write lock: flock(1)'s shared and exclusive
@@ -173,13 +204,29 @@ if kind == 'x' and cur and cur ~= limit and in_use then
   return {OTHER_LIMIT, cur}
 end
 
+local superseded = {}
+if supersede ~= '0' and ARGV[5] == '1' then
+  local cur = redis.call('HGET', STATE, 'sup')
+  if cur and cur ~= tok and redis.call('ZSCORE', QUEUE, cur) then
+    if supersede == '1' and not redis.call('ZSCORE', QUEUE, tok) then
+      leave_queue(cur)
+      redis.call('HSET', STATE, 'x:' .. cur, ARGV[4])
+      superseded[1] = cur
+    else
+      leave_queue(tok)
+      return {SUPERSEDED, redis.call('HGET', STATE, 'supi') or ''}
+    end
+  end
+  redis.call('HSET', STATE, 'sup', tok, 'supi', ARGV[4])
+end
+
 local rank = redis.call('ZRANK', QUEUE, tok)
 redis.call('DEL', KEYS[7])
 if may_enter(kind, mode, limit, tok, rank) then
   local fence, bad = grant()
   if bad then return bad end
   leave_queue(tok)
-  local wake = to_wake(tok)
+  local wake = with_wake(to_wake(tok), superseded)
   tidy(now)
   return with_wake({GRANTED, fence, 1}, wake)
 end
@@ -201,23 +248,25 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-local wake = to_wake(tok)
+local wake = with_wake(to_wake(tok), superseded)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or
 -- another waiter's lease ends (a dead waiter ahead is then skipped), unless
 -- someone wakes it.
 local first = redis.call('ZRANGE', HOLDERS, 0, 0, 'WITHSCORES')
-local wait_ms, info, since = 0, '', 0
+local wait_ms, info, since, holder_id = 0, '', 0, ''
 if first[1] then
   wait_ms = tonumber(first[2]) - now
+  holder_id = holder_fingerprint(first[1])
   local h = redis.call('HMGET', STATE, 'i:' .. first[1], 's:' .. first[1])
   info, since = h[1] or '', tonumber(h[2]) or 0
 end
+local holder_ttl = first[1] and wait_ms or 0
 local alive = redis.call('ZRANGE', ALIVE, 0, 1, 'WITHSCORES')
 for i = 1, #alive, 2 do
   local left = tonumber(alive[i + 1]) - now
   if alive[i] ~= tok and (wait_ms == 0 or left < wait_ms) then wait_ms = left end
 end
 return with_wake({BUSY, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
-  tonumber(redis.call('GET', FENCE)) or 0}, wake)
+  tonumber(redis.call('GET', FENCE)) or 0, holder_ttl, holder_id}, wake)

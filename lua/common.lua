@@ -59,6 +59,14 @@ local STATE, HOLDERS, QUEUE, ALIVE, FENCE, WRITERS =
 -- Replies, named the same in src/lock/script.rs (mod reply).
 local GRANTED, BUSY = 1, 0
 local NOT_HELD, OTHER_OWNER, OTHER_LIMIT, OTHER_KIND, NO_UPGRADE = -1, -2, -3, -4, -5
+local SUPERSEDED = -6
+
+-- A waiter may learn that the holder it waits for changed, but never a
+-- holder's token (it would let the waiter release or renew that lock):
+-- a prefix of its SHA-1, a Lua function, no server command.
+local function holder_fingerprint(tok)
+  return string.sub(redis.sha1hex(tok), 1, 16)
+end
 
 -- How long the state keys outlive the last waiter lease known when they
 -- were last tidied: waiters check in without tidying (wait.lua), and must

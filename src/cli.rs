@@ -444,7 +444,16 @@ pub struct LockOpts {
     #[arg(long, value_name = "D", help_heading = "Lock")]
     pub min_hold: Option<Span>,
 
-    /// Exit code when the lock is busy or the wait times out
+    /// CI "newest wins" queue: while waiting, a newer --supersede waiter of
+    /// the same lock replaces this one, which then exits with the -E code
+    /// ("superseded by host H pid P"); joining, this one replaces the older.
+    /// Holders are never touched. Everybody else waits in FIFO order as
+    /// usual. Not with -n or -w 0, nor RedLock (several --url)
+    #[arg(long, conflicts_with = "no_wait", help_heading = "Lock")]
+    pub supersede: bool,
+
+    /// Exit code when the lock is busy, the wait times out, or a newer
+    /// --supersede waiter replaced this one
     #[arg(
         short = 'E',
         long,

@@ -6,6 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 mod cli;
+mod progress;
 mod render;
 
 use clap::Parser;
@@ -49,7 +50,11 @@ fn main() -> ExitCode {
             let quiet_busy = conflict == 0
                 && matches!(
                     lib,
-                    Some(rlock::Error::Busy { .. } | rlock::Error::Timeout { .. })
+                    Some(
+                        rlock::Error::Busy { .. }
+                            | rlock::Error::Timeout { .. }
+                            | rlock::Error::Superseded { .. }
+                    )
                 );
             if !quiet_busy || verbose {
                 say!("rlock: {err:#}");
@@ -116,6 +121,7 @@ fn options(g: &Global) -> ConnectOptions {
 fn request(lock: &LockOpts) -> Request {
     let mut req = Request::new(lock.ttl.0);
     req.min_hold = lock.min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
+    req.supersede = lock.supersede;
     req.wait = match (lock.no_wait, lock.wait) {
         (true, _) => Wait::No,
         (false, Some(d)) => Wait::For(d.0),
@@ -213,18 +219,25 @@ fn exec(
     };
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;
+    let progress = waiting(g, key);
     let result = rlock::exec::run(
         &mut locker,
         key,
         &req,
         &spec,
-        &mut waiting(g, key),
+        &mut |busy| progress.update(busy),
         &mut |ev| match ev {
-            Event::Acquired(lease) if g.verbose => say!(
-                "rlock: acquired {key:?} (fence {}, ttl {})",
-                lease.fence,
-                human(lease.ttl)
-            ),
+            Event::Acquired(lease) => {
+                // Before the command writes anything.
+                progress.finish();
+                if g.verbose {
+                    say!(
+                        "rlock: acquired {key:?} (fence {}, ttl {})",
+                        lease.fence,
+                        human(lease.ttl)
+                    )
+                }
+            }
             Event::Lost { why, action } => {
                 reported = true;
                 say!("rlock: lock {key:?} lost: {why}; {action}")
@@ -246,6 +259,7 @@ fn exec(
             _ => {}
         },
     );
+    progress.finish();
     let finished = match result {
         Err(rlock::Error::Lost { .. }) if reported => return Ok(exit_code::LOST),
         r => r?,
@@ -269,7 +283,10 @@ fn acquire(g: &Global, locker: &mut Locker, key: &str, mut req: Request) -> anyh
     let cancel = rlock::Cancel::new();
     std::thread::scope(|s| {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
-        Ok(locker.acquire(key, &req, Some(&cancel), &mut waiting(g, key))?)
+        let progress = waiting(g, key);
+        let lease = locker.acquire(key, &req, Some(&cancel), &mut |b| progress.update(b));
+        progress.finish();
+        Ok(lease?)
     })
 }
 
@@ -287,13 +304,9 @@ fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
     }))
 }
 
-/// Says once on stderr whom we wait for (unless -q).
-fn waiting<'a>(g: &'a Global, key: &'a str) -> impl FnMut(&rlock::Busy) + 'a {
-    move |busy| {
-        if !g.quiet {
-            say!("rlock: waiting for lock {key:?} held by {busy}");
-        }
-    }
+/// Shows on stderr whom we wait for (unless -q): see progress.rs.
+fn waiting<'a>(g: &Global, key: &'a str) -> progress::Progress<'a> {
+    progress::Progress::new(key, g.quiet, g.verbose)
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {

@@ -553,8 +553,8 @@ impl Quorum {
             turn,
             self.timeout,
             move |node| {
-                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None);
-                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence)) = &a {
+                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None, false);
+                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence, _)) = &a {
                     let mut s = state(&shared);
                     s.floor = s.floor.max(*fence);
                 }
@@ -739,6 +739,16 @@ impl Quorum {
                     .into(),
             ));
         }
+        if req.supersede {
+            // Each master keeps its own queue, and RedLock never queues on
+            // them (it retries): there is no one queue in which a newer
+            // waiter could replace an older one.
+            return Err(Error::Usage(
+                "--supersede needs one Redis (or Sentinel, or Cluster): RedLock (several \
+                 --url) keeps no shared wait queue"
+                    .into(),
+            ));
+        }
         self.check_twins()?;
         let lock = self.name(key)?;
         let mut w = Waiting::new(key, req.wait, cancel);
@@ -792,7 +802,7 @@ impl Quorum {
                 .iter()
                 .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
             let busy = answers.iter().find_map(|a| match a {
-                Some(Ok(Attempt::Busy(b, _))) => Some(b.clone()),
+                Some(Ok(Attempt::Busy(b, ..))) => Some(b.clone()),
                 _ => None,
             });
             let next = if let Some(i) = foreign {

@@ -13,13 +13,27 @@ use crate::conn::{Conn, IDLE_RECONNECT, Server};
 use crate::duration::human;
 use crate::{Busy, Cancel, Error, Result};
 
+/// What a waiter's heartbeat learnt (see lua/wait.lua).
+struct Beat {
+    /// Nothing can change for the waiter for this long unless it is woken.
+    quiet: Duration,
+    /// The first holder's lease time left.
+    holder_ttl: Duration,
+    /// The first holder's fingerprint.
+    holder_id: String,
+    /// The first holder changed: who holds it now, since when (server ms),
+    /// the waiter's place in the queue, and how many hold it.
+    changed: Option<(Option<HolderInfo>, u64, u64, u64)>,
+}
+
 pub(crate) enum Attempt {
     Granted {
         fence: u64,
         count: u64,
     },
-    /// Busy, and the lock's fencing counter on that server.
-    Busy(Busy, u64),
+    /// Busy, the lock's fencing counter on that server, and the first
+    /// holder's fingerprint (see lua/wait.lua; "" when nobody holds it).
+    Busy(Busy, u64, String),
     NotHeld,
 }
 
@@ -126,7 +140,8 @@ impl Node {
         Error::from_redis(err, &what)
     }
     /// One run of the acquire script. A new grant's fence is at least
-    /// `floor` + 1 (RedLock; 0 for one Redis).
+    /// `floor` + 1 (RedLock; 0 for one Redis). `later`: this token has
+    /// called before (it may have queued; see `--supersede`).
     // The script's own arguments, each with its reason; a struct would only
     // rename them.
     #[allow(clippy::too_many_arguments)]
@@ -139,6 +154,7 @@ impl Node {
         reenter_only: bool,
         floor: u64,
         until: Option<Instant>,
+        later: bool,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = ms(req.ttl).to_string();
@@ -149,6 +165,11 @@ impl Node {
         let floor = floor.to_string();
         let min_hold = ms(req.min_hold).to_string();
         let record = record_ms(self.server.timeout);
+        let supersede = match (req.supersede, later) {
+            (false, _) => "0",
+            (true, false) => "1",
+            (true, true) => "2",
+        };
         let resend_for = until.map_or(RESEND_WINDOW, |u| {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)
@@ -169,6 +190,7 @@ impl Node {
                 &floor,
                 &min_hold,
                 &record,
+                supersede,
             ],
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(resend_for),
@@ -183,7 +205,7 @@ impl Node {
         // Waiters the script says may now take the lock follow the answer.
         let answer = match code {
             reply::GRANTED => 3,
-            reply::BUSY => 7,
+            reply::BUSY => 9,
             _ => reply.len(),
         };
         self.wake(lock, reply.get(answer..).unwrap_or_default());
@@ -196,19 +218,24 @@ impl Node {
                 Ok(Attempt::Granted { fence, count })
             }
             reply::BUSY => {
-                let info: String = reply
-                    .get(3)
-                    .and_then(|v| String::from_redis_value(v.clone()).ok())
-                    .unwrap_or_default();
                 let busy = Busy {
-                    holder: serde_json::from_str(&info).ok(),
+                    holder: serde_json::from_str(&text(&reply, 3)).ok(),
                     expires_in: Duration::from_millis(int(1)?.max(0) as u64),
                     position: int(2)?.max(0) as u64,
                     since_ms: int(4)?.max(0) as u64,
                     holders: int(5)?.max(0) as u64,
+                    holder_ttl: Duration::from_millis(int(7)?.max(0) as u64),
+                    waited: Duration::ZERO,
                 };
-                Ok(Attempt::Busy(busy, int(6)?.max(0) as u64))
+                Ok(Attempt::Busy(busy, int(6)?.max(0) as u64, text(&reply, 8)))
             }
+            reply::SUPERSEDED => Err(Error::Superseded {
+                key: lock.name().to_string(),
+                by: match serde_json::from_str::<HolderInfo>(&text(&reply, 1)) {
+                    Ok(h) => format!("host {} pid {}", h.host, h.pid),
+                    Err(_) => "a newer waiter".into(),
+                },
+            }),
             reply::OTHER_LIMIT => Err(Error::Conflict(format!(
                 "lock {:?} is in use with --limit {}, not {}; every holder must agree",
                 lock.name(),
@@ -217,10 +244,7 @@ impl Node {
             ))),
             reply::NOT_HELD => Ok(Attempt::NotHeld),
             reply::OTHER_KIND => {
-                let kind = reply
-                    .get(1)
-                    .and_then(|v| String::from_redis_value(v.clone()).ok())
-                    .unwrap_or_default();
+                let kind = text(&reply, 1);
                 let (is, asked) = if kind == "rw" {
                     ("a read-write lock (rlock rw)", "an exclusive lock")
                 } else {
@@ -295,8 +319,8 @@ impl Node {
         })
     }
 
-    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called once,
-    /// when the first attempt finds the lock busy and we are going to wait.
+    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called at
+    /// every busy observation while we wait (see `Waiting::observe`).
     /// `cancel`, if given, lets another thread stop the wait at once.
     pub(crate) fn acquire(
         &mut self,
@@ -319,7 +343,7 @@ impl Node {
             loop {
                 let sent = BootTime::now();
                 let Attempt::Granted { fence, count } =
-                    self.attempt(&lock, token, req, false, true, 0, None)?
+                    self.attempt(&lock, token, req, false, true, 0, None, false)?
                 else {
                     break;
                 };
@@ -348,12 +372,17 @@ impl Node {
         let mut token = Token::generate();
         let mut failures = 0;
         let mut outage = Outage::default();
+        // This token has called (and may have queued) before.
+        let mut later = false;
         loop {
             if w.cancelled() {
                 return Err(self.give_up(&lock, &token, &w));
             }
             let sent = BootTime::now();
-            let busy = match self.attempt(&lock, &token, req, w.waits(), false, 0, w.deadline()) {
+            let attempt =
+                self.attempt(&lock, &token, req, w.waits(), false, 0, w.deadline(), later);
+            later = true;
+            let (mut busy, mut holder_id) = match attempt {
                 Ok(Attempt::Granted { fence, count }) => {
                     if w.cancelled() {
                         return Err(self.give_up(&lock, &token, &w));
@@ -381,10 +410,11 @@ impl Node {
                         return Err(late_grant(key, took, req.ttl));
                     }
                     token = Token::generate();
+                    later = false;
                     std::thread::sleep(backoff(failures));
                     continue;
                 }
-                Ok(Attempt::Busy(b, _)) => b,
+                Ok(Attempt::Busy(b, _, id)) => (b, id),
                 Ok(Attempt::NotHeld) => {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }
@@ -440,13 +470,28 @@ impl Node {
                 }
                 let checked = match self.nap(&lock.wake_key(&token), nap) {
                     Ok(false) if w.left() != Some(Duration::ZERO) && !w.cancelled() => {
-                        self.heartbeat(&lock, &token, req)
+                        // With several holders the first by lease end may
+                        // change at every renewal: do not ask then.
+                        let known = if busy.holders == 1 { &*holder_id } else { "" };
+                        self.heartbeat(&lock, &token, req, known)
                     }
                     Ok(_) => break, // woken, cancelled or out of time: look
                     Err(e) => Err(e),
                 };
                 match checked {
-                    Ok(Some(d)) => quiet = d,
+                    Ok(Some(beat)) => {
+                        quiet = beat.quiet;
+                        busy.expires_in = beat.quiet;
+                        busy.holder_ttl = beat.holder_ttl;
+                        if let Some((holder, since_ms, position, holders)) = beat.changed {
+                            busy.holder = holder;
+                            busy.since_ms = since_ms;
+                            busy.position = position;
+                            busy.holders = holders;
+                            holder_id = beat.holder_id;
+                        }
+                        w.observe(&mut busy, on_wait);
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         // A signal cuts a blocking read with a socket
@@ -588,23 +633,55 @@ impl Node {
     }
 
     /// A waiter's heartbeat (lua/wait.lua): keep `token`'s place in the
-    /// queue. Returns how long nothing can change for it unless it is
-    /// woken; `None` if it must run the acquire script now (its place is
-    /// gone, or a lease ended).
+    /// queue, and learn the holder's time left and, when the first holder
+    /// is no longer the one whose fingerprint is `known` (unless ""), who
+    /// holds it now. `None` if it must run the acquire script now (its
+    /// place is gone, or a lease ended).
     fn heartbeat(
         &mut self,
         lock: &LockName,
         token: &Token,
         req: &Request,
-    ) -> Result<Option<Duration>> {
-        let n: i64 = self.eval(
+        known: &str,
+    ) -> Result<Option<Beat>> {
+        let reply: Vec<Value> = self.eval(
             &WAIT,
             &lock.keys(None),
-            &[token.as_str(), &ms(waiter_lease(req.ttl)).to_string()],
+            &[
+                token.as_str(),
+                &ms(waiter_lease(req.ttl)).to_string(),
+                known,
+            ],
             || format!("wait for {:?}", lock.name()),
             RESEND_WINDOW,
         )?;
-        Ok((n > 0).then(|| Duration::from_millis(n as u64)))
+        let int = |i: usize| {
+            reply
+                .get(i)
+                .and_then(|v| i64::from_redis_value(v.clone()).ok())
+                .ok_or_else(|| Error::Protocol(format!("wait returned {reply:?}")))
+        };
+        let quiet = int(0)?;
+        if quiet <= 0 {
+            return Ok(None);
+        }
+        let millis = |n: i64| Duration::from_millis(n.max(0) as u64);
+        let changed = if reply.len() >= 7 {
+            Some((
+                serde_json::from_str(&text(&reply, 3)).ok(),
+                int(4)?.max(0) as u64,
+                int(5)?.max(0) as u64,
+                int(6)?.max(0) as u64,
+            ))
+        } else {
+            None
+        };
+        Ok(Some(Beat {
+            quiet: millis(quiet),
+            holder_ttl: millis(int(1)?),
+            holder_id: text(&reply, 2),
+            changed,
+        }))
     }
 
     /// Extend the lease of `token` to `ttl` from now. Returns the point
@@ -714,6 +791,14 @@ impl Node {
         }
         Ok(out)
     }
+}
+
+/// The text at `i` of a script's reply ("" if none).
+fn text(reply: &[Value], i: usize) -> String {
+    reply
+        .get(i)
+        .and_then(|v| String::from_redis_value(v.clone()).ok())
+        .unwrap_or_default()
 }
 
 fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {

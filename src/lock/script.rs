@@ -69,6 +69,8 @@ pub(super) mod reply {
     pub const OTHER_KIND: i64 = -4;
     /// A reader asked to re-enter as a writer.
     pub const NO_UPGRADE: i64 = -5;
+    /// A newer `--supersede` waiter replaced this one.
+    pub const SUPERSEDED: i64 = -6;
 }
 
 /// How long a script call is sent again after a failure that leaves it

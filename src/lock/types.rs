@@ -130,6 +130,13 @@ pub struct Request {
     /// A new grant's lease lasts at least this long after the grant, even
     /// if it is released sooner (zero: no minimum).
     pub min_hold: Duration,
+    /// "Newest wins" (a CI queue that runs only the latest job): when this
+    /// acquire joins the wait queue, the `supersede` waiter queued before
+    /// it leaves the queue and its acquire fails with
+    /// [`Error::Superseded`]; a later one replaces this one the same way.
+    /// Holders are never touched. Needs a wait (not [`Wait::No`]) and one
+    /// Redis (or Sentinel, or Cluster): RedLock refuses it.
+    pub supersede: bool,
 }
 
 impl Request {
@@ -142,6 +149,13 @@ impl Request {
         }
         if self.limit != 1 && self.mode != Mode::Exclusive {
             return Err(Error::Usage("read-write locks take no --limit".into()));
+        }
+        if self.supersede && matches!(self.wait, Wait::No | Wait::For(Duration::ZERO)) {
+            return Err(Error::Usage(
+                "--supersede needs a wait: it replaces older waiters when it joins the \
+                 queue, which -n and -w 0 never do"
+                    .into(),
+            ));
         }
         if self.min_hold > MAX_TTL {
             return Err(Error::Usage(format!(
@@ -162,6 +176,7 @@ impl Request {
             reenter: None,
             info: HolderInfo::current(None),
             min_hold: Duration::ZERO,
+            supersede: false,
         }
     }
 }
@@ -232,9 +247,16 @@ pub struct Busy {
     /// When the first lease of a holder or of another waiter runs out, if
     /// nobody renews it: the longest a waiter need sleep without a wake-up.
     pub expires_in: Duration,
-    /// Place in the wait queue (0 = next in line).
+    /// Place in the wait queue (0 = next in line). Refreshed at every
+    /// attempt and whenever a heartbeat sees another holder; a waiter ahead
+    /// that gives up meanwhile shows only then.
     pub position: u64,
     pub holders: u64,
+    /// The first holder's lease time left (zero when nobody holds it), as
+    /// of this observation.
+    pub holder_ttl: Duration,
+    /// How long this acquire has waited so far.
+    pub waited: Duration,
 }
 
 impl fmt::Display for Busy {

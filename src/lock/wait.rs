@@ -112,15 +112,14 @@ impl Outage {
 
 /// One acquire's wait, as the single-Redis loop (`Node::acquire`) and the
 /// RedLock loop (`crate::quorum`) share it: the deadline, whether to wait
-/// at all, cancellation, the one announcement, and the error that ends a
-/// wait on a lock that stays busy.
+/// at all, cancellation, reporting each busy observation, and the error
+/// that ends a wait on a lock that stays busy.
 pub(crate) struct Waiting<'a> {
     key: &'a str,
     cancel: Option<&'a Cancel>,
     started: Instant,
     deadline: Option<Instant>,
     waits: bool,
-    announced: bool,
 }
 
 impl<'a> Waiting<'a> {
@@ -135,7 +134,6 @@ impl<'a> Waiting<'a> {
                 Wait::No | Wait::Forever => None,
             },
             waits: !matches!(wait, Wait::No | Wait::For(Duration::ZERO)),
-            announced: false,
         }
     }
 
@@ -166,8 +164,8 @@ impl<'a> Waiting<'a> {
 
     /// The lock is busy (`busy`: who holds it, when known). Either the
     /// error that ends the wait ([`Error::Busy`] when not waiting,
-    /// [`Error::Timeout`] past the deadline), or, the first time, the
-    /// wait is announced through `on_wait`.
+    /// [`Error::Timeout`] past the deadline), or the observation is
+    /// reported through `on_wait` (see [`Waiting::observe`]).
     pub(crate) fn busy(
         &mut self,
         busy: Option<&Busy>,
@@ -188,10 +186,20 @@ impl<'a> Waiting<'a> {
                 holder,
             });
         }
-        if let (false, Some(b)) = (self.announced, busy) {
-            on_wait(b);
-            self.announced = true;
+        if let Some(b) = busy {
+            self.observe(&mut b.clone(), on_wait);
         }
         Ok(())
+    }
+
+    /// Report a busy observation (an attempt, or a heartbeat that refreshed
+    /// it) through `on_wait`, with the time waited so far filled in. The
+    /// caller of an acquire sees every one: the first announces the wait,
+    /// later ones keep a progress display current. They come at most once
+    /// per attempt or heartbeat ([`crate::lock::HEARTBEAT`]), and cost
+    /// nothing when `on_wait` does nothing.
+    pub(crate) fn observe(&self, busy: &mut Busy, on_wait: &mut dyn FnMut(&Busy)) {
+        busy.waited = self.started.elapsed();
+        on_wait(busy);
     }
 }
