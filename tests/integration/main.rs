@@ -17,3 +17,4 @@ mod redlock;
 mod rw;
 mod sentinel;
 mod tls_acl;
+mod waiting;
