@@ -129,7 +129,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__acquire)
-            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --conflict-exit-code --limit --keep --keep-while --on-lost --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --limit --keep --keep-while --on-lost --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -315,7 +315,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -s -x -c -o -F -u -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --conflict-exit-code --limit --on-lost --kill-leftovers --grace --shared --exclusive --command --close --no-fork --unlock --fd --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -s -x -c -o -F -u -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --limit --on-lost --kill-leftovers --grace --shared --exclusive --command --close --no-fork --unlock --fd --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -721,7 +721,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__rw)
-            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --conflict-exit-code --on-lost --kill-leftovers --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
+            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --on-lost --kill-leftovers --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

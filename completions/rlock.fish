@@ -50,7 +50,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this me
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep-while -d 'With --keep: keep the lock while process PID lives instead' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l on-lost -d 'With --keep: what the keeper does to the watched process (and what it started) if the lock is lost [default: term]' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
@@ -65,6 +65,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Priv
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep -d 'Leave a keeper process that renews the lock while the calling process (the script) lives and releases it when that exits'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -73,7 +74,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Pr
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
@@ -90,6 +91,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s s -l shared -d 'Take a shared (read) lock: `rlock exec -s K` is `rlock rw read K`'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s x -l exclusive -d 'Take an exclusive lock (the default)'
@@ -103,7 +105,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -s h -l help -d 'Print
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
-complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command run on; only report the loss'"
@@ -117,6 +119,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private k
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'

@@ -26,7 +26,8 @@ Exit codes:
        kind mismatch, read-to-write upgrade)
   69   Redis unreachable, not answering, or refusing us (auth, ACL)
   70   unexpected reply from Redis
-  75   busy (--no-wait) or wait timed out; change with -E
+  75   busy (--no-wait), wait timed out, or superseded (--supersede);
+       change with -E
   77   the token does not own this lock (check: another owner holds it)
   78   doctor: something unsafe was found
   79   the lock was lost (expired or deleted while held; check: the token
