@@ -17,6 +17,11 @@
 --                               m:<token>   -> 'r' or 'w' (kind rw)
 --                               u:<token>   -> min-hold: the lease lasts at
 --                                              least until then (server ms)
+--                               sup, supi   -> the --supersede waiter queued
+--                                              last, and its info (see
+--                                              "Supersede" in acquire.lua)
+--                               x:<token>   -> that waiter was superseded,
+--                                              by whom (info JSON)
 --   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
 --   KEYS[3] P{K}:q      ZSET    <token> -> arrival order of a waiter (FIFO)
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
