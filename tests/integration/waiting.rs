@@ -392,3 +392,48 @@ fn supersede_with_acquire() {
         .ok();
     r.assert_nothing_held(&[]);
 }
+
+/// A --supersede waiter that lost its place (stopped past its waiter
+/// lease) and finds a newer one queued is the older: it is superseded, not
+/// the newer one. With -E 0 it says nothing (as busy does), unless -v.
+#[test]
+fn a_superseding_waiter_that_lost_its_place_yields_to_the_newer() {
+    let r = Redis::start();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "ci"])
+        .run()
+        .ok()
+        .token();
+    // --ttl 1s: a 1 s waiter lease.
+    let old = rlock(&r)
+        .args(["acquire", "--supersede", "--ttl", "1s", "-E", "0", "ci"])
+        .spawn();
+    eventually(Duration::from_secs(5), "the old waiter queued", || {
+        waiters(&r, "ci") == 1
+    });
+    // SAFETY: plain syscall on our own child.
+    unsafe { libc::kill(old.id() as i32, libc::SIGSTOP) };
+    eventually(Duration::from_secs(5), "the old waiter dropped", || {
+        waiters(&r, "ci") == 0
+    });
+    let new = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
+    eventually(Duration::from_secs(5), "the new waiter queued", || {
+        waiters(&r, "ci") == 1
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(old.id() as i32, libc::SIGCONT) };
+    let old = finish(old, "the old waiter").ok();
+    assert!(old.stdout.is_empty(), "{}", old.stdout);
+    assert!(!old.stderr.contains("superseded"), "{}", old.stderr);
+    assert_eq!(waiters(&r, "ci"), 1, "the new waiter lost its place");
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    let tok = finish(new, "the new waiter").ok().token();
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
