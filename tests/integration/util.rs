@@ -54,10 +54,12 @@ extern "C" fn stop_shared() {
     }
 }
 
-/// Send signal `sig` to process `pid`.
-pub fn kill(pid: u32, sig: i32) {
-    // SAFETY: a plain syscall; the pids are our own children.
-    unsafe { libc::kill(pid as i32, sig) };
+/// Send signal `sig` to process `pid` (a `u32` from `Child::id` or an
+/// `i32` from a pid file).
+pub fn kill(pid: impl TryInto<libc::pid_t>, sig: i32) {
+    let pid = pid.try_into().unwrap_or_else(|_| panic!("not a pid"));
+    // SAFETY: a plain syscall; the pids are our own children's.
+    unsafe { libc::kill(pid, sig) };
 }
 
 impl Redis {
