@@ -145,9 +145,7 @@ fn renew_extends_only_for_the_owner() {
         .args(["renew", "k", "--token", &tok, "--ttl", "1h"])
         .run()
         .ok();
-    let ttl = r.status_json("k")["holders"][0]["ttl_ms"]
-        .as_u64()
-        .unwrap();
+    let ttl = r.status_json("k")["holders"][0]["ttl_ms"].as_u64().unwrap();
     assert!(ttl > 3_000_000, "ttl {ttl}");
     let foreign = uuid::Uuid::new_v4().to_string();
     rlock(&r)
@@ -174,7 +172,9 @@ fn renew_never_revives_an_expired_lease() {
         .run()
         .ok()
         .token();
-    eventually(Duration::from_secs(5), "the lease to expire", || !r.held("k"));
+    eventually(Duration::from_secs(5), "the lease to expire", || {
+        !r.held("k")
+    });
     rlock(&r)
         .args(["renew", "k", "--token", &tok])
         .run()
@@ -188,9 +188,7 @@ fn fencing_counter_increases_with_every_grant() {
     let mut last = 0;
     for _ in 0..4 {
         let tok = rlock(&r).args(["acquire", "f"]).run().ok().token();
-        let fence = r.status_json("f")["holders"][0]["fence"]
-            .as_u64()
-            .unwrap();
+        let fence = r.status_json("f")["holders"][0]["fence"].as_u64().unwrap();
         assert!(fence > last, "fence {fence} after {last}");
         last = fence;
         rlock(&r).args(["release", "f", "--token", &tok]).run().ok();
@@ -338,11 +336,7 @@ fn waiters_are_served_in_arrival_order() {
         let _ = w.wait().unwrap();
         w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
         held = out.trim().to_string();
-        order.push(
-            r.status_json("q")["holders"][0]["fence"]
-                .as_u64()
-                .unwrap(),
-        );
+        order.push(r.status_json("q")["holders"][0]["fence"].as_u64().unwrap());
     }
     // Each waiter in turn got the next grant: a later one never overtook.
     assert_eq!(order, [f + 2, f + 3, f + 4, f + 5, f + 6]);

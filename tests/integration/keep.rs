@@ -79,7 +79,9 @@ fn alive(pid: i32) -> bool {
 
 /// The pid the holder of `key` is recorded as (the watched process).
 fn holder_pid(r: &Redis, key: &str) -> i64 {
-    r.status_json(key)["holders"][0]["pid"].as_i64().unwrap_or(-1)
+    r.status_json(key)["holders"][0]["pid"]
+        .as_i64()
+        .unwrap_or(-1)
 }
 
 #[test]
