@@ -6,14 +6,7 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlock-exec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
+    tmp_dir("exec", name)
 }
 
 /// The pid a command wrote to `file`, once it has.
@@ -23,13 +16,6 @@ fn wait_pid(file: &Path) -> i32 {
         read(file).trim().parse::<i32>().is_ok()
     });
     read(file).trim().parse().unwrap()
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); look at its state instead.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'))
-        .unwrap_or(false)
 }
 
 #[test]
@@ -858,6 +844,7 @@ fn a_killed_interactive_rlock_gives_the_terminal_back() {
     let cmd = wait_pid(&pidfile);
     kill(rlock_of(cmd) as u32, libc::SIGKILL);
     eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
+    // The terminal's hand-back to the script is not observable from here.
     std::thread::sleep(Duration::from_millis(200));
     type_into(&mut child, b"typed\n");
     eventually(Duration::from_secs(10), "the script to read", || {

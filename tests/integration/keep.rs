@@ -10,14 +10,7 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlock-keep-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
+    tmp_dir("keep", name)
 }
 
 /// Start `shell -c body` with `$B`, `$D`, RLOCK_URL and RLOCK_PREFIX set
@@ -68,13 +61,6 @@ fn delete_lock(r: &Redis, key: &str) {
     for k in keys.iter().filter(|k| !k.ends_with(":fence")) {
         let _: i64 = r.cmd(&["DEL", k]);
     }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); look at its state instead.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit_once(") ").map_or("", |(_, r)| r).starts_with('Z'))
-        .unwrap_or(false)
 }
 
 /// The pid the holder of `key` is recorded as (the watched process).

@@ -380,6 +380,27 @@ pub fn finish(child: Child, desc: &str) -> Run {
     Run::from(out, started.elapsed(), desc.to_string())
 }
 
+/// A fresh directory `rlock-AREA-PID-NAME` under the temp dir.
+pub fn tmp_dir(area: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlock-{area}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A file's text, or "" while it does not exist.
+pub fn read(p: &std::path::Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Whether process `pid` runs (a zombie still answers kill(0); look at its
+/// state instead).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(") ").map_or("", |(_, r)| r).starts_with('Z'))
+        .unwrap_or(false)
+}
+
 /// Poll `f` until it is true or `limit` passes.
 #[track_caller]
 pub fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
