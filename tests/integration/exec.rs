@@ -6,14 +6,7 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlock-exec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
+    tmp_dir("exec", name)
 }
 
 /// The pid a command wrote to `file`, once it has.
@@ -25,26 +18,9 @@ fn wait_pid(file: &Path) -> i32 {
     read(file).trim().parse().unwrap()
 }
 
-fn kill(pid: u32, sig: i32) {
-    // SAFETY: plain syscall.
-    unsafe { libc::kill(pid as i32, sig) };
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); look at its state instead.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'))
-        .unwrap_or(false)
-}
-
-fn held(r: &Redis, key: &str) -> bool {
-    let out = rlock(r).args(["status", key, "--json"]).run().ok();
-    serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()["held"] == true
-}
-
 #[test]
 fn exit_codes_pass_through() {
-    let r = Redis::start();
+    let r = Redis::shared();
     for code in [0, 1, 3, 42, 255] {
         rlock(&r)
             .args(["exec", "k", "--", "sh", "-c", &format!("exit {code}")])
@@ -67,7 +43,7 @@ fn exit_codes_pass_through() {
 
 #[test]
 fn command_not_found_or_not_executable() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r)
         .args(["exec", "k", "--", "no-such-command-xyz"])
         .run()
@@ -85,7 +61,7 @@ fn command_not_found_or_not_executable() {
 
 #[test]
 fn child_sees_key_token_and_fence_but_token_is_on_no_argv() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("env");
     let out = dir.join("env");
     let script = format!(
@@ -114,12 +90,12 @@ fn child_sees_key_token_and_fence_but_token_is_on_no_argv() {
         );
     }
     finish(child, "exec").ok();
-    assert!(!held(&r, "envkey"));
+    assert!(!r.held("envkey"));
 }
 
 #[test]
 fn releases_as_soon_as_the_child_exits() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let started = Instant::now();
     rlock(&r)
         .args(["exec", "--ttl", "1m", "k", "--", "sleep", "0.2"])
@@ -132,7 +108,7 @@ fn releases_as_soon_as_the_child_exits() {
 
 #[test]
 fn renews_while_the_child_runs_past_the_ttl() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let run = rlock(&r)
         .args(["exec", "--ttl", "900ms", "k", "--", "sleep", "2.5"])
         .run()
@@ -143,7 +119,7 @@ fn renews_while_the_child_runs_past_the_ttl() {
 
 #[test]
 fn busy_exec_honours_no_wait_and_conflict_code() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r).args(["acquire", "k"]).run().ok();
     let dir = tmp("busy");
     let marker = dir.join("ran");
@@ -175,7 +151,7 @@ fn trap_script(dir: &Path, sig: &str) -> String {
 
 #[test]
 fn every_forwarded_signal_reaches_a_grandchild() {
-    let r = Redis::start();
+    let r = Redis::shared();
     for (sig, num) in [
         ("INT", libc::SIGINT),
         ("TERM", libc::SIGTERM),
@@ -203,13 +179,13 @@ fn every_forwarded_signal_reaches_a_grandchild() {
         kill(child.id(), num);
         let run = finish(child, sig);
         assert_eq!(read(&dir.join("got")).trim(), sig, "{sig}: {}", run.stderr);
-        assert!(!held(&r, &format!("k{sig}")), "{sig}: still held");
+        assert!(!r.held(&format!("k{sig}")), "{sig}: still held");
     }
 }
 
 #[test]
 fn a_child_that_ignores_term_is_killed_after_grace() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("grace");
     let ready = dir.join("ready");
     let script = format!(
@@ -225,7 +201,7 @@ fn a_child_that_ignores_term_is_killed_after_grace() {
     kill(child.id(), libc::SIGTERM);
     let run = finish(child, "exec").code(137);
     assert!(run.elapsed < Duration::from_secs(5), "{:?}", run.elapsed);
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
 
     // A second TERM escalates at once, whatever the grace.
     let _ = std::fs::remove_file(&ready);
@@ -236,10 +212,12 @@ fn a_child_that_ignores_term_is_killed_after_grace() {
         ready.exists()
     });
     kill(child.id(), libc::SIGTERM);
+    // Nothing to wait for: the child ignores the first TERM; give rlock a
+    // moment to take it before the second.
     std::thread::sleep(Duration::from_millis(100));
     kill(child.id(), libc::SIGTERM);
     finish(child, "exec").code(137);
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
 }
 
 /// Start `exec --ttl ttl` with a child that records when it gets SIGTERM.
@@ -322,7 +300,7 @@ fn on_lost_ignore_lets_the_child_finish_but_reports_79() {
             &script,
         ])
         .spawn();
-    std::thread::sleep(Duration::from_millis(200));
+    eventually(Duration::from_secs(5), "the lock", || r.held("k"));
     let _: () = r.cmd(&["FLUSHALL"]);
     let run = finish(child, "exec").code(79);
     assert!(done.exists(), "the command was stopped: {}", run.stderr);
@@ -378,7 +356,7 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
 
 #[test]
 fn rlock_killed_takes_its_child_along() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("orphan");
     let pidfile = dir.join("pid");
     let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
@@ -394,7 +372,7 @@ fn rlock_killed_takes_its_child_along() {
 
 #[test]
 fn nested_exec_of_the_same_key_reenters() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     // Inner execs would wait forever for their parent without re-entry;
     // -w bounds the damage if that breaks.
@@ -433,7 +411,7 @@ fn many_concurrent_execs_never_overlap() {
 
 #[test]
 fn a_short_nested_ttl_never_shortens_the_outer_lease() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     let script =
         format!("{bin} exec --ttl 1s k1 -- true; {bin} renew k1 --ttl 2s; {bin} status k1 --json");
@@ -453,7 +431,7 @@ fn release_works_after_the_server_closed_the_idle_connection() {
         .args(["exec", "k", "--", "sleep", "2.5"])
         .run()
         .ok();
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
 }
 
 #[test]
@@ -478,7 +456,7 @@ fn after_a_loss_nothing_the_command_started_runs_on() {
 
 #[test]
 fn rlock_killed_takes_grandchildren_along() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("orphan-gc");
     let pidfile = dir.join("pid");
     let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
@@ -521,7 +499,7 @@ fn a_lock_gone_when_the_command_ends_is_reported_lost() {
 
 #[test]
 fn nested_exec_of_a_semaphore_reenters() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     let inner = format!("{bin} exec -n g -- true");
     rlock(&r)
@@ -537,6 +515,7 @@ fn under_pty(r: &Redis, inner: &str) -> std::process::Child {
     std::process::Command::new("script")
         .args(["-qec", inner, "/dev/null"])
         .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
         .env("BIN", env!("CARGO_BIN_EXE_rlock"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -574,7 +553,7 @@ fn lines(p: &Path) -> usize {
 /// Delete every key of lock `key` (an admin's DEL, or an eviction).
 fn delete_lock(r: &Redis, key: &str) {
     for k in r.keys() {
-        if k.starts_with(&format!("rlock:{{{key}}}")) && !k.ends_with(":fence") {
+        if k.starts_with(&r.key(key)) && !k.ends_with(":fence") {
             let _: () = r.cmd(&["DEL", &k]);
         }
     }
@@ -588,7 +567,7 @@ fn rlock_of(cmd_pid: i32) -> i32 {
 
 #[test]
 fn interactive_command_owns_the_terminal_in_its_own_group() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty");
     let out = dir.join("out");
     // The command: its group is its own, and is the terminal's foreground.
@@ -619,7 +598,7 @@ fn interactive_command_owns_the_terminal_in_its_own_group() {
 fn interactive_loss_stops_grandchildren_too() {
     // Item 1 of issue 10: a grandchild under a terminal kept writing after
     // the lock was lost and rlock had exited 79.
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-loss");
     let (ticks, code) = (dir.join("ticks"), dir.join("code"));
     let inner = format!(
@@ -646,7 +625,7 @@ fn interactive_loss_stops_grandchildren_too() {
 
 #[test]
 fn interactive_rlock_killed_takes_grandchildren_along() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-kill");
     let pidfile = dir.join("pid");
     let inner = format!(
@@ -681,7 +660,7 @@ fn interactive_job_control_stops_and_continues_the_job() {
     // A real interactive bash on a pty: Ctrl-Z sends SIGTSTP to the
     // terminal's foreground group, which is the command's. rlock must stop
     // its own job so bash sees it stopped, and on `fg` continue the command.
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-tstp");
     let (pidfile, out, code) = (dir.join("pid"), dir.join("out"), dir.join("code"));
     let mut bash = under_pty(&r, "bash --norc --noprofile -i");
@@ -718,7 +697,7 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
     // The terminal sends SIGINT to its foreground group, the command's; the
     // script's shell is not in it. rlock ends its own job with SIGINT after
     // releasing, so the script stops as it would under flock(1).
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-int");
     let (pidfile, after) = (dir.join("pid"), dir.join("after"));
     let inner = format!(
@@ -735,12 +714,12 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
         "the script went on after Ctrl-C: {}",
         read(&after)
     );
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
 }
 
 #[test]
 fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("guard-killed");
     let pidfile = dir.join("pid");
     let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
@@ -752,14 +731,14 @@ fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
     finish(child, "exec").fails(79, "guard process was killed");
     assert!(!alive(cmd));
     // Not released: a process that had left the group could still run.
-    assert!(held(&r, "k"));
+    assert!(r.held("k"));
 }
 
 #[test]
 fn a_process_whose_main_thread_exited_is_still_killed() {
     // A zombie thread-group leader whose other threads run on (Go, some
     // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("zombie-leader");
     let (src, bin, ledger) = (dir.join("zl.c"), dir.join("zl"), dir.join("ledger"));
     std::fs::write(
@@ -802,7 +781,7 @@ int main(int c, char **v) { pthread_t t; pthread_create(&t, 0, tick, v[1]); pthr
 fn the_command_gets_sigpipe_at_its_default() {
     // The Rust runtime ignores SIGPIPE in rlock; `yes | head -1` under
     // rlock must end as it does without.
-    let r = Redis::start();
+    let r = Redis::shared();
     let run = rlock(&r)
         .args([
             "exec",
@@ -820,7 +799,7 @@ fn the_command_gets_sigpipe_at_its_default() {
 
 #[test]
 fn a_command_reading_the_terminal_works_with_stdin_redirected() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-read");
     let out = dir.join("out");
     let inner = format!(
@@ -828,7 +807,7 @@ fn a_command_reading_the_terminal_works_with_stdin_redirected() {
         o = out.display()
     );
     let mut child = under_pty(&r, &inner);
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(Duration::from_secs(5), "the command to run", || r.held("k"));
     type_into(&mut child, b"hello\n");
     eventually(Duration::from_secs(10), "the command to read", || {
         !read(&out).is_empty()
@@ -840,7 +819,7 @@ fn a_command_reading_the_terminal_works_with_stdin_redirected() {
 
 #[test]
 fn an_exit_code_of_130_is_not_a_ctrl_c() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-130");
     let after = dir.join("after");
     let inner = format!(
@@ -853,7 +832,7 @@ fn an_exit_code_of_130_is_not_a_ctrl_c() {
 
 #[test]
 fn a_killed_interactive_rlock_gives_the_terminal_back() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("tty-back");
     let (pidfile, out) = (dir.join("pid"), dir.join("out"));
     let inner = format!(
@@ -865,6 +844,7 @@ fn a_killed_interactive_rlock_gives_the_terminal_back() {
     let cmd = wait_pid(&pidfile);
     kill(rlock_of(cmd) as u32, libc::SIGKILL);
     eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
+    // The terminal's hand-back to the script is not observable from here.
     std::thread::sleep(Duration::from_millis(200));
     type_into(&mut child, b"typed\n");
     eventually(Duration::from_secs(10), "the script to read", || {
@@ -889,7 +869,7 @@ fn on_lost_ignore_rides_out_a_stall_without_giving_the_lock_up() {
         ])
         .args(["k", "--", "sleep", "4"])
         .spawn();
-    eventually(Duration::from_secs(5), "the lock", || held(&r, "k"));
+    eventually(Duration::from_secs(5), "the lock", || r.held("k"));
     kill(r.child_pid(), libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(1200));
     kill(r.child_pid(), libc::SIGCONT);
@@ -998,7 +978,7 @@ fn a_stopped_rlock_cannot_leave_its_command_running_past_the_lease() {
 fn leftovers_keep_the_lock_until_they_exit() {
     // Item 3, as flock(1): the lock is held while anything the command
     // started still runs, in its group or daemonized out of it.
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("leftovers");
     let done = dir.join("done");
     let script = format!(
@@ -1009,17 +989,17 @@ fn leftovers_keep_the_lock_until_they_exit() {
         .args(["exec", "k", "--", "sh", "-c", &script])
         .spawn();
     eventually(Duration::from_secs(5), "the lock to be held", || {
-        held(&r, "k")
+        r.held("k")
     });
     rlock(&r).args(["acquire", "-n", "k"]).run().code(75);
     finish(child, "exec").ok();
     assert!(done.exists(), "rlock exited before the daemonized leftover");
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
 }
 
 #[test]
 fn kill_leftovers_ends_them_with_the_command() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("kill-leftovers");
     let done = dir.join("done");
     let script = format!(
@@ -1030,14 +1010,14 @@ fn kill_leftovers_ends_them_with_the_command() {
         .args(["exec", "--kill-leftovers", "k", "--", "sh", "-c", &script])
         .run()
         .code(3);
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
     std::thread::sleep(Duration::from_millis(2200));
     assert!(!done.exists(), "the leftover ran on");
 }
 
 #[test]
 fn a_daemonized_leftover_dies_with_a_lost_lock() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = tmp("daemon-loss");
     let ledger = dir.join("ledger");
     let script = format!(
@@ -1059,7 +1039,7 @@ fn a_daemonized_leftover_dies_with_a_lost_lock() {
 fn a_crashed_nested_exec_leaves_nothing_held() {
     // Item 4: the inner exec's re-entry was never undone, so the lock stayed
     // held for a TTL after the outer exec had ended.
-    let r = Redis::start();
+    let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     // The inner command kills the inner rlock (its parent is the guard;
     // the guard's parent is rlock).
@@ -1068,7 +1048,7 @@ fn a_crashed_nested_exec_leaves_nothing_held() {
         .args(["exec", "nest", "--ttl", "20s", "--", "sh", "-c", &inner])
         .run()
         .code(137);
-    assert!(!held(&r, "nest"), "the lock outlived the outermost exec");
+    assert!(!r.held("nest"), "the lock outlived the outermost exec");
 }
 
 #[test]
@@ -1127,7 +1107,7 @@ fn a_full_stderr_pipe_does_not_delay_the_kill() {
 
 #[test]
 fn status_shows_the_command_line_redacted() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let child = rlock(&r)
         .args([
             "exec",
@@ -1141,7 +1121,7 @@ fn status_shows_the_command_line_redacted() {
             "redis://user:s3cret@example:6379",
         ])
         .spawn();
-    eventually(Duration::from_secs(5), "the lock", || held(&r, "k"));
+    eventually(Duration::from_secs(5), "the lock", || r.held("k"));
     let st = rlock(&r).args(["status", "k"]).run().ok();
     let json = rlock(&r).args(["status", "k", "--json"]).run().ok();
     for out in [&st.stdout, &json.stdout] {
@@ -1197,7 +1177,7 @@ fn a_grant_that_arrives_after_its_lease_expired_never_runs_the_command() {
 fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
     // The cron recipe: a 0.1 s job with --min-hold 3s keeps the lock taken
     // for 3 s after the grant, so a host that fires late skips.
-    let r = Redis::start();
+    let r = Redis::shared();
     let started = Instant::now();
     rlock(&r)
         .args(["exec", "--min-hold", "3s", "k", "--", "sleep", "0.1"])
@@ -1205,7 +1185,7 @@ fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
         .ok();
     std::thread::sleep(Duration::from_millis(1000).saturating_sub(started.elapsed()));
     rlock(&r).args(["exec", "-n", "k", "true"]).run().code(75);
-    assert!(held(&r, "k"), "taken, by nobody running");
+    assert!(r.held("k"), "taken, by nobody running");
     std::thread::sleep(Duration::from_millis(3000).saturating_sub(started.elapsed()));
     eventually(Duration::from_secs(3), "the min-hold to end", || {
         rlock(&r).args(["exec", "-n", "k", "true"]).run().code == 0

@@ -10,18 +10,11 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlock-keep-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    tmp_dir("keep", name)
 }
 
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-/// Start `shell -c body` with `$B`, `$D` and RLOCK_URL set (and no other
-/// RLOCK_* variable).
+/// Start `shell -c body` with `$B`, `$D`, RLOCK_URL and RLOCK_PREFIX set
+/// (and no other RLOCK_* variable).
 fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
     let mut cmd = Command::new(shell);
     for (k, _) in std::env::vars() {
@@ -33,6 +26,7 @@ fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
         .env("B", env!("CARGO_BIN_EXE_rlock"))
         .env("D", dir)
         .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -63,41 +57,22 @@ fn keeper_pid(dir: &Path) -> i32 {
 /// Delete every key of lock `key` but its fencing counter, as an admin's
 /// DEL would.
 fn delete_lock(r: &Redis, key: &str) {
-    let keys: Vec<String> = r.cmd(&["KEYS", &format!("rlock:{{{key}}}*")]);
+    let keys: Vec<String> = r.cmd(&["KEYS", &format!("{}*", r.key(key))]);
     for k in keys.iter().filter(|k| !k.ends_with(":fence")) {
         let _: i64 = r.cmd(&["DEL", k]);
     }
 }
 
-fn kill(pid: i32, sig: i32) {
-    // SAFETY: plain syscall.
-    unsafe { libc::kill(pid, sig) };
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); look at its state instead.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit_once(") ").map_or("", |(_, r)| r).starts_with('Z'))
-        .unwrap_or(false)
-}
-
-fn status(r: &Redis, key: &str) -> serde_json::Value {
-    let out = rlock(r).args(["status", key, "--json"]).run().ok();
-    serde_json::from_str(&out.stdout).unwrap()
-}
-
-fn held(r: &Redis, key: &str) -> bool {
-    status(r, key)["held"] == true
-}
-
 /// The pid the holder of `key` is recorded as (the watched process).
 fn holder_pid(r: &Redis, key: &str) -> i64 {
-    status(r, key)["holders"][0]["pid"].as_i64().unwrap_or(-1)
+    r.status_json(key)["holders"][0]["pid"]
+        .as_i64()
+        .unwrap_or(-1)
 }
 
 #[test]
 fn the_lock_lives_as_long_as_the_script() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let d = tmp("lives");
     let mut sh = script(
         &r,
@@ -121,14 +96,14 @@ fn the_lock_lives_as_long_as_the_script() {
     }
     assert!(rivals >= 10, "{rivals}");
     // At about 6 s, held for the script (not for rlock, long gone).
-    assert!(held(&r, "k"));
+    assert!(r.held("k"));
     assert_eq!(holder_pid(&r, "k").to_string(), pid);
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(3), "{}", out.1);
     eventually(
         Duration::from_secs(1),
         "the lock free after the script",
-        || !held(&r, "k"),
+        || !r.held("k"),
     );
     eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
     r.assert_nothing_held(&[]);
@@ -146,7 +121,7 @@ fn finish_child(c: &mut Child) -> (Option<i32>, String) {
 
 #[test]
 fn a_killed_script_frees_the_lock_at_once() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let d = tmp("killed");
     let mut sh = script(
         &r,
@@ -157,14 +132,14 @@ fn a_killed_script_frees_the_lock_at_once() {
     );
     let pid: i32 = wait_line(&d, "pid").parse().unwrap();
     let keeper = keeper_pid(&d);
-    assert!(held(&r, "k"));
+    assert!(r.held("k"));
     kill(pid, libc::SIGKILL);
     let _ = sh.wait();
     // Far sooner than the 30s TTL.
     eventually(
         Duration::from_secs(1),
         "the lock free after SIGKILL",
-        || !held(&r, "k"),
+        || !r.held("k"),
     );
     eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
     r.assert_nothing_held(&[]);
@@ -172,7 +147,7 @@ fn a_killed_script_frees_the_lock_at_once() {
 
 #[test]
 fn release_ends_the_keeper_and_signals_nobody() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let d = tmp("release");
     let mut sh = script(
         &r,
@@ -189,18 +164,18 @@ fn release_ends_the_keeper_and_signals_nobody() {
     wait_line(&d, "tok");
     let keeper = keeper_pid(&d);
     std::thread::sleep(Duration::from_millis(1500)); // renewed at least once
-    assert!(held(&r, "k"));
+    assert!(r.held("k"));
     std::fs::write(d.join("go"), "").unwrap();
     wait_line(&d, "released");
-    assert!(!held(&r, "k"));
+    assert!(!r.held("k"));
     eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(0), "{}", out.1);
     assert_eq!(read(&d.join("signalled")), "", "the script was signalled");
     assert!(
-        status(&r, "k").get("last_lost").is_none(),
+        r.status_json("k").get("last_lost").is_none(),
         "{}",
-        status(&r, "k")
+        r.status_json("k")
     );
     r.assert_nothing_held(&[]);
 }
@@ -225,7 +200,7 @@ fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
     eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
-    let st = status(&r, "k");
+    let st = r.status_json("k");
     let lost = &st["last_lost"];
     assert_eq!(lost["pid"].to_string(), pid, "{st}");
     assert!(lost["why"].as_str().unwrap().contains("deleted"), "{st}");
@@ -240,7 +215,7 @@ fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
 
 #[test]
 fn on_lost_ignore_only_records_the_loss() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let d = tmp("ignore");
     let mut sh = script(
         &r,
@@ -255,7 +230,7 @@ fn on_lost_ignore_only_records_the_loss() {
     let keeper = keeper_pid(&d);
     delete_lock(&r, "k");
     eventually(Duration::from_secs(3), "the keeper gone", || !alive(keeper));
-    let st = status(&r, "k");
+    let st = r.status_json("k");
     assert!(
         st["last_lost"]["action"]
             .as_str()
@@ -284,7 +259,7 @@ fn the_keeper_gives_up_when_redis_is_gone_longer_than_the_lease() {
     );
     wait_line(&d, "pid");
     let keeper = keeper_pid(&d);
-    kill(r.child_pid() as i32, libc::SIGKILL);
+    kill(r.child_pid(), libc::SIGKILL);
     // The lease (1s) ends unrenewed: the keeper applies --on-lost and exits.
     assert_eq!(wait_line(&d, "signalled"), "TERM");
     eventually(Duration::from_secs(5), "the keeper gone", || !alive(keeper));
@@ -294,7 +269,7 @@ fn the_keeper_gives_up_when_redis_is_gone_longer_than_the_lease() {
 
 #[test]
 fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
-    let r = Redis::start();
+    let r = Redis::shared();
     for shell in ["bash", "dash"] {
         // Plain, and with a subshell that stays (it exits at once).
         for (n, subst) in [
@@ -316,12 +291,12 @@ fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
             let pid = wait_line(&d, "pid");
             // Past the subshell's exit and more than a TTL.
             std::thread::sleep(Duration::from_millis(1500));
-            assert!(held(&r, &key), "{shell} {subst}");
+            assert!(r.held(&key), "{shell} {subst}");
             assert_eq!(holder_pid(&r, &key).to_string(), pid, "{shell} {subst}");
             std::fs::write(d.join("go"), "").unwrap();
             let _ = sh.wait();
             eventually(Duration::from_secs(1), "free after the script", || {
-                !held(&r, &key)
+                !r.held(&key)
             });
         }
     }
@@ -330,7 +305,7 @@ fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
 
 #[test]
 fn keep_while_watches_the_process_named() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
     let pid = sleeper.id().to_string();
     rlock(&r)
@@ -347,19 +322,19 @@ fn keep_while_watches_the_process_named() {
         .ok()
         .token();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(held(&r, "k"));
+    assert!(r.held("k"));
     assert_eq!(holder_pid(&r, "k").to_string(), pid);
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
     eventually(Duration::from_secs(1), "free after the process", || {
-        !held(&r, "k")
+        !r.held("k")
     });
     r.assert_nothing_held(&[]);
 }
 
 #[test]
 fn bad_keep_input_is_refused_and_nothing_is_held() {
-    let r = Redis::start();
+    let r = Redis::shared();
     // Beyond any pid_max: no such process.
     rlock(&r)
         .args(["acquire", "k", "--keep", "--keep-while", "2147483647"])
@@ -399,7 +374,7 @@ fn bad_keep_input_is_refused_and_nothing_is_held() {
 
 #[test]
 fn the_script_re_enters_with_its_exported_token() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let d = tmp("reenter");
     let mut sh = script(
         &r,
@@ -418,13 +393,13 @@ fn the_script_re_enters_with_its_exported_token() {
     let keeper = keeper_pid(&d);
     // The inner release left the keeper, and the lock, in place.
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(held(&r, "k"));
+    assert!(r.held("k"));
     assert!(alive(keeper));
     std::fs::write(d.join("go"), "").unwrap();
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(0), "{}", out.1);
     eventually(Duration::from_secs(1), "free after the script", || {
-        !held(&r, "k")
+        !r.held("k")
     });
     r.assert_nothing_held(&[]);
 }

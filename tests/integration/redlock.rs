@@ -17,19 +17,15 @@ fn rl(ms: &[Redis]) -> Rlock {
 }
 
 fn held_on(m: &Redis, key: &str) -> bool {
-    let st: serde_json::Value =
-        serde_json::from_str(&rlock(m).args(["status", key, "--json"]).run().ok().stdout).unwrap();
-    st["held"] == true
+    m.held(key)
 }
 
 fn freeze(m: &Redis) {
-    // SAFETY: plain syscall on our own child.
-    unsafe { libc::kill(m.child_pid() as i32, libc::SIGSTOP) };
+    kill(m.child_pid(), libc::SIGSTOP);
 }
 
 fn thaw(m: &Redis) {
-    // SAFETY: as above.
-    unsafe { libc::kill(m.child_pid() as i32, libc::SIGCONT) };
+    kill(m.child_pid(), libc::SIGCONT);
 }
 
 #[test]
