@@ -673,7 +673,7 @@ fn interactive_job_control_stops_and_continues_the_job() {
     let cmd = wait_pid(&pidfile);
     let rl = rlock_of(cmd);
     say("\x1a"); // Ctrl-Z
-    eventually(Duration::from_secs(5), "rlock to stop its job", || {
+    eventually(Duration::from_secs(20), "rlock to stop its job", || {
         stat(rl).first().map(String::as_str) == Some("T")
     });
     assert_eq!(stat(cmd).first().map(String::as_str), Some("T"));
@@ -729,7 +729,9 @@ fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
     let cmd = wait_pid(&pidfile);
     kill(ppid(cmd) as u32, libc::SIGKILL);
     finish(child, "exec").fails(79, "guard process was killed");
-    assert!(!alive(cmd));
+    // PR_SET_PDEATHSIG's SIGKILL is sent when the guard dies; the command
+    // may still be on its way out when rlock has reported.
+    eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
     // Not released: a process that had left the group could still run.
     assert!(r.held("k"));
 }
@@ -1233,23 +1235,24 @@ fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
 
 #[test]
 fn three_hosts_run_the_cron_recipe_once_per_firing() {
-    // Three "hosts" whose cron fires 0-300 ms apart (clock skew, slow
-    // starts), 20 firings 800 ms apart, each running
-    // `rlock exec -n -E 0 --min-hold 400ms cron -- job`: exactly one run per
+    // Three "hosts" whose cron fires 0-200 ms apart (clock skew, slow
+    // starts), 8 firings 2 s apart, each running
+    // `rlock exec -n -E 0 --min-hold 1s cron -- job`: exactly one run per
     // firing. (The 0-2 s skew, scaled down to keep the suite fast:
-    // what matters is min-hold > skew and the period > skew + min-hold.)
+    // what matters is min-hold > skew and the period > skew + min-hold,
+    // each with room for a loaded machine's slow process starts.)
     let r = Redis::start();
     let dir = tmp("cron");
     let ledger = dir.join("ledger");
     let bin = env!("CARGO_BIN_EXE_rlock");
     let started = Instant::now();
     let mut hosts = Vec::new();
-    for firing in 0..20u64 {
-        let at = Duration::from_millis(800 * firing);
+    for firing in 0..8u64 {
+        let at = Duration::from_millis(2000 * firing);
         std::thread::sleep(at.saturating_sub(started.elapsed()));
-        for (host, skew) in [(0, 0), (1, 150), (2, 300)] {
+        for (host, skew) in [(0, 0), (1, 100), (2, 200)] {
             let script = format!(
-                "sleep {}; {bin} exec -n -E 0 --min-hold 400ms cron -- sh -c 'echo {firing} {host} >> {l}; sleep 0.05'",
+                "sleep {}; {bin} exec -n -E 0 --min-hold 1s cron -- sh -c 'echo {firing} {host} >> {l}; sleep 0.05'",
                 f64::from(skew) / 1000.0,
                 l = ledger.display()
             );
@@ -1266,7 +1269,7 @@ fn three_hosts_run_the_cron_recipe_once_per_firing() {
         assert!(h.wait().unwrap().success());
     }
     let text = read(&ledger);
-    for firing in 0..20 {
+    for firing in 0..8 {
         let runs = text
             .lines()
             .filter(|l| l.split(' ').next() == Some(&firing.to_string()))
