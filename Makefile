@@ -1,5 +1,5 @@
 # Conveniences; each target is one script or cargo command.
-.PHONY: demo test bench docs lint build install uninstall
+.PHONY: demo test bench bench-market docs lint build install uninstall
 
 demo:
 	scripts/demo.sh
@@ -19,6 +19,13 @@ bench:
 	    etcd-server etcd-client >/dev/null || \
 	  echo "rlock: could not install etcd; the bench will skip it" >&2; }
 	cargo bench --locked --bench cli
+
+# The seed-000 market simulation beside the article's table (about 50 s);
+# MARKET_ARGS="--seconds 60" for the article's cell length.
+MARKET_ARGS ?=
+bench-market:
+	scripts/ensure-redis.sh
+	cargo bench --locked --bench market -- $(MARKET_ARGS)
 
 # Regenerate man/ and completions/ from the clap definition.
 docs:

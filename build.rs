@@ -1,10 +1,11 @@
 //! Build-time work that would otherwise cost every run.
 //!
-//! 1. The SHA1 of each Lua script (`lua/common.lua` followed by the
-//!    script, as `src/lock.rs` sends it), for EVALSHA: hashing the ~25 KB
+//! 1. The SHA1 of each Lua script as `src/lock/script.rs` sends it (with
+//!    `lua/common.lua` put in, and bare), for EVALSHA: hashing the ~25 KB
 //!    of acquire + release with sha1_smol at run time cost ~45 µs of every
-//!    `rlock exec`. Exported as `RLOCK_LUA_SHA_<file>`; debug builds check
-//!    each against the run-time hash.
+//!    `rlock exec`. Exported as `RLOCK_LUA_SHA_<file>` and
+//!    `RLOCK_LUA_SHA_BARE_<file>`; debug builds check each against the
+//!    run-time hash.
 //!
 //! 2. Link the unwinder statically into release builds on Linux/glibc.
 //!
@@ -39,13 +40,29 @@ fn lua_hashes() {
         .filter(|p| p.extension().is_some_and(|x| x == "lua"))
         .collect();
     files.sort();
+    // As src/lock/script.rs builds them: a "bare" script as it is; else
+    // lua/common.lua at the script's `--@common` line, or first.
+    let here = b"--@common\n";
+    let sha = |parts: &[&[u8]]| {
+        let mut h = sha1_smol::Sha1::new();
+        for p in parts {
+            h.update(p);
+        }
+        h.digest().to_string()
+    };
     for path in files {
         println!("cargo:rerun-if-changed={}", path.display());
-        let mut h = sha1_smol::Sha1::new();
-        h.update(&common);
-        h.update(&read(&path));
+        let file = read(&path);
+        let with = match file.windows(here.len()).position(|w| w == here) {
+            Some(i) => sha(&[&file[..i], &common, &file[i + here.len()..]]),
+            None => sha(&[&common, &file]),
+        };
         let name = path.file_name().expect("a file").to_string_lossy();
-        println!("cargo:rustc-env=RLOCK_LUA_SHA_{name}={}", h.digest());
+        println!("cargo:rustc-env=RLOCK_LUA_SHA_{name}={with}");
+        println!(
+            "cargo:rustc-env=RLOCK_LUA_SHA_BARE_{name}={}",
+            sha(&[&file])
+        );
     }
 }
 

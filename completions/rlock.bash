@@ -22,6 +22,9 @@ _rlock() {
             rlock,check)
                 cmd="rlock__subcmd__check"
                 ;;
+            rlock,doctor)
+                cmd="rlock__subcmd__doctor"
+                ;;
             rlock,exec)
                 cmd="rlock__subcmd__exec"
                 ;;
@@ -48,6 +51,9 @@ _rlock() {
                 ;;
             rlock__subcmd__help,check)
                 cmd="rlock__subcmd__help__subcmd__check"
+                ;;
+            rlock__subcmd__help,doctor)
+                cmd="rlock__subcmd__help__subcmd__doctor"
                 ;;
             rlock__subcmd__help,exec)
                 cmd="rlock__subcmd__help__subcmd__exec"
@@ -77,7 +83,7 @@ _rlock() {
 
     case "${cmd}" in
         rlock)
-            opts="-q -v -h -V --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew check status list help"
+            opts="-q -v -h -V --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help --version acquire exec rw release renew check status doctor list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -123,7 +129,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__acquire)
-            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --conflict-exit-code --limit --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --limit --keep --keep-while --on-lost --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -159,6 +165,14 @@ _rlock() {
                     ;;
                 --limit)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-while)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
                     ;;
                 --url)
@@ -250,8 +264,58 @@ _rlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rlock__subcmd__doctor)
+            opts="-q -v -h --ttl --json --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -s -x -c -o -F -u -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --conflict-exit-code --limit --on-lost --kill-leftovers --grace --shared --exclusive --command --close --no-fork --unlock --fd --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
+            opts="-w -n -E -s -x -c -o -F -u -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --limit --on-lost --kill-leftovers --grace --shared --exclusive --command --close --no-fork --unlock --fd --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -349,7 +413,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__help)
-            opts="acquire exec rw release renew check status list help"
+            opts="acquire exec rw release renew check status doctor list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -377,6 +441,20 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rlock__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -643,7 +721,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__rw)
-            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --conflict-exit-code --on-lost --kill-leftovers --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
+            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --on-lost --kill-leftovers --grace --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --quiet --verbose --help read write"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

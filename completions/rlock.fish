@@ -44,13 +44,18 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "release" -d 'Release a 
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the locks that are held or waited for'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep-while -d 'With --keep: keep the lock while process PID lives instead' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l on-lost -d 'With --keep: what the keeper does to the watched process (and what it started) if the lock is lost [default: term]' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
+kill\t'SIGKILL to every process of the command at once'
+ignore\t'Let the command run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
@@ -60,14 +65,16 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Priv
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep -d 'Leave a keeper process that renews the lock while the calling process (the script) lives and releases it when that exits'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
@@ -84,6 +91,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s s -l shared -d 'Take a shared (read) lock: `rlock exec -s K` is `rlock rw read K`'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s x -l exclusive -d 'Take an exclusive lock (the default)'
@@ -97,7 +105,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -s h -l help -d 'Print
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
-complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy or the wait times out' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command run on; only report the loss'"
@@ -111,6 +119,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private k
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -171,6 +180,20 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The U
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l ttl -d 'The longest TTL (or --min-hold) your locks use: the restart delay and the clock margin are worked out for it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l json -d 'Print JSON instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
@@ -184,12 +207,13 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URL
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "list" -d 'List the locks that are held or waited for'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

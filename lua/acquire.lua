@@ -1,41 +1,52 @@
 -- acquire.lua: grant the lock to a token, let its holder re-enter, or queue
 -- the caller behind earlier waiters (FIFO).
 --
--- KEYS[1..7] as in common.lua (KEYS[7] is the caller's own wake-up list)
+-- KEYS[1..8] as in common.lua (KEYS[7] is the caller's own wake-up list,
+-- KEYS[8] P{K}:r:<request id>)
 -- ARGV[1] token (UUIDv4)
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] limit: how many holders at once (kind x; 1 = exclusive)
 -- ARGV[4] holder info, JSON (host, pid, cmd)
 -- ARGV[5] '1': join or stay in the wait queue when busy; '0': do not queue
 -- ARGV[6] waiter lease in ms: a queued caller that does not call again
---         within it is dropped from the queue
+--         (here or in wait.lua) within it is dropped from the queue
 -- ARGV[7] '1': only re-enter; if the token does not hold the lock, change
---         nothing and return {-2}
+--         nothing and return {NOT_HELD}
 -- ARGV[8] mode: 'x' (exclusive/semaphore), 'r' (read) or 'w' (write)
 -- ARGV[9] request id: the same for every resend of one call, new for the
---         next call (see "Resends" below); KEYS[8] is P{K}:r:<request id>
--- ARGV[10] fence floor: a new grant sets the fencing counter to
---         max(counter + 1, floor + 1). RedLock sends the highest counter
---         any master has shown it (see src/quorum.rs); one Redis sends '0'
---         or '' (no floor: plain INCR)
--- ARGV[11] min-hold in ms ('0' or '': none): the lease of a new grant lasts
---         at least this long after the grant, whenever it is released
---         (see release.lua)
+--         next call (see "Resends" below)
+-- ARGV[10] fence floor: a new grant's fence is above it. RedLock sends the
+--         highest value any master has shown it (see src/quorum.rs); one
+--         Redis sends '0'
+-- ARGV[11] min-hold in ms ('0': none): the lease of a new grant lasts at
+--         least this long after the grant, whenever it is released (see
+--         release.lua)
 -- ARGV[12] how long (ms) a re-entry's request record KEYS[8] is kept:
 --         longer than the client may resend
+-- ARGV[13] --supersede ("newest wins", see "Supersede" below): '0' no;
+--         '1' yes, this token's first call; '2' yes, a later call
 --
--- Returns one of
---   {1, fence, count}           granted; count > 1 means re-entered
---   {0, wait_ms, position, holder_info, holder_since_ms, holders, counter}
---                               busy: wait_ms is when the first lease of a
+-- Returns one of (names as in common.lua)
+--   {GRANTED, fence, count, wake...}   count > 1 means re-entered
+--   {BUSY, wait_ms, position, holder_info, holder_since_ms, holders,
+--    fence, holder_ttl_ms, holder_id, wake...}
+--                               wait_ms is when the first lease of a
 --                               holder or another waiter ends (0 if none),
 --                               position is the caller's place in the queue
---                               (0 = next in line), counter is the fencing
---                               counter as it stands (0 if never granted)
---   {-1, limit}                 the lock is in use with another limit
---   {-2}                        re-entry only, and the token holds nothing
---   {-3, kind}                  the lock is in use as another kind ('x'/'rw')
---   {-4}                        a reader asked to re-enter as a writer
+--                               (0 = next in line), fence is the last
+--                               fencing value as kept (0 if none);
+--                               holder_ttl_ms is the first holder's lease
+--                               time left and holder_id a fingerprint of
+--                               its token (a sha1 prefix, '' if nobody
+--                               holds), for wait.lua to notice a change
+--   {SUPERSEDED, by_info}       --supersede: a newer --supersede waiter
+--                               (by_info, JSON) replaced the caller
+--   {OTHER_LIMIT, limit}        the lock is in use with another limit
+--   {NOT_HELD}                  re-entry only, and the token holds nothing
+--   {OTHER_KIND, kind}          the lock is in use as another kind ('x'/'rw')
+--   {NO_UPGRADE}                a reader asked to re-enter as a writer
+-- `wake...`: tokens of other waiters that may now take the lock, for the
+-- client to wake (common.lua).
 --
 -- Resends: a client whose reply was lost (a timeout, a dropped connection,
 -- a failover) cannot know whether the script ran, so it sends the same
@@ -49,15 +60,88 @@
 -- - A call that only queued changes nothing when repeated (the queue is
 --   keyed by token).
 -- So every acquire may be sent any number of times.
+--
+-- Supersede ("newest wins", a CI queue that deploys only the latest
+-- commit): at most one --supersede waiter is queued per lock, named by
+-- STATE field 'sup' (a token; stale once that token left the queue, so it
+-- is always checked against the queue). A --supersede caller joining the
+-- queue for the first time (ARGV[13] = '1') removes the one queued before
+-- it, leaves it the marker 'x:<its token>' = the newcomer's info, and
+-- returns it to be woken; the removed waiter's next call (at once when
+-- woken, else at its next heartbeat, which finds its place gone) finds the
+-- marker and gets SUPERSEDED. A later call (ARGV[13] = '2') of a waiter
+-- that lost its place (it missed heartbeats) and finds another
+-- --supersede waiter queued is older than that one, so it is superseded
+-- too. Holders are never touched. Everything here is in the slow path:
+-- an uncontended acquire of a free lock pays nothing for it.
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
-local bad = check_types()
-if bad then return bad end
-local now = now_ms()
-prune(now)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('ZCARD', QUEUE) > 0
+-- A new grant: returns its fence, or nil and an error reply.
+--
+-- The fence is one more than the last one while that is kept, the
+-- server's clock (ms) when it is not (the first grant, or one after the
+-- lock was idle), and above the floor (ARGV[10]). Why it never goes down:
+-- the last value f is kept until the lease of its grant ends and until
+-- the server's clock has passed f (the SET below). While it is kept, the
+-- next value is f + 1; after, it is the clock, which is past f by then. So
+-- fences strictly increase as long as the server's clock does not step
+-- back, and the key does not outlive its use.
+--
+-- The fence key is read, and the holders key written, before anything
+-- else is written: a key of another type stops the script there.
+local function grant()
+  local v = redis.call('GET', KEYS[5])
+  local last = tonumber(v)
+  if v and not last then
+    return nil, redis.error_reply('ERR value is not an integer: the fencing key ' .. KEYS[5])
+  end
+  local fence = last and last + 1 or now
+  local floor = tonumber(ARGV[10]) or 0
+  if fence <= floor then fence = floor + 1 end
+  redis.call('ZADD', KEYS[2], now + ttl, tok)
+  local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
+    'f:' .. tok, fence}
+  local function add(k, x) fields[#fields + 1] = k; fields[#fields + 1] = x end
+  local min_hold = tonumber(ARGV[11]) or 0
+  if min_hold > 0 then add('u:' .. tok, now + min_hold) end
+  if kind == 'x' then
+    add('limit', limit)
+  else
+    add('m:' .. tok, mode)
+    if mode == 'w' then add('writer', tok) end
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  redis.call('SET', KEYS[5], fence, 'PX', math.max(ttl, fence - now + 1))
+  return fence
+end
+
+-- Fast path, before the prelude (see src/lock/script.rs): a fresh acquire
+-- of a lock nobody holds or waits for. Its state keys are gone (see
+-- common.lua): nothing to prune, queue or wake.
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+  local fence, bad = grant()
+  if bad then return bad end
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  return {1, fence, 1}
+end
+--@common
+
+-- The lock is held, waited for, or was until its leases ran out.
 local cur_kind = redis.call('HGET', STATE, 'kind')
+prune(now)
+local supersede = ARGV[13] or '0'
+if supersede ~= '0' then
+  local by = redis.call('HGET', STATE, 'x:' .. tok)
+  if by then
+    redis.call('HDEL', STATE, 'x:' .. tok)
+    return {SUPERSEDED, by}
+  end
+end
+local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('EXISTS', QUEUE) == 1
 if cur_kind and cur_kind ~= kind and in_use then
   -- An exclusive lock is a write lock: flock(1)'s shared and exclusive
   -- locks on one file work together, so `rlock exec -s K` (a read) and
@@ -68,6 +152,8 @@ if cur_kind and cur_kind ~= kind and in_use then
       and tonumber(redis.call('HGET', STATE, 'limit')) == 1 then
     -- Turn the exclusive lock in use into a write lock: its holder is the
     -- writer, its waiters wait as writers, in their order.
+    local bad = check_types()
+    if bad then return bad end
     redis.call('HSET', STATE, 'kind', 'rw')
     redis.call('HDEL', STATE, 'limit')
     for _, h in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
@@ -78,7 +164,7 @@ if cur_kind and cur_kind ~= kind and in_use then
       redis.call('ZADD', WRITERS, q[i + 1], q[i])
     end
   else
-    return {-3, cur_kind}
+    return {OTHER_KIND, cur_kind}
   end
 end
 
@@ -86,65 +172,71 @@ local exp = redis.call('ZSCORE', HOLDERS, tok)
 if exp then
   -- Re-entry. A writer may nest reads and writes; a reader only reads: an
   -- upgrade would wait for itself.
-  if mode == 'w' and redis.call('HGET', STATE, 'm:' .. tok) == 'r' then
-    return {-4}
+  local held = redis.call('HMGET', STATE, 'm:' .. tok, 'f:' .. tok, 'c:' .. tok)
+  if mode == 'w' and held[1] == 'r' then
+    return {NO_UPGRADE}
   end
-  local fence = tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0
+  local fence = tonumber(held[2]) or 0
   if ARGV[7] ~= '1' then
     -- A fresh acquire's token holds it: a resend of the call that made
     -- this grant.
-    return {1, fence, tonumber(redis.call('HGET', STATE, 'c:' .. tok))}
+    return {GRANTED, fence, tonumber(held[3])}
   end
   local done = redis.call('GET', KEYS[8])
   if done then
-    return {1, fence, tonumber(done)} -- a resend of this re-entry
+    return {GRANTED, fence, tonumber(done)} -- a resend of this re-entry
   end
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
   redis.call('SET', KEYS[8], n, 'PX', tonumber(ARGV[12]) or 10000)
   if now + ttl > tonumber(exp) then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
+    tidy(now)
   end
-  tidy(now)
-  return {1, fence, n}
+  return {GRANTED, fence, n}
 end
 if ARGV[7] == '1' then
-  return {-2}
+  return {NOT_HELD}
 end
 
 -- Checked after re-entry: a nested holder re-enters whatever it asked for.
 local cur = tonumber(redis.call('HGET', STATE, 'limit'))
 if kind == 'x' and cur and cur ~= limit and in_use then
-  return {-1, cur}
+  return {OTHER_LIMIT, cur}
+end
+
+local superseded = {}
+if supersede ~= '0' and ARGV[5] == '1' then
+  local cur = redis.call('HGET', STATE, 'sup')
+  if cur and cur ~= tok and redis.call('ZSCORE', QUEUE, cur) then
+    if supersede == '1' and not redis.call('ZSCORE', QUEUE, tok) then
+      leave_queue(cur)
+      redis.call('HSET', STATE, 'x:' .. cur, ARGV[4])
+      superseded[1] = cur
+    else
+      leave_queue(tok)
+      return {SUPERSEDED, redis.call('HGET', STATE, 'supi') or ''}
+    end
+  end
+  redis.call('HSET', STATE, 'sup', tok, 'supi', ARGV[4])
 end
 
 local rank = redis.call('ZRANK', QUEUE, tok)
 redis.call('DEL', KEYS[7])
 if may_enter(kind, mode, limit, tok, rank) then
+  local fence, bad = grant()
+  if bad then return bad end
   leave_queue(tok)
-  local fence = redis.call('INCR', FENCE)
-  local floor = tonumber(ARGV[10] or '') or 0
-  if fence <= floor then
-    fence = redis.call('INCRBY', FENCE, floor + 1 - fence)
-  end
-  redis.call('ZADD', HOLDERS, now + ttl, tok)
-  redis.call('HSET', STATE, 'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4],
-    's:' .. tok, now, 'f:' .. tok, fence)
-  local min_hold = tonumber(ARGV[11] or '') or 0
-  if min_hold > 0 then redis.call('HSET', STATE, 'u:' .. tok, now + min_hold) end
-  if kind == 'x' then
-    redis.call('HSET', STATE, 'limit', limit)
-  else
-    redis.call('HSET', STATE, 'm:' .. tok, mode)
-    if mode == 'w' then redis.call('HSET', STATE, 'writer', tok) end
-  end
-  wake()
+  local wake = with_wake(to_wake(tok), superseded)
   tidy(now)
-  return {1, fence, 1}
+  return with_wake({GRANTED, fence, 1}, wake)
 end
 
 local position = rank or redis.call('ZCARD', QUEUE)
 if ARGV[5] == '1' then
   if not rank then
+    -- Joining creates the queue keys: check their types first.
+    local bad = check_types()
+    if bad then return bad end
     local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')
     local seq = (tonumber(last[2]) or 0) + 1
     redis.call('ZADD', QUEUE, seq, tok)
@@ -156,23 +248,25 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-wake()
+local wake = with_wake(to_wake(tok), superseded)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or
 -- another waiter's lease ends (a dead waiter ahead is then skipped), unless
 -- someone wakes it.
 local first = redis.call('ZRANGE', HOLDERS, 0, 0, 'WITHSCORES')
-local wait_ms, info, since = 0, '', 0
+local wait_ms, info, since, holder_id = 0, '', 0, ''
 if first[1] then
   wait_ms = tonumber(first[2]) - now
-  info = redis.call('HGET', STATE, 'i:' .. first[1]) or ''
-  since = tonumber(redis.call('HGET', STATE, 's:' .. first[1])) or 0
+  holder_id = holder_fingerprint(first[1])
+  local h = redis.call('HMGET', STATE, 'i:' .. first[1], 's:' .. first[1])
+  info, since = h[1] or '', tonumber(h[2]) or 0
 end
+local holder_ttl = first[1] and wait_ms or 0
 local alive = redis.call('ZRANGE', ALIVE, 0, 1, 'WITHSCORES')
 for i = 1, #alive, 2 do
   local left = tonumber(alive[i + 1]) - now
   if alive[i] ~= tok and (wait_ms == 0 or left < wait_ms) then wait_ms = left end
 end
-return {0, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
-  tonumber(redis.call('GET', FENCE)) or 0}
+return with_wake({BUSY, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
+  tonumber(redis.call('GET', FENCE)) or 0, holder_ttl, holder_id}, wake)

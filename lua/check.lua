@@ -6,15 +6,16 @@
 --
 -- Returns
 --   {ms_left, fence}  the token holds it for ms_left more (server clock)
---   {-1}              this token holds nothing (released, or expired)
---   {-2}              an exclusive lock (or a writer) is held by another
+--   {NOT_HELD}        this token holds nothing (released, or expired)
+--   {OTHER_OWNER}     an exclusive lock (or a writer) is held by another
 local tok = ARGV[1]
-local bad = check_types()
-if bad then return bad end
-local now = now_ms()
-prune(now)
 local exp = redis.call('ZSCORE', HOLDERS, tok)
-if exp and redis.call('HGET', STATE, 'c:' .. tok) ~= '0' then
-  return {tonumber(exp) - now, tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0}
+local now = now_ms()
+if exp and tonumber(exp) > now then
+  local held = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok)
+  if held[1] ~= '0' then
+    return {tonumber(exp) - now, tonumber(held[2]) or 0}
+  end
 end
+prune(now)
 return {not_held_reply()}

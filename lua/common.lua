@@ -9,37 +9,81 @@
 --                               writer      -> token of the writer holding
 --                                              (kind rw)
 --                               c:<token>   -> re-entry count of that holder
+--                                              (0: released, parked until
+--                                              its min-hold ends)
 --                               i:<token>   -> holder info (JSON from the client)
 --                               s:<token>   -> held since (server ms)
 --                               f:<token>   -> fencing value of that grant
 --                               m:<token>   -> 'r' or 'w' (kind rw)
 --                               u:<token>   -> min-hold: the lease lasts at
 --                                              least until then (server ms)
+--                               sup, supi   -> the --supersede waiter queued
+--                                              last, and its info (see
+--                                              "Supersede" in acquire.lua)
+--                               x:<token>   -> that waiter was superseded,
+--                                              by whom (info JSON)
 --   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
 --   KEYS[3] P{K}:q      ZSET    <token> -> arrival order of a waiter (FIFO)
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
---   KEYS[5] P{K}:fence  STRING  fencing counter; never expires, only grows
+--   KEYS[5] P{K}:fence  STRING  the last fencing value granted (see below)
 --   KEYS[6] P{K}:qw     ZSET    <token> -> arrival order, waiting writers only
---   KEYS[7] P{K}:w:<token> LIST one waiter's wake-up signal (BLPOP target)
+--   KEYS[7] P{K}:w:<token> LIST the caller's own wake-up signal (BLPOP target)
 --   KEYS[8] P{K}:r:<request> STRING what a release or a re-entry did (its
 --                               answer), kept a little longer than the
 --                               client may resend that call: see "Resends"
 --                               in acquire.lua
 --
 -- Every holder, each reader included, has its own lease. Every expiry
--- decision uses the server's clock (TIME), never a client's. All keys but
--- the fence counter carry a PEXPIRE that covers the longest lease in them,
--- so a lock that everyone abandons disappears by itself.
+-- decision uses the server's clock (TIME), never a client's.
+--
+-- No key lives for ever. The five state keys (1-4, 6) carry one PEXPIRE
+-- covering the longest lease in them (plus QUEUE_GRACE while anyone
+-- waits), so a lock everyone abandons disappears by itself, and a free
+-- lock with nobody waiting has no state keys at all: that is how the fast
+-- paths recognise it. The fence key lives at least as long as the lease
+-- it was set for, and until the server's clock has passed its value (see
+-- grant() in acquire.lua). Wake-up lists and request records expire
+-- within seconds.
+--
+-- Scripts touch only the keys in KEYS. Waking another waiter means pushing
+-- to its wake-up list, a key only the client can name: a script that frees
+-- a place returns the tokens to wake after its answer, and the client
+-- pushes to their lists (src/lock/node.rs, `wake`).
+--
+-- A script may begin with a fast path, before the line where this prelude
+-- goes (src/lock/script.rs); it names keys and replies as KEYS[n] and the
+-- numbers below.
+--
+-- Key types are not checked on every call. Every path reads each key
+-- before it first writes it (a read of a key of another type fails the
+-- script), in an order such that nothing is written before a failure;
+-- where a waiter creates the queue keys, their types are checked first.
 local STATE, HOLDERS, QUEUE, ALIVE, FENCE, WRITERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local WAKE_TTL_MS = 10000
+
+-- Replies, named the same in src/lock/script.rs (mod reply).
+local GRANTED, BUSY = 1, 0
+local NOT_HELD, OTHER_OWNER, OTHER_LIMIT, OTHER_KIND, NO_UPGRADE = -1, -2, -3, -4, -5
+local SUPERSEDED = -6
+
+-- A waiter may learn that the holder it waits for changed, but never a
+-- holder's token (it would let the waiter release or renew that lock):
+-- a prefix of its SHA-1, a Lua function, no server command.
+local function holder_fingerprint(tok)
+  return string.sub(redis.sha1hex(tok), 1, 16)
+end
+
+-- How long the state keys outlive the last waiter lease known when they
+-- were last tidied: waiters check in without tidying (wait.lua), and must
+-- find their queue when the holder they wait for has gone.
+local QUEUE_GRACE_MS = 10000
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Refuse to touch keys that hold someone else's data.
+-- Refuse to create keys where someone else's data is.
 local function check_types()
   local want = {[STATE] = 'hash', [HOLDERS] = 'zset', [QUEUE] = 'zset',
     [ALIVE] = 'zset', [FENCE] = 'string', [WRITERS] = 'zset'}
@@ -51,26 +95,25 @@ local function check_types()
   end
 end
 
-local function forget_holder(tok)
+local function forget_holder(tok, mode)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
     'u:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
-  if redis.call('HGET', STATE, 'writer') == tok then
+  if mode == 'w' then
     redis.call('HDEL', STATE, 'writer')
   end
 end
 
--- A token that holds nothing gets -1 ("not held": released, or expired)
--- when the lock is shared (semaphore slots, readers), since other holders
--- say nothing about this token; -2 ("another owner") only when an
--- exclusive lock is held by someone else. So releasing twice is harmless
--- for every kind.
+-- A token that holds nothing gets NOT_HELD (released, or expired) when the
+-- lock is shared (semaphore slots, readers), since other holders say
+-- nothing about this token; OTHER_OWNER only when an exclusive lock is
+-- held by someone else. So releasing twice is harmless for every kind.
 local function not_held_reply()
-  if redis.call('ZCARD', HOLDERS) == 0 then return -1 end
   local kind = redis.call('HGET', STATE, 'kind')
-  if kind == 'x' and tonumber(redis.call('HGET', STATE, 'limit')) == 1 then return -2 end
-  if kind == 'rw' and redis.call('HEXISTS', STATE, 'writer') == 1 then return -2 end
-  return -1
+  if not kind or redis.call('ZCARD', HOLDERS) == 0 then return NOT_HELD end
+  if kind == 'x' and tonumber(redis.call('HGET', STATE, 'limit')) == 1 then return OTHER_OWNER end
+  if kind == 'rw' and redis.call('HEXISTS', STATE, 'writer') == 1 then return OTHER_OWNER end
+  return NOT_HELD
 end
 
 local function leave_queue(tok)
@@ -82,7 +125,7 @@ end
 -- Drop holders whose lease ran out and waiters that stopped calling in.
 local function prune(now)
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', now)) do
-    forget_holder(tok)
+    forget_holder(tok, redis.call('HGET', STATE, 'm:' .. tok))
   end
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', now)) do
     leave_queue(tok)
@@ -113,52 +156,60 @@ local function may_enter(kind, mode, limit, tok, rank)
   return rank and tonumber(redis.call('ZSCORE', QUEUE, tok)) < wseq or false
 end
 
-local function poke(tok)
-  local k = STATE .. ':w:' .. tok
-  if redis.call('EXISTS', k) == 0 then
-    redis.call('RPUSH', k, '1')
-    redis.call('PEXPIRE', k, WAKE_TTL_MS)
+-- The waiters at the head of the queue that may now take the lock, for the
+-- client to wake: up to the free slots (kind x), or the writer next in
+-- line, or every reader queued ahead of the first waiting writer (kind rw).
+-- `except` (the caller) is left out.
+local function to_wake(except)
+  local out = {}
+  local function add(list)
+    for _, tok in ipairs(list) do
+      if tok ~= except then out[#out + 1] = tok end
+    end
   end
-end
-
--- Signal the waiters at the head of the queue that may now take the lock:
--- up to the free slots (kind x), or the writer next in line, or every
--- reader queued ahead of the first waiting writer (kind rw).
-local function wake()
+  if redis.call('EXISTS', QUEUE) == 0 then return out end
   local kind = redis.call('HGET', STATE, 'kind')
   if kind == 'rw' then
-    if redis.call('HEXISTS', STATE, 'writer') == 1 then return end
+    if redis.call('HEXISTS', STATE, 'writer') == 1 then return out end
     local wtok, wseq = first_writer()
     if wtok and redis.call('ZRANGE', QUEUE, 0, 0)[1] == wtok then
-      if redis.call('ZCARD', HOLDERS) == 0 then poke(wtok) end
-      return
+      if redis.call('ZCARD', HOLDERS) == 0 then add({wtok}) end
+      return out
     end
     local upto = wseq and ('(' .. wseq) or '+inf'
-    for _, tok in ipairs(redis.call('ZRANGEBYSCORE', QUEUE, '-inf', upto, 'LIMIT', 0, 1000)) do
-      poke(tok)
-    end
-    return
+    add(redis.call('ZRANGEBYSCORE', QUEUE, '-inf', upto, 'LIMIT', 0, 1000))
+    return out
   end
   local limit = tonumber(redis.call('HGET', STATE, 'limit'))
-  if not limit then return end
+  if not limit then return out end
   local free = limit - redis.call('ZCARD', HOLDERS)
-  if free <= 0 then return end
-  for _, tok in ipairs(redis.call('ZRANGE', QUEUE, 0, free - 1)) do
-    poke(tok)
-  end
+  if free > 0 then add(redis.call('ZRANGE', QUEUE, 0, free - 1)) end
+  return out
 end
 
--- Let the keys live exactly as long as the longest lease in them.
+-- Append the tokens to wake to a reply.
+local function with_wake(reply, wake)
+  for _, tok in ipairs(wake) do reply[#reply + 1] = tok end
+  return reply
+end
+
+-- Let the state keys live exactly as long as the longest lease in them
+-- (plus QUEUE_GRACE_MS while anyone waits); delete them when none is left.
 local function tidy(now)
   local last = 0
   local h = redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')
   if h[2] then last = tonumber(h[2]) end
   local a = redis.call('ZRANGE', ALIVE, -1, -1, 'WITHSCORES')
-  if a[2] and tonumber(a[2]) > last then last = tonumber(a[2]) end
+  if a[2] then last = math.max(last, tonumber(a[2])) + QUEUE_GRACE_MS end
   if last <= now then
     redis.call('DEL', STATE, HOLDERS, QUEUE, ALIVE, WRITERS)
-  else
-    for _, k in ipairs({STATE, HOLDERS, QUEUE, ALIVE, WRITERS}) do
+    return
+  end
+  redis.call('PEXPIRE', STATE, last - now)
+  redis.call('PEXPIRE', HOLDERS, last - now)
+  if a[2] then
+    -- (an empty zset does not exist: only a queue has these keys)
+    for _, k in ipairs({QUEUE, ALIVE, WRITERS}) do
       redis.call('PEXPIRE', k, last - now)
     end
   end

@@ -1,5 +1,5 @@
 -- release.lua: drop one hold (or, with ARGV[2] = '1', every re-entry and any
--- place in the wait queue at once), then wake the waiters next in line.
+-- place in the wait queue at once), then say which waiters to wake.
 --
 -- KEYS[1..8] as in common.lua (KEYS[8]: P{K}:r:<request id>)
 -- ARGV[1] token
@@ -14,56 +14,86 @@
 -- ARGV[6] how long (ms) the request record KEYS[8] is kept: longer than
 --         the client may resend
 --
--- Resends (see acquire.lua): a release that changed anything leaves its
--- answer in P{K}:r:<request id>, and a resend finds it there and changes
--- nothing more: a hold is never dropped twice, even while sibling holders
--- of the same token release theirs, and a resend of the release that freed
--- the lock answers 0 (released) rather than -1 (gone). The record outlives
--- every resend (ARGV[6]).
+-- Resends (see acquire.lua): a release that dropped one of several holds
+-- leaves its answer in P{K}:r:<request id>, and a resend finds it before
+-- it would drop another (a hold is never dropped twice, even while sibling
+-- holders of the same token release theirs); the record outlives every
+-- resend (ARGV[6]). Releasing the last hold, or every hold, again is the
+-- same as once: parked again to the same end, or found holding nothing.
+-- The client takes NOT_HELD (or OTHER_OWNER: someone took the freed lock)
+-- in answer to a resend as "released": its first send may have done it
+-- (src/lock/node.rs, `release`).
 --
--- Returns
---   n >= 0   holds this token still has (0: the lock is released)
---   -1       this token holds nothing (already released, or expired); the
---            lock may have other holders if it is shared
---   -2       an exclusive lock (or a writer) is held by another token
-local tok, done = ARGV[1], KEYS[8]
-local bad = check_types()
-if bad then return bad end
+-- Returns {n, wake...}, n one of
+--   n >= 0        holds this token still has (0: the lock is released)
+--   NOT_HELD      this token holds nothing (already released, or expired);
+--                 the lock may have other holders if it is shared
+--   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
+-- and `wake...` the tokens of waiters that may now take the lock.
+local tok, done, all = ARGV[1], KEYS[8], ARGV[2] == '1'
+local exp = redis.call('ZSCORE', KEYS[2], tok)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local held = exp and tonumber(exp) > now
+
+-- The token's count and mode, and when its last hold ends: now, or with
+-- ARGV[5] = '1' the later of the min-hold given at the grant and grant +
+-- ARGV[4].
+local h = held and redis.call('HMGET', KEYS[1], 'c:' .. tok, 'm:' .. tok, 'u:' .. tok, 's:' .. tok)
+local hold_end = 0
+if held and ARGV[5] == '1' then
+  hold_end = math.max(tonumber(h[3]) or 0, (tonumber(h[4]) or 0) + (tonumber(ARGV[4]) or 0))
+end
+
+-- Fast path, before the prelude (see src/lock/script.rs): the last hold
+-- (or every hold) of the only holder, nobody waiting, no min-hold left:
+-- the lock's state goes. Its KEYS[3] (queue) exists only while someone
+-- waits. One hold's release first looks for its request's record: if a
+-- resend finds one, the count it sees is after that release.
+if held and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
+    and hold_end <= now and redis.call('ZCARD', KEYS[2]) == 1
+    and redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return {0}
+end
+--@common
+
+if held then
+  if not all then
+    -- Once per request: a sibling may have released since this one's
+    -- first send, so the count alone cannot tell a resend.
+    local prev = redis.call('GET', done)
+    if prev then return {tonumber(prev)} end
+  end
+  if not all and (tonumber(h[1]) or 0) > 1 then
+    local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
+    redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
+    return {n}
+  end
+  local park = hold_end
+  if park > now then
+    -- Parked until the min-hold ends: held, by nobody who renews it (a
+    -- later release keeps the end, a renewal would move it).
+    redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, park)
+    redis.call('ZADD', HOLDERS, park, tok)
+    tidy(now)
+    return {0}
+  end
+  forget_holder(tok, h[2])
+  prune(now)
+  local wake = to_wake(nil)
+  tidy(now)
+  return with_wake({0}, wake)
+end
+
 local prev = redis.call('GET', done)
-if prev then return tonumber(prev) end
-local now = now_ms()
-prune(now)
-local held = redis.call('ZSCORE', HOLDERS, tok)
-if ARGV[2] == '1' then
+if prev then return {tonumber(prev)} end
+if all then
   leave_queue(tok)
   redis.call('DEL', KEYS[7])
 end
-
-local result
-if held then
-  result = 0
-  if ARGV[2] ~= '1' then
-    result = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
-  end
-  local hold_end = 0
-  if result <= 0 and ARGV[5] == '1' then
-    hold_end = math.max(tonumber(redis.call('HGET', STATE, 'u:' .. tok)) or 0,
-      (tonumber(redis.call('HGET', STATE, 's:' .. tok)) or 0) + (tonumber(ARGV[4]) or 0))
-  end
-  if result <= 0 and hold_end > now then
-    -- Parked until the min-hold ends: held, by nobody who renews it (a
-    -- later release keeps the end, a renewal would move it).
-    result = 0
-    redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, hold_end)
-    redis.call('ZADD', HOLDERS, hold_end, tok)
-  elseif result <= 0 then
-    result = 0
-    forget_holder(tok)
-  end
-  redis.call('SET', done, result, 'PX', tonumber(ARGV[6]) or 10000)
-else
-  result = not_held_reply()
-end
-wake()
+prune(now)
+local result = not_held_reply()
+local wake = to_wake(nil)
 tidy(now)
-return result
+return with_wake({result}, wake)

@@ -1,28 +1,25 @@
 -- renew.lua: extend the lease of a token that still holds the lock.
--- An expired lease is never revived (prune runs first), and a lease is never
--- shortened: a nested holder with a short TTL, or `rlock renew` with the
--- default TTL, must not cut the lease an outer holder relies on.
+-- An expired lease is never revived, and a lease is never shortened: a
+-- nested holder with a short TTL, or `rlock renew` with the default TTL,
+-- must not cut the lease an outer holder relies on.
 --
 -- KEYS[1..6] as in common.lua
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms, counted from now (server clock)
 --
 -- Returns
---   ms > 0   renewed; the lease now ends ms from now (at least ARGV[2])
---   -1       this token holds nothing (released, or expired; other
---            holders of a shared lock do not change that)
---   -2       an exclusive lock (or a writer) is held by another token
+--   ms > 0        renewed; the lease now ends ms from now (at least ARGV[2])
+--   NOT_HELD      this token holds nothing (released, or expired; other
+--                 holders of a shared lock do not change that)
+--   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
-local bad = check_types()
-if bad then return bad end
-local now = now_ms()
-prune(now)
 local exp = redis.call('ZSCORE', HOLDERS, tok)
-if exp and redis.call('HGET', STATE, 'c:' .. tok) == '0' then
-  -- Released, parked until its min-hold ends (release.lua): not renewable.
-  return -1
-end
-if exp then
+local now = now_ms()
+if exp and tonumber(exp) > now then
+  if redis.call('HGET', STATE, 'c:' .. tok) == '0' then
+    -- Released, parked until its min-hold ends (release.lua): not renewable.
+    return NOT_HELD
+  end
   exp = tonumber(exp)
   if now + ttl > exp then
     exp = now + ttl
@@ -31,4 +28,5 @@ if exp then
   end
   return exp - now
 end
+prune(now)
 return not_held_reply()

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
-# Four at a time: the tests start ~150 redis-servers, clusters and
-# Sentinels, and a 2-core machine running them all at once makes timeouts
-# fire that measure the machine, not rlock.
+# Four at a time: the tests start ~175 redis-servers (clusters, Sentinels,
+# and one each for tests that stop or reconfigure theirs; the others share
+# one), and a 2-core machine running them all at once makes timeouts fire
+# that measure the machine, not rlock. Most of the time is the tests' own
+# timers (leases, heartbeats), not CPU.
 cargo test --locked -- --test-threads=4

@@ -13,7 +13,8 @@ Environment:
   RLOCK_URL            Redis URL(s), comma-separated (like --url)
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
   RLOCK_PREFIX         key prefix (like --prefix)
-  RLOCK_TOKEN          owner token for release/renew (like --token)
+  RLOCK_TOKEN          owner token for release/renew/check (like --token);
+                       exec and acquire re-enter a lock this token holds
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
@@ -25,8 +26,10 @@ Exit codes:
        kind mismatch, read-to-write upgrade)
   69   Redis unreachable, not answering, or refusing us (auth, ACL)
   70   unexpected reply from Redis
-  75   busy (--no-wait) or wait timed out; change with -E
+  75   busy (--no-wait), wait timed out, or superseded (--supersede);
+       change with -E
   77   the token does not own this lock (check: another owner holds it)
+  78   doctor: something unsafe was found
   79   the lock was lost (expired or deleted while held; check: the token
        holds it no more)
   126  exec: the command could not be executed
@@ -37,6 +40,7 @@ Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   ...; rlock release deploy --token \"$tok\"
   rlock acquire -n nightly -E 0 >/dev/null || exit 0
+  rlock acquire -n deploy --keep >/dev/null || exit 0   # until the script ends
   rlock status market --json";
 
 const AFTER_LONG_HELP: &str = "\
@@ -90,7 +94,9 @@ Lock loss (exec):
 Keys:
   Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa, P{K}:qw (zsets),
   P{K}:w:<token> (lists), P{K}:r:<request> (a call's answer, for resends;
-  expires) and P{K}:fence (the fencing counter, never expires).
+  expires), P{K}:lost (the last loss an `acquire --keep` keeper saw, shown
+  by status; expires after 1h) and P{K}:fence (the fencing counter, never
+  expires).
   The {K} hash tag keeps them in one Redis Cluster slot.";
 
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.
@@ -211,9 +217,24 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take the lock and print its owner token on stdout (and nothing else)
-    #[command(
-        after_help = "Examples:\n  tok=$(rlock acquire deploy --ttl 10m)\n  rlock acquire -w 30s nightly"
-    )]
+    #[command(after_help = "\
+With --keep, a small keeper process (\"rlock-keeper\") renews the lease every
+TTL/3 while the calling process lives -- the shell running the script, also
+from inside $(...) -- or the process --keep-while names, and releases the
+lock the moment that process exits, however it dies: a lock that lives
+exactly as long as the script, as flock(1) gives. `rlock release` of the
+token (on the same host) ends the keeper too. If the lock is lost (deleted,
+taken over, or Redis unreachable until the lease ran out), the keeper
+applies --on-lost to the watched process and everything it started, and
+`rlock status` shows the loss for an hour. With RLOCK_TOKEN exported, a
+later `rlock exec` or `rlock acquire` of the same lock in the script
+re-enters instead of waiting for the script itself.
+
+Examples:
+  tok=$(rlock acquire deploy --ttl 10m)
+  rlock acquire -w 30s nightly
+  rlock acquire -n deploy --keep >/dev/null || exit 0    # held until the script ends
+  export RLOCK_TOKEN=$(rlock acquire deploy --keep)")]
     Acquire {
         /// Lock name
         key: String,
@@ -221,6 +242,8 @@ pub enum Command {
         lock: LockOpts,
         #[command(flatten)]
         slots: Slots,
+        #[command(flatten)]
+        keep: KeepOpts,
     },
 
     /// Run a command while holding the lock, and exit with its status
@@ -233,7 +256,8 @@ and everything it started have exited (--kill-leftovers: when the command
 exits). The command never outlives the lease: see `rlock --help`, \"The
 guard\". A nested `rlock exec` (or acquire) of the same key inside the
 command re-enters instead of waiting for its parent; the outermost exec
-releases every hold.
+releases every hold. So does one given the holder's token in RLOCK_TOKEN
+(a script that exported the token of its `rlock acquire --keep`).
 
 Examples:
   rlock exec market -- ./settle.sh
@@ -347,6 +371,37 @@ Examples:
         json: bool,
     },
 
+    /// Check the Redis deployment for settings that silently break locks
+    #[command(after_help = "\
+Checks every server the connection flags name (one Redis, each RedLock
+master, the master the Sentinels name, every Cluster master) for:
+eviction (maxmemory-policy), persistence (AOF, appendfsync) and the delay a
+restart needs, replication (role, replicas, --min-replicas,
+min-replicas-to-write), Sentinel and Cluster topology, the clock (offset
+from the server's TIME, round trip) against rlock's drift margin,
+permissions (ACL DRYRUN or redis.acl_check_cmd: nothing is run on a lock
+key), the Redis version (6.2 or newer) and, for RedLock, that the masters
+are distinct servers. One line per finding: severity (ok, info, warn,
+unsafe), server, check, what was found, and what to change. Some checks
+need CONFIG GET: run doctor as an admin user for all of them.
+
+Exit codes: 0 nothing unsafe (warnings allowed), 78 something unsafe,
+69 no server answered, 64 bad usage.
+
+Examples:
+  rlock doctor
+  rlock --url redis://a:6379,redis://b:6379,redis://c:6379 doctor --ttl 10m
+  rlock --sentinel mymaster --url redis://s1:26379 doctor --json")]
+    Doctor {
+        /// The longest TTL (or --min-hold) your locks use: the restart delay
+        /// and the clock margin are worked out for it
+        #[arg(long, default_value = "30s", value_name = "D")]
+        ttl: Span,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
     /// List the locks that are held or waited for
     List {
         /// Glob over lock names (Redis MATCH syntax)
@@ -390,7 +445,16 @@ pub struct LockOpts {
     #[arg(long, value_name = "D", help_heading = "Lock")]
     pub min_hold: Option<Span>,
 
-    /// Exit code when the lock is busy or the wait times out
+    /// CI "newest wins" queue: while waiting, a newer --supersede waiter of
+    /// the same lock replaces this one, which then exits with the -E code
+    /// ("superseded by host H pid P"); joining, this one replaces the older.
+    /// Holders are never touched. Everybody else waits in FIFO order as
+    /// usual. Not with -n or -w 0, nor RedLock (several --url)
+    #[arg(long, conflicts_with = "no_wait", help_heading = "Lock")]
+    pub supersede: bool,
+
+    /// Exit code when the lock is busy, the wait times out, or a newer
+    /// --supersede waiter replaced this one
     #[arg(
         short = 'E',
         long,
@@ -443,8 +507,9 @@ pub struct FlockOpts {
     pub fd: Option<String>,
 }
 
-const NO_DESCRIPTORS: &str = "rlock locks are not file descriptors: hold one across \
-     several commands with tok=$(rlock acquire KEY) ... rlock release KEY --token \"$tok\"";
+const NO_DESCRIPTORS: &str = "rlock locks are not file descriptors: hold one for the \
+     rest of the script with tok=$(rlock acquire KEY --keep), or across some commands with \
+     tok=$(rlock acquire KEY) ... rlock release KEY --token \"$tok\"";
 
 impl FlockOpts {
     /// The flock(1) options rlock cannot honour, refused with the reason;
@@ -484,6 +549,28 @@ impl FlockOpts {
             None => command.to_vec(),
         }
     }
+}
+
+/// `acquire --keep`: a lock held as long as a process lives.
+#[derive(Debug, Args)]
+pub struct KeepOpts {
+    /// Leave a keeper process that renews the lock while the calling
+    /// process (the script) lives and releases it when that exits
+    #[arg(long, help_heading = "Keep")]
+    pub keep: bool,
+    /// With --keep: keep the lock while process PID lives instead
+    #[arg(long, value_name = "PID", requires = "keep", value_parser = clap::value_parser!(i32).range(1..), help_heading = "Keep")]
+    pub keep_while: Option<i32>,
+    /// With --keep: what the keeper does to the watched process (and what
+    /// it started) if the lock is lost [default: term]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ACTION",
+        requires = "keep",
+        help_heading = "Keep"
+    )]
+    pub on_lost: Option<OnLost>,
 }
 
 #[derive(Debug, Args)]
@@ -574,7 +661,7 @@ impl Command {
             | Command::Renew { key, .. }
             | Command::Check { key, .. }
             | Command::Status { key, .. } => Some(key),
-            Command::List { .. } => None,
+            Command::List { .. } | Command::Doctor { .. } => None,
         }
     }
 }

@@ -9,6 +9,14 @@ use redis::{FromRedisValue, IntoConnectionInfo};
 
 use crate::{Error, Result};
 
+/// A node that never resends (RedLock) replaces a connection idle for
+/// longer than this before use: servers, proxies and NATs close idle
+/// connections, and a command sent into a dead one would fail. Other nodes
+/// keep their connection (no reconnect, no TLS handshake per renewal): a
+/// dead one fails the call with an I/O error, and the call is resent on a
+/// fresh one (see `Node::eval` in src/lock/script.rs).
+pub(crate) const IDLE_RECONNECT: Duration = Duration::from_secs(1);
+
 const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Where and how to connect.
@@ -424,6 +432,15 @@ impl Server {
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
         })
+    }
+
+    /// The Sentinels a `--sentinel` server asks (none for the others), for
+    /// `rlock doctor`.
+    pub(crate) fn sentinel_clients(&self) -> &[redis::Client] {
+        match &self.client {
+            Client::Sentinel(s) => &s.sentinels,
+            _ => &[],
+        }
     }
 
     pub(crate) fn is_cluster(&self) -> bool {

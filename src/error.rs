@@ -44,6 +44,11 @@ pub enum Error {
     #[error("{0}")]
     Conflict(String),
 
+    /// `--supersede`: a newer waiter of the same lock that also asked to
+    /// supersede replaced this one in the queue; nothing is held.
+    #[error("superseded by {by}: a newer --supersede waiter for lock {key:?}; nothing is held")]
+    Superseded { key: String, by: String },
+
     /// A signal stopped us while waiting; nothing is held.
     #[error("interrupted by signal {0} while waiting; nothing is held")]
     Interrupted(i32),

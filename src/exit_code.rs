@@ -12,10 +12,14 @@ pub const USAGE: u8 = 64;
 pub const UNAVAILABLE: u8 = 69;
 /// Unexpected reply from Redis; a bug or an incompatible server (EX_SOFTWARE).
 pub const INTERNAL: u8 = 70;
-/// Busy (--no-wait) or the wait timed out (EX_TEMPFAIL, flock's default -E).
+/// Busy (--no-wait), the wait timed out, or a newer --supersede waiter
+/// replaced this one (EX_TEMPFAIL, flock's default -E).
 pub const BUSY: u8 = 75;
 /// The token does not own this lock (EX_NOPERM).
 pub const NOT_OWNER: u8 = 77;
+/// doctor: something unsafe was found in the Redis deployment
+/// (EX_CONFIG).
+pub const UNSAFE: u8 = 78;
 /// The lock was lost: expired or deleted while held.
 pub const LOST: u8 = 79;
 /// exec: the command was found but could not be run.
@@ -45,7 +49,7 @@ pub fn for_error(err: &Error, conflict: u8) -> u8 {
         Error::Usage(_) | Error::Conflict(_) => USAGE,
         Error::Unavailable { .. } => UNAVAILABLE,
         Error::Protocol(_) => INTERNAL,
-        Error::Busy { .. } | Error::Timeout { .. } => conflict,
+        Error::Busy { .. } | Error::Timeout { .. } | Error::Superseded { .. } => conflict,
         Error::NotOwner { .. } => NOT_OWNER,
         Error::Lost { .. } => LOST,
         Error::Interrupted(sig) => for_signal(*sig),
@@ -107,6 +111,7 @@ mod tests {
             INTERNAL,
             BUSY,
             NOT_OWNER,
+            UNSAFE,
             LOST,
             CANNOT_EXECUTE,
             NOT_FOUND,

@@ -14,10 +14,12 @@
 
 pub mod clock;
 pub mod conn;
+pub mod doctor;
 pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod exit_code;
+pub mod keep;
 pub mod lock;
 mod locker;
 mod quorum;
@@ -26,6 +28,7 @@ pub mod signals;
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
-    Busy, Cancel, Held, HolderInfo, Lease, Mode, Released, Request, Status, Token, Wait,
+    Busy, Cancel, Held, HolderInfo, HolderStatus, Lease, Mode, Released, Request, Status, Token,
+    Wait,
 };
 pub use locker::Locker;

@@ -79,9 +79,18 @@ impl Locker {
         }
     }
 
-    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called once,
-    /// when the first attempt finds the lock busy and we are going to wait.
-    /// `cancel`, if given, lets another thread stop the wait at once.
+    /// Acquire `key`, waiting as `req.wait` says. `cancel`, if given, lets
+    /// another thread stop the wait at once.
+    ///
+    /// `on_wait` is called at every busy observation while we wait: first
+    /// when an attempt finds the lock busy and we are going to wait (the
+    /// announcement: [`Busy::waited`] is then about zero), then after every
+    /// later attempt and every heartbeat ([`crate::lock::HEARTBEAT`], or a
+    /// RedLock retry), with the holder, the queue position, the holder's
+    /// lease time left and the time waited as last seen. A caller that
+    /// wants one line counts the calls; one that shows live progress
+    /// redraws from the latest. Not called when the lock is busy and we do
+    /// not wait (-n), nor once the wait ends.
     pub fn acquire(
         &mut self,
         key: &str,

@@ -7,11 +7,14 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 
 mod cli;
+mod progress;
+mod render;
 
 use clap::Parser;
-use cli::{Cli, Command, Global, LockOpts, RunOpts, RwMode};
+use cli::{Cli, Command, Global, KeepOpts, LockOpts, RunOpts, RwMode};
 use rlock::duration::human;
 use rlock::exec::{Event, HELD_ENV, Spec};
 use rlock::{
@@ -63,6 +66,10 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 }
 
 fn rlock_main() -> u8 {
+    // The keeper `acquire --keep` leaves behind: internal, never typed.
+    if std::env::args_os().nth(1).as_deref() == Some(rlock::keep::KEEPER_ARG.as_ref()) {
+        return rlock::keep::keeper_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
@@ -83,7 +90,11 @@ fn rlock_main() -> u8 {
             let quiet_busy = conflict == 0
                 && matches!(
                     lib,
-                    Some(rlock::Error::Busy { .. } | rlock::Error::Timeout { .. })
+                    Some(
+                        rlock::Error::Busy { .. }
+                            | rlock::Error::Timeout { .. }
+                            | rlock::Error::Superseded { .. }
+                    )
                 );
             if !quiet_busy || verbose {
                 say!("rlock: {err:#}");
@@ -120,7 +131,11 @@ fn clap_exit(e: clap::Error) -> u8 {
 }
 
 fn connect(g: &Global) -> anyhow::Result<Locker> {
-    let opts = ConnectOptions {
+    Ok(Locker::connect(&options(g), &g.prefix)?)
+}
+
+fn options(g: &Global) -> ConnectOptions {
+    ConnectOptions {
         urls: g
             .url
             .iter()
@@ -139,13 +154,13 @@ fn connect(g: &Global) -> anyhow::Result<Locker> {
             cert: g.tls_cert.clone(),
             key: g.tls_key.clone(),
         },
-    };
-    Ok(Locker::connect(&opts, &g.prefix)?)
+    }
 }
 
 fn request(lock: &LockOpts) -> Request {
     let mut req = Request::new(lock.ttl.0);
     req.min_hold = lock.min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
+    req.supersede = lock.supersede;
     req.wait = match (lock.no_wait, lock.wait) {
         (true, _) => Wait::No,
         (false, Some(d)) => Wait::For(d.0),
@@ -154,8 +169,14 @@ fn request(lock: &LockOpts) -> Request {
     req
 }
 
-/// `acquire`, and `rw` without a command: print the token and exit.
-fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
+/// `acquire`, and `rw` without a command: print the token and exit;
+/// with `keep`, leave a keeper behind.
+fn print_token(
+    g: &Global,
+    key: &str,
+    req: Request,
+    keep: Option<rlock::keep::Keep>,
+) -> anyhow::Result<u8> {
     req.check()?;
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
@@ -175,7 +196,45 @@ fn print_token(g: &Global, key: &str, req: Request) -> anyhow::Result<u8> {
         let _ = locker.release(key, &lease.token);
         anyhow::bail!("cannot write the token to stdout; lock released");
     }
+    if let Some(keep) = keep {
+        let mut program = std::process::Command::new("/proc/self/exe");
+        program.arg0("rlock-keeper").arg(rlock::keep::KEEPER_ARG);
+        match rlock::keep::spawn(program, &options(g), &g.prefix, &lease, &keep) {
+            Ok(started) => {
+                if g.verbose {
+                    match started {
+                        rlock::keep::Started::Keeper(pid) => say!(
+                            "rlock: keeper pid {pid} keeps {key:?} while pid {} lives",
+                            keep.watched.process_id()
+                        ),
+                        rlock::keep::Started::Already => {
+                            say!("rlock: a keeper of this token already keeps {key:?}")
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = locker.release(key, &lease.token);
+                return Err(anyhow::Error::new(e).context("--keep: lock released"));
+            }
+        }
+    }
     Ok(exit_code::OK)
+}
+
+/// What `--keep` watches, checked before anything is acquired.
+fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
+    if !keep.keep {
+        return Ok(None);
+    }
+    let watched = match keep.keep_while {
+        Some(pid) => rlock::keep::Watched::pid(pid)?,
+        None => rlock::keep::Watched::caller()?,
+    };
+    Ok(Some(rlock::keep::Keep {
+        watched,
+        on_lost: keep.on_lost.unwrap_or(cli::OnLost::Term).into(),
+    }))
 }
 
 /// `exec`, and `rw` with a command.
@@ -199,18 +258,25 @@ fn exec(
     };
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;
+    let progress = waiting(g, key);
     let result = rlock::exec::run(
         &mut locker,
         key,
         &req,
         &spec,
-        &mut waiting(g, key),
+        &mut |busy| progress.update(busy),
         &mut |ev| match ev {
-            Event::Acquired(lease) if g.verbose => say!(
-                "rlock: acquired {key:?} (fence {}, ttl {})",
-                lease.fence,
-                human(lease.ttl)
-            ),
+            Event::Acquired(lease) => {
+                // Before the command writes anything.
+                progress.finish();
+                if g.verbose {
+                    say!(
+                        "rlock: acquired {key:?} (fence {}, ttl {})",
+                        lease.fence,
+                        human(lease.ttl)
+                    )
+                }
+            }
             Event::Lost { why, action } => {
                 reported = true;
                 say!("rlock: lock {key:?} lost: {why}; {action}")
@@ -232,6 +298,7 @@ fn exec(
             _ => {}
         },
     );
+    progress.finish();
     let finished = match result {
         Err(rlock::Error::Lost { .. }) if reported => return Ok(exit_code::LOST),
         r => r?,
@@ -255,26 +322,30 @@ fn acquire(g: &Global, locker: &mut Locker, key: &str, mut req: Request) -> anyh
     let cancel = rlock::Cancel::new();
     std::thread::scope(|s| {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
-        Ok(locker.acquire(key, &req, Some(&cancel), &mut waiting(g, key))?)
+        let progress = waiting(g, key);
+        let lease = locker.acquire(key, &req, Some(&cancel), &mut |b| progress.update(b));
+        progress.finish();
+        Ok(lease?)
     })
 }
 
-/// The token an enclosing `rlock exec` holds for `key`, for re-entry.
+/// The token to try re-entering `key` with: the one an enclosing `rlock
+/// exec` holds for it, else RLOCK_TOKEN (a script that exported the token
+/// of its `acquire --keep`). Either is used only if it holds the lock; if
+/// not, the acquire takes a fresh token as usual.
 fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
     let name = locker.name(key)?;
-    Ok(rlock::exec::inherited_token(
-        std::env::var(HELD_ENV).ok().as_deref(),
-        &name,
-    ))
+    let held = rlock::exec::inherited_token(std::env::var(HELD_ENV).ok().as_deref(), &name);
+    Ok(held.or_else(|| {
+        std::env::var("RLOCK_TOKEN")
+            .ok()
+            .and_then(|t| Token::parse(&t).ok())
+    }))
 }
 
-/// Says once on stderr whom we wait for (unless -q).
-fn waiting<'a>(g: &'a Global, key: &'a str) -> impl FnMut(&rlock::Busy) + 'a {
-    move |busy| {
-        if !g.quiet {
-            say!("rlock: waiting for lock {key:?} held by {busy}");
-        }
-    }
+/// Shows on stderr whom we wait for (unless -q): see progress.rs.
+fn waiting<'a>(g: &Global, key: &'a str) -> progress::Progress<'a> {
+    progress::Progress::new(key, g.quiet, g.verbose)
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -284,10 +355,20 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         rlock::lock::LockName::new(&g.prefix, key)?;
     }
     match &cli.command {
-        Command::Acquire { key, lock, slots } => {
+        Command::Acquire {
+            key,
+            lock,
+            slots,
+            keep,
+        } => {
             let mut req = request(lock);
             req.limit = slots.limit;
-            print_token(g, key, req)
+            let keep = keeper(keep)?;
+            if let Some(k) = &keep {
+                // Status names the process the lock is kept for.
+                req.info.pid = k.watched.process_id() as u32;
+            }
+            print_token(g, key, req, keep)
         }
         Command::Exec {
             key,
@@ -318,7 +399,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 RwMode::Write => Mode::Write,
             };
             if command.is_empty() {
-                print_token(g, key, req)
+                print_token(g, key, req, None)
             } else {
                 exec(g, key, req, run, command)
             }
@@ -331,7 +412,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let token = Token::parse(&token.token)?;
             let mut locker = connect(g)?;
             let hold = min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
-            match locker.release_with(key, &token, false, Some(hold))? {
+            match rlock::keep::release(&mut locker, key, &token, false, Some(hold))? {
                 Released::Released => {
                     if g.verbose {
                         say!("rlock: released {key:?}");
@@ -396,12 +477,40 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status { key, json } => {
             let mut locker = connect(g)?;
             let st = locker.status(key)?;
+            // A separate read; a failure of it costs only the line.
+            let name = locker.name(key)?;
+            let lost = rlock::keep::last_loss(&options(g), &name).ok().flatten();
             if *json {
-                println!("{}", serde_json::to_string(&st)?);
+                let mut v = serde_json::to_value(&st)?;
+                if let (Some(obj), Some(lost)) = (v.as_object_mut(), &lost) {
+                    obj.insert("last_lost".into(), serde_json::to_value(lost)?);
+                }
+                println!("{v}");
             } else {
-                print!("{}", rlock::lock::render_status(&st));
+                print!("{}", render::status(&st));
+                if let Some(lost) = lost {
+                    println!("  last lost: {lost}");
+                }
             }
             Ok(exit_code::OK)
+        }
+        Command::Doctor { ttl, json } => {
+            rlock::lock::check_ttl(ttl.0)?;
+            let report = rlock::doctor::run(&options(g), &g.prefix, ttl.0)?;
+            let out = if *json {
+                serde_json::to_string(&report)? + "\n"
+            } else {
+                report.render()
+            };
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(out.as_bytes())
+                .and_then(|_| stdout.flush())?;
+            Ok(if report.safe {
+                exit_code::OK
+            } else {
+                exit_code::UNSAFE
+            })
         }
         Command::List { pattern, json } => {
             let mut locker = connect(g)?;
@@ -410,7 +519,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 println!("{}", serde_json::to_string(&all)?);
             } else {
                 for st in &all {
-                    print!("{}", rlock::lock::render_status(st));
+                    print!("{}", render::status(st));
                 }
             }
             Ok(exit_code::OK)

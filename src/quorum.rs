@@ -32,10 +32,13 @@
 //!
 //! # Fencing
 //!
-//! Each master keeps its own counter (`P{K}:fence`). Every attempt carries
-//! a floor: the highest counter this process has seen on any master
-//! (granted or busy answers both report it). A master that grants sets its
-//! counter to max(counter + 1, floor + 1) and answers that value. An
+//! Each master keeps its own last value (`P{K}:fence`; see grant() in
+//! lua/acquire.lua). Every attempt carries a floor: the highest value this
+//! process has seen on any master (granted or busy answers both report
+//! it). A master that grants answers max(last + 1, floor + 1), or, when it
+//! has no last value kept, max(its clock in ms, floor + 1); after a lock
+//! sat unused the masters' clocks differ, and the floor makes them agree
+//! on the second attempt. An
 //! attempt succeeds only if a majority of masters granted it *with the same
 //! value*, and that value is the fence. If the grants disagree (a master's
 //! counter was ahead of the floor, say after failed attempts that only it
@@ -52,8 +55,9 @@
 //! fence(G) had each just set its counter to fence(G). G' succeeds only
 //! with an agreeing majority Q'. Any two majorities of the same N masters
 //! intersect: let k be in both. G' ran on k after G did (G had already
-//! succeeded when G' was sent), and k's counter never went down in between,
-//! so k granted G' a value above fence(G). k is in Q', so that value is
+//! succeeded when G' was sent), and k answered G' with more than fence(G):
+//! last + 1 while it kept fence(G) or a later value, else its clock, which
+//! has passed fence(G) before k lets that value expire. k is in Q', so that value is
 //! fence(G'). The floor plays no part in this: it only makes the masters
 //! agree at the first try, and a new process, which knows no floor, may
 //! need one extra round trip.
@@ -72,7 +76,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::BootTime;
 use crate::conn::Server;
-use crate::lock::{Attempt, Held, LockName, Node, valid_until};
+use crate::lock::{Attempt, Held, LockName, Node, Waiting, valid_until};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, Wait};
 
 /// Longest wait for one master's answer (connect and reply each).
@@ -549,8 +553,8 @@ impl Quorum {
             turn,
             self.timeout,
             move |node| {
-                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None);
-                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence)) = &a {
+                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None, false);
+                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence, _)) = &a {
                     let mut s = state(&shared);
                     s.floor = s.floor.max(*fence);
                 }
@@ -735,31 +739,30 @@ impl Quorum {
                     .into(),
             ));
         }
+        if req.supersede {
+            // Each master keeps its own queue, and RedLock never queues on
+            // them (it retries): there is no one queue in which a newer
+            // waiter could replace an older one.
+            return Err(Error::Usage(
+                "--supersede needs one Redis (or Sentinel, or Cluster): RedLock (several \
+                 --url) keeps no shared wait queue"
+                    .into(),
+            ));
+        }
         self.check_twins()?;
         let lock = self.name(key)?;
-        let cancelled = || cancel.is_some_and(Cancel::is_cancelled);
-        let interrupted = || cancel.map_or(Error::Interrupted(0), Cancel::interrupted);
+        let mut w = Waiting::new(key, req.wait, cancel);
         if let Some(token) = &req.reenter
             && let Some(lease) = self.reenter(&lock, key, token, req)?
         {
             return Ok(lease);
         }
         let m = self.majority();
-        let started = Instant::now();
-        let deadline = match req.wait {
-            Wait::For(d) => Some(
-                started
-                    .checked_add(d)
-                    .unwrap_or(started + crate::duration::MAX),
-            ),
-            Wait::No | Wait::Forever => None,
-        };
-        let mut announced = false;
         let mut unreachable = 0;
         let mut disagreed = 0;
         loop {
-            if cancelled() {
-                return Err(interrupted());
+            if w.cancelled() {
+                return Err(w.interrupted());
             }
             let token = Token::generate();
             let sent = BootTime::now();
@@ -769,9 +772,9 @@ impl Quorum {
             if twins.is_ok()
                 && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
             {
-                if cancelled() {
+                if w.cancelled() {
                     self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
-                    return Err(interrupted());
+                    return Err(w.interrupted());
                 }
                 return Ok(lease);
             }
@@ -799,7 +802,7 @@ impl Quorum {
                 .iter()
                 .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
             let busy = answers.iter().find_map(|a| match a {
-                Some(Ok(Attempt::Busy(b, _))) => Some(b.clone()),
+                Some(Ok(Attempt::Busy(b, ..))) => Some(b.clone()),
                 _ => None,
             });
             let next = if let Some(i) = foreign {
@@ -810,33 +813,14 @@ impl Quorum {
             } else if busy.is_some() || disagreed >= MAX_DISAGREE {
                 disagreed = 0;
                 unreachable = 0;
-                let holder = busy
-                    .as_ref()
-                    .and_then(|b| b.holder.as_ref().map(|_| b.to_string()));
-                let now = Instant::now();
-                if matches!(req.wait, Wait::No | Wait::For(Duration::ZERO)) {
-                    Next::Fail(Error::Busy {
-                        key: key.into(),
-                        holder,
-                    })
-                } else if deadline.is_some_and(|d| now >= d) {
-                    Next::Fail(Error::Timeout {
-                        key: key.into(),
-                        waited: now - started,
-                        holder,
-                    })
-                } else {
-                    if let (false, Some(b)) = (announced, &busy) {
-                        on_wait(b);
-                        announced = true;
+                match w.busy(busy.as_ref(), on_wait) {
+                    Err(e) => Next::Fail(e),
+                    Ok(()) => {
+                        let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
+                        let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
+                        let delay = RETRY_MIN + Duration::from_micros(jitter);
+                        Next::Retry(w.left().map_or(delay, |left| delay.min(left)))
                     }
-                    let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
-                    let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
-                    let mut delay = RETRY_MIN + Duration::from_micros(jitter);
-                    if let Some(d) = deadline {
-                        delay = delay.min(d.saturating_duration_since(now));
-                    }
-                    Next::Retry(delay)
                 }
             } else {
                 // Too few masters answered in time. A caller willing to wait
@@ -865,7 +849,7 @@ impl Quorum {
                 Next::Retry(d) => d,
             };
             let until = Instant::now() + delay;
-            while Instant::now() < until && !cancelled() {
+            while Instant::now() < until && !w.cancelled() {
                 std::thread::sleep(
                     until
                         .saturating_duration_since(Instant::now())

@@ -7,9 +7,17 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
 
-use super::*;
+use crate::PREFIX;
+use crate::client::rlock;
+use crate::process::{path, wait_deadline, wait_until};
+use crate::stats::section;
+use crate::support::{signal, start_redis};
 
 const RUNS: usize = 5;
 const TTL_MS: u64 = 1500;
@@ -21,7 +29,7 @@ enum Stall {
     LostNetwork,
 }
 
-pub(crate) fn margins() {
+pub(crate) fn run(_: &crate::Bench) {
     section(&format!(
         "9. exec safety margin: the command's last process gone this long before the lease \
          ends on the server (TTL {TTL_MS} ms, command ignores SIGTERM, {RUNS} runs)"

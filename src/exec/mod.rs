@@ -81,7 +81,7 @@ mod guard;
 mod held;
 mod renew;
 mod supervisor;
-mod tree;
+pub(crate) mod tree;
 pub mod tty;
 
 use std::ffi::OsString;

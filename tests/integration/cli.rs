@@ -6,18 +6,13 @@ use std::time::Duration;
 
 use crate::util::*;
 
-fn status_json(r: &Redis, key: &str) -> serde_json::Value {
-    let out = rlock(r).args(["status", key, "--json"]).run().ok();
-    serde_json::from_str(&out.stdout).unwrap()
-}
-
 #[test]
 fn acquire_prints_only_a_token_and_release_frees() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let run = rlock(&r).args(["acquire", "job"]).run().ok();
     assert_eq!(run.stderr, "");
     let tok = run.token();
-    let st = status_json(&r, "job");
+    let st = r.status_json("job");
     assert_eq!(st["held"], true);
     assert!(st["holders"][0]["pid"].as_u64().is_some());
     assert!(st["holders"][0]["ttl_ms"].as_u64().unwrap() > 25_000);
@@ -29,13 +24,13 @@ fn acquire_prints_only_a_token_and_release_frees() {
         .args(["release", "job", "--token", &tok])
         .run()
         .ok();
-    assert_eq!(status_json(&r, "job")["held"], false);
+    assert_eq!(r.status_json("job")["held"], false);
     r.assert_nothing_held(&[]);
 }
 
 #[test]
 fn releasing_twice_is_harmless_and_says_so() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
     rlock(&r)
         .args(["release", "k"])
@@ -66,7 +61,7 @@ fn releasing_twice_is_harmless_and_says_so() {
 
 #[test]
 fn busy_no_wait_exits_75_or_the_conflict_code() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r).args(["acquire", "k"]).run().ok();
     rlock(&r)
         .args(["acquire", "-n", "k"])
@@ -86,7 +81,7 @@ fn busy_no_wait_exits_75_or_the_conflict_code() {
 
 #[test]
 fn wait_times_out_with_75_and_leaves_the_queue() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r).args(["acquire", "k"]).run().ok();
     let run = rlock(&r)
         .args(["acquire", "-w", "300ms", "k"])
@@ -101,7 +96,7 @@ fn wait_times_out_with_75_and_leaves_the_queue() {
     );
     assert!(lines[1].contains("timed out"), "{}", run.stderr);
     assert!(run.elapsed >= Duration::from_millis(300));
-    assert_eq!(status_json(&r, "k")["waiters"], 0);
+    assert_eq!(r.status_json("k")["waiters"], 0);
     // -q silences the waiting line, not the error.
     rlock(&r)
         .args(["-q", "acquire", "-w", "100ms", "k"])
@@ -111,21 +106,19 @@ fn wait_times_out_with_75_and_leaves_the_queue() {
 
 #[test]
 fn waiter_gets_the_lock_when_it_is_released() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
     let waiter = rlock(&r).args(["acquire", "k"]).spawn();
-    eventually(Duration::from_secs(5), "the waiter to queue", || {
-        status_json(&r, "k")["waiters"] == 1
-    });
+    r.await_waiters("k", 1);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     let got = finish(waiter, "waiter").ok();
     assert_ne!(got.token(), tok);
-    assert_eq!(status_json(&r, "k")["held"], true);
+    assert_eq!(r.status_json("k")["held"], true);
 }
 
 #[test]
 fn waiter_gets_the_lock_when_the_holder_expires_without_release() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r)
         .args(["acquire", "k", "--ttl", "700ms"])
         .run()
@@ -142,7 +135,7 @@ fn waiter_gets_the_lock_when_the_holder_expires_without_release() {
 
 #[test]
 fn renew_extends_only_for_the_owner() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let tok = rlock(&r)
         .args(["acquire", "k", "--ttl", "5s"])
         .run()
@@ -152,9 +145,7 @@ fn renew_extends_only_for_the_owner() {
         .args(["renew", "k", "--token", &tok, "--ttl", "1h"])
         .run()
         .ok();
-    let ttl = status_json(&r, "k")["holders"][0]["ttl_ms"]
-        .as_u64()
-        .unwrap();
+    let ttl = r.status_json("k")["holders"][0]["ttl_ms"].as_u64().unwrap();
     assert!(ttl > 3_000_000, "ttl {ttl}");
     let foreign = uuid::Uuid::new_v4().to_string();
     rlock(&r)
@@ -175,39 +166,39 @@ fn renew_extends_only_for_the_owner() {
 
 #[test]
 fn renew_never_revives_an_expired_lease() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let tok = rlock(&r)
         .args(["acquire", "k", "--ttl", "100ms"])
         .run()
         .ok()
         .token();
-    std::thread::sleep(Duration::from_millis(250));
+    eventually(Duration::from_secs(5), "the lease to expire", || {
+        !r.held("k")
+    });
     rlock(&r)
         .args(["renew", "k", "--token", &tok])
         .run()
         .fails(79, "lost");
-    assert_eq!(status_json(&r, "k")["held"], false);
+    assert_eq!(r.status_json("k")["held"], false);
 }
 
 #[test]
 fn fencing_counter_increases_with_every_grant() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let mut last = 0;
     for _ in 0..4 {
         let tok = rlock(&r).args(["acquire", "f"]).run().ok().token();
-        let fence = status_json(&r, "f")["holders"][0]["fence"]
-            .as_u64()
-            .unwrap();
+        let fence = r.status_json("f")["holders"][0]["fence"].as_u64().unwrap();
         assert!(fence > last, "fence {fence} after {last}");
         last = fence;
         rlock(&r).args(["release", "f", "--token", &tok]).run().ok();
     }
-    assert_eq!(status_json(&r, "f")["fence"], last);
+    assert_eq!(r.status_json("f")["fence"], last);
 }
 
 #[test]
 fn status_and_list_text_and_json() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r).args(["acquire", "alpha"]).run().ok();
     rlock(&r).args(["acquire", "beta"]).run().ok();
     let st = rlock(&r).args(["status", "alpha"]).run().ok();
@@ -228,7 +219,7 @@ fn status_and_list_text_and_json() {
         .collect();
     assert_eq!(names, ["alpha", "beta"]);
     // A foreign hash that looks like a lock does not break the listing.
-    let _: () = r.cmd(&["HSET", "rlock:{}", "x", "1"]);
+    let _: () = r.cmd(&["HSET", &r.key(""), "x", "1"]);
     rlock(&r).args(["list"]).run().ok();
     let some = rlock(&r).args(["list", "b*"]).run().ok();
     assert!(some.stdout.starts_with("beta: held"), "{}", some.stdout);
@@ -237,7 +228,7 @@ fn status_and_list_text_and_json() {
 
 #[test]
 fn limit_admits_n_holders_and_refuses_another_n() {
-    let r = Redis::start();
+    let r = Redis::shared();
     for _ in 0..2 {
         rlock(&r)
             .args(["acquire", "--limit", "2", "-n", "pool"])
@@ -248,7 +239,7 @@ fn limit_admits_n_holders_and_refuses_another_n() {
         .args(["acquire", "--limit", "2", "-n", "pool"])
         .run()
         .fails(75, "busy");
-    let st = status_json(&r, "pool");
+    let st = r.status_json("pool");
     assert_eq!(
         (
             st["limit"].as_u64(),
@@ -305,13 +296,11 @@ fn unix_socket_url_works() {
 
 #[test]
 fn sigint_while_waiting_exits_130_and_leaves_nothing() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
     let waiter = rlock(&r).args(["acquire", "k"]).spawn();
-    eventually(Duration::from_secs(5), "the waiter to queue", || {
-        status_json(&r, "k")["waiters"] == 1
-    });
-    unsafe { libc::kill(waiter.id() as i32, libc::SIGINT) };
+    r.await_waiters("k", 1);
+    kill(waiter.id(), libc::SIGINT);
     let run = finish(waiter, "waiter").code(130);
     assert!(
         run.stderr
@@ -320,21 +309,20 @@ fn sigint_while_waiting_exits_130_and_leaves_nothing() {
         run.stderr
     );
     assert!(run.elapsed < Duration::from_secs(1), "{:?}", run.elapsed);
-    assert_eq!(status_json(&r, "k")["waiters"], 0);
+    assert_eq!(r.status_json("k")["waiters"], 0);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     r.assert_nothing_held(&[]);
 }
 
 #[test]
 fn waiters_are_served_in_arrival_order() {
-    let r = Redis::start();
+    let r = Redis::shared();
+    let f = r.fence_ahead("q");
     let tok = rlock(&r).args(["acquire", "q"]).run().ok().token();
     let mut waiters = Vec::new();
     for i in 1..=5 {
         let child = rlock(&r).args(["acquire", "q"]).spawn();
-        eventually(Duration::from_secs(5), "the waiter to queue", || {
-            status_json(&r, "q")["waiters"] == i
-        });
+        r.await_waiters("q", i);
         waiters.push(child);
     }
     let mut order = Vec::new();
@@ -348,14 +336,10 @@ fn waiters_are_served_in_arrival_order() {
         let _ = w.wait().unwrap();
         w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
         held = out.trim().to_string();
-        order.push(
-            status_json(&r, "q")["holders"][0]["fence"]
-                .as_u64()
-                .unwrap(),
-        );
+        order.push(r.status_json("q")["holders"][0]["fence"].as_u64().unwrap());
     }
     // Each waiter in turn got the next grant: a later one never overtook.
-    assert_eq!(order, [2, 3, 4, 5, 6]);
+    assert_eq!(order, [f + 2, f + 3, f + 4, f + 5, f + 6]);
 }
 
 mod bad_input {
@@ -369,7 +353,7 @@ mod bad_input {
 
     #[test]
     fn durations() {
-        let r = Redis::start();
+        let r = Redis::shared();
         refused(&r, &["acquire", "k", "--ttl", "30"], 64, "no unit");
         refused(
             &r,
@@ -444,7 +428,7 @@ mod bad_input {
 
     #[test]
     fn keys_and_flags() {
-        let r = Redis::start();
+        let r = Redis::shared();
         refused(&r, &["acquire", ""], 64, "must not be empty");
         refused(&r, &["acquire", "a\tb"], 64, "control characters");
         refused(&r, &["acquire", "}x"], 64, "empty hash tag");
@@ -457,7 +441,7 @@ mod bad_input {
 
     #[test]
     fn tokens() {
-        let r = Redis::start();
+        let r = Redis::shared();
         refused(
             &r,
             &["release", "k", "--token", "not-a-uuid"],
@@ -474,7 +458,7 @@ mod bad_input {
 
     #[test]
     fn unknown_url_scheme() {
-        let r = Redis::start();
+        let r = Redis::shared();
         for url in ["http://127.0.0.1:1", "localhost:6379", "memcached://h"] {
             bare_rlock()
                 .args(["--url", url, "acquire", "k"])
@@ -574,7 +558,7 @@ mod bad_input {
         refused_foreign(&r, "list", &["rlock:{str}", "rlock:{list}:h"]);
         let _: () = r.cmd(&["SET", "rlock:{fence}:fence", "abc"]);
         rlock(&r).args(["acquire", "fence"]).run().code(64);
-        r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h"]);
+        r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h", "rlock:{fence}:fence"]);
     }
 
     #[track_caller]
@@ -635,8 +619,9 @@ fn contention_many_processes_never_overlap() {
           redis-cli -p "$PORT" DECR inside >/dev/null
           "$BIN" release c --token "$tok" || exit 12
         done"#;
+    let f = r.fence_ahead("c");
     contenders(8, script, &r.url(), &r);
-    assert_eq!(status_json(&r, "c")["fence"], 40);
+    assert_eq!(r.status_json("c")["fence"], f + 40);
     r.assert_nothing_held(&["inside"]);
 }
 
@@ -656,8 +641,11 @@ fn check_says_held_gone_or_taken_inside_and_outside_exec() {
         .ok();
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(
-        (v["held"].as_bool(), v["fence"].as_u64()),
-        (Some(true), Some(1))
+        (v["held"].as_bool(), v["fence"].clone()),
+        (
+            Some(true),
+            r.status_json("k")["holders"][0]["fence"].clone()
+        )
     );
     assert!(v["ttl_ms"].as_u64().unwrap() > 20_000, "{v}");
     // Another owner's token.

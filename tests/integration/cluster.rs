@@ -190,3 +190,33 @@ fn when_no_seed_answers_each_is_named() {
         .run()
         .fails(64, "different password");
 }
+
+/// --supersede on a Cluster: the scripts keep every key of a lock on one
+/// node, and the superseded waiter is woken through that node.
+#[test]
+fn supersede_works_on_a_cluster() {
+    let c = Cluster::start(3);
+    let waiting = |k: &str, n: u32| {
+        rc(&c)
+            .args(["status", k, "--json"])
+            .run()
+            .ok()
+            .stdout
+            .contains(&format!("\"waiters\":{n}"))
+    };
+    for k in ["a", "b", "c", "d"] {
+        let tok = rc(&c).args(["acquire", k]).run().ok().token();
+        let old = rc(&c).args(["acquire", "--supersede", k]).spawn();
+        eventually(Duration::from_secs(5), "the old waiter to queue", || {
+            waiting(k, 1)
+        });
+        let new = rc(&c).args(["acquire", "--supersede", k]).spawn();
+        finish(old, "old").fails_with_lines(75, "superseded by host");
+        rc(&c).args(["release", k, "--token", &tok]).run().ok();
+        let tok = finish(new, "new").ok().token();
+        rc(&c).args(["release", k, "--token", &tok]).run().ok();
+    }
+    for r in &c.nodes {
+        r.assert_nothing_held(&[]);
+    }
+}

@@ -10,7 +10,7 @@ use crate::util::*;
 /// for 3 s in the background, then each option against it.
 #[test]
 fn util_linux_flock_scenarios() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let key = "/var/lock/flock-test.lock"; // a path names a Redis key here
     let started = Instant::now();
     let general = rlock(&r)
@@ -69,7 +69,7 @@ fn util_linux_flock_scenarios() {
 
 #[test]
 fn bare_numbers_are_seconds_for_waits_only() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
     let run = rlock(&r)
         .args(["exec", "-w", "0.5", "k", "true"])
@@ -99,7 +99,7 @@ fn bare_numbers_are_seconds_for_waits_only() {
 
 #[test]
 fn dash_c_runs_through_sh() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let run = rlock(&r)
         .args(["exec", "k", "-c", "echo $((1+2)) $RLOCK_KEY"])
         .run()
@@ -121,7 +121,7 @@ fn dash_c_runs_through_sh() {
 fn close_is_accepted_and_the_command_gets_no_descriptor() {
     // tests/ts/flock/close: the child must not inherit the lock's fd. rlock
     // passes none, with or without -o.
-    let r = Redis::start();
+    let r = Redis::shared();
     let script = "ls /proc/$$/fd";
     let fds = |out: &[u8]| -> Vec<String> {
         let mut v: Vec<String> = String::from_utf8_lossy(out)
@@ -152,7 +152,7 @@ fn close_is_accepted_and_the_command_gets_no_descriptor() {
 
 #[test]
 fn descriptor_forms_and_no_fork_are_refused_with_a_reason() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r)
         .args(["exec", "-F", "-n", "k", "true"])
         .run()
@@ -184,11 +184,13 @@ fn descriptor_forms_and_no_fork_are_refused_with_a_reason() {
 fn a_crontab_line_works_after_replacing_one_word() {
     // flock -n -E 0 /var/lock/nightly ./report.sh, on two "hosts" at once:
     // one runs, the other skips quietly with 0.
-    let r = Redis::start();
+    let r = Redis::shared();
     let line = "exec -n -E 0 /var/lock/nightly sh -c 'echo ran; sleep 1'";
     let words: Vec<String> = shell_words(line);
     let a = rlock(&r).args(&words).spawn();
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(Duration::from_secs(5), "the first to hold the lock", || {
+        r.held("/var/lock/nightly")
+    });
     let b = rlock(&r).args(&words).run().ok();
     assert!(b.stdout.is_empty(), "both ran");
     let a = finish(a, "first").ok();

@@ -28,9 +28,10 @@ fn peak_holders(
     let peak = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let (inside, peak, url) = (inside.clone(), peak.clone(), r.url());
+            let (inside, peak) = (inside.clone(), peak.clone());
+            let (url, prefix) = (r.url(), r.prefix.clone());
             std::thread::spawn(move || {
-                let mut l = locker(&url);
+                let mut l = locker_with(&url, &prefix);
                 let mut req = req(5000);
                 req.limit = limit;
                 for _ in 0..rounds {
@@ -52,16 +53,17 @@ fn peak_holders(
 
 #[test]
 fn threads_hammering_one_key_never_overlap() {
-    let r = Redis::start();
+    let r = Redis::shared();
+    let f = r.fence_ahead("hot");
     assert_eq!(peak_holders(&r, "hot", 1, 10, 50, Duration::ZERO), 1);
-    assert_eq!(locker(&r.url()).status("hot").unwrap().fence, 500);
+    assert_eq!(r.locker().status("hot").unwrap().fence, f + 500);
     r.assert_nothing_held(&[]);
 }
 
 #[test]
 fn reentry_counts_and_releases_at_zero() {
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let first = l.acquire("re", &req(5000), None, &mut |_| {}).unwrap();
     assert_eq!(first.count, 1);
     let mut again = req(5000);
@@ -80,8 +82,8 @@ fn reentry_counts_and_releases_at_zero() {
 
 #[test]
 fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let mut three = req(5000);
     three.limit = 3;
     three.wait = Wait::No;
@@ -89,7 +91,7 @@ fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
         .map(|_| l.acquire("sem", &three, None, &mut |_| {}).unwrap())
         .collect();
     let fences: Vec<u64> = leases.iter().map(|l| l.fence).collect();
-    assert_eq!(fences, [1, 2, 3]);
+    assert!(fences.windows(2).all(|w| w[1] == w[0] + 1), "{fences:?}");
     assert!(matches!(
         l.acquire("sem", &three, None, &mut |_| {}),
         Err(Error::Busy { .. })
@@ -106,8 +108,8 @@ fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
 
 #[test]
 fn validity_deadline_is_inside_the_ttl() {
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let before = BootTime::now();
     let lease = l.acquire("v", &req(1000), None, &mut |_| {}).unwrap();
     assert!(lease.valid_until > before);
@@ -122,14 +124,12 @@ fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
     // Holder, then waiters A (alive), B (killed), C (alive). When A is done,
     // B's turn comes but B is dead: C must get the lock once B's waiter
     // lease runs out, not later.
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
     let queue = |n: u64| {
         let child = rlock(&r).args(["acquire", "d"]).spawn();
-        eventually(Duration::from_secs(5), "the waiter to queue", || {
-            locker(&r.url()).status("d").unwrap().waiters == n
-        });
+        r.await_waiters("d", n);
         child
     };
     let a = queue(1);
@@ -154,7 +154,7 @@ fn a_killed_waiter_in_the_middle_of_the_queue_does_not_stall_the_rest() {
 
 #[test]
 fn semaphore_peak_concurrency_is_exactly_the_limit() {
-    let r = Redis::start();
+    let r = Redis::shared();
     assert_eq!(
         peak_holders(&r, "sem", 3, 8, 20, Duration::from_millis(2)),
         3
@@ -166,18 +166,16 @@ fn semaphore_peak_concurrency_is_exactly_the_limit() {
 fn a_dead_waiter_at_the_head_is_skipped() {
     // A waiter that queued and then vanished (no heartbeat) must not stall
     // the ones behind it for longer than the waiter lease.
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let holder = l.acquire("d", &req(60_000), None, &mut |_| {}).unwrap();
     let mut dead = rlock(&r).args(["acquire", "d"]).spawn();
-    eventually(Duration::from_secs(5), "the first waiter to queue", || {
-        locker(&r.url()).status("d").unwrap().waiters == 1
-    });
+    r.await_waiters("d", 1);
     dead.kill().unwrap();
     dead.wait().unwrap();
     l.release("d", &holder.token).unwrap();
     let started = std::time::Instant::now();
-    let mut l2 = locker(&r.url());
+    let mut l2 = r.locker();
     let mut w = req(5000);
     w.wait = Wait::For(Duration::from_secs(15));
     l2.acquire("d", &w, None, &mut |_| {}).unwrap();
@@ -190,12 +188,11 @@ fn a_dead_waiter_at_the_head_is_skipped() {
 
 /// Stop `r` now and let it go on after `for_`, from another thread.
 fn freeze(r: &Redis, for_: Duration) -> std::thread::JoinHandle<()> {
-    let pid = r.child_pid() as i32;
-    // SAFETY: plain syscalls on the test's own redis-server.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let pid = r.child_pid();
+    kill(pid, libc::SIGSTOP);
     std::thread::spawn(move || {
         std::thread::sleep(for_);
-        unsafe { libc::kill(pid, libc::SIGCONT) };
+        kill(pid, libc::SIGCONT);
     })
 }
 
@@ -206,7 +203,8 @@ fn a_grant_that_arrives_after_its_lease_expired_is_given_back() {
     // client's clock. Using it would let a second holder in once it ends on
     // the server: the client must give it back and take a fresh one.
     let r = Redis::start();
-    let mut l = locker(&r.url());
+    let mut l = r.locker();
+    let f = r.fence_ahead("stale");
     let thaw = freeze(&r, Duration::from_millis(700));
     let lease = l.acquire("stale", &req(200), None, &mut |_| {});
     thaw.join().unwrap();
@@ -217,18 +215,19 @@ fn a_grant_that_arrives_after_its_lease_expired_is_given_back() {
         lease.valid_until.elapsed()
     );
     assert_eq!(
-        lease.fence, 2,
+        lease.fence,
+        f + 2,
         "the stale grant was not given back and retaken"
     );
-    let st = locker(&r.url()).status("stale").unwrap();
+    let st = r.locker().status("stale").unwrap();
     assert_eq!(st.holders.len(), 1, "{st:?}");
-    assert_eq!((st.holders[0].fence, st.holders[0].count), (2, 1));
+    assert_eq!((st.holders[0].fence, st.holders[0].count), (f + 2, 1));
 }
 
 #[test]
 fn a_reentry_that_arrives_after_its_lease_expired_is_given_back() {
     let r = Redis::start();
-    let mut l = locker(&r.url());
+    let mut l = r.locker();
     let outer = l
         .acquire("stale-re", &req(60_000), None, &mut |_| {})
         .unwrap();
@@ -246,7 +245,7 @@ fn a_reentry_that_arrives_after_its_lease_expired_is_given_back() {
     );
     // The late re-entry's hold was released: one outer hold, one inner.
     assert_eq!((inner.count, inner.fence), (2, outer.fence));
-    let st = locker(&r.url()).status("stale-re").unwrap();
+    let st = r.locker().status("stale-re").unwrap();
     assert_eq!(st.holders.len(), 1, "{st:?}");
     assert_eq!(st.holders[0].count, 2);
     assert_eq!(
@@ -265,21 +264,23 @@ fn a_server_too_slow_for_every_grant_is_reported_not_used() {
     // late. A non-waiting acquire retries a bounded number of times (the
     // lock is not busy) and then reports Redis unusable, holding nothing.
     let r = Redis::start();
-    let mut l = locker(&r.url());
-    let pid = r.child_pid() as i32;
+    let mut l = r.locker();
+    let f = r.fence_ahead("slow");
+    let pid = r.child_pid();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stutter = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            // SAFETY: plain syscalls on the test's own redis-server.
             while !stop.load(Ordering::SeqCst) {
-                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                kill(pid, libc::SIGSTOP);
                 std::thread::sleep(Duration::from_millis(300));
-                unsafe { libc::kill(pid, libc::SIGCONT) };
+                kill(pid, libc::SIGCONT);
                 std::thread::sleep(Duration::from_millis(5));
             }
         })
     };
+    // Part of the scenario: the first acquire goes out while Redis is
+    // (most likely) stopped.
     std::thread::sleep(Duration::from_millis(10));
     let mut once = req(50);
     once.wait = Wait::No;
@@ -294,8 +295,8 @@ fn a_server_too_slow_for_every_grant_is_reported_not_used() {
         "{text}"
     );
     assert!(text.contains("TTL 50ms") && !text.contains('\n'), "{text}");
-    let st = locker(&r.url()).status("slow").unwrap();
-    assert_eq!((st.fence, st.holders.len()), (3, 0), "{st:?}");
+    let st = r.locker().status("slow").unwrap();
+    assert_eq!((st.fence, st.holders.len()), (f + 3, 0), "{st:?}");
 }
 
 /// The disposition of `sig` (its handler address) and this thread's mask.
@@ -326,8 +327,8 @@ fn children_named(comm: &str) -> Vec<String> {
 
 #[test]
 fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let watched = [
         libc::SIGINT,
         libc::SIGTERM,
@@ -392,7 +393,7 @@ fn calls_resent_after_lost_replies_count_once() {
     let r = Redis::start();
     let mut l = impatient(&r, Duration::from_millis(200));
     let outer = l.acquire("once", &req(30_000), None, &mut |_| {}).unwrap();
-    let count = |r: &Redis| locker(&r.url()).status("once").unwrap().holders[0].count;
+    let count = |r: &Redis| r.locker().status("once").unwrap().holders[0].count;
 
     let mut nested = req(30_000);
     nested.reenter = Some(outer.token.clone());
@@ -463,13 +464,14 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
             .unwrap()
     };
     let release = |c: &mut redis::Connection, req: &str| -> i64 {
-        redis::cmd("EVAL")
+        let reply: Vec<redis::Value> = redis::cmd("EVAL")
             .arg(&rel)
             .arg(8)
             .arg(keys(req))
             .arg(&[tok, "0", req, "0", "1", "20000"])
             .query(c)
-            .unwrap()
+            .unwrap();
+        redis::FromRedisValue::from_redis_value(reply[0].clone()).unwrap()
     };
     let count = |v: &[redis::Value]| -> i64 {
         redis::FromRedisValue::from_redis_value(v[2].clone()).unwrap()
@@ -482,9 +484,9 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
     assert_eq!(release(&mut c, "a2"), 2); // A releases
     assert_eq!(release(&mut c, "b2"), 1); // B releases; the parent holds on
     assert_eq!(release(&mut c, "a2"), 2); // A's resend: A's answer, no change
-    let st = locker(&r.url()).status("sib").unwrap();
+    let st = r.locker().status("sib").unwrap();
     assert_eq!(st.holders.len(), 1, "the parent's hold was dropped: {st:?}");
-    let mut l = locker(&r.url());
+    let mut l = r.locker();
     let mut req = Request::new(Duration::from_secs(30));
     req.wait = Wait::No;
     assert!(matches!(

@@ -9,10 +9,6 @@ use rlock::{Mode, Request, Wait};
 
 use crate::util::*;
 
-fn status(r: &Redis, key: &str) -> serde_json::Value {
-    serde_json::from_str(&rlock(r).args(["status", key, "--json"]).run().ok().stdout).unwrap()
-}
-
 fn req(mode: Mode, ttl_ms: u64) -> Request {
     let mut r = Request::new(Duration::from_millis(ttl_ms));
     r.mode = mode;
@@ -22,7 +18,7 @@ fn req(mode: Mode, ttl_ms: u64) -> Request {
 #[test]
 fn readers_overlap() {
     // Each reader waits (bounded) until all three are inside at once.
-    let r = Redis::start();
+    let r = Redis::shared();
     let dir = std::env::temp_dir().join(format!("rlock-rw-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -55,7 +51,7 @@ fn readers_overlap() {
 
 #[test]
 fn a_writer_excludes_everyone_and_only_semaphores_do_not_mix() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let w = rlock(&r).args(["rw", "write", "cat"]).run().ok().token();
     rlock(&r)
         .args(["rw", "read", "-n", "cat"])
@@ -74,7 +70,7 @@ fn a_writer_excludes_everyone_and_only_semaphores_do_not_mix() {
         .args(["rw", "read", "-w", "200ms", "cat"])
         .run()
         .fails_with_lines(75, "timed out");
-    let st = status(&r, "cat");
+    let st = r.status_json("cat");
     assert_eq!(
         (st["kind"].as_str(), st["holders"][0]["mode"].as_str()),
         (Some("rw"), Some("write"))
@@ -105,11 +101,11 @@ fn a_writer_excludes_everyone_and_only_semaphores_do_not_mix() {
 
 #[test]
 fn one_readers_release_keeps_the_others_shares() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let a = rlock(&r).args(["rw", "read", "cat"]).run().ok().token();
     let b = rlock(&r).args(["rw", "read", "cat"]).run().ok().token();
     rlock(&r).args(["release", "cat", "--token", &a]).run().ok();
-    let st = status(&r, "cat");
+    let st = r.status_json("cat");
     assert_eq!(st["holders"].as_array().unwrap().len(), 1);
     rlock(&r)
         .args(["rw", "write", "-n", "cat"])
@@ -129,7 +125,7 @@ fn one_readers_release_keeps_the_others_shares() {
 
 #[test]
 fn a_crashed_readers_share_expires_alone() {
-    let r = Redis::start();
+    let r = Redis::shared();
     rlock(&r)
         .args(["rw", "read", "cat", "--ttl", "300ms"])
         .run()
@@ -138,9 +134,11 @@ fn a_crashed_readers_share_expires_alone() {
         .args(["rw", "read", "cat", "--ttl", "1m"])
         .run()
         .ok();
-    assert_eq!(status(&r, "cat")["holders"].as_array().unwrap().len(), 2);
-    std::thread::sleep(Duration::from_millis(500));
-    let st = status(&r, "cat");
+    assert_eq!(r.status_json("cat")["holders"].as_array().unwrap().len(), 2);
+    eventually(Duration::from_secs(5), "the 300 ms share to expire", || {
+        r.status_json("cat")["holders"].as_array().unwrap().len() == 1
+    });
+    let st = r.status_json("cat");
     let holders = st["holders"].as_array().unwrap();
     assert_eq!(holders.len(), 1);
     assert!(holders[0]["ttl_ms"].as_u64().unwrap() > 50_000);
@@ -170,14 +168,15 @@ fn a_stream_of_readers_cannot_starve_a_writer() {
             })
         })
         .collect();
+    // Part of the scenario: the readers' stream under way, overlapping.
     std::thread::sleep(Duration::from_millis(600));
-    let mut w = locker(&r.url());
+    let mut w = r.locker();
     let started = Instant::now();
     let lease = w
         .acquire("cat", &req(Mode::Write, 5000), None, &mut |_| {})
         .unwrap();
     let waited = started.elapsed();
-    let st = status(&r, "cat");
+    let st = r.status_json("cat");
     assert_eq!(st["holders"].as_array().unwrap().len(), 1, "{st}");
     w.release("cat", &lease.token).unwrap();
     stop.store(true, Ordering::SeqCst);
@@ -193,14 +192,12 @@ fn a_stream_of_readers_cannot_starve_a_writer() {
 
 #[test]
 fn a_writers_release_wakes_every_waiting_reader_at_once() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let w = rlock(&r).args(["rw", "write", "cat"]).run().ok().token();
     let readers: Vec<_> = (0..3)
         .map(|_| rlock(&r).args(["rw", "read", "cat"]).spawn())
         .collect();
-    eventually(Duration::from_secs(5), "3 readers to queue", || {
-        status(&r, "cat")["waiters"] == 3
-    });
+    r.await_waiters("cat", 3);
     let started = Instant::now();
     rlock(&r).args(["release", "cat", "--token", &w]).run().ok();
     for k in readers {
@@ -212,12 +209,12 @@ fn a_writers_release_wakes_every_waiting_reader_at_once() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(status(&r, "cat")["holders"].as_array().unwrap().len(), 3);
+    assert_eq!(r.status_json("cat")["holders"].as_array().unwrap().len(), 3);
 }
 
 #[test]
 fn a_writer_that_gives_up_or_dies_stops_blocking_readers() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let reader = rlock(&r).args(["rw", "read", "cat"]).run().ok().token();
     // Gives up: readers pass again at once.
     rlock(&r)
@@ -230,7 +227,7 @@ fn a_writer_that_gives_up_or_dies_stops_blocking_readers() {
         .args(["rw", "write", "--ttl", "1s", "cat"])
         .spawn();
     eventually(Duration::from_secs(5), "the writer to queue", || {
-        status(&r, "cat")["waiting_writers"] == 1
+        r.status_json("cat")["waiting_writers"] == 1
     });
     rlock(&r)
         .args(["rw", "read", "-n", "cat"])
@@ -256,7 +253,7 @@ fn a_writer_that_gives_up_or_dies_stops_blocking_readers() {
 
 #[test]
 fn reentry_nests_reads_and_writes_but_refuses_an_upgrade() {
-    let r = Redis::start();
+    let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     let nested =
         format!("{bin} rw read -n cat -- {bin} rw write -n cat -- {bin} rw read -n cat -- true");
@@ -293,7 +290,8 @@ fn reentry_nests_reads_and_writes_but_refuses_an_upgrade() {
 
 #[test]
 fn rw_exec_behaves_like_exec() {
-    let r = Redis::start();
+    let r = Redis::shared();
+    let f = r.fence_ahead("cat");
     let run = rlock(&r)
         .args([
             "rw",
@@ -306,7 +304,7 @@ fn rw_exec_behaves_like_exec() {
         ])
         .run()
         .code(7);
-    assert_eq!(run.stdout.trim(), "cat 1");
+    assert_eq!(run.stdout.trim(), format!("cat {}", f + 1));
     rlock(&r)
         .args(["rw", "read", "cat", "--", "sh", "-c", "kill -TERM $$"])
         .run()
@@ -320,7 +318,7 @@ fn every_key_of_an_rw_lock_shares_one_hash_tag() {
     let _ = rlock(&r).args(["rw", "read", "a{b}c"]).run().ok();
     let mut writer = rlock(&r).args(["rw", "write", "a{b}c"]).spawn();
     eventually(Duration::from_secs(5), "the writer to queue", || {
-        status(&r, "a{b}c")["waiting_writers"] == 1
+        r.status_json("a{b}c")["waiting_writers"] == 1
     });
     let keys = r.keys();
     assert!(keys.len() >= 5, "{keys:?}");
@@ -337,14 +335,15 @@ fn every_key_of_an_rw_lock_shares_one_hash_tag() {
 
 #[test]
 fn library_waits_for_a_write_with_a_timeout() {
-    let r = Redis::start();
-    let mut l = locker(&r.url());
+    let r = Redis::shared();
+    let mut l = r.locker();
     let w = l
         .acquire("cat", &req(Mode::Write, 5000), None, &mut |_| {})
         .unwrap();
     let mut read = req(Mode::Read, 5000);
     read.wait = Wait::For(Duration::from_millis(200));
-    let err = locker(&r.url())
+    let err = r
+        .locker()
         .acquire("cat", &read, None, &mut |_| {})
         .unwrap_err();
     assert!(matches!(err, rlock::Error::Timeout { .. }), "{err}");

@@ -96,7 +96,6 @@ fn min_replicas_confirms_renewals_too() {
         .env("REPLICA", &replica.child_pid().to_string())
         .spawn();
     let run = finish(child, "exec");
-    // SAFETY: plain syscall on our own replica.
-    unsafe { libc::kill(replica.child_pid() as i32, libc::SIGCONT) };
+    kill(replica.child_pid(), libc::SIGCONT);
     run.fails_with_lines(79, "no renewal confirmed");
 }

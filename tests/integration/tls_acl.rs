@@ -169,11 +169,7 @@ fn every_command_works_as_the_least_privileged_acl_user() {
         .env("RLOCK_URL", &url)
         .args(["acquire", "k"])
         .spawn();
-    eventually(std::time::Duration::from_secs(5), "the waiter", || {
-        run(&["status", "k", "--json"])
-            .stdout
-            .contains("\"waiters\":1")
-    });
+    r.await_waiters("k", 1);
     run(&["release", "k", "--token", &tok]).ok();
     let next = finish(waiter, "waiter").ok().token();
     run(&["release", "k", "--token", &next]).ok();
@@ -186,13 +182,8 @@ fn every_command_works_as_the_least_privileged_acl_user() {
         .env("RLOCK_URL", &url)
         .args(["acquire", "k"])
         .spawn();
-    eventually(std::time::Duration::from_secs(5), "the waiter", || {
-        run(&["status", "k", "--json"])
-            .stdout
-            .contains("\"waiters\":1")
-    });
-    // SAFETY: plain syscall on our own child.
-    unsafe { libc::kill(waiter.id() as i32, libc::SIGINT) };
+    r.await_waiters("k", 1);
+    kill(waiter.id(), libc::SIGINT);
     finish(waiter, "waiter").code(130);
     run(&["release", "k", "--token", &holder]).ok();
     r.assert_nothing_held(&[]);

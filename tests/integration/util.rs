@@ -1,24 +1,113 @@
 //! Test harness: real redis-server processes on free ports, and a builder
 //! that runs the real `rlock` binary and checks its exit code and output.
 
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 #[path = "../support/redis_server.rs"]
 mod redis_server;
-pub use redis_server::{
-    CLUSTER_NODE, CLUSTER_NODE_FAST, Redis, create_cluster, create_cluster_with_replicas, free_port,
-};
+pub use redis_server::{CLUSTER_NODE, CLUSTER_NODE_FAST, free_port};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// Test-only helpers on the shared fixture.
+/// The redis-server a test works on: its own (`Redis::start`), killed when
+/// the test drops it, or a namespace of its own (a key prefix) on the one
+/// server this test process shares (`Redis::shared`). Derefs to the
+/// process (`port`, `url()`, `socket()`, `conn()`).
+pub struct Redis {
+    server: Server,
+    /// The key prefix of this test's locks: `rlock:` on a server of its
+    /// own, a unique one on the shared server. `rlock(&r)` and
+    /// `r.locker()` use it, and so do the helpers below.
+    pub prefix: String,
+}
+
+enum Server {
+    Own(redis_server::Redis),
+    Shared(&'static redis_server::Redis),
+}
+
+impl Deref for Redis {
+    type Target = redis_server::Redis;
+    fn deref(&self) -> &redis_server::Redis {
+        match &self.server {
+            Server::Own(r) => r,
+            Server::Shared(r) => r,
+        }
+    }
+}
+
+/// The server shared by the tests that neither stop, kill nor reconfigure
+/// theirs, nor look at server-wide state; started by the first of them.
+static SHARED: OnceLock<redis_server::Redis> = OnceLock::new();
+
+/// Kill the shared server when the test process exits (a static is never
+/// dropped).
+extern "C" fn stop_shared() {
+    if let Some(r) = SHARED.get() {
+        kill(r.child.id(), libc::SIGKILL);
+        let _ = std::fs::remove_dir_all(&r.dir);
+    }
+}
+
+/// Send signal `sig` to process `pid` (a `u32` from `Child::id` or an
+/// `i32` from a pid file).
+pub fn kill(pid: impl TryInto<libc::pid_t>, sig: i32) {
+    let pid = pid.try_into().unwrap_or_else(|_| panic!("not a pid"));
+    // SAFETY: a plain syscall; the pids are our own children's.
+    unsafe { libc::kill(pid, sig) };
+}
+
 impl Redis {
+    /// A redis-server of the test's own.
+    pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// A redis-server of the test's own, with more arguments (see
+    /// `redis_server::Redis::start_with`).
+    pub fn start_with(extra: &[&str]) -> Redis {
+        Redis {
+            server: Server::Own(redis_server::Redis::start_with(extra)),
+            prefix: "rlock:".into(),
+        }
+    }
+
+    /// A namespace of the test's own on the shared server: a key prefix no
+    /// other test uses. For tests that neither kill, stop nor reconfigure
+    /// the server, nor depend on server-wide state (INFO, KEYS *, DBSIZE,
+    /// raw keys outside the prefix).
+    pub fn shared() -> Redis {
+        let server = SHARED.get_or_init(|| {
+            let r = redis_server::Redis::start();
+            // SAFETY: registers a plain `extern "C" fn()` that captures
+            // nothing; it runs once, at exit.
+            unsafe { libc::atexit(stop_shared) };
+            r
+        });
+        Redis {
+            server: Server::Shared(server),
+            prefix: format!("t{}:", SEQ.fetch_add(1, Ordering::SeqCst)),
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT` (also as `Redis::url`, for `map`).
+    pub fn url(&self) -> String {
+        (**self).url()
+    }
+
+    /// The process, to signal it (SIGSTOP, SIGKILL); only for a server of
+    /// the test's own.
+    #[track_caller]
     pub fn child_pid(&self) -> u32 {
-        self.child.id()
+        match &self.server {
+            Server::Own(r) => r.child.id(),
+            Server::Shared(_) => panic!("a test that signals its server needs Redis::start()"),
+        }
     }
 
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
@@ -30,11 +119,67 @@ impl Redis {
             .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
     }
 
-    /// Keys in the server, sorted.
+    /// Keys in the server (on the shared one: those under this test's
+    /// prefix), sorted.
     pub fn keys(&self) -> Vec<String> {
-        let mut k: Vec<String> = self.cmd(&["KEYS", "*"]);
+        let pattern = match self.server {
+            Server::Own(_) => "*".to_string(),
+            Server::Shared(_) => format!("{}*", self.prefix),
+        };
+        let mut k: Vec<String> = self.cmd(&["KEYS", &pattern]);
         k.sort();
         k
+    }
+
+    /// The Redis key of lock `key`'s hash (`<prefix>{key}`); its other keys
+    /// append a suffix (`:h`, `:q`, `:fence`, ...).
+    pub fn key(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.prefix)
+    }
+
+    /// A library handle on this server with this test's prefix.
+    pub fn locker(&self) -> rlock::Locker {
+        locker_with(&self.url(), &self.prefix)
+    }
+
+    /// `rlock status KEY --json`.
+    #[track_caller]
+    pub fn status_json(&self, key: &str) -> serde_json::Value {
+        let out = rlock(self).args(["status", key, "--json"]).run().ok();
+        serde_json::from_str(&out.stdout).unwrap()
+    }
+
+    /// Whether lock `key` is held, by `rlock status`.
+    #[track_caller]
+    pub fn held(&self, key: &str) -> bool {
+        self.status_json(key)["held"] == true
+    }
+
+    /// Wait (up to 10 s) until `n` waiters are queued for lock `key`.
+    #[track_caller]
+    pub fn await_waiters(&self, key: &str, n: u64) {
+        eventually(
+            Duration::from_secs(10),
+            &format!("{n} waiter(s) queued for {key:?}"),
+            || self.status_json(key)["waiters"] == n,
+        );
+    }
+
+    /// Set lock `key`'s last fence well ahead of the server's clock, kept
+    /// for an hour, and return it: the grants that follow then count up
+    /// from it by one each, whatever their TTLs.
+    pub fn fence_ahead(&self, key: &str) -> u64 {
+        let t: Vec<String> = self.cmd(&["TIME"]);
+        let now_ms = t[0].parse::<u64>().unwrap() * 1000;
+        let f = now_ms + 10_000_000_000;
+        let _: () = self.cmd(&[
+            "SET",
+            &format!("{}:fence", self.key(key)),
+            &f.to_string(),
+            "PX",
+            "3600000",
+        ]);
+        f
     }
 
     /// Assert no lock state is left: only fencing counters (which never
@@ -43,21 +188,39 @@ impl Redis {
     /// itself may remain.
     #[track_caller]
     pub fn assert_nothing_held(&self, allowed: &[&str]) {
+        // What may stay a little while: request records and wake-up lists
+        // (seconds), the last fence (until its lease would have ended and
+        // the server's clock has passed it). None of them for ever.
         let left: Vec<String> = self
             .keys()
             .into_iter()
-            .filter(|k| !k.ends_with(":fence") && !allowed.contains(&k.as_str()))
+            .filter(|k| !allowed.contains(&k.as_str()))
             .filter(|k| {
-                let tombstone = k.contains("}:r:");
-                if tombstone {
+                let fence = k.ends_with(":fence");
+                let passing = k.contains("}:r:") || k.contains("}:w:");
+                if fence || passing {
                     let ttl: i64 = self.cmd(&["PTTL", k]);
-                    assert!(ttl > 0 && ttl <= 60_000, "{k} has PTTL {ttl}");
+                    assert!(ttl > 0, "{k} has PTTL {ttl}: a key that never expires");
+                    assert!(fence || ttl <= 60_000, "{k} has PTTL {ttl}");
                 }
-                !tombstone
+                !(fence || passing)
             })
             .collect();
         assert!(left.is_empty(), "lock state left in Redis: {left:?}");
     }
+}
+
+/// Make the servers (started with [`CLUSTER_NODE`]) one Redis Cluster.
+pub fn create_cluster(nodes: &[&Redis]) -> Result<(), String> {
+    redis_server::create_cluster(&nodes.iter().map(|r| &***r).collect::<Vec<_>>())
+}
+
+/// Make the servers one Redis Cluster with `replicas` replicas per master.
+pub fn create_cluster_with_replicas(nodes: &[&Redis], replicas: usize) -> Result<(), String> {
+    redis_server::create_cluster_with_replicas(
+        &nodes.iter().map(|r| &***r).collect::<Vec<_>>(),
+        replicas,
+    )
 }
 
 /// Runs the real binary.
@@ -66,9 +229,13 @@ pub struct Rlock {
     desc: String,
 }
 
+/// The binary on `redis`, with its prefix when it is not the default.
 pub fn rlock(redis: &Redis) -> Rlock {
     let mut r = bare_rlock();
     r.cmd.env("RLOCK_URL", redis.url());
+    if redis.prefix != "rlock:" {
+        r.cmd.env("RLOCK_PREFIX", &redis.prefix);
+    }
     r
 }
 
@@ -211,6 +378,27 @@ pub fn finish(child: Child, desc: &str) -> Run {
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
     Run::from(out, started.elapsed(), desc.to_string())
+}
+
+/// A fresh directory `rlock-AREA-PID-NAME` under the temp dir.
+pub fn tmp_dir(area: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlock-{area}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A file's text, or "" while it does not exist.
+pub fn read(p: &std::path::Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Whether process `pid` runs (a zombie still answers kill(0); look at its
+/// state instead).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(") ").map_or("", |(_, r)| r).starts_with('Z'))
+        .unwrap_or(false)
 }
 
 /// Poll `f` until it is true or `limit` passes.
@@ -414,8 +602,7 @@ impl Cluster {
     /// SIGKILL node `i`; it is left out of every look-up from now on.
     pub fn kill(&self, i: usize) {
         self.dead.lock().unwrap().push(i);
-        // SAFETY: plain syscall on our own child (reaped by Redis::drop).
-        unsafe { libc::kill(self.nodes[i].child_pid() as i32, libc::SIGKILL) };
+        kill(self.nodes[i].child_pid(), libc::SIGKILL);
     }
 
     /// SIGKILL the master serving lock `key` and wait until one of its
@@ -588,13 +775,11 @@ impl Sentinels {
     }
 
     pub fn freeze_first(&self) {
-        // SAFETY: plain syscall on our own child.
-        unsafe { libc::kill(self.sentinels[0].0.id() as i32, libc::SIGSTOP) };
+        kill(self.sentinels[0].0.id(), libc::SIGSTOP);
     }
 
     pub fn thaw_first(&self) {
-        // SAFETY: as above.
-        unsafe { libc::kill(self.sentinels[0].0.id() as i32, libc::SIGCONT) };
+        kill(self.sentinels[0].0.id(), libc::SIGCONT);
     }
 
     /// Make the replica the master, and wait until the Sentinels say so.
@@ -633,8 +818,7 @@ impl Sentinels {
     /// every Sentinel names the replica as the master and the replica
     /// reports `role:master`. Returns how long that took from the kill.
     pub fn crash_master(&self) -> Duration {
-        // SAFETY: plain syscall on our own child (reaped by Redis::drop).
-        unsafe { libc::kill(self.master.child_pid() as i32, libc::SIGKILL) };
+        kill(self.master.child_pid(), libc::SIGKILL);
         let started = Instant::now();
         eventually(Duration::from_secs(30), "the crash failover", || {
             (0..self.sentinels.len()).all(|i| self.named_by(i) == Some(self.replica.port))
@@ -680,9 +864,14 @@ pub fn contenders(count: usize, script: &str, url: &str, port_of: &Redis) {
 
 /// A library handle on one server, default options, prefix `rlock:`.
 pub fn locker(url: &str) -> rlock::Locker {
+    locker_with(url, "rlock:")
+}
+
+/// A library handle on one server, default options, prefix `prefix`.
+pub fn locker_with(url: &str, prefix: &str) -> rlock::Locker {
     let opts = rlock::ConnectOptions {
         urls: vec![url.to_string()],
         ..Default::default()
     };
-    rlock::Locker::connect(&opts, "rlock:").unwrap()
+    rlock::Locker::connect(&opts, prefix).unwrap()
 }

@@ -1,0 +1,127 @@
+//! `cargo bench --bench cli` (`make bench`): what the `rlock` CLI and
+//! library cost next to `flock`, `redis-cli PING` and `/bin/true` on the
+//! same machine, and what they cost the Redis server.
+//!
+//! Prints plain-text tables and asserts nothing about timings: numbers on a
+//! shared machine are for reading, not for failing a build. Correctness is
+//! still checked where it is cheap (exclusion, FIFO order, leftovers),
+//! because a fast but wrong lock is no benchmark.
+//!
+//! Starts its own throwaway redis-server on a free loopback port, and uses
+//! the `rlock` binary Cargo built for this bench (bench profile). If `etcd`
+//! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
+//! etcd-client), it starts a throwaway single-node etcd the same way and
+//! adds `etcdctl lock` rows; without them those rows are skipped. Sections
+//! 8 to 12 start redis-servers of their own (section 8: two RedLock sets of
+//! 3 and 5 independent masters and a 3-master Redis Cluster).
+//!
+//! Layout: this file picks and runs the sections; `server.rs` (Redis INFO,
+//! leftovers), `etcd.rs`, `client.rs` (the library and the `rlock` binary
+//! pointed at a server), `process.rs` and `stats.rs` (medians, tables) are
+//! what the sections share; one file per section. `../support/` is shared
+//! with the market bench (servers, watchdog).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod client;
+mod etcd;
+mod process;
+mod server;
+mod stats;
+
+mod contended;
+mod cost;
+mod crowd;
+mod cycle;
+mod deployments;
+mod expiry;
+mod handoff;
+mod idle;
+mod rss;
+mod safety;
+mod throughput;
+mod waiters;
+
+use etcd::Etcd;
+use support::{Redis, redis_version, start_redis, watchdog};
+
+pub(crate) const RLOCK: &str = env!("CARGO_BIN_EXE_rlock");
+pub(crate) const PREFIX: &str = "rlock:";
+/// Past this the whole run is killed, so a wedged lock cannot hang CI.
+const WATCHDOG: Duration = Duration::from_secs(420);
+
+/// What every section gets: the shared redis-server, and etcd or why not.
+pub(crate) struct Bench {
+    pub(crate) redis: Redis,
+    pub(crate) etcd: Result<Etcd, String>,
+}
+
+impl Bench {
+    pub(crate) fn etcd(&self) -> Result<&Etcd, &str> {
+        self.etcd.as_ref().map_err(String::as_str)
+    }
+}
+
+/// One section: it prints its own table.
+type Section = fn(&Bench);
+
+/// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
+const SECTIONS: [(&str, Section); 12] = [
+    ("1", cycle::run),
+    ("2", idle::run),
+    ("3", handoff::run),
+    ("4", crowd::run),
+    ("5", contended::run),
+    ("6", throughput::run),
+    ("7", rss::run),
+    ("8", deployments::run),
+    ("9", safety::run),
+    ("10", cost::run),
+    ("11", waiters::run),
+    ("12", expiry::run),
+];
+
+fn main() {
+    if std::env::var_os(rss::RSS_HELPER).is_some() {
+        rss::rss_helper_main();
+    }
+    let started = Instant::now();
+    let bench = Bench {
+        redis: start_redis(&[]),
+        etcd: Etcd::start(),
+    };
+    watchdog("bench", WATCHDOG);
+    let r = &bench.redis;
+    println!("rlock CLI benchmark");
+    println!(
+        "  redis-server {} on 127.0.0.1:{}, {} CPUs, binary {RLOCK}",
+        redis_version(r),
+        r.port,
+        thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    match &bench.etcd {
+        Ok(e) => println!(
+            "  etcd {} on 127.0.0.1:{} (single node, WAL fsynced on disk; redis persists nothing)",
+            e.version, e.port
+        ),
+        Err(why) => println!("  etcd: {why}, skipped"),
+    }
+    println!("  all times in ms; median over N runs unless said otherwise");
+
+    let only = std::env::var("RLOCK_BENCH_SECTIONS").ok();
+    for (n, run) in SECTIONS {
+        if only
+            .as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s.trim() == n))
+        {
+            run(&bench);
+        }
+    }
+
+    println!();
+    println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
+}

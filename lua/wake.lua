@@ -1,0 +1,11 @@
+-- wake.lua: wake waiters: push to each one's wake-up list (a BLPOP target),
+-- which lives for ARGV[1] ms. Sent by the client after a script named the
+-- waiters to wake (see common.lua); runs without the common prelude.
+--
+-- KEYS     the wake-up lists, P{K}:w:<token>, all of one lock
+-- ARGV[1]  how long (ms) a signal waits in a list
+for _, k in ipairs(KEYS) do
+  redis.call('RPUSH', k, 1)
+  redis.call('PEXPIRE', k, ARGV[1])
+end
+return #KEYS

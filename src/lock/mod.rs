@@ -1,0 +1,25 @@
+//! The lock itself: acquire (with FIFO waiting), release, renew, status.
+//!
+//! Every operation is one Lua script (see lua/), so each is atomic and one
+//! round trip; keys and tokens travel only as KEYS and ARGV. One file per
+//! job:
+//! - [`types`]: the public types (tokens, requests, leases, status) and
+//!   the bounds on them;
+//! - `keys`: the Redis keys of one lock;
+//! - `script`: the scripts, their reply codes, and the transport that runs
+//!   them (EVALSHA, NOSCRIPT, resends);
+//! - `node`: one Redis server and the lock operations on it;
+//! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
+
+mod keys;
+mod node;
+mod script;
+pub mod types;
+mod wait;
+
+pub use keys::{LockName, MAX_KEY_LEN};
+pub(crate) use node::{Attempt, Node};
+pub use script::RESEND_WINDOW;
+pub use types::*;
+pub(crate) use wait::Waiting;
+pub use wait::{Cancel, OUTAGE_LIMIT};

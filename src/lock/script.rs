@@ -1,0 +1,195 @@
+//! The scripts (lua/), and the transport that runs them on a node.
+
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use redis::{FromRedisValue, Script};
+
+use super::node::Node;
+use super::types::{backoff, ms};
+use crate::Result;
+
+/// One server-side operation: its Lua source and SHA1, computed once.
+pub(crate) struct Lua {
+    code: String,
+    sha: String,
+}
+
+/// Where a script wants lua/common.lua: a script's fast path comes before
+/// this line and runs without the prelude's definitions (creating a dozen
+/// closures per call costs the server more than the fast path itself).
+/// A script without the line gets the prelude first.
+const PRELUDE_HERE: &str = "--@common\n";
+
+impl Lua {
+    /// `sha`: computed by build.rs the same way (hashing ~25 KB at run
+    /// time cost ~45 us of every `rlock exec`); debug builds check it.
+    fn new(file: &str, prelude: Option<&str>, sha: &str) -> Lua {
+        let code = match (prelude, file.split_once(PRELUDE_HERE)) {
+            (None, _) => file.to_string(),
+            (Some(p), Some((fast, rest))) => format!("{fast}{p}{rest}"),
+            (Some(p), None) => format!("{p}{file}"),
+        };
+        debug_assert_eq!(
+            sha,
+            Script::new(&code).get_hash(),
+            "build.rs hashes as Lua::new builds"
+        );
+        Lua {
+            code,
+            sha: sha.to_string(),
+        }
+    }
+}
+
+macro_rules! script {
+    (bare $file:literal) => {
+        LazyLock::new(|| {
+            Lua::new(
+                include_str!(concat!("../../lua/", $file)),
+                None,
+                env!(concat!("RLOCK_LUA_SHA_BARE_", $file)),
+            )
+        })
+    };
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Lua::new(
+                include_str!(concat!("../../lua/", $file)),
+                Some(include_str!("../../lua/common.lua")),
+                env!(concat!("RLOCK_LUA_SHA_", $file)),
+            )
+        })
+    };
+}
+
+pub(super) static ACQUIRE: LazyLock<Lua> = script!("acquire.lua");
+pub(super) static RELEASE: LazyLock<Lua> = script!("release.lua");
+pub(super) static RENEW: LazyLock<Lua> = script!("renew.lua");
+pub(super) static STATUS: LazyLock<Lua> = script!("status.lua");
+pub(super) static CHECK: LazyLock<Lua> = script!("check.lua");
+pub(super) static WAIT: LazyLock<Lua> = script!("wait.lua");
+pub(super) static WAKE: LazyLock<Lua> = script!(bare "wake.lua");
+
+/// The scripts' reply codes, named as in lua/common.lua.
+pub(super) mod reply {
+    pub const GRANTED: i64 = 1;
+    pub const BUSY: i64 = 0;
+    /// The token holds nothing (released, expired, or never).
+    pub const NOT_HELD: i64 = -1;
+    /// An exclusive lock (or a writer) is held by another token.
+    pub const OTHER_OWNER: i64 = -2;
+    /// The lock is in use with another `--limit`.
+    pub const OTHER_LIMIT: i64 = -3;
+    /// The lock is in use as another kind (exclusive/semaphore vs rw).
+    pub const OTHER_KIND: i64 = -4;
+    /// A reader asked to re-enter as a writer.
+    pub const NO_UPGRADE: i64 = -5;
+    /// A newer `--supersede` waiter replaced this one.
+    pub const SUPERSEDED: i64 = -6;
+}
+
+/// How long a script call is sent again after a failure that leaves it
+/// unknown whether it ran (a timeout, a dropped connection) or that says it
+/// did not run yet (a refused connection, a cluster redirect, TRYAGAIN,
+/// CLUSTERDOWN, LOADING, READONLY after a failover). Every script is
+/// idempotent per request (see lua/acquire.lua, "Resends"), so sending
+/// again is safe; release's tombstones outlive this window (10 s).
+pub const RESEND_WINDOW: Duration = Duration::from_secs(5);
+/// May a call that failed this way be sent again? Yes if it may not have
+/// run, or ran with its reply lost; no for refusals and bad data. READONLY
+/// and MASTERDOWN pass with a failover only where a new connection follows
+/// it (`failover`: Sentinel, Cluster); to one URL they mean a replica was
+/// named, which no resend fixes.
+pub(crate) fn resendable(err: &redis::RedisError, cluster: bool, failover: bool) -> bool {
+    if err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+    {
+        return true;
+    }
+    match err.code() {
+        Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING") => true,
+        Some("MASTERDOWN" | "READONLY") => failover,
+        Some("MOVED" | "ASK") => cluster,
+        _ => false,
+    }
+}
+
+/// How long a request's record (lua/acquire.lua, "Resends") must outlive
+/// its first send: longer than any resend of it can come, connect
+/// included.
+pub(super) fn record_ms(timeout: Duration) -> String {
+    ms((RESEND_WINDOW + timeout) * 2).to_string()
+}
+
+impl Node {
+    /// Run `script` with EVALSHA, or EVAL when the server lacks it (a
+    /// restart, a failover, SCRIPT FLUSH). Done by hand rather than with
+    /// redis-rs' Script, whose fallback SCRIPT LOAD goes to every node of a
+    /// cluster and fails when any is down; EVAL goes to the key's node only.
+    ///
+    /// A failure that leaves it unknown whether the script ran, or that
+    /// says it could not run yet, is followed by a resend of the very same
+    /// call (same token, same request id) on a new connection, with
+    /// backoff, for up to `resend_for`: the scripts are idempotent per
+    /// request, so a resend never counts twice.
+    pub(super) fn eval<T: FromRedisValue>(
+        &mut self,
+        script: &Lua,
+        keys: &[String],
+        args: &[&str],
+        what: impl FnOnce() -> String,
+        resend_for: Duration,
+    ) -> Result<T> {
+        let call = |verb: &str, body: &str| {
+            let mut c = redis::cmd(verb);
+            c.arg(body).arg(keys.len()).arg(keys).arg(args);
+            c
+        };
+        let until = Instant::now() + resend_for.min(self.resend_cap);
+        let (cluster, failover) = (self.server.is_cluster(), self.server.follows_failovers());
+        // Sleep the next backoff and say to go on, if that stays in time.
+        let pause = |tries: &mut u32| {
+            let ok = Instant::now() + backoff(*tries + 1) < until;
+            if ok {
+                *tries += 1;
+                std::thread::sleep(backoff(*tries));
+            }
+            ok
+        };
+        let mut tries = 0;
+        self.resent = false;
+        loop {
+            let conn = match self.conn() {
+                Ok(conn) => conn,
+                // Reconnecting during an outage: keep trying. A first
+                // connect fails at once.
+                Err(_) if tries > 0 && pause(&mut tries) => continue,
+                Err(e) => return Err(e),
+            };
+            let mut res = call("EVALSHA", &script.sha).query(conn);
+            if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+            {
+                res = call("EVAL", &script.code).query(conn);
+            }
+            self.used();
+            // Only a real answer counts: a replica's READONLY does not.
+            self.answered |= res.is_ok();
+            match res {
+                Ok(v) => return Ok(v),
+                Err(e) if self.answered && resendable(&e, cluster, failover) => {
+                    // Never reuse the connection: its replies may be out of
+                    // step, and a cluster one has a stale slot map.
+                    self.conn = None;
+                    self.resent = true;
+                    if !pause(&mut tries) {
+                        return Err(self.fail(e, what()));
+                    }
+                }
+                Err(e) => return Err(self.fail(e, what())),
+            }
+        }
+    }
+}

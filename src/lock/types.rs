@@ -1,0 +1,388 @@
+//! The public types: tokens, requests, leases, status, and their bounds.
+
+use std::fmt;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::BootTime;
+use crate::duration::human;
+use crate::{Error, Result};
+
+/// A waiter checks in with Redis at least this often, even if nothing
+/// wakes it: one blocking pop and one heartbeat script (lua/wait.lua) per
+/// period, 6 server commands, so an idle waiter costs the server about 2.4
+/// commands and 0.8 requests a second.
+pub const HEARTBEAT: Duration = Duration::from_millis(2500);
+/// A queued waiter that has not checked in for this long is presumed dead
+/// and skipped (server clock). Shorter for leases shorter than this: a dead
+/// waiter never blocks others for longer than its own TTL.
+pub const WAITER_LEASE: Duration = Duration::from_secs(6);
+/// Shortest and longest lease TTL accepted.
+pub const MIN_TTL: Duration = Duration::from_millis(50);
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// An owner token: a UUIDv4, 122 random bits. Its Debug output hides it so
+/// it cannot end up in logs by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn generate() -> Token {
+        Token(uuid::Uuid::new_v4().hyphenated().to_string())
+    }
+
+    /// Parse a token given by a user (flag or RLOCK_TOKEN).
+    pub fn parse(s: &str) -> Result<Token> {
+        let u = uuid::Uuid::try_parse(s.trim()).map_err(|_| {
+            Error::Usage("malformed token: expected a UUID as printed by `rlock acquire`".into())
+        })?;
+        Ok(Token(u.hyphenated().to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// Who holds a lock, as stored beside the grant (never the token).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HolderInfo {
+    pub host: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+}
+
+impl HolderInfo {
+    /// This process on this host, optionally running `cmd`.
+    pub fn current(cmd: Option<String>) -> HolderInfo {
+        HolderInfo {
+            host: hostname(),
+            pid: std::process::id(),
+            cmd,
+        }
+    }
+}
+
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates
+    // on success (and we cap at the buffer anyway).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// How long to wait for a busy lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Try once.
+    No,
+    /// Wait at most this long.
+    For(Duration),
+    /// Wait until granted (the default, like flock).
+    Forever,
+}
+
+/// What kind of hold to ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// An exclusive lock, or a counting semaphore with `limit` > 1.
+    Exclusive,
+    /// A shared hold of a read-write lock.
+    Read,
+    /// The exclusive hold of a read-write lock.
+    Write,
+}
+
+impl Mode {
+    pub(super) fn arg(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "x",
+            Mode::Read => "r",
+            Mode::Write => "w",
+        }
+    }
+}
+
+/// What to ask for.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub ttl: Duration,
+    pub mode: Mode,
+    /// Holders allowed at once (1: exclusive lock). Only for
+    /// [`Mode::Exclusive`]; read-write locks need 1.
+    pub limit: u32,
+    pub wait: Wait,
+    /// Re-enter with this token if it holds the lock (a parent `rlock
+    /// exec`, say); if it does not, acquire with a fresh token as usual.
+    pub reenter: Option<Token>,
+    pub info: HolderInfo,
+    /// A new grant's lease lasts at least this long after the grant, even
+    /// if it is released sooner (zero: no minimum).
+    pub min_hold: Duration,
+    /// "Newest wins" (a CI queue that runs only the latest job): when this
+    /// acquire joins the wait queue, the `supersede` waiter queued before
+    /// it leaves the queue and its acquire fails with
+    /// [`Error::Superseded`]; a later one replaces this one the same way.
+    /// Holders are never touched. Needs a wait (not [`Wait::No`]) and one
+    /// Redis (or Sentinel, or Cluster): RedLock refuses it.
+    pub supersede: bool,
+}
+
+impl Request {
+    /// Refuse what no server could grant: a TTL out of range, no slots, a
+    /// read-write lock with slots.
+    pub fn check(&self) -> Result<()> {
+        check_ttl(self.ttl)?;
+        if self.limit == 0 {
+            return Err(Error::Usage("--limit must be at least 1".into()));
+        }
+        if self.limit != 1 && self.mode != Mode::Exclusive {
+            return Err(Error::Usage("read-write locks take no --limit".into()));
+        }
+        if self.supersede && matches!(self.wait, Wait::No | Wait::For(Duration::ZERO)) {
+            return Err(Error::Usage(
+                "--supersede needs a wait: it replaces older waiters when it joins the \
+                 queue, which -n and -w 0 never do"
+                    .into(),
+            ));
+        }
+        if self.min_hold > MAX_TTL {
+            return Err(Error::Usage(format!(
+                "--min-hold {} is too long: at most {}",
+                human(self.min_hold),
+                human(MAX_TTL)
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn new(ttl: Duration) -> Request {
+        Request {
+            ttl,
+            mode: Mode::Exclusive,
+            limit: 1,
+            wait: Wait::Forever,
+            reenter: None,
+            info: HolderInfo::current(None),
+            min_hold: Duration::ZERO,
+            supersede: false,
+        }
+    }
+}
+
+/// A granted lock.
+#[derive(Debug)]
+pub struct Lease {
+    pub key: String,
+    pub token: Token,
+    /// Fencing value: strictly increases with every grant of this lock.
+    pub fence: u64,
+    /// Re-entry depth after this grant (1 for a fresh grant).
+    pub count: u64,
+    pub ttl: Duration,
+    /// The lease is safe to rely on until this point (CLOCK_BOOTTIME, which
+    /// keeps counting through a suspend): request sent + TTL − drift.
+    pub valid_until: BootTime,
+}
+
+/// How long a waiter for a lease of `ttl` keeps its place in the queue
+/// without checking in.
+pub fn waiter_lease(ttl: Duration) -> Duration {
+    WAITER_LEASE.min(ttl)
+}
+
+/// How often a waiter checks in: well within its waiter lease.
+pub fn heartbeat(ttl: Duration) -> Duration {
+    HEARTBEAT.min(waiter_lease(ttl) * 2 / 5)
+}
+
+/// 100 ms, 200 ms, ... up to 800 ms.
+pub(crate) fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(50 << failures.clamp(1, 4))
+}
+
+/// Until when a lease of `ttl` asked for at `sent` is safe to rely on:
+/// sent + TTL − drift, on CLOCK_BOOTTIME (see [`crate::clock`]).
+pub fn valid_until(sent: BootTime, ttl: Duration) -> BootTime {
+    sent + ttl.saturating_sub(drift(ttl))
+}
+
+/// A grant whose reply came after its lease's validity deadline, `took`
+/// after the request was sent.
+pub(super) fn late_grant(key: &str, took: Duration, ttl: Duration) -> Error {
+    let show = |d: Duration| humantime::format_duration(Duration::from_millis(ms(d) as u64));
+    Error::Unavailable {
+        context: format!(
+            "acquire {key:?}: the grant arrived after its lease had expired \
+             (Redis answered in {}, TTL {})",
+            show(took),
+            show(ttl)
+        ),
+        cause: redis::RedisError::from((redis::ErrorKind::Io, "stale grant")),
+    }
+}
+
+/// Clock drift allowance for a lease of `ttl` (as in the RedLock paper:
+/// 1% plus 2 ms for timer granularity).
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The holder a waiter is waiting for.
+#[derive(Clone, Debug)]
+pub struct Busy {
+    pub holder: Option<HolderInfo>,
+    pub since_ms: u64,
+    /// When the first lease of a holder or of another waiter runs out, if
+    /// nobody renews it: the longest a waiter need sleep without a wake-up.
+    pub expires_in: Duration,
+    /// Place in the wait queue (0 = next in line). Refreshed at every
+    /// attempt and whenever a heartbeat sees another holder; a waiter ahead
+    /// that gives up meanwhile shows only then.
+    pub position: u64,
+    pub holders: u64,
+    /// The first holder's lease time left (zero when nobody holds it), as
+    /// of this observation.
+    pub holder_ttl: Duration,
+    /// How long this acquire has waited so far.
+    pub waited: Duration,
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.holder {
+            Some(h) => {
+                write!(f, "host {} pid {}", h.host, h.pid)?;
+                if self.since_ms > 0 {
+                    write!(f, " since {}", format_ms(self.since_ms))?;
+                }
+                if self.holders > 1 {
+                    write!(f, " and {} more", self.holders - 1)?;
+                }
+                Ok(())
+            }
+            None => write!(f, "waiters queued ahead"),
+        }
+    }
+}
+
+/// Server-clock milliseconds as an RFC 3339 UTC time.
+pub fn format_ms(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// A token's hold, as `check` sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Held {
+    /// Lease time left, by the server's clock.
+    #[serde(rename = "ttl_ms", serialize_with = "as_ms")]
+    pub ttl: Duration,
+    pub fence: u64,
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+/// What a release did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// The lock is free (for this token).
+    Released,
+    /// Re-entered holds remain; the lock is still held.
+    StillHeld(u64),
+    /// Nobody held it: already released, or expired. Harmless.
+    NotHeld,
+}
+
+/// A lock's state.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    pub key: String,
+    /// "exclusive", "semaphore" or "rw"; "" when nobody holds or waits.
+    pub kind: String,
+    pub held: bool,
+    /// Slots of an exclusive lock or semaphore (1 = exclusive); 0 for a
+    /// read-write lock, and when nobody holds or waits.
+    pub limit: u64,
+    /// Last fencing value granted (0: never granted).
+    pub fence: u64,
+    pub waiters: u64,
+    /// Writers among the waiters (read-write locks).
+    pub waiting_writers: u64,
+    pub holders: Vec<HolderStatus>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HolderStatus {
+    /// "exclusive", "read" or "write".
+    pub mode: String,
+    pub host: String,
+    pub pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    /// RFC 3339, server clock.
+    pub since: String,
+    pub since_ms: u64,
+    pub ttl_ms: u64,
+    pub count: u64,
+    pub fence: u64,
+}
+
+/// Reject TTLs that are zero, too short to renew, or absurdly long.
+pub fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::Usage(format!(
+            "TTL {} is out of range: use {} to {}",
+            human(ttl),
+            human(MIN_TTL),
+            human(MAX_TTL)
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_uuids_and_hidden_in_debug() {
+        let t = Token::generate();
+        assert_eq!(
+            uuid::Uuid::parse_str(t.as_str()).unwrap().get_version_num(),
+            4
+        );
+        assert_eq!(format!("{t:?}"), "Token(***)");
+        assert!(Token::parse("nope").is_err());
+        assert_eq!(Token::parse(t.as_str()).unwrap(), t);
+    }
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(Duration::from_secs(30)).is_ok());
+        assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
+        assert_eq!(
+            check_ttl(Duration::from_micros(49_900))
+                .unwrap_err()
+                .to_string(),
+            "TTL 49ms is out of range: use 50ms to 7days"
+        );
+    }
+}

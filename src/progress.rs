@@ -1,0 +1,185 @@
+//! What `rlock` shows on stderr while it waits for a busy lock (the
+//! library reports each busy observation through `on_wait`; this only
+//! renders them).
+//!
+//! - stderr a terminal, not -q: one live status line, redrawn in place
+//!   every second (indicatif) with who holds the lock (host, pid, since),
+//!   our place in the queue, the time waited and the holder's lease time
+//!   left; erased when the wait ends, however it ends.
+//! - otherwise, not -q: one line when the wait begins, as always; with -v
+//!   one more each time another holder is seen.
+//!
+//! Nothing is set up before the first busy observation: an uncontended
+//! acquire touches no terminal and starts no thread.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use rlock::Busy;
+use rlock::duration::human;
+
+/// The wait's display, for one acquire of `key`.
+pub struct Progress<'a> {
+    key: &'a str,
+    quiet: bool,
+    verbose: bool,
+    shown: RefCell<Shown>,
+}
+
+enum Shown {
+    /// Not waited yet.
+    Nothing,
+    /// The live line, and the observation it shows with when it came.
+    Line(ProgressBar, Arc<Mutex<(Busy, Instant)>>),
+    /// Plain lines; the holder named last.
+    Plain(Busy),
+    /// The wait is over.
+    Done,
+}
+
+impl<'a> Progress<'a> {
+    pub fn new(key: &'a str, quiet: bool, verbose: bool) -> Progress<'a> {
+        Progress {
+            key,
+            quiet,
+            verbose,
+            shown: RefCell::new(Shown::Nothing),
+        }
+    }
+
+    /// A busy observation (the library's `on_wait`).
+    pub fn update(&self, busy: &Busy) {
+        if self.quiet {
+            return;
+        }
+        let mut shown = self.shown.borrow_mut();
+        match &mut *shown {
+            Shown::Nothing if std::io::stderr().is_terminal() => {
+                let (bar, seen) = self.line(busy);
+                *shown = Shown::Line(bar, seen);
+            }
+            Shown::Nothing => {
+                say(format_args!(
+                    "rlock: waiting for lock {:?} held by {busy}",
+                    self.key
+                ));
+                *shown = Shown::Plain(busy.clone());
+            }
+            Shown::Line(bar, seen) => {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) = (busy.clone(), Instant::now());
+                bar.tick();
+            }
+            Shown::Plain(last) => {
+                if self.verbose && busy.holder.is_some() && !same_holder(last, busy) {
+                    say(format_args!(
+                        "rlock: lock {:?} is now held by {busy}",
+                        self.key
+                    ));
+                }
+                *last = busy.clone();
+            }
+            Shown::Done => {}
+        }
+    }
+
+    /// The wait is over: erase the live line (before anything else is
+    /// written: a message, the command's output).
+    pub fn finish(&self) {
+        if let Shown::Line(bar, _) = self.shown.replace(Shown::Done) {
+            // Stops and joins the ticking thread first.
+            bar.disable_steady_tick();
+            bar.finish_and_clear();
+        }
+    }
+
+    /// The live line, and where it reads the latest observation.
+    #[allow(clippy::type_complexity)]
+    fn line(&self, busy: &Busy) -> (ProgressBar, Arc<Mutex<(Busy, Instant)>>) {
+        let key = self.key.to_string();
+        let seen = Arc::new(Mutex::new((busy.clone(), Instant::now())));
+        let shared = seen.clone();
+        let style = ProgressStyle::with_template("{spinner} {status}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .with_key(
+                "status",
+                move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let (busy, at) = &*shared.lock().unwrap_or_else(|e| e.into_inner());
+                    let line = status(&key, busy, at.elapsed());
+                    // One row, never wrapped: a wrapped line cannot be
+                    // redrawn in place (the spinner and a space go first).
+                    let width = usize::from(console::Term::stderr().size().1);
+                    let _ =
+                        w.write_str(&console::truncate_str(&line, width.saturating_sub(3), "…"));
+                },
+            );
+        let bar =
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(style);
+        bar.tick();
+        // Redrawn every second from the latest observation, aged locally:
+        // no extra calls to Redis. The thread inherits this thread's signal
+        // mask, so the signals `rlock exec` takes through a signalfd stay
+        // blocked in it.
+        bar.enable_steady_tick(Duration::from_secs(1));
+        (bar, seen)
+    }
+}
+
+impl Drop for Progress<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// The live line: `busy` as observed `age` ago. What changes comes first,
+/// so that a narrow terminal cuts only the holder's start time.
+fn status(key: &str, busy: &Busy, age: Duration) -> String {
+    let mut s = format!("rlock: waiting {} for {key:?}, ", secs(busy.waited + age));
+    match busy.position {
+        0 => s.push_str("next in line"),
+        n => {
+            let _ = write!(s, "{n} ahead in line");
+        }
+    }
+    let Some(h) = &busy.holder else {
+        s.push_str("; waiters queued ahead");
+        return s;
+    };
+    let left = busy.holder_ttl.saturating_sub(age);
+    let _ = write!(s, "; held by host {} pid {}", h.host, h.pid);
+    if busy.holders > 1 {
+        let _ = write!(s, " and {} more", busy.holders - 1);
+    }
+    let _ = write!(s, ", lease {} left", secs(left));
+    if busy.since_ms > 0 {
+        let _ = write!(s, ", since {}", rlock::lock::format_ms(busy.since_ms));
+    }
+    s
+}
+
+/// Whole seconds: "0s", "42s", "1h 2m 3s".
+fn secs(d: Duration) -> String {
+    match d.as_secs() {
+        0 => "0s".into(),
+        n => human(Duration::from_secs(n)),
+    }
+}
+
+/// The same holder? (RedLock's masters each keep their own "since", a few
+/// ms apart.)
+fn same_holder(a: &Busy, b: &Busy) -> bool {
+    match (&a.holder, &b.holder) {
+        (Some(x), Some(y)) => {
+            x.host == y.host && x.pid == y.pid && a.since_ms.abs_diff(b.since_ms) <= 1000
+        }
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+fn say(args: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{args}");
+}

@@ -1,0 +1,405 @@
+//! `rlock acquire --keep`: a lock that lives as long as the script.
+//!
+//! Each test runs a real shell script that takes the lock with `--keep`;
+//! `$B` is the rlock binary and `$D` a directory of the test's own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+fn tmp(name: &str) -> PathBuf {
+    tmp_dir("keep", name)
+}
+
+/// Start `shell -c body` with `$B`, `$D`, RLOCK_URL and RLOCK_PREFIX set
+/// (and no other RLOCK_* variable).
+fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
+    let mut cmd = Command::new(shell);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RLOCK_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(["-c", body])
+        .env("B", env!("CARGO_BIN_EXE_rlock"))
+        .env("D", dir)
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// What a script wrote to `$D/name`, once it has written a line.
+#[track_caller]
+fn wait_line(dir: &Path, name: &str) -> String {
+    let f = dir.join(name);
+    eventually(Duration::from_secs(10), name, || read(&f).ends_with('\n'));
+    read(&f).trim().to_string()
+}
+
+/// The keeper's pid, from `rlock -v acquire --keep 2>$D/log`.
+#[track_caller]
+fn keeper_pid(dir: &Path) -> i32 {
+    let log = dir.join("log");
+    eventually(Duration::from_secs(10), "the keeper's pid", || {
+        read(&log).contains("keeper pid ")
+    });
+    let text = read(&log);
+    let after = text.split("keeper pid ").nth(1).unwrap();
+    after.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Delete every key of lock `key` but its fencing counter, as an admin's
+/// DEL would.
+fn delete_lock(r: &Redis, key: &str) {
+    let keys: Vec<String> = r.cmd(&["KEYS", &format!("{}*", r.key(key))]);
+    for k in keys.iter().filter(|k| !k.ends_with(":fence")) {
+        let _: i64 = r.cmd(&["DEL", k]);
+    }
+}
+
+/// The pid the holder of `key` is recorded as (the watched process).
+fn holder_pid(r: &Redis, key: &str) -> i64 {
+    r.status_json(key)["holders"][0]["pid"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn the_lock_lives_as_long_as_the_script() {
+    let r = Redis::shared();
+    let d = tmp("lives");
+    let mut sh = script(
+        &r,
+        "sh",
+        &d,
+        "tok=$(\"$B\" -v acquire k --keep --ttl 2s 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"; sleep 7; exit 3",
+    );
+    let pid = wait_line(&d, "pid");
+    let keeper = keeper_pid(&d);
+    let started = Instant::now();
+    // A rival that does not wait fails throughout, well past the 2s TTL.
+    let mut rivals = 0;
+    while started.elapsed() < Duration::from_millis(6200) {
+        rlock(&r)
+            .args(["acquire", "-n", "k"])
+            .run()
+            .fails(75, "busy");
+        rivals += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(rivals >= 10, "{rivals}");
+    // At about 6 s, held for the script (not for rlock, long gone).
+    assert!(r.held("k"));
+    assert_eq!(holder_pid(&r, "k").to_string(), pid);
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(3), "{}", out.1);
+    eventually(
+        Duration::from_secs(1),
+        "the lock free after the script",
+        || !r.held("k"),
+    );
+    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
+    r.assert_nothing_held(&[]);
+}
+
+/// Wait for a script: (exit code, stderr).
+fn finish_child(c: &mut Child) -> (Option<i32>, String) {
+    let st = c.wait().unwrap();
+    let mut err = String::new();
+    if let Some(mut e) = c.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    (st.code(), err)
+}
+
+#[test]
+fn a_killed_script_frees_the_lock_at_once() {
+    let r = Redis::shared();
+    let d = tmp("killed");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "tok=$(\"$B\" -v acquire k --keep --ttl 30s 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"; sleep 60",
+    );
+    let pid: i32 = wait_line(&d, "pid").parse().unwrap();
+    let keeper = keeper_pid(&d);
+    assert!(r.held("k"));
+    kill(pid, libc::SIGKILL);
+    let _ = sh.wait();
+    // Far sooner than the 30s TTL.
+    eventually(
+        Duration::from_secs(1),
+        "the lock free after SIGKILL",
+        || !r.held("k"),
+    );
+    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn release_ends_the_keeper_and_signals_nobody() {
+    let r = Redis::shared();
+    let d = tmp("release");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "trap 'echo TERM >> \"$D/signalled\"' TERM
+         tok=$(\"$B\" -v acquire k --keep --ttl 1s 2>\"$D/log\") || exit 9
+         echo \"$tok\" > \"$D/tok\"
+         while [ ! -e \"$D/go\" ]; do sleep 0.05; done
+         \"$B\" release k --token \"$tok\" || exit 8
+         echo released > \"$D/released\"
+         sleep 3; exit 0",
+    );
+    wait_line(&d, "tok");
+    let keeper = keeper_pid(&d);
+    std::thread::sleep(Duration::from_millis(1500)); // renewed at least once
+    assert!(r.held("k"));
+    std::fs::write(d.join("go"), "").unwrap();
+    wait_line(&d, "released");
+    assert!(!r.held("k"));
+    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert_eq!(read(&d.join("signalled")), "", "the script was signalled");
+    assert!(
+        r.status_json("k").get("last_lost").is_none(),
+        "{}",
+        r.status_json("k")
+    );
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
+    let r = Redis::start();
+    let d = tmp("deleted");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
+         tok=$(\"$B\" -v acquire k --keep --ttl 1500ms 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"
+         sleep 30 & wait",
+    );
+    let pid = wait_line(&d, "pid");
+    let keeper = keeper_pid(&d);
+    delete_lock(&r, "k");
+    assert_eq!(wait_line(&d, "signalled"), "TERM");
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(5), "{}", out.1);
+    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
+    let st = r.status_json("k");
+    let lost = &st["last_lost"];
+    assert_eq!(lost["pid"].to_string(), pid, "{st}");
+    assert!(lost["why"].as_str().unwrap().contains("deleted"), "{st}");
+    assert!(lost["action"].as_str().unwrap().contains("SIGTERM"), "{st}");
+    let text = rlock(&r).args(["status", "k"]).run().ok().stdout;
+    assert!(text.contains("last lost: "), "{text}");
+    // The record expires (an hour).
+    let ttl: i64 = r.cmd(&["PTTL", "rlock:{k}:lost"]);
+    assert!(ttl > 0 && ttl <= 3_600_000, "{ttl}");
+    r.assert_nothing_held(&["rlock:{k}:lost"]);
+}
+
+#[test]
+fn on_lost_ignore_only_records_the_loss() {
+    let r = Redis::shared();
+    let d = tmp("ignore");
+    let mut sh = script(
+        &r,
+        "sh",
+        &d,
+        "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
+         tok=$(\"$B\" -v acquire k --keep --on-lost ignore --ttl 1s 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"
+         while [ ! -e \"$D/go\" ]; do sleep 0.05; done; exit 0",
+    );
+    wait_line(&d, "pid");
+    let keeper = keeper_pid(&d);
+    delete_lock(&r, "k");
+    eventually(Duration::from_secs(3), "the keeper gone", || !alive(keeper));
+    let st = r.status_json("k");
+    assert!(
+        st["last_lost"]["action"]
+            .as_str()
+            .unwrap()
+            .contains("ignore"),
+        "{st}"
+    );
+    std::fs::write(d.join("go"), "").unwrap();
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert_eq!(read(&d.join("signalled")), "");
+}
+
+#[test]
+fn the_keeper_gives_up_when_redis_is_gone_longer_than_the_lease() {
+    let r = Redis::start();
+    let d = tmp("redis-gone");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
+         tok=$(\"$B\" -v --connect-timeout 300ms acquire k --keep --ttl 1s 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"
+         sleep 60 & wait",
+    );
+    wait_line(&d, "pid");
+    let keeper = keeper_pid(&d);
+    kill(r.child_pid(), libc::SIGKILL);
+    // The lease (1s) ends unrenewed: the keeper applies --on-lost and exits.
+    assert_eq!(wait_line(&d, "signalled"), "TERM");
+    eventually(Duration::from_secs(5), "the keeper gone", || !alive(keeper));
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(5), "{}", out.1);
+}
+
+#[test]
+fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
+    let r = Redis::shared();
+    for shell in ["bash", "dash"] {
+        // Plain, and with a subshell that stays (it exits at once).
+        for (n, subst) in [
+            "$(\"$B\" acquire KEY --keep --ttl 1s)",
+            "$(\"$B\" acquire KEY --keep --ttl 1s; echo)",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let key = format!("{shell}-{n}");
+            let d = tmp(&key);
+            let body = format!(
+                "tok={} || exit 9
+                 echo \"$$\" > \"$D/pid\"
+                 while [ ! -e \"$D/go\" ]; do sleep 0.05; done",
+                subst.replace("KEY", &key)
+            );
+            let mut sh = script(&r, shell, &d, &body);
+            let pid = wait_line(&d, "pid");
+            // Past the subshell's exit and more than a TTL.
+            std::thread::sleep(Duration::from_millis(1500));
+            assert!(r.held(&key), "{shell} {subst}");
+            assert_eq!(holder_pid(&r, &key).to_string(), pid, "{shell} {subst}");
+            std::fs::write(d.join("go"), "").unwrap();
+            let _ = sh.wait();
+            eventually(Duration::from_secs(1), "free after the script", || {
+                !r.held(&key)
+            });
+        }
+    }
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn keep_while_watches_the_process_named() {
+    let r = Redis::shared();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    rlock(&r)
+        .args([
+            "acquire",
+            "k",
+            "--keep",
+            "--ttl",
+            "1s",
+            "--keep-while",
+            &pid,
+        ])
+        .run()
+        .ok()
+        .token();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(r.held("k"));
+    assert_eq!(holder_pid(&r, "k").to_string(), pid);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    eventually(Duration::from_secs(1), "free after the process", || {
+        !r.held("k")
+    });
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn bad_keep_input_is_refused_and_nothing_is_held() {
+    let r = Redis::shared();
+    // Beyond any pid_max: no such process.
+    rlock(&r)
+        .args(["acquire", "k", "--keep", "--keep-while", "2147483647"])
+        .run()
+        .fails(64, "no such process");
+    let gone = {
+        let mut c = Command::new("true").spawn().unwrap();
+        c.wait().unwrap();
+        c.id().to_string()
+    };
+    rlock(&r)
+        .args(["acquire", "k", "--keep", "--keep-while", &gone])
+        .run()
+        .fails(64, "no such process");
+    for (args, needle) in [
+        (&["acquire", "k", "--keep-while", "1"][..], "--keep"),
+        (&["acquire", "k", "--on-lost", "kill"][..], "--keep"),
+        (&["acquire", "k", "--keep", "--keep-while", "0"][..], "0"),
+        (&["acquire", "k", "--keep", "--keep-while", "x"][..], "x"),
+        (
+            &["acquire", "k", "--keep", "--on-lost", "maybe"][..],
+            "maybe",
+        ),
+        (&["release", "k", "--keep"][..], "--keep"),
+    ] {
+        rlock(&r).args(args).run().fails(64, needle);
+    }
+    // As exec's command itself: the guard would wait for the keeper, the
+    // keeper for the guard.
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    rlock(&r)
+        .args(["exec", "outer", "--", bin, "acquire", "k", "--keep"])
+        .run()
+        .fails(64, "no script");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn the_script_re_enters_with_its_exported_token() {
+    let r = Redis::shared();
+    let d = tmp("reenter");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "export RLOCK_TOKEN=$(\"$B\" -v acquire k --keep --ttl 1s 2>\"$D/log\") || exit 9
+         # Without re-entry each of these would wait for the script itself.
+         \"$B\" exec -w 3s k -- true || exit 1
+         t=$(\"$B\" acquire -w 3s k) || exit 2
+         [ \"$t\" = \"$RLOCK_TOKEN\" ] || exit 3
+         \"$B\" release k || exit 4   # the inner hold: still held
+         echo ok > \"$D/ok\"
+         while [ ! -e \"$D/go\" ]; do sleep 0.05; done",
+    );
+    wait_line(&d, "ok");
+    let keeper = keeper_pid(&d);
+    // The inner release left the keeper, and the lock, in place.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(r.held("k"));
+    assert!(alive(keeper));
+    std::fs::write(d.join("go"), "").unwrap();
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    eventually(Duration::from_secs(1), "free after the script", || {
+        !r.held("k")
+    });
+    r.assert_nothing_held(&[]);
+}

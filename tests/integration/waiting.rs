@@ -1,0 +1,439 @@
+//! What a waiter shows while it waits (a live line on a terminal, plain
+//! lines otherwise), and `--supersede`, the CI "newest wins" queue.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::util::*;
+
+fn status(r: &Redis, key: &str) -> serde_json::Value {
+    let out = rlock(r).args(["status", key, "--json"]).run().ok();
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+fn waiters(r: &Redis, key: &str) -> u64 {
+    status(r, key)["waiters"].as_u64().unwrap()
+}
+
+fn holder_pid(r: &Redis, key: &str) -> u64 {
+    status(r, key)["holders"][0]["pid"].as_u64().unwrap()
+}
+
+/// `inner` (a shell line; $BIN is rlock) under a pseudo-terminal 200
+/// columns wide, everything it writes to the terminal captured.
+fn under_pty(r: &Redis, inner: &str) -> Child {
+    Command::new("script")
+        .args([
+            "-qec",
+            &format!("stty rows 24 cols 200; {inner}; echo \"rc=$?\""),
+            "/dev/null",
+        ])
+        .env("RLOCK_URL", r.url())
+        .env("BIN", env!("CARGO_BIN_EXE_rlock"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// What the terminal shows after the last time a line was erased.
+fn after_last_erase(out: &str) -> &str {
+    let erase = "\x1b[2K";
+    let at = out.rfind(erase).expect("the live line was never erased");
+    &out[at + erase.len()..]
+}
+
+/// The live line shows holder, place and time, and is erased before the
+/// command's output once the lock is granted.
+#[test]
+fn a_terminal_shows_a_live_line_erased_when_granted() {
+    let r = Redis::start();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let pid = holder_pid(&r, "k");
+    let child = under_pty(&r, "$BIN exec k -- echo the-command-ran");
+    eventually(Duration::from_secs(5), "the waiter queued", || {
+        waiters(&r, "k") == 1
+    });
+    // Long enough for the line to be redrawn at least once (every second).
+    std::thread::sleep(Duration::from_millis(2200));
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    let out = finish(child, "exec under a pty").ok().stdout;
+    let drawn = out.matches("rlock: waiting ").count();
+    assert!(drawn >= 2, "the line was not redrawn: {out:?}");
+    for want in [
+        "for \"k\", next in line; held by host ",
+        &format!(" pid {pid}, lease "),
+        " left, since 20",
+    ] {
+        assert!(out.contains(want), "{want:?} not in {out:?}");
+    }
+    assert!(out.contains("rlock: waiting 2s"), "no time waited: {out:?}");
+    let last = after_last_erase(&out);
+    assert!(
+        last.contains("the-command-ran") && last.contains("rc=0"),
+        "the line was not erased before the command ran: {out:?}"
+    );
+    assert!(!last.contains("rlock:"), "{last:?}");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_terminal_line_is_erased_before_the_timeout_message() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "--ttl", "30s", "k"]).run().ok();
+    let child = under_pty(&r, "$BIN exec -w 1.5 k -- true");
+    let out = finish(child, "exec -w 1.5 under a pty").ok().stdout;
+    assert!(out.contains("rlock: waiting "), "{out:?}");
+    let last = after_last_erase(&out);
+    assert!(
+        last.starts_with("rlock: timed out after ") && last.contains("rc=75"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_erases_the_terminal_line() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "--ttl", "30s", "k"]).run().ok();
+    let mut child = under_pty(&r, "$BIN exec k -- true");
+    eventually(Duration::from_secs(5), "the waiter queued", || {
+        waiters(&r, "k") == 1
+    });
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(b"\x03").unwrap();
+    stdin.flush().unwrap();
+    let out = finish(child, "exec under a pty, Ctrl-C").ok().stdout;
+    let last = after_last_erase(&out);
+    assert!(
+        last.contains("interrupted by signal 2") && last.contains("rc=130"),
+        "{out:?}"
+    );
+    assert!(!last.contains("rlock: waiting"), "{out:?}");
+    eventually(Duration::from_secs(5), "the waiter left", || {
+        waiters(&r, "k") == 0
+    });
+}
+
+/// Not a terminal: the one line of old, however many heartbeats; -q: none.
+#[test]
+fn without_a_terminal_stderr_has_the_one_old_line() {
+    let r = Redis::start();
+    rlock(&r).args(["acquire", "--ttl", "30s", "k"]).run().ok();
+    let pid = holder_pid(&r, "k");
+    // --ttl 1s: a heartbeat every 400 ms, several in the wait.
+    let run = rlock(&r)
+        .args(["exec", "--ttl", "1s", "-w", "2", "k", "--", "true"])
+        .run()
+        .code(75);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{:?}", run.stderr);
+    assert!(
+        lines[0].starts_with(&format!(
+            "rlock: waiting for lock \"k\" held by host {} pid {pid} since 20",
+            hostname()
+        )),
+        "{:?}",
+        run.stderr
+    );
+    assert!(
+        lines[1].starts_with("rlock: timed out after ")
+            && lines[1].contains("waiting for lock \"k\"")
+    );
+    assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
+    let run = rlock(&r)
+        .args(["-q", "exec", "-w", "0.5", "k", "--", "true"])
+        .run()
+        .code(75);
+    assert_eq!(run.stderr.lines().count(), 1, "{:?}", run.stderr);
+}
+
+fn hostname() -> String {
+    let out = Command::new("hostname").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// -v without a terminal: a line each time another holder is seen.
+#[test]
+fn verbose_says_when_the_holder_changes() {
+    let r = Redis::start();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let first = rlock(&r).args(["exec", "k", "--", "sleep", "1.5"]).spawn();
+    eventually(Duration::from_secs(5), "the first waiter queued", || {
+        waiters(&r, "k") == 1
+    });
+    let second = rlock(&r)
+        .args(["-v", "exec", "--ttl", "1s", "k", "--", "true"])
+        .spawn();
+    eventually(Duration::from_secs(5), "the second waiter queued", || {
+        waiters(&r, "k") == 2
+    });
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    let first_pid = first.id();
+    finish(first, "the first waiter").ok();
+    let run = finish(second, "the second waiter").ok();
+    let changes: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("is now held by"))
+        .collect();
+    assert_eq!(changes.len(), 1, "{:?}", run.stderr);
+    assert!(
+        changes[0].contains(&format!("pid {first_pid} since")),
+        "{:?}",
+        run.stderr
+    );
+    r.assert_nothing_held(&[]);
+}
+
+/// The library reports every busy observation, not only the first.
+#[test]
+fn on_wait_sees_each_observation_with_the_time_waited() {
+    let r = Redis::start();
+    let mut holder = locker(&r.url());
+    let mut req = rlock::Request::new(Duration::from_millis(1500));
+    let held = holder.acquire("k", &req, None, &mut |_| {}).unwrap();
+    let mut l = locker(&r.url());
+    req.ttl = Duration::from_secs(1); // heartbeats every 400 ms
+    let mut seen = Vec::new();
+    let lease = l
+        .acquire("k", &req, None, &mut |b| seen.push(b.clone()))
+        .unwrap();
+    assert!(seen.len() >= 3, "{seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0].waited < w[1].waited),
+        "{seen:?}"
+    );
+    assert!(seen.iter().all(|b| b.holder.is_some()), "{seen:?}");
+    let ttl = seen.last().unwrap().holder_ttl;
+    assert!(ttl < Duration::from_millis(1500), "{seen:?}");
+    assert!(seen[0].holder_ttl > ttl, "{seen:?}");
+    l.release("k", &lease.token).unwrap();
+    let _ = holder.release("k", &held.token);
+    r.assert_nothing_held(&[]);
+}
+
+/// A CI job: record that it ran, in `file`.
+fn job(r: &Redis, name: &str, file: &std::path::Path, extra: &[&str]) -> Child {
+    let line = format!("echo {name} >> {}", file.display());
+    rlock(r)
+        .args(["exec", "--supersede"])
+        .args(extra)
+        .args(["ci", "--", "sh", "-c", &line])
+        .spawn()
+}
+
+fn tmpfile(name: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("rlock-waiting-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// Three jobs queue behind a running deploy: the deploy finishes, the
+/// two older jobs are superseded (busy code, one line naming the newer),
+/// only the newest runs, and nothing is left held.
+#[test]
+fn supersede_runs_only_the_newest_queued_job() {
+    let r = Redis::start();
+    let file = tmpfile("newest");
+    let running = format!("sleep 1.5; echo deploy >> {}", file.display());
+    let deploy = rlock(&r)
+        .args(["exec", "--supersede", "ci", "--", "sh", "-c", &running])
+        .spawn();
+    eventually(Duration::from_secs(5), "the deploy holds", || {
+        status(&r, "ci")["held"] == true
+    });
+    let one = job(&r, "one", &file, &[]);
+    eventually(Duration::from_secs(5), "job one queued", || {
+        waiters(&r, "ci") == 1
+    });
+    let two = job(&r, "two", &file, &[]);
+    let (one_pid, two_pid) = (one.id(), two.id());
+    let one = finish(one, "job one").fails_with_lines(75, "rlock: superseded by host ");
+    assert!(
+        one.stderr
+            .contains(&format!("pid {two_pid}: a newer --supersede waiter")),
+        "{}",
+        one.stderr
+    );
+    let three = job(&r, "three", &file, &["-E", "3"]);
+    let three_pid = three.id();
+    let two = finish(two, "job two").fails_with_lines(75, "superseded by host");
+    assert!(
+        two.stderr.contains(&format!("pid {three_pid}")),
+        "{}",
+        two.stderr
+    );
+    assert!(!two.stderr.contains(&format!("pid {one_pid}:")));
+    finish(deploy, "the deploy").ok();
+    finish(three, "job three").ok();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "deploy\nthree\n");
+    r.assert_nothing_held(&[]);
+}
+
+/// Waiters without --supersede keep their FIFO places; the superseded
+/// job exits with its -E code.
+#[test]
+fn supersede_leaves_other_waiters_alone() {
+    let r = Redis::start();
+    let file = tmpfile("fifo");
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "ci"])
+        .run()
+        .ok()
+        .token();
+    let old = job(&r, "old", &file, &["-E", "9"]);
+    eventually(Duration::from_secs(5), "the old job queued", || {
+        waiters(&r, "ci") == 1
+    });
+    let line = format!("echo plain >> {}", file.display());
+    let plain = rlock(&r)
+        .args(["exec", "ci", "--", "sh", "-c", &line])
+        .spawn();
+    eventually(Duration::from_secs(5), "the plain waiter queued", || {
+        waiters(&r, "ci") == 2
+    });
+    let new = job(&r, "new", &file, &[]);
+    finish(old, "the old job").fails_with_lines(9, "superseded by host");
+    assert_eq!(waiters(&r, "ci"), 2);
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    finish(plain, "the plain waiter").ok();
+    finish(new, "the new job").ok();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "plain\nnew\n");
+    r.assert_nothing_held(&[]);
+}
+
+/// -w: a superseding waiter still times out at its deadline, having
+/// replaced the older one; -n and -w 0 never queue, so they are refused.
+#[test]
+fn supersede_with_wait_and_no_wait() {
+    let r = Redis::start();
+    let file = tmpfile("wait");
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "ci"])
+        .run()
+        .ok()
+        .token();
+    let old = job(&r, "old", &file, &[]);
+    eventually(Duration::from_secs(5), "the old job queued", || {
+        waiters(&r, "ci") == 1
+    });
+    let new = job(&r, "new", &file, &["-w", "1"]);
+    finish(old, "the old job").fails_with_lines(75, "superseded by host");
+    finish(new, "the new job").fails_with_lines(75, "timed out after ");
+    assert_eq!(waiters(&r, "ci"), 0);
+    rlock(&r)
+        .args(["exec", "--supersede", "-n", "ci", "--", "true"])
+        .run()
+        .fails(64, "--supersede");
+    rlock(&r)
+        .args(["acquire", "--supersede", "-w", "0", "ci"])
+        .run()
+        .fails(64, "--supersede needs a wait");
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    assert!(!file.exists());
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn supersede_is_refused_with_redlock() {
+    let masters: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let mut cmd = bare_rlock();
+    for m in &masters {
+        cmd = cmd.args(["--url", &m.url()]);
+    }
+    cmd.args(["exec", "--supersede", "ci", "--", "true"])
+        .run()
+        .fails(64, "--supersede needs one Redis");
+    for m in &masters {
+        m.assert_nothing_held(&[]);
+    }
+}
+
+/// A superseded `acquire` (no command) prints no token and holds nothing.
+#[test]
+fn supersede_with_acquire() {
+    let r = Redis::start();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "ci"])
+        .run()
+        .ok()
+        .token();
+    let old = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
+    eventually(Duration::from_secs(5), "the old acquire queued", || {
+        waiters(&r, "ci") == 1
+    });
+    let new = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
+    let old = finish(old, "the old acquire").fails_with_lines(75, "superseded by host");
+    assert!(old.stdout.is_empty());
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    let new_tok = finish(new, "the new acquire").ok().token();
+    rlock(&r)
+        .args(["release", "ci", "--token", &new_tok])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
+
+/// A --supersede waiter that lost its place (stopped past its waiter
+/// lease) and finds a newer one queued is the older: it is superseded, not
+/// the newer one. With -E 0 it says nothing (as busy does), unless -v.
+#[test]
+fn a_superseding_waiter_that_lost_its_place_yields_to_the_newer() {
+    let r = Redis::start();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "ci"])
+        .run()
+        .ok()
+        .token();
+    // --ttl 1s: a 1 s waiter lease.
+    let old = rlock(&r)
+        .args(["acquire", "--supersede", "--ttl", "1s", "-E", "0", "ci"])
+        .spawn();
+    eventually(Duration::from_secs(5), "the old waiter queued", || {
+        waiters(&r, "ci") == 1
+    });
+    // SAFETY: plain syscall on our own child.
+    unsafe { libc::kill(old.id() as i32, libc::SIGSTOP) };
+    eventually(Duration::from_secs(5), "the old waiter dropped", || {
+        waiters(&r, "ci") == 0
+    });
+    let new = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
+    eventually(Duration::from_secs(5), "the new waiter queued", || {
+        waiters(&r, "ci") == 1
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(old.id() as i32, libc::SIGCONT) };
+    let old = finish(old, "the old waiter").ok();
+    assert!(old.stdout.is_empty(), "{}", old.stdout);
+    assert!(!old.stderr.contains("superseded"), "{}", old.stderr);
+    assert_eq!(waiters(&r, "ci"), 1, "the new waiter lost its place");
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    let tok = finish(new, "the new waiter").ok().token();
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
