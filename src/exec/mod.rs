@@ -348,7 +348,8 @@ pub fn run(
 /// busy (or Redis failed after answering, which a waiting acquire rides
 /// out) does the full, waiting acquire run, with a thread taking signals
 /// and cancelling the wait at once. The uncontended case so starts no
-/// thread at all; a waiter pays one extra non-queued attempt.
+/// thread at all; a waiter pays one extra non-queued attempt. Not for
+/// `--supersede` (it acts when it joins the queue) nor RedLock.
 fn acquire(
     locker: &mut Locker,
     key: &str,
@@ -357,7 +358,9 @@ fn acquire(
     on_wait: &mut dyn FnMut(&Busy),
 ) -> Result<Lease> {
     let waits = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
-    let first = if locker.is_single() {
+    // `--supersede` acts when its acquire joins the queue: it gets the
+    // full acquire from the start.
+    let first = if locker.is_single() && !req.supersede {
         let mut once = req.clone();
         once.wait = Wait::No;
         match locker.acquire(key, &once, None, &mut |_| {}) {
