@@ -419,22 +419,12 @@ pub fn keeper_main() -> u8 {
 /// The keeper's own name, no descriptor of the caller's but ours, stdin on
 /// /dev/null.
 fn detach(config: &Config) {
-    let keep = [config.listen, config.pidfd.unwrap_or(-1)];
-    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    // SAFETY: plain syscalls on this process and its own descriptors (the
-    // directory's descriptor is closed already: a close of its stale
-    // number fails harmlessly).
+    // SAFETY: the keeper owns every descriptor it has (it was just
+    // started, single-threaded, from rlock's own binary).
+    unsafe { crate::exec::close_all_but(&[0, 1, 2, config.listen, config.pidfd.unwrap_or(-1)]) };
+    // SAFETY: plain syscalls on this process and its own descriptors.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"rlock-keeper".as_ptr());
-        for fd in open.into_iter().filter(|fd| *fd > 2 && !keep.contains(fd)) {
-            libc::close(fd);
-        }
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
         if null >= 0 {
             for fd in 0..3 {

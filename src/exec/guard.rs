@@ -307,32 +307,10 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     };
     // The command has its copies: keep nothing else open (no stdio pipe,
     // no Redis connection of rlock's) but the guard's own descriptors.
-    let mut keep = [sock, sigfd, timer, launch.tty.unwrap_or(-1)];
-    keep.sort_unstable();
+    // SAFETY: the guard owns every descriptor it has.
+    unsafe { close_all_but(&[sock, sigfd, timer, launch.tty.unwrap_or(-1)]) };
     // SAFETY: plain syscalls on our own descriptors.
     unsafe {
-        // close_range (Linux 5.9) between the kept ones; else /proc.
-        let mut from = 0;
-        let mut ranged = true;
-        for &k in keep.iter().filter(|&&k| k >= 0) {
-            if k > from {
-                ranged &= libc::syscall(libc::SYS_close_range, from, k - 1, 0) == 0;
-            }
-            from = k + 1;
-        }
-        ranged &= libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) == 0;
-        if !ranged {
-            let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
-                .map(|d| {
-                    d.flatten()
-                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                        .collect()
-                })
-                .unwrap_or_default();
-            for fd in open.into_iter().filter(|fd| !keep.contains(fd)) {
-                libc::close(fd);
-            }
-        }
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             for fd in 0..3 {
@@ -422,6 +400,45 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
             }
             exit();
         }
+    }
+}
+
+/// Close every descriptor of this process but those in `keep` (negative
+/// entries are ignored): close_range (Linux 5.9) between the kept ones,
+/// else each one /proc lists.
+///
+/// # Safety
+/// Only in a process that owns all its descriptors (the guard; the keeper
+/// once detached): nothing else may be using the ones closed.
+pub(crate) unsafe fn close_all_but(keep: &[RawFd]) {
+    let mut keep = keep.to_vec();
+    keep.sort_unstable();
+    let mut from = 0;
+    let mut ranged = true;
+    // SAFETY: plain syscalls; the caller owns the descriptors.
+    unsafe {
+        for &k in keep.iter().filter(|&&k| k >= 0) {
+            if k > from {
+                ranged &= libc::syscall(libc::SYS_close_range, from, k - 1, 0) == 0;
+            }
+            from = k + 1;
+        }
+        ranged &= libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) == 0;
+    }
+    if ranged {
+        return;
+    }
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open.into_iter().filter(|fd| !keep.contains(fd)) {
+        // SAFETY: as above (the directory's own descriptor is closed by
+        // now: closing its stale number fails harmlessly).
+        unsafe { libc::close(fd) };
     }
 }
 

@@ -92,6 +92,7 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait, exit_code};
 
+pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, inherited_token};
 
 use guard::{Guard, Launch, Report};
