@@ -7,17 +7,12 @@ use std::time::Duration;
 
 use crate::util::*;
 
-fn status(r: &Redis, key: &str) -> serde_json::Value {
-    let out = rlock(r).args(["status", key, "--json"]).run().ok();
-    serde_json::from_str(&out.stdout).unwrap()
-}
-
 fn waiters(r: &Redis, key: &str) -> u64 {
-    status(r, key)["waiters"].as_u64().unwrap()
+    r.status_json(key)["waiters"].as_u64().unwrap()
 }
 
 fn holder_pid(r: &Redis, key: &str) -> u64 {
-    status(r, key)["holders"][0]["pid"].as_u64().unwrap()
+    r.status_json(key)["holders"][0]["pid"].as_u64().unwrap()
 }
 
 /// `inner` (a shell line; $BIN is rlock) under a pseudo-terminal 200
@@ -57,9 +52,7 @@ fn a_terminal_shows_a_live_line_erased_when_granted() {
         .token();
     let pid = holder_pid(&r, "k");
     let child = under_pty(&r, "$BIN exec k -- echo the-command-ran");
-    eventually(Duration::from_secs(5), "the waiter queued", || {
-        waiters(&r, "k") == 1
-    });
+    r.await_waiters("k", 1);
     // Long enough for the line to be redrawn at least once (every second).
     std::thread::sleep(Duration::from_millis(2200));
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
@@ -102,9 +95,7 @@ fn ctrl_c_erases_the_terminal_line() {
     let r = Redis::start();
     rlock(&r).args(["acquire", "--ttl", "30s", "k"]).run().ok();
     let mut child = under_pty(&r, "$BIN exec k -- true");
-    eventually(Duration::from_secs(5), "the waiter queued", || {
-        waiters(&r, "k") == 1
-    });
+    r.await_waiters("k", 1);
     let stdin = child.stdin.as_mut().unwrap();
     stdin.write_all(b"\x03").unwrap();
     stdin.flush().unwrap();
@@ -115,9 +106,7 @@ fn ctrl_c_erases_the_terminal_line() {
         "{out:?}"
     );
     assert!(!last.contains("rlock: waiting"), "{out:?}");
-    eventually(Duration::from_secs(5), "the waiter left", || {
-        waiters(&r, "k") == 0
-    });
+    r.await_waiters("k", 0);
 }
 
 /// Not a terminal: the one line of old, however many heartbeats; -q: none.
@@ -168,15 +157,11 @@ fn verbose_says_when_the_holder_changes() {
         .ok()
         .token();
     let first = rlock(&r).args(["exec", "k", "--", "sleep", "1.5"]).spawn();
-    eventually(Duration::from_secs(5), "the first waiter queued", || {
-        waiters(&r, "k") == 1
-    });
+    r.await_waiters("k", 1);
     let second = rlock(&r)
         .args(["-v", "exec", "--ttl", "1s", "k", "--", "true"])
         .spawn();
-    eventually(Duration::from_secs(5), "the second waiter queued", || {
-        waiters(&r, "k") == 2
-    });
+    r.await_waiters("k", 2);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     let first_pid = first.id();
     finish(first, "the first waiter").ok();
@@ -250,12 +235,10 @@ fn supersede_runs_only_the_newest_queued_job() {
         .args(["exec", "--supersede", "ci", "--", "sh", "-c", &running])
         .spawn();
     eventually(Duration::from_secs(5), "the deploy holds", || {
-        status(&r, "ci")["held"] == true
+        r.status_json("ci")["held"] == true
     });
     let one = job(&r, "one", &file, &[]);
-    eventually(Duration::from_secs(5), "job one queued", || {
-        waiters(&r, "ci") == 1
-    });
+    r.await_waiters("ci", 1);
     let two = job(&r, "two", &file, &[]);
     let (one_pid, two_pid) = (one.id(), two.id());
     let one = finish(one, "job one").fails_with_lines(75, "rlock: superseded by host ");
@@ -292,16 +275,12 @@ fn supersede_leaves_other_waiters_alone() {
         .ok()
         .token();
     let old = job(&r, "old", &file, &["-E", "9"]);
-    eventually(Duration::from_secs(5), "the old job queued", || {
-        waiters(&r, "ci") == 1
-    });
+    r.await_waiters("ci", 1);
     let line = format!("echo plain >> {}", file.display());
     let plain = rlock(&r)
         .args(["exec", "ci", "--", "sh", "-c", &line])
         .spawn();
-    eventually(Duration::from_secs(5), "the plain waiter queued", || {
-        waiters(&r, "ci") == 2
-    });
+    r.await_waiters("ci", 2);
     let new = job(&r, "new", &file, &[]);
     finish(old, "the old job").fails_with_lines(9, "superseded by host");
     assert_eq!(waiters(&r, "ci"), 2);
@@ -327,9 +306,7 @@ fn supersede_with_wait_and_no_wait() {
         .ok()
         .token();
     let old = job(&r, "old", &file, &[]);
-    eventually(Duration::from_secs(5), "the old job queued", || {
-        waiters(&r, "ci") == 1
-    });
+    r.await_waiters("ci", 1);
     let new = job(&r, "new", &file, &["-w", "1"]);
     finish(old, "the old job").fails_with_lines(75, "superseded by host");
     finish(new, "the new job").fails_with_lines(75, "timed out after ");
@@ -375,9 +352,7 @@ fn supersede_with_acquire() {
         .ok()
         .token();
     let old = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
-    eventually(Duration::from_secs(5), "the old acquire queued", || {
-        waiters(&r, "ci") == 1
-    });
+    r.await_waiters("ci", 1);
     let new = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
     let old = finish(old, "the old acquire").fails_with_lines(75, "superseded by host");
     assert!(old.stdout.is_empty());
@@ -408,18 +383,12 @@ fn a_superseding_waiter_that_lost_its_place_yields_to_the_newer() {
     let old = rlock(&r)
         .args(["acquire", "--supersede", "--ttl", "1s", "-E", "0", "ci"])
         .spawn();
-    eventually(Duration::from_secs(5), "the old waiter queued", || {
-        waiters(&r, "ci") == 1
-    });
+    r.await_waiters("ci", 1);
     // SAFETY: plain syscall on our own child.
     unsafe { libc::kill(old.id() as i32, libc::SIGSTOP) };
-    eventually(Duration::from_secs(5), "the old waiter dropped", || {
-        waiters(&r, "ci") == 0
-    });
+    r.await_waiters("ci", 0);
     let new = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
-    eventually(Duration::from_secs(5), "the new waiter queued", || {
-        waiters(&r, "ci") == 1
-    });
+    r.await_waiters("ci", 1);
     // SAFETY: as above.
     unsafe { libc::kill(old.id() as i32, libc::SIGCONT) };
     let old = finish(old, "the old waiter").ok();
