@@ -31,33 +31,45 @@
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 -- and `wake...` the tokens of waiters that may now take the lock.
 local tok, done, all = ARGV[1], KEYS[8], ARGV[2] == '1'
-local exp = redis.call('ZSCORE', KEYS[2], tok)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local held = exp and tonumber(exp) > now
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 
--- The token's count and mode, and when its last hold ends: now, or with
--- ARGV[5] = '1' the later of the min-hold given at the grant and grant +
--- ARGV[4].
-local h = held and redis.call('HMGET', KEYS[1], 'c:' .. tok, 'm:' .. tok, 'u:' .. tok, 's:' .. tok)
-local hold_end = 0
-if held and ARGV[5] == '1' then
-  hold_end = math.max(tonumber(h[3]) or 0, (tonumber(h[4]) or 0) + (tonumber(ARGV[4]) or 0))
+-- When the token's last hold ends (`h`: its c:, u:, s: fields): now, or
+-- with ARGV[5] = '1' the later of the min-hold given at the grant and
+-- grant + ARGV[4].
+local function hold_end(h)
+  if ARGV[5] ~= '1' or not (h[2] or (tonumber(ARGV[4]) or 0) > 0) then return 0 end
+  return math.max(tonumber(h[2]) or 0, (tonumber(h[3]) or 0) + (tonumber(ARGV[4]) or 0))
 end
 
 -- Fast path, before the prelude (see src/lock/script.rs): the last hold
 -- (or every hold) of the only holder, nobody waiting, no min-hold left:
--- the lock's state goes. Its KEYS[3] (queue) exists only while someone
--- waits. One hold's release first looks for its request's record: if a
+-- the lock's state goes. With one holder and no queue (KEYS[3] exists only
+-- while someone waits), the state keys expire when its lease does
+-- (common.lua), so finding the token there means its lease runs: no clock
+-- needed. One hold's release first looks for its request's record: if a
 -- resend finds one, the count it sees is after that release.
-if held and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
-    and hold_end <= now and redis.call('ZCARD', KEYS[2]) == 1
-    and redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return {0}
+local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
+if first[1] == tok and not first[3] and redis.call('EXISTS', KEYS[3]) == 0 then
+  local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok)
+  local ends = hold_end(h)
+  if (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
+      and (ends == 0 or ends <= clock()) then
+    redis.call('DEL', KEYS[1], KEYS[2])
+    return {0}
+  end
 end
 --@common
 
+clock()
+local exp = (first[1] == tok and first[2]) or redis.call('ZSCORE', HOLDERS, tok)
+local held = exp and tonumber(exp) > now
 if held then
   if not all then
     -- Once per request: a sibling may have released since this one's
@@ -65,12 +77,13 @@ if held then
     local prev = redis.call('GET', done)
     if prev then return {tonumber(prev)} end
   end
+  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'm:' .. tok)
   if not all and (tonumber(h[1]) or 0) > 1 then
     local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
     redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
     return {n}
   end
-  local park = hold_end
+  local park = hold_end(h)
   if park > now then
     -- Parked until the min-hold ends: held, by nobody who renews it (a
     -- later release keeps the end, a renewal would move it).
@@ -79,7 +92,7 @@ if held then
     tidy(now)
     return {0}
   end
-  forget_holder(tok, h[2])
+  forget_holder(tok, h[4])
   prune(now)
   local wake = to_wake(nil)
   tidy(now)
