@@ -1301,8 +1301,8 @@ fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
 #[test]
 fn three_hosts_run_the_cron_recipe_once_per_firing() {
     // Three "hosts" whose cron fires 0-200 ms apart (clock skew, slow
-    // starts), 8 firings 2 s apart, each running
-    // `rlock exec -n -E 0 --min-hold 1s cron -- job`: exactly one run per
+    // starts), 20 firings 1.5 s apart, each running
+    // `rlock exec -n -E 0 --min-hold 800ms cron -- job`: exactly one run per
     // firing. (The 0-2 s skew, scaled down to keep the suite fast:
     // what matters is min-hold > skew and the period > skew + min-hold,
     // each with room for a loaded machine's slow process starts.)
@@ -1312,12 +1312,12 @@ fn three_hosts_run_the_cron_recipe_once_per_firing() {
     let bin = env!("CARGO_BIN_EXE_rlock");
     let started = Instant::now();
     let mut hosts = Vec::new();
-    for firing in 0..8u64 {
-        let at = Duration::from_millis(2000 * firing);
+    for firing in 0..20u64 {
+        let at = Duration::from_millis(1500 * firing);
         std::thread::sleep(at.saturating_sub(started.elapsed()));
         for (host, skew) in [(0, 0), (1, 100), (2, 200)] {
             let script = format!(
-                "sleep {}; {bin} exec -n -E 0 --min-hold 1s cron -- sh -c 'echo {firing} {host} >> {l}; sleep 0.05'",
+                "sleep {}; {bin} exec -n -E 0 --min-hold 800ms cron -- sh -c 'echo {firing} {host} >> {l}; sleep 0.05'",
                 f64::from(skew) / 1000.0,
                 l = ledger.display()
             );
@@ -1334,7 +1334,7 @@ fn three_hosts_run_the_cron_recipe_once_per_firing() {
         assert!(h.wait().unwrap().success());
     }
     let text = read(&ledger);
-    for firing in 0..8 {
+    for firing in 0..20 {
         let runs = text
             .lines()
             .filter(|l| l.split(' ').next() == Some(&firing.to_string()))
