@@ -43,8 +43,11 @@ pub struct ConnectOptions {
 /// TLS files for `rediss://` URLs.
 #[derive(Clone, Debug, Default)]
 pub struct Tls {
+    /// A CA certificate (PEM) to trust instead of the system's roots.
     pub ca: Option<PathBuf>,
+    /// A client certificate (PEM), for servers that ask for one; needs `key`.
     pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
     pub key: Option<PathBuf>,
 }
 

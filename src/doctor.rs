@@ -37,9 +37,13 @@ const SAMPLES: usize = 5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Checked and fine.
     Ok,
+    /// Worth knowing; no risk to the locks.
     Info,
+    /// A risk under some failures, or a cost; worth a change.
     Warn,
+    /// Locks can be granted twice, or lost, in this setup.
     Unsafe,
 }
 
@@ -57,6 +61,7 @@ impl fmt::Display for Severity {
 /// One thing found, on one server (or on the whole deployment).
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
+    /// How bad it is.
     pub severity: Severity,
     /// The server it is about (host:port, socket path, "cluster via ...",
     /// "RedLock"); never a password.
@@ -74,9 +79,13 @@ pub struct Finding {
 /// What was measured on one server.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Facts {
+    /// host:port or socket path; never a password.
     pub server: String,
+    /// The server's `redis_version` (INFO server).
     pub version: Option<String>,
+    /// Its replication role: `master` or `slave` (INFO replication).
     pub role: Option<String>,
+    /// Its `run_id`, which changes on every restart.
     pub run_id: Option<String>,
     /// Median round trip of TIME, in milliseconds.
     pub rtt_ms: Option<f64>,
@@ -92,7 +101,9 @@ pub struct Report {
     pub safe: bool,
     /// The longest TTL the report assumes (restart delay, clock margin).
     pub ttl_ms: u64,
+    /// What was found, in the order checked.
     pub findings: Vec<Finding>,
+    /// What was measured on each server.
     pub servers: Vec<Facts>,
 }
 
@@ -100,7 +111,7 @@ impl Report {
     fn new(ttl: Duration) -> Report {
         Report {
             safe: true,
-            ttl_ms: ttl.as_millis() as u64,
+            ttl_ms: crate::duration::millis(ttl),
             findings: Vec::new(),
             servers: Vec::new(),
         }
@@ -764,7 +775,7 @@ fn eviction(info: &Info, at: &str, report: &mut Report) {
 }
 
 fn persistence(ctx: &Ctx, info: &Info, probe: &mut Probe, at: &str, report: &mut Report) {
-    let secs = ctx.ttl.as_secs_f64().ceil() as u64;
+    let secs = ctx.ttl.as_secs() + u64::from(ctx.ttl.subsec_nanos() > 0);
     let delay = format!(
         "and keep a restarted Redis out of service for the longest TTL (or --min-hold) your \
          locks use, {} here, so every lock granted before the restart has expired: Redis \
