@@ -19,13 +19,14 @@ use std::fmt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::FromRedisValue;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use serde::Serialize;
 
 use crate::conn::{Conn, Server};
 use crate::duration::human;
 use crate::lock::{LockName, drift};
-use crate::{ConnectOptions, Error, Result};
+use crate::{ConnectOptions, Result};
 
 /// The oldest Redis rlock's scripts run on.
 pub const MIN_VERSION: (u32, u32) = (6, 2);
@@ -194,6 +195,8 @@ pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report>
         prefix: prefix.to_string(),
     };
     if opts.cluster {
+        // Without the feature, open_all refused --cluster already.
+        #[cfg(feature = "cluster")]
         cluster(&ctx, &servers[0], &mut report)?;
     } else if let Some(name) = &opts.sentinel {
         sentinel(&ctx, &servers[0], name, &mut report)?;
@@ -221,6 +224,7 @@ impl Ctx<'_> {
 /// cluster connection.
 enum Probe<'a> {
     Direct(&'a mut Conn),
+    #[cfg(feature = "cluster")]
     Node {
         conn: &'a mut redis::cluster::ClusterConnection,
         host: String,
@@ -232,6 +236,7 @@ impl Probe<'_> {
     fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
         match self {
             Probe::Direct(c) => cmd.query(&mut **c),
+            #[cfg(feature = "cluster")]
             Probe::Node { conn, host, port } => {
                 let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
                     host: host.clone(),
@@ -257,6 +262,7 @@ impl Probe<'_> {
 }
 
 /// A command sent to the cluster node `at` chooses, its reply converted.
+#[cfg(feature = "cluster")]
 fn routed<T: FromRedisValue>(
     conn: &mut redis::cluster::ClusterConnection,
     cmd: &redis::Cmd,
@@ -494,14 +500,17 @@ fn sentinel(ctx: &Ctx, server: &Server, name: &str, report: &mut Report) -> Resu
 
 /// Redis Cluster: state, slot coverage, every master reachable, and each
 /// master checked as a server of its own.
+#[cfg(feature = "cluster")]
 fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result<()> {
     let label = server.label.clone();
     let mut conn = server.connect()?;
     let Conn::Cluster(c) = &mut conn else {
-        return Err(Error::Protocol("a cluster connection expected".into()));
+        return Err(crate::Error::Protocol(
+            "a cluster connection expected".into(),
+        ));
     };
     let random = || RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let failed = |e: redis::RedisError, what: &str| Error::Unavailable {
+    let failed = |e: redis::RedisError, what: &str| crate::Error::Unavailable {
         context: format!("{what} on {label}"),
         cause: e,
     };
@@ -608,6 +617,7 @@ fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result<()> {
 /// A cluster failover takes about 2-3 node timeouts; a running exec must
 /// land one renewal within the last TTL/3 of its lease, so TTL/3 should
 /// exceed it (README, "Size the TTL to the failover").
+#[cfg(feature = "cluster")]
 fn failover_time(ctx: &Ctx, probe: &mut Probe, label: &str, report: &mut Report) {
     let Ok(ms) = probe
         .config("cluster-node-timeout")
