@@ -108,7 +108,7 @@ Keys:
     after_help = AFTER_HELP,
     after_long_help = concat_help()
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: Global,
 
@@ -117,7 +117,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or
     /// unix:///path; several (repeated, or comma-separated) mean RedLock
     /// over independent masters
@@ -215,7 +215,7 @@ pub struct Global {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Take the lock and print its owner token on stdout (and nothing else)
     #[command(after_help = "\
 With --keep, a small keeper process (\"rlock-keeper\") renews the lease every
@@ -414,7 +414,7 @@ Examples:
 }
 
 #[derive(Debug, Args)]
-pub struct LockOpts {
+pub(crate) struct LockOpts {
     /// Lease time; the lock frees itself this long after the last renewal
     #[arg(long, default_value = "30s", value_name = "D", help_heading = "Lock")]
     pub ttl: Span,
@@ -468,7 +468,7 @@ pub struct LockOpts {
 /// flock(1)'s own options, so that `flock` -> `rlock exec` is a one-word
 /// change in a crontab line.
 #[derive(Debug, Args)]
-pub struct FlockOpts {
+pub(crate) struct FlockOpts {
     /// Take a shared (read) lock: `rlock exec -s K` is `rlock rw read K`
     #[arg(
         short = 's',
@@ -514,7 +514,7 @@ const NO_DESCRIPTORS: &str = "rlock locks are not file descriptors: hold one for
 impl FlockOpts {
     /// The flock(1) options rlock cannot honour, refused with the reason;
     /// `key` and `command` catch the descriptor form `flock 9`.
-    pub fn refuse(&self, key: &str, command: &[OsString]) -> Result<(), String> {
+    pub(crate) fn refuse(&self, key: &str, command: &[OsString]) -> Result<(), String> {
         if self.no_fork {
             return Err(
                 "--no-fork (-F) cannot work: rlock must stay alive while the \
@@ -543,7 +543,7 @@ impl FlockOpts {
     }
 
     /// The command to run: `sh -c CMD` for -c, else what followed the key.
-    pub fn command(&self, command: &[OsString]) -> Vec<OsString> {
+    pub(crate) fn command(&self, command: &[OsString]) -> Vec<OsString> {
         match &self.command_string {
             Some(c) => vec!["sh".into(), "-c".into(), c.clone()],
             None => command.to_vec(),
@@ -553,7 +553,7 @@ impl FlockOpts {
 
 /// `acquire --keep`: a lock held as long as a process lives.
 #[derive(Debug, Args)]
-pub struct KeepOpts {
+pub(crate) struct KeepOpts {
     /// Leave a keeper process that renews the lock while the calling
     /// process (the script) lives and releases it when that exits
     #[arg(long, help_heading = "Keep")]
@@ -574,14 +574,14 @@ pub struct KeepOpts {
 }
 
 #[derive(Debug, Args)]
-pub struct Slots {
+pub(crate) struct Slots {
     /// Let up to N holders in at once (counting semaphore)
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = "Lock")]
     pub limit: u32,
 }
 
 #[derive(Debug, Args)]
-pub struct RunOpts {
+pub(crate) struct RunOpts {
     /// What to do with the command if the lock is lost while it runs
     #[arg(
         long,
@@ -627,7 +627,7 @@ impl From<OnLost> for rlock::exec::OnLost {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RwMode {
+pub(crate) enum RwMode {
     /// Shared: many readers at once
     Read,
     /// Exclusive: one writer, no readers
@@ -635,7 +635,7 @@ pub enum RwMode {
 }
 
 #[derive(Debug, Args)]
-pub struct TokenOpt {
+pub(crate) struct TokenOpt {
     /// Owner token printed by `rlock acquire`
     #[arg(
         long,
@@ -652,7 +652,7 @@ fn concat_help() -> String {
 
 impl Command {
     /// The lock name the command works on, if it has one.
-    pub fn key(&self) -> Option<&str> {
+    pub(crate) fn key(&self) -> Option<&str> {
         match self {
             Command::Acquire { key, .. }
             | Command::Exec { key, .. }
@@ -668,7 +668,7 @@ impl Command {
 
 /// The clap command, for generating the man page and completions.
 #[allow(dead_code)] // used by the docs test, which includes this file
-pub fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     Cli::command()
 }
 

@@ -12,6 +12,16 @@ use std::fmt;
 use std::ops::{Add, Sub};
 use std::time::Duration;
 
+/// A timespec clock_gettime(2) filled: for the clocks read here tv_sec is
+/// never negative and tv_nsec is below 10^9, so neither conversion fails
+/// (the fallbacks are for the type checker).
+fn from_timespec(ts: &libc::timespec) -> Duration {
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
+}
+
 /// A point on CLOCK_BOOTTIME: time since boot, suspended time included.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BootTime(Duration);
@@ -26,7 +36,7 @@ impl BootTime {
         // SAFETY: `ts` is a valid out-pointer; CLOCK_BOOTTIME exists on every
         // Linux since 2.6.39, so the call cannot fail.
         unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-        BootTime(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+        BootTime(from_timespec(&ts))
     }
 
     /// Time since boot, for passing a deadline to another process.
@@ -103,7 +113,7 @@ mod tests {
         };
         // SAFETY: valid out-pointer.
         unsafe { libc::clock_gettime(clock, &mut ts) };
-        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        from_timespec(&ts)
     }
 
     #[test]

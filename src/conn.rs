@@ -43,8 +43,11 @@ pub struct ConnectOptions {
 /// TLS files for `rediss://` URLs.
 #[derive(Clone, Debug, Default)]
 pub struct Tls {
+    /// A CA certificate (PEM) to trust instead of the system's roots.
     pub ca: Option<PathBuf>,
+    /// A client certificate (PEM), for servers that ask for one; needs `key`.
     pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
     pub key: Option<PathBuf>,
 }
 
@@ -53,6 +56,7 @@ impl Tls {
         self.ca.is_some() || self.cert.is_some() || self.key.is_some()
     }
 
+    #[cfg(feature = "tls")]
     fn certificates(&self) -> Result<redis::TlsCertificates> {
         let read = |flag: &str, path: &PathBuf| {
             std::fs::read(path)
@@ -79,6 +83,7 @@ impl Tls {
 }
 
 /// rustls needs one process-wide crypto provider; ring is the one built in.
+#[cfg(feature = "tls")]
 fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -118,6 +123,7 @@ pub(crate) struct Server {
 #[derive(Clone)]
 enum Client {
     One(Box<redis::Client>),
+    #[cfg(feature = "cluster")]
     Cluster(std::sync::Arc<ClusterSeeds>),
     /// Asks the Sentinels for the current master at every (re)connect, so
     /// a failover is followed on the next connection.
@@ -140,6 +146,7 @@ enum Client {
 /// with retries(0), fails a command for its slots with the I/O error of
 /// dialing it. The caller resends on a new connection until its deadline;
 /// once the replica is promoted, every node's map names it.
+#[cfg(feature = "cluster")]
 struct ClusterSeeds {
     /// One client per seed, with that seed as its only initial node, and
     /// the seed's host:port.
@@ -148,6 +155,7 @@ struct ClusterSeeds {
     first: std::sync::atomic::AtomicUsize,
 }
 
+#[cfg(feature = "cluster")]
 impl ClusterSeeds {
     fn connect(&self) -> redis::RedisResult<redis::cluster::ClusterConnection> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -241,6 +249,8 @@ impl Sentinels {
             .into_connection_info()?
             .set_redis_settings(self.master.clone());
         let client = match &self.tls {
+            // Without the feature, no rediss:// URL gets this far.
+            #[cfg(feature = "tls")]
             Some(tls) if tls.is_set() => {
                 let certs = tls.certificates().map_err(|e| {
                     redis::RedisError::from((
@@ -308,12 +318,20 @@ impl Server {
             ));
         }
         if opts.cluster {
+            #[cfg(not(feature = "cluster"))]
+            return Err(Error::Usage(
+                "--cluster: this rlock was built without Redis Cluster support (the \"cluster\" \
+                 feature)"
+                    .into(),
+            ));
+            #[cfg(feature = "cluster")]
             if opts.min_replicas > 0 {
                 // redis-rs sends WAIT to every master, not the key's own.
                 return Err(Error::Usage(
                     "--min-replicas is not supported with --cluster".into(),
                 ));
             }
+            #[cfg(feature = "cluster")]
             return Ok(vec![Server::cluster(seeds, opts)?]);
         }
         if let Some(name) = &opts.sentinel {
@@ -324,6 +342,9 @@ impl Server {
 
     fn one(seed: Seed, opts: &ConnectOptions) -> Result<Server> {
         let shown = seed.label.clone();
+        #[cfg(not(feature = "tls"))]
+        let client = redis::Client::open(seed.info);
+        #[cfg(feature = "tls")]
         let client = if seed.tls {
             install_crypto_provider();
             if opts.tls.is_set() {
@@ -344,6 +365,7 @@ impl Server {
         })
     }
 
+    #[cfg(feature = "cluster")]
     fn cluster(seeds: Vec<Seed>, opts: &ConnectOptions) -> Result<Server> {
         if seeds
             .iter()
@@ -354,12 +376,15 @@ impl Server {
             ));
         }
         let label = format!("cluster via {}", seeds[0].label);
+        #[cfg(feature = "tls")]
         let tls = seeds.iter().any(|s| s.tls);
+        #[cfg(feature = "tls")]
         let certs = if tls && opts.tls.is_set() {
             Some(opts.tls.certificates()?)
         } else {
             None
         };
+        #[cfg(feature = "tls")]
         if tls {
             install_crypto_provider();
         }
@@ -374,6 +399,7 @@ impl Server {
             if let Some(pw) = &opts.password {
                 b = b.password(pw);
             }
+            #[cfg(feature = "tls")]
             if tls {
                 b = b.tls(redis::TlsMode::Secure);
                 if let Some(certs) = &certs {
@@ -444,14 +470,23 @@ impl Server {
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.client, Client::Cluster(_))
+        match self.client {
+            #[cfg(feature = "cluster")]
+            Client::Cluster(_) => true,
+            Client::One(_) | Client::Sentinel(_) => false,
+        }
     }
 
     /// Does a new connection follow a failover by itself (Sentinel asks
     /// for the master again, Cluster reads the slots again)? Then READONLY
     /// and MASTERDOWN are passing states, not a wrong address.
     pub(crate) fn follows_failovers(&self) -> bool {
-        matches!(self.client, Client::Cluster(_) | Client::Sentinel(_))
+        match self.client {
+            #[cfg(feature = "cluster")]
+            Client::Cluster(_) => true,
+            Client::Sentinel(_) => true,
+            Client::One(_) => false,
+        }
     }
 
     /// A fresh connection whose replies are bounded by the connect timeout.
@@ -465,6 +500,7 @@ impl Server {
                 c.get_connection_with_timeout(self.timeout)
                     .map_err(unavailable)?,
             ),
+            #[cfg(feature = "cluster")]
             Client::Cluster(c) => Conn::Cluster(Box::new(c.connect().map_err(unavailable)?)),
             Client::Sentinel(s) => Conn::One(s.connect_master(self.timeout).map_err(unavailable)?),
         };
@@ -488,7 +524,14 @@ impl Seed {
                     "Redis URL {shown}: --tls-ca/--tls-cert/--tls-key need a rediss:// URL"
                 )));
             }
-            "redis" | "unix" | "redis+unix" | "rediss" => {}
+            "redis" | "unix" | "redis+unix" => {}
+            "rediss" if cfg!(feature = "tls") => {}
+            "rediss" => {
+                return Err(Error::Usage(format!(
+                    "Redis URL {shown}: this rlock was built without TLS support (the \"tls\" \
+                     feature); use redis:// or unix://"
+                )));
+            }
             _ => {
                 return Err(Error::Usage(format!(
                     "Redis URL {shown}: unknown scheme; use redis://, rediss:// or unix://"
@@ -519,6 +562,7 @@ impl Seed {
 /// command by its first key, following MOVED and ASK).
 pub(crate) enum Conn {
     One(redis::Connection),
+    #[cfg(feature = "cluster")]
     Cluster(Box<redis::cluster::ClusterConnection>),
 }
 
@@ -526,6 +570,7 @@ impl Conn {
     pub(crate) fn set_read_timeout(&self, d: Option<Duration>) -> redis::RedisResult<()> {
         match self {
             Conn::One(c) => c.set_read_timeout(d),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.set_read_timeout(d),
         }
     }
@@ -533,13 +578,13 @@ impl Conn {
     fn set_write_timeout(&self, d: Option<Duration>) -> redis::RedisResult<()> {
         match self {
             Conn::One(c) => c.set_write_timeout(d),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.set_write_timeout(d),
         }
     }
 
     /// Every key matching `glob` of type `ty`, on every master.
     pub(crate) fn scan(&mut self, glob: &str, ty: &str) -> redis::RedisResult<Vec<String>> {
-        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
         let scan = |cursor: u64| {
             let mut c = redis::cmd("SCAN");
             c.arg(cursor)
@@ -564,7 +609,9 @@ impl Conn {
                     }
                 }
             }
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => {
+                use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
                 // SCAN is per node: walk every master in turn.
                 let slots = c.route_command(
                     &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
@@ -616,6 +663,7 @@ impl redis::ConnectionLike for Conn {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
         match self {
             Conn::One(c) => c.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -628,6 +676,7 @@ impl redis::ConnectionLike for Conn {
     ) -> redis::RedisResult<Vec<redis::Value>> {
         match self {
             Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
@@ -635,6 +684,7 @@ impl redis::ConnectionLike for Conn {
     fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         match self {
             Conn::One(c) => c.req_command(cmd),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.req_command(cmd),
         }
     }
@@ -642,6 +692,7 @@ impl redis::ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::One(c) => c.get_db(),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.get_db(),
         }
     }
@@ -649,6 +700,7 @@ impl redis::ConnectionLike for Conn {
     fn supports_pipelining(&self) -> bool {
         match self {
             Conn::One(c) => c.supports_pipelining(),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.supports_pipelining(),
         }
     }
@@ -656,6 +708,7 @@ impl redis::ConnectionLike for Conn {
     fn check_connection(&mut self) -> bool {
         match self {
             Conn::One(c) => c.check_connection(),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.check_connection(),
         }
     }
@@ -663,6 +716,7 @@ impl redis::ConnectionLike for Conn {
     fn is_open(&self) -> bool {
         match self {
             Conn::One(c) => c.is_open(),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(c) => c.is_open(),
         }
     }
@@ -1148,5 +1202,41 @@ mod tests {
             );
         }
         assert!(Server::open_all(&opts("redis://127.0.0.1:1")).is_ok());
+    }
+
+    /// Built without TLS (`--no-default-features`): a rediss:// URL is bad
+    /// usage, said in one line, not a panic or a plain-text connection.
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_needs_the_tls_feature() {
+        let opts = ConnectOptions {
+            urls: vec!["rediss://u:hunter2@127.0.0.1:1".into()],
+            ..Default::default()
+        };
+        match Server::open_all(&opts) {
+            Err(Error::Usage(m)) => {
+                assert_eq!(
+                    m,
+                    "Redis URL rediss://***@127.0.0.1:1: this rlock was built without TLS \
+                     support (the \"tls\" feature); use redis:// or unix://"
+                );
+            }
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
+    }
+
+    /// Built without Redis Cluster support: --cluster is bad usage.
+    #[cfg(not(feature = "cluster"))]
+    #[test]
+    fn cluster_needs_the_cluster_feature() {
+        let opts = ConnectOptions {
+            urls: vec!["redis://127.0.0.1:1".into()],
+            cluster: true,
+            ..Default::default()
+        };
+        match Server::open_all(&opts) {
+            Err(Error::Usage(m)) => assert!(m.contains("without Redis Cluster support"), "{m}"),
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
     }
 }

@@ -19,13 +19,14 @@ use std::fmt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::FromRedisValue;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use serde::Serialize;
 
 use crate::conn::{Conn, Server};
 use crate::duration::human;
 use crate::lock::{LockName, drift};
-use crate::{ConnectOptions, Error, Result};
+use crate::{ConnectOptions, Result};
 
 /// The oldest Redis rlock's scripts run on.
 pub const MIN_VERSION: (u32, u32) = (6, 2);
@@ -37,9 +38,13 @@ const SAMPLES: usize = 5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Checked and fine.
     Ok,
+    /// Worth knowing; no risk to the locks.
     Info,
+    /// A risk under some failures, or a cost; worth a change.
     Warn,
+    /// Locks can be granted twice, or lost, in this setup.
     Unsafe,
 }
 
@@ -57,6 +62,7 @@ impl fmt::Display for Severity {
 /// One thing found, on one server (or on the whole deployment).
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
+    /// How bad it is.
     pub severity: Severity,
     /// The server it is about (host:port, socket path, "cluster via ...",
     /// "RedLock"); never a password.
@@ -74,9 +80,13 @@ pub struct Finding {
 /// What was measured on one server.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Facts {
+    /// host:port or socket path; never a password.
     pub server: String,
+    /// The server's `redis_version` (INFO server).
     pub version: Option<String>,
+    /// Its replication role: `master` or `slave` (INFO replication).
     pub role: Option<String>,
+    /// Its `run_id`, which changes on every restart.
     pub run_id: Option<String>,
     /// Median round trip of TIME, in milliseconds.
     pub rtt_ms: Option<f64>,
@@ -92,7 +102,9 @@ pub struct Report {
     pub safe: bool,
     /// The longest TTL the report assumes (restart delay, clock margin).
     pub ttl_ms: u64,
+    /// What was found, in the order checked.
     pub findings: Vec<Finding>,
+    /// What was measured on each server.
     pub servers: Vec<Facts>,
 }
 
@@ -100,7 +112,7 @@ impl Report {
     fn new(ttl: Duration) -> Report {
         Report {
             safe: true,
-            ttl_ms: ttl.as_millis() as u64,
+            ttl_ms: crate::duration::millis(ttl),
             findings: Vec::new(),
             servers: Vec::new(),
         }
@@ -183,6 +195,8 @@ pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report>
         prefix: prefix.to_string(),
     };
     if opts.cluster {
+        // Without the feature, open_all refused --cluster already.
+        #[cfg(feature = "cluster")]
         cluster(&ctx, &servers[0], &mut report)?;
     } else if let Some(name) = &opts.sentinel {
         sentinel(&ctx, &servers[0], name, &mut report)?;
@@ -210,6 +224,7 @@ impl Ctx<'_> {
 /// cluster connection.
 enum Probe<'a> {
     Direct(&'a mut Conn),
+    #[cfg(feature = "cluster")]
     Node {
         conn: &'a mut redis::cluster::ClusterConnection,
         host: String,
@@ -221,6 +236,7 @@ impl Probe<'_> {
     fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
         match self {
             Probe::Direct(c) => cmd.query(&mut **c),
+            #[cfg(feature = "cluster")]
             Probe::Node { conn, host, port } => {
                 let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
                     host: host.clone(),
@@ -246,6 +262,7 @@ impl Probe<'_> {
 }
 
 /// A command sent to the cluster node `at` chooses, its reply converted.
+#[cfg(feature = "cluster")]
 fn routed<T: FromRedisValue>(
     conn: &mut redis::cluster::ClusterConnection,
     cmd: &redis::Cmd,
@@ -483,14 +500,17 @@ fn sentinel(ctx: &Ctx, server: &Server, name: &str, report: &mut Report) -> Resu
 
 /// Redis Cluster: state, slot coverage, every master reachable, and each
 /// master checked as a server of its own.
+#[cfg(feature = "cluster")]
 fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result<()> {
     let label = server.label.clone();
     let mut conn = server.connect()?;
     let Conn::Cluster(c) = &mut conn else {
-        return Err(Error::Protocol("a cluster connection expected".into()));
+        return Err(crate::Error::Protocol(
+            "a cluster connection expected".into(),
+        ));
     };
     let random = || RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let failed = |e: redis::RedisError, what: &str| Error::Unavailable {
+    let failed = |e: redis::RedisError, what: &str| crate::Error::Unavailable {
         context: format!("{what} on {label}"),
         cause: e,
     };
@@ -597,6 +617,7 @@ fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result<()> {
 /// A cluster failover takes about 2-3 node timeouts; a running exec must
 /// land one renewal within the last TTL/3 of its lease, so TTL/3 should
 /// exceed it (README, "Size the TTL to the failover").
+#[cfg(feature = "cluster")]
 fn failover_time(ctx: &Ctx, probe: &mut Probe, label: &str, report: &mut Report) {
     let Ok(ms) = probe
         .config("cluster-node-timeout")
@@ -764,7 +785,7 @@ fn eviction(info: &Info, at: &str, report: &mut Report) {
 }
 
 fn persistence(ctx: &Ctx, info: &Info, probe: &mut Probe, at: &str, report: &mut Report) {
-    let secs = ctx.ttl.as_secs_f64().ceil() as u64;
+    let secs = ctx.ttl.as_secs() + u64::from(ctx.ttl.subsec_nanos() > 0);
     let delay = format!(
         "and keep a restarted Redis out of service for the longest TTL (or --min-hold) your \
          locks use, {} here, so every lock granted before the restart has expired: Redis \

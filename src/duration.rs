@@ -44,6 +44,25 @@ impl fmt::Display for Span {
     }
 }
 
+/// Whole milliseconds in `d`, for Redis arguments and JSON fields, which
+/// take integers: saturates at `u64::MAX` (585 million years) instead of
+/// wrapping, where `d.as_millis() as u64` would wrap.
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whole nanoseconds in `d`, saturating at `u64::MAX` (584 years).
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A timeout for poll(2): whole milliseconds, rounded up (waking a moment
+/// early would only spin), saturating at `i32::MAX` (24.8 days; the
+/// caller's loop looks again).
+pub(crate) fn poll_ms(d: Duration) -> libc::c_int {
+    libc::c_int::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
+}
+
 /// A duration as people read it in a message: under a second in whole
 /// milliseconds (`250ms`, `0ms`; truncated, so `49.9ms` is `49ms` and never
 /// looks like a bound it is under), under a minute in seconds with one

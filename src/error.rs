@@ -14,30 +14,48 @@ pub enum Error {
     /// (authentication, ACL).
     #[error("{context}: {cause}")]
     Unavailable {
+        /// What rlock was doing (`acquire "key"`, `connect to host:port`).
         context: String,
         // Not a #[source]: redis' message already includes its own cause.
+        /// What redis-rs reported.
         cause: redis::RedisError,
     },
 
     /// The lock is held and the caller asked not to wait.
     #[error("lock {key:?} is busy{}", holder_suffix(.holder))]
-    Busy { key: String, holder: Option<String> },
+    Busy {
+        /// The lock's name.
+        key: String,
+        /// Who holds it, if known.
+        holder: Option<String>,
+    },
 
     /// Waiting for the lock took longer than the caller allowed.
     #[error("timed out after {} waiting for lock {key:?}{}", crate::duration::human(*.waited), holder_suffix(.holder))]
     Timeout {
+        /// The lock's name.
         key: String,
+        /// How long the acquire waited.
         waited: Duration,
+        /// Who held the lock last, if known.
         holder: Option<String>,
     },
 
     /// The token given does not own the lock (someone else holds it).
     #[error("token does not own lock {key:?}: it is held by another owner")]
-    NotOwner { key: String },
+    NotOwner {
+        /// The lock's name.
+        key: String,
+    },
 
     /// The lock is gone: it expired or was deleted while we thought we held it.
     #[error("lock {key:?} was lost: {why}")]
-    Lost { key: String, why: String },
+    Lost {
+        /// The lock's name.
+        key: String,
+        /// What was seen.
+        why: String,
+    },
 
     /// The Redis key exists but is not an rlock lock, or the lock is in use
     /// in an incompatible way (another --limit).
@@ -47,7 +65,12 @@ pub enum Error {
     /// `--supersede`: a newer waiter of the same lock that also asked to
     /// supersede replaced this one in the queue; nothing is held.
     #[error("superseded by {by}: a newer --supersede waiter for lock {key:?}; nothing is held")]
-    Superseded { key: String, by: String },
+    Superseded {
+        /// The lock's name.
+        key: String,
+        /// The newer waiter (`host H pid P`).
+        by: String,
+    },
 
     /// A signal stopped us while waiting; nothing is held.
     #[error("interrupted by signal {0} while waiting; nothing is held")]
@@ -56,9 +79,12 @@ pub enum Error {
     /// exec: the command could not be started (exit 127 or 126).
     #[error("cannot run {program:?}")]
     Spawn {
+        /// The command as given.
         program: String,
         #[source]
+        /// Why it could not be started.
         source: std::io::Error,
+        /// The exit code to report, as a shell would: 127 (not found) or 126.
         code: u8,
     },
 
@@ -74,6 +100,7 @@ fn holder_suffix(holder: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// A result with rlock's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {

@@ -29,7 +29,8 @@ pub const NOT_FOUND: u8 = 127;
 
 /// Exit code for a process that died of signal `sig`, as shells report it.
 pub fn for_signal(sig: i32) -> u8 {
-    (128 + sig.clamp(1, 127)) as u8
+    // 129..=255 after the clamp: the fallback cannot happen.
+    u8::try_from(128 + sig.clamp(1, 127)).unwrap_or(u8::MAX)
 }
 
 /// Exit code for a command's wait status: its own code, or 128+N if
@@ -37,7 +38,8 @@ pub fn for_signal(sig: i32) -> u8 {
 pub fn for_status(status: Option<std::process::ExitStatus>) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match status.map(|st| (st.code(), st.signal())) {
-        Some((Some(c), _)) => c as u8,
+        // On Unix, code() is WEXITSTATUS: 0..=255.
+        Some((Some(c), _)) => u8::try_from(c).unwrap_or(INTERNAL),
         Some((None, Some(sig))) => for_signal(sig),
         _ => INTERNAL,
     }

@@ -152,7 +152,9 @@ impl Watched {
         let start = stat(pid).map(|s| s.start).ok_or(())?;
         // SAFETY: plain syscall; the kernel returns a new descriptor
         // (O_CLOEXEC) or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        // A descriptor fits a RawFd; -1 (failure) too.
+        let fd = RawFd::try_from(fd).unwrap_or(-1);
         if fd >= 0 {
             // SAFETY: a fresh descriptor we own.
             let pidfd = Some(above_stdio(unsafe { OwnedFd::from_raw_fd(fd) }));
@@ -169,6 +171,7 @@ impl Watched {
         }
     }
 
+    /// The watched process' pid.
     pub fn process_id(&self) -> i32 {
         self.pid
     }
@@ -249,7 +252,9 @@ fn socket_addr(token: &Token) -> Result<SocketAddr> {
 /// How the keeper keeps and what it does on a loss.
 #[derive(Debug)]
 pub struct Keep {
+    /// The process whose life the lease lasts.
     pub watched: Watched,
+    /// What to do to it if the lock is lost.
     pub on_lost: OnLost,
 }
 
@@ -334,7 +339,7 @@ pub fn spawn(
     let config = Config {
         urls: opts.urls.clone(),
         password: opts.password.clone(),
-        connect_timeout_ms: opts.connect_timeout.as_millis() as u64,
+        connect_timeout_ms: crate::duration::millis(opts.connect_timeout),
         cluster: opts.cluster,
         sentinel: opts.sentinel.clone(),
         min_replicas: opts.min_replicas,
@@ -343,8 +348,8 @@ pub fn spawn(
         key: lease.key.clone(),
         token: lease.token.as_str().to_string(),
         all: lease.count <= 1,
-        ttl_ms: lease.ttl.as_millis() as u64,
-        valid_until_ns: lease.valid_until.since_boot().as_nanos() as u64,
+        ttl_ms: crate::duration::millis(lease.ttl),
+        valid_until_ns: crate::duration::nanos(lease.valid_until.since_boot()),
         on_lost: match keep.on_lost {
             OnLost::Term => "term",
             OnLost::Kill => "kill",
@@ -559,7 +564,7 @@ impl Keeper {
                 pollfd(release_fd),
                 pollfd(self.sigfd.as_raw_fd()),
             ];
-            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+            let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
             // A 0ms timeout for a deadline less than 1ms away would spin;
             // round up.
             let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
@@ -683,6 +688,10 @@ fn trusted(stream: &UnixStream) -> bool {
         uid: u32::MAX,
         gid: 0,
     };
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "a ucred is 12 bytes, far below socklen_t::MAX"
+    )]
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: getsockopt fills `cred`, of the size given.
     let rc = unsafe {
@@ -758,18 +767,21 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+        .map_or(0, crate::duration::millis)
 }
 
 /// The last loss a keeper recorded for a lock (`P{K}:lost`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LostRecord {
+    /// The host the keeper ran on.
     pub host: String,
     /// The watched process.
     pub pid: u32,
     /// RFC 3339, the keeper's clock.
     pub when: String,
+    /// The same moment, in milliseconds since 1970.
     pub when_ms: u64,
+    /// Why the lock was lost.
     pub why: String,
     /// What the keeper did to the watched process.
     pub action: String,
@@ -800,7 +812,7 @@ pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) 
                 .arg(lost_key(name))
                 .arg(&json)
                 .arg("PX")
-                .arg(LOST_RECORD_TTL.as_millis() as u64)
+                .arg(crate::duration::millis(LOST_RECORD_TTL))
                 .query::<()>(&mut c)
                 .map_err(|e| Error::from_redis(e, "record a lost lock"))
         });

@@ -11,6 +11,25 @@
 //! locker.release("market", &lease.token)?;
 //! # Ok::<(), rlock::Error>(())
 //! ```
+//!
+//! Bad input is refused before anything is sent to Redis, with an
+//! [`Error::Usage`]; [`exit_code::for_error`] gives every error the exit
+//! code the CLI documents:
+//!
+//! ```
+//! use std::time::Duration;
+//! use rlock::{exit_code, ConnectOptions, Error, Locker, Request};
+//!
+//! // Too short a lease to renew: refused before connecting.
+//! let err = Request::new(Duration::from_millis(10)).check().unwrap_err();
+//! assert!(matches!(err, Error::Usage(_)));
+//! assert_eq!(exit_code::for_error(&err, exit_code::BUSY), exit_code::USAGE);
+//!
+//! // Not a Redis URL: refused before connecting, too.
+//! let opts = ConnectOptions { urls: vec!["http://127.0.0.1:6379".into()], ..Default::default() };
+//! let err = Locker::connect(&opts, "rlock:").err().unwrap();
+//! assert_eq!(exit_code::for_error(&err, exit_code::BUSY), 64);
+//! ```
 
 pub mod clock;
 pub mod conn;

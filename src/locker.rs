@@ -65,6 +65,7 @@ impl Locker {
         }
     }
 
+    /// Change the bound on connecting and on each reply (see [`Locker::timeout`]).
     pub fn set_timeout(&mut self, timeout: Duration) {
         match &mut self.0 {
             Inner::One(n) => n.set_timeout(timeout),
@@ -72,6 +73,7 @@ impl Locker {
         }
     }
 
+    /// Check a lock name and place it under this locker's prefix.
     pub fn name(&self, key: &str) -> Result<LockName> {
         match &self.0 {
             Inner::One(n) => n.name(key),

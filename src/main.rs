@@ -450,7 +450,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             if *json {
                 let out = match &held {
                     Ok(h) => {
-                        serde_json::json!({"held": true, "ttl_ms": h.ttl.as_millis() as u64, "fence": h.fence})
+                        serde_json::json!({"held": true, "ttl_ms": rlock::duration::millis(h.ttl), "fence": h.fence})
                     }
                     Err(rlock::Error::Lost { .. }) => {
                         serde_json::json!({"held": false, "why": "gone"})

@@ -23,7 +23,7 @@ use rlock::Busy;
 use rlock::duration::human;
 
 /// The wait's display, for one acquire of `key`.
-pub struct Progress<'a> {
+pub(crate) struct Progress<'a> {
     key: &'a str,
     quiet: bool,
     verbose: bool,
@@ -42,7 +42,7 @@ enum Shown {
 }
 
 impl<'a> Progress<'a> {
-    pub fn new(key: &'a str, quiet: bool, verbose: bool) -> Progress<'a> {
+    pub(crate) fn new(key: &'a str, quiet: bool, verbose: bool) -> Progress<'a> {
         Progress {
             key,
             quiet,
@@ -52,7 +52,7 @@ impl<'a> Progress<'a> {
     }
 
     /// A busy observation (the library's `on_wait`).
-    pub fn update(&self, busy: &Busy) {
+    pub(crate) fn update(&self, busy: &Busy) {
         if self.quiet {
             return;
         }
@@ -88,7 +88,7 @@ impl<'a> Progress<'a> {
 
     /// The wait is over: erase the live line (before anything else is
     /// written: a message, the command's output).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Shown::Line(bar, _) = self.shown.replace(Shown::Done) {
             // Stops and joins the ticking thread first.
             bar.disable_steady_tick();

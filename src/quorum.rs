@@ -816,8 +816,9 @@ impl Quorum {
                 match w.busy(busy.as_ref(), on_wait) {
                     Err(e) => Next::Fail(e),
                     Ok(()) => {
-                        let spread = (RETRY_MAX - RETRY_MIN).as_micros() as u64;
-                        let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % spread.max(1);
+                        let spread =
+                            u64::try_from((RETRY_MAX - RETRY_MIN).as_micros()).unwrap_or(u64::MAX);
+                        let jitter = uuid::Uuid::new_v4().as_u64_pair().1 % spread.max(1);
                         let delay = RETRY_MIN + Duration::from_micros(jitter);
                         Next::Retry(w.left().map_or(delay, |left| delay.min(left)))
                     }

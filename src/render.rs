@@ -6,7 +6,7 @@ use rlock::Status;
 use rlock::duration::human;
 
 /// Human-readable status, one line per holder.
-pub fn status(st: &Status) -> String {
+pub(crate) fn status(st: &Status) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let _ = write!(out, "{}: ", st.key);

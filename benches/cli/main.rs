@@ -21,6 +21,11 @@
 //! what the sections share; one file per section. `../support/` is shared
 //! with the market bench (servers, watchdog).
 
+// A test or bench binary: its `pub` items only share helpers between its
+// own modules (tests/support is shared by path), so the lint has nothing
+// to say here.
+#![allow(unreachable_pub)]
+
 use std::thread;
 use std::time::{Duration, Instant};
 

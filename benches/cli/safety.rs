@@ -66,7 +66,9 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
-        .as_millis() as i64
+        .as_millis()
+        .try_into()
+        .expect("milliseconds since 1970 fit an i64")
 }
 
 /// Alive and not a zombie.
@@ -138,6 +140,8 @@ fn one_run(stall: Stall) -> Option<i64> {
     wait_deadline(&mut holder, Instant::now() + Duration::from_secs(10));
     let _ = holder.kill();
     let _ = holder.wait();
+    // A ZSET score holding milliseconds since 1970: whole, far below 2^53.
+    #[allow(clippy::cast_possible_truncation, reason = "see above")]
     Some(ends as i64 - dead)
 }
 

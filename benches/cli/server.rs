@@ -49,7 +49,12 @@ pub(crate) fn script_usec(
 pub(crate) fn blocked_clients(conn: &mut redis::Connection) -> u64 {
     info(conn, &["clients"])
         .get("blocked_clients")
-        .map_or(0, |n| *n as u64)
+        // INFO's integer field, read as f64: whole and small.
+        .map_or(0, |n| {
+            #[allow(clippy::cast_possible_truncation, reason = "see above")]
+            let n = *n as u64;
+            n
+        })
 }
 
 /// CPU seconds the server has used, system plus user, all threads.

@@ -120,12 +120,12 @@ fn lib_cycles(r: &Redis, key: &str, threads: usize, keys: usize, window: Duratio
             let (stop, inside, names) = (stop.clone(), inside.clone(), names.clone());
             let (overlaps, start) = (overlaps.clone(), start.clone());
             thread::spawn(move || {
-                let mut n = 0u64;
+                let mut n = 0usize;
                 start.wait();
                 while !stop.load(Ordering::Relaxed) {
                     // Thread t starts at its share of the keys and steps by
                     // 2t + 1: threads meet on a key now and then.
-                    let i = (t * keys / threads + n as usize * (2 * t + 1)) % keys;
+                    let i = (t * keys / threads + n * (2 * t + 1)) % keys;
                     let key = &names[i];
                     let lease = l.acquire(key, &request(ttl), None, &mut |_| {})?;
                     if inside[i].swap(true, Ordering::SeqCst) {
@@ -135,7 +135,7 @@ fn lib_cycles(r: &Redis, key: &str, threads: usize, keys: usize, window: Duratio
                     l.release(key, &lease.token)?;
                     n += 1;
                 }
-                Ok::<_, rlock::Error>(n)
+                Ok::<_, rlock::Error>(n as u64)
             })
         })
         .collect();

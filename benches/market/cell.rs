@@ -154,6 +154,8 @@ pub(crate) fn buyer(cell: &Cell, buyer: u64) -> BuyerStats {
             note(&mut st.errors, format!("bad market entry {m:?} {p:?}"));
             break;
         };
+        // A price the simulation listed: a whole number, far below 2^53.
+        #[allow(clippy::cast_possible_truncation, reason = "see above")]
         let lprice = lprice as i64;
         let t = Instant::now();
         let res = match locker.as_mut() {
@@ -196,7 +198,9 @@ pub(crate) fn run_cell(redis: &Redis, cfg: &Config, mix: Mix, method: Method) ->
         url: redis.url(),
         items: cfg.items,
         run_for: Duration::from_secs(cfg.seconds),
-        barrier: Barrier::new((mix.sellers + mix.buyers) as usize),
+        barrier: Barrier::new(
+            usize::try_from(mix.sellers + mix.buyers).expect("a thread count fits a usize"),
+        ),
         start: OnceLock::new(),
     });
     let sellers: Vec<_> = (0..mix.sellers)

@@ -41,6 +41,11 @@
 //! one cell's seller and buyer threads. `../support/` is shared with the
 //! `cli` bench (servers, watchdog).
 
+// A test or bench binary: its `pub` items only share helpers between its
+// own modules (tests/support is shared by path), so the lint has nothing
+// to say here.
+#![allow(unreachable_pub)]
+
 use std::thread;
 use std::time::{Duration, Instant};
 

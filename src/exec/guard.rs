@@ -152,7 +152,7 @@ impl Guard {
 
     /// SIGKILL the whole tree at `at` (None: never). Replaces the last one.
     pub(crate) fn deadline(&self, at: Option<BootTime>) {
-        let ns = at.map_or(0, |t| t.since_boot().as_nanos().max(1) as u64);
+        let ns = at.map_or(0, |t| crate::duration::nanos(t.since_boot()).max(1));
         let mut msg = vec![b'D'];
         msg.extend_from_slice(&ns.to_le_bytes());
         self.send(&msg);
@@ -207,7 +207,9 @@ impl Drop for Guard {
             if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
                 return; // the usual case: it had exited already
             }
-            let pidfd = libc::syscall(libc::SYS_pidfd_open, self.pid, 0) as RawFd;
+            // A descriptor fits a RawFd; -1 (failure) too.
+            let pidfd =
+                RawFd::try_from(libc::syscall(libc::SYS_pidfd_open, self.pid, 0)).unwrap_or(-1);
             let patience = 3000;
             for _ in 0..patience {
                 if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {

@@ -124,9 +124,13 @@ pub enum OnLost {
 /// The command to run and how to treat it.
 #[derive(Clone, Debug)]
 pub struct Spec {
+    /// The command to run (looked up in PATH).
     pub program: OsString,
+    /// Its arguments.
     pub args: Vec<OsString>,
+    /// What to do to it if the lock is lost.
     pub on_lost: OnLost,
+    /// How long after SIGTERM before SIGKILL.
     pub grace: Duration,
     /// When the command exits, end what it left running (SIGTERM, SIGKILL
     /// after `grace`) instead of holding the lock until it exits too.
@@ -139,7 +143,12 @@ pub enum Event<'a> {
     /// The lock is held; the command is about to start.
     Acquired(&'a Lease),
     /// The lock was lost; what was done about it.
-    Lost { why: &'a str, action: &'a str },
+    Lost {
+        /// What was seen.
+        why: &'a str,
+        /// What was done to the command.
+        action: &'a str,
+    },
     /// A signal was passed on to the command.
     Forwarded(i32),
     /// The command outlived its grace period and was killed.

@@ -206,8 +206,8 @@ impl Supervisor<'_, '_, '_> {
     /// Wait until something is ready or `wake`, and collect what is.
     fn wait(&mut self, wake: BootTime, msgs: &mut Vec<Option<Msg>>) {
         let left = wake.remaining();
-        // Round up: waking a moment early would only spin.
-        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // Rounded up: waking a moment early would only spin.
+        let ms = crate::duration::poll_ms(left);
         let mut fds = [
             pollin(self.guard.fd()),
             pollin(self.signals.fd()),

@@ -14,6 +14,7 @@ pub struct LockName {
 }
 
 impl LockName {
+    /// Check `name` (not empty, not too long) and place it under `prefix`.
     pub fn new(prefix: &str, name: &str) -> Result<LockName> {
         if name.is_empty() {
             return Err(Error::Usage("lock key must not be empty".into()));

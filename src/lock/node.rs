@@ -307,7 +307,7 @@ impl Node {
         let within = self.server.timeout * 4 / 5;
         let res: redis::RedisResult<i64> = redis::cmd("WAIT")
             .arg(want)
-            .arg(within.as_millis() as u64)
+            .arg(crate::duration::millis(within))
             .query(self.conn()?);
         self.used();
         let acked = res.map_err(|e| self.fail(e, format!("{what}: WAIT")))?;

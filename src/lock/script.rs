@@ -73,20 +73,20 @@ pub(super) static WAKE: LazyLock<Lua> = script!(bare "wake.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
-    pub const GRANTED: i64 = 1;
-    pub const BUSY: i64 = 0;
+    pub(crate) const GRANTED: i64 = 1;
+    pub(crate) const BUSY: i64 = 0;
     /// The token holds nothing (released, expired, or never).
-    pub const NOT_HELD: i64 = -1;
+    pub(crate) const NOT_HELD: i64 = -1;
     /// An exclusive lock (or a writer) is held by another token.
-    pub const OTHER_OWNER: i64 = -2;
+    pub(crate) const OTHER_OWNER: i64 = -2;
     /// The lock is in use with another `--limit`.
-    pub const OTHER_LIMIT: i64 = -3;
+    pub(crate) const OTHER_LIMIT: i64 = -3;
     /// The lock is in use as another kind (exclusive/semaphore vs rw).
-    pub const OTHER_KIND: i64 = -4;
+    pub(crate) const OTHER_KIND: i64 = -4;
     /// A reader asked to re-enter as a writer.
-    pub const NO_UPGRADE: i64 = -5;
+    pub(crate) const NO_UPGRADE: i64 = -5;
     /// A newer `--supersede` waiter replaced this one.
-    pub const SUPERSEDED: i64 = -6;
+    pub(crate) const SUPERSEDED: i64 = -6;
 }
 
 /// How long a script call is sent again after a failure that leaves it

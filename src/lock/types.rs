@@ -18,8 +18,9 @@ pub const HEARTBEAT: Duration = Duration::from_millis(2500);
 /// and skipped (server clock). Shorter for leases shorter than this: a dead
 /// waiter never blocks others for longer than its own TTL.
 pub const WAITER_LEASE: Duration = Duration::from_secs(6);
-/// Shortest and longest lease TTL accepted.
+/// Shortest lease TTL accepted.
 pub const MIN_TTL: Duration = Duration::from_millis(50);
+/// Longest lease TTL accepted.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// An owner token: a UUIDv4, 122 random bits. Its Debug output hides it so
 /// it cannot end up in logs by accident.
@@ -27,6 +28,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub struct Token(String);
 
 impl Token {
+    /// A fresh random token.
     pub fn generate() -> Token {
         Token(uuid::Uuid::new_v4().hyphenated().to_string())
     }
@@ -39,6 +41,7 @@ impl Token {
         Ok(Token(u.hyphenated().to_string()))
     }
 
+    /// The token as text (a hyphenated UUID): a secret, print with care.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -53,9 +56,12 @@ impl fmt::Debug for Token {
 /// Who holds a lock, as stored beside the grant (never the token).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HolderInfo {
+    /// The holder's host name.
     pub host: String,
+    /// The holder's process id.
     pub pid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The holder's command line, if given (`rlock` stores it redacted).
     pub cmd: Option<String>,
 }
 
@@ -117,15 +123,19 @@ impl Mode {
 /// What to ask for.
 #[derive(Clone, Debug)]
 pub struct Request {
+    /// How long a lease lasts unless renewed.
     pub ttl: Duration,
+    /// Exclusive (or semaphore), read, or write.
     pub mode: Mode,
     /// Holders allowed at once (1: exclusive lock). Only for
     /// [`Mode::Exclusive`]; read-write locks need 1.
     pub limit: u32,
+    /// Whether and how long to wait while the lock is busy.
     pub wait: Wait,
     /// Re-enter with this token if it holds the lock (a parent `rlock
     /// exec`, say); if it does not, acquire with a fresh token as usual.
     pub reenter: Option<Token>,
+    /// Who asks, stored beside the grant for `status` to show.
     pub info: HolderInfo,
     /// A new grant's lease lasts at least this long after the grant, even
     /// if it is released sooner (zero: no minimum).
@@ -167,6 +177,8 @@ impl Request {
         Ok(())
     }
 
+    /// An exclusive lock for `ttl`, waiting as long as it takes, for this
+    /// process.
     pub fn new(ttl: Duration) -> Request {
         Request {
             ttl,
@@ -184,12 +196,15 @@ impl Request {
 /// A granted lock.
 #[derive(Debug)]
 pub struct Lease {
+    /// The lock's name.
     pub key: String,
+    /// The owner token: release, renew and check with it.
     pub token: Token,
     /// Fencing value: strictly increases with every grant of this lock.
     pub fence: u64,
     /// Re-entry depth after this grant (1 for a fresh grant).
     pub count: u64,
+    /// The lease's TTL, as granted.
     pub ttl: Duration,
     /// The lease is safe to rely on until this point (CLOCK_BOOTTIME, which
     /// keeps counting through a suspend): request sent + TTL − drift.
@@ -221,7 +236,8 @@ pub fn valid_until(sent: BootTime, ttl: Duration) -> BootTime {
 /// A grant whose reply came after its lease's validity deadline, `took`
 /// after the request was sent.
 pub(super) fn late_grant(key: &str, took: Duration, ttl: Duration) -> Error {
-    let show = |d: Duration| humantime::format_duration(Duration::from_millis(ms(d) as u64));
+    let show =
+        |d: Duration| humantime::format_duration(Duration::from_millis(crate::duration::millis(d)));
     Error::Unavailable {
         context: format!(
             "acquire {key:?}: the grant arrived after its lease had expired \
@@ -242,7 +258,10 @@ pub fn drift(ttl: Duration) -> Duration {
 /// The holder a waiter is waiting for.
 #[derive(Clone, Debug)]
 pub struct Busy {
+    /// Who holds the lock; `None` when only waiters queued ahead keep this
+    /// one waiting.
     pub holder: Option<HolderInfo>,
+    /// When the holder got it (server clock, ms since 1970; 0 if unknown).
     pub since_ms: u64,
     /// When the first lease of a holder or of another waiter runs out, if
     /// nobody renews it: the longest a waiter need sleep without a wake-up.
@@ -251,6 +270,7 @@ pub struct Busy {
     /// attempt and whenever a heartbeat sees another holder; a waiter ahead
     /// that gives up meanwhile shows only then.
     pub position: u64,
+    /// How many hold it now.
     pub holders: u64,
     /// The first holder's lease time left (zero when nobody holds it), as
     /// of this observation.
@@ -288,11 +308,12 @@ pub struct Held {
     /// Lease time left, by the server's clock.
     #[serde(rename = "ttl_ms", serialize_with = "as_ms")]
     pub ttl: Duration,
+    /// The fencing value of the hold.
     pub fence: u64,
 }
 
 fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
+    s.serialize_u64(crate::duration::millis(*d))
 }
 
 /// What a release did.
@@ -309,34 +330,46 @@ pub enum Released {
 /// A lock's state.
 #[derive(Clone, Debug, Serialize)]
 pub struct Status {
+    /// The lock's name.
     pub key: String,
     /// "exclusive", "semaphore" or "rw"; "" when nobody holds or waits.
     pub kind: String,
+    /// Whether anyone holds it.
     pub held: bool,
     /// Slots of an exclusive lock or semaphore (1 = exclusive); 0 for a
     /// read-write lock, and when nobody holds or waits.
     pub limit: u64,
     /// Last fencing value granted (0: never granted).
     pub fence: u64,
+    /// Acquires queued for it.
     pub waiters: u64,
     /// Writers among the waiters (read-write locks).
     pub waiting_writers: u64,
+    /// Who holds it, one entry per holder.
     pub holders: Vec<HolderStatus>,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// One holder of a lock, as `status` sees it.
 pub struct HolderStatus {
     /// "exclusive", "read" or "write".
     pub mode: String,
+    /// The holder's host name.
     pub host: String,
+    /// The holder's process id.
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The holder's command line, if given (`rlock` stores it redacted).
     pub cmd: Option<String>,
     /// RFC 3339, server clock.
     pub since: String,
+    /// The same moment, server clock, in ms since 1970.
     pub since_ms: u64,
+    /// Lease time left, by the server's clock.
     pub ttl_ms: u64,
+    /// Re-entry depth.
     pub count: u64,
+    /// The fencing value of this hold.
     pub fence: u64,
 }
 

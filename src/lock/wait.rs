@@ -30,6 +30,7 @@ pub struct Cancel {
 }
 
 impl Cancel {
+    /// A handle that has not been cancelled.
     pub fn new() -> Cancel {
         Cancel::default()
     }
@@ -55,10 +56,13 @@ impl Cancel {
         }
     }
 
+    /// Whether [`Cancel::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
 
+    /// The error a cancelled acquire returns: [`Error::Interrupted`] with
+    /// the signal given to [`Cancel::cancel`].
     pub fn interrupted(&self) -> Error {
         Error::Interrupted(self.signal.load(Ordering::SeqCst))
     }

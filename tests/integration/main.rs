@@ -1,6 +1,11 @@
 //! Integration tests: the real `rlock` binary and library against real
 //! redis-server processes started on free ports.
 
+// A test or bench binary: its `pub` items only share helpers between its
+// own modules (tests/support is shared by path), so the lint has nothing
+// to say here.
+#![allow(unreachable_pub)]
+
 mod util;
 
 mod cli;
