@@ -18,6 +18,34 @@ fn wait_pid(file: &Path) -> i32 {
     read(file).trim().parse().unwrap()
 }
 
+/// Paths named `names` in a fresh temp dir `name`.
+fn paths<const N: usize>(name: &str, names: [&str; N]) -> [PathBuf; N] {
+    let dir = tmp(name);
+    names.map(|n| dir.join(n))
+}
+
+/// `rlock exec OPTS KEY -- sh -c SCRIPT`, to run or spawn.
+fn exec_sh(r: &Redis, opts: &[&str], key: &str, script: &str) -> Rlock {
+    rlock(r)
+        .args(["exec"])
+        .args(opts)
+        .args([key, "--", "sh", "-c", script])
+}
+
+/// Wait up to `limit` until something has been written to `file`.
+#[track_caller]
+fn await_written(file: &Path, limit: Duration, what: &str) {
+    eventually(limit, what, || !read(file).is_empty());
+}
+
+/// No line is added to `ledger` over `pause`: whatever wrote it is gone.
+#[track_caller]
+fn assert_no_more_lines(ledger: &Path, pause: Duration, what: &str) {
+    let at_exit = lines(ledger);
+    std::thread::sleep(pause);
+    assert_eq!(lines(ledger), at_exit, "{what}");
+}
+
 #[test]
 fn exit_codes_pass_through() {
     let r = Redis::shared();
@@ -119,29 +147,20 @@ fn threads_of_rlock(file: &Path) -> String {
 #[test]
 fn the_short_path_runs_no_thread_and_the_renewer_starts_when_due() {
     let r = Redis::start();
-    let dir = tmp("threads");
-    let quick = dir.join("quick");
-    rlock(&r)
-        .args(["exec", "k", "--", "sh", "-c", &threads_of_rlock(&quick)])
-        .run()
-        .ok();
+    let [quick, late] = paths("threads", ["quick", "late"]);
+    exec_sh(&r, &[], "k", &threads_of_rlock(&quick)).run().ok();
     // No signal watcher, no guard reader, no renewer before TTL/3.
     assert_eq!(read(&quick).trim(), "1");
     // Past TTL/3 the renewer runs (and renews: the lock is still ours).
-    let late = dir.join("late");
     let script = format!("sleep 0.5; {}", threads_of_rlock(&late));
-    rlock(&r)
-        .args(["exec", "--ttl", "600ms", "k", "--", "sh", "-c", &script])
-        .run()
-        .ok();
+    exec_sh(&r, &["--ttl", "600ms"], "k", &script).run().ok();
     assert_eq!(read(&late).trim(), "2");
 }
 
 #[test]
 fn a_signal_during_the_first_attempt_ends_it_with_nothing_held() {
     let r = Redis::start();
-    let dir = tmp("first-attempt");
-    let ran = dir.join("ran");
+    let [ran] = paths("first-attempt", ["ran"]);
     // The first attempt runs without a thread: with Redis stopped, its
     // reply waits, and a SIGTERM meanwhile stays pending in the signalfd.
     kill(r.child_pid(), libc::SIGSTOP);
@@ -186,15 +205,10 @@ fn renews_while_the_child_runs_past_the_ttl() {
 fn busy_exec_honours_no_wait_and_conflict_code() {
     let r = Redis::shared();
     rlock(&r).args(["acquire", "k"]).run().ok();
-    let dir = tmp("busy");
-    let marker = dir.join("ran");
+    let [marker] = paths("busy", ["ran"]);
     let touch = format!("touch {}", marker.display());
-    rlock(&r)
-        .args(["exec", "-n", "k", "--", "sh", "-c", &touch])
-        .run()
-        .fails(75, "busy");
-    let run_quiet = rlock(&r)
-        .args(["exec", "-n", "-E", "0", "k", "--", "sh", "-c", &touch])
+    exec_sh(&r, &["-n"], "k", &touch).run().fails(75, "busy");
+    let run_quiet = exec_sh(&r, &["-n", "-E", "0"], "k", &touch)
         .run()
         .code(0)
         .stderr;
@@ -251,15 +265,12 @@ fn every_forwarded_signal_reaches_a_grandchild() {
 #[test]
 fn a_child_that_ignores_term_is_killed_after_grace() {
     let r = Redis::shared();
-    let dir = tmp("grace");
-    let ready = dir.join("ready");
+    let [ready] = paths("grace", ["ready"]);
     let script = format!(
         "trap '' TERM; touch {}; while :; do sleep 0.05; done",
         ready.display()
     );
-    let child = rlock(&r)
-        .args(["exec", "--grace", "300ms", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let child = exec_sh(&r, &["--grace", "300ms"], "k", &script).spawn();
     eventually(Duration::from_secs(5), "the child to start", || {
         ready.exists()
     });
@@ -270,9 +281,7 @@ fn a_child_that_ignores_term_is_killed_after_grace() {
 
     // A second TERM escalates at once, whatever the grace.
     let _ = std::fs::remove_file(&ready);
-    let child = rlock(&r)
-        .args(["exec", "--grace", "1h", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let child = exec_sh(&r, &["--grace", "1h"], "k", &script).spawn();
     eventually(Duration::from_secs(5), "the child to start", || {
         ready.exists()
     });
@@ -292,10 +301,7 @@ fn lossy_child(r: &Redis, dir: &Path, extra: &[&str]) -> std::process::Child {
         t = dir.join("term").display(),
         ready = dir.join("ready").display()
     );
-    let mut args = vec!["exec"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["lossy", "--", "sh", "-c", &script]);
-    let child = rlock(r).args(&args).spawn();
+    let child = exec_sh(r, extra, "lossy", &script).spawn();
     eventually(Duration::from_secs(5), "the child to start", || {
         dir.join("ready").exists()
     });
@@ -348,23 +354,9 @@ fn another_owner_taking_over_stops_the_child() {
 #[test]
 fn on_lost_ignore_lets_the_child_finish_but_reports_79() {
     let r = Redis::start();
-    let dir = tmp("ignore");
-    let done = dir.join("done");
+    let [done] = paths("ignore", ["done"]);
     let script = format!("sleep 1; touch {}", done.display());
-    let child = rlock(&r)
-        .args([
-            "exec",
-            "--ttl",
-            "300ms",
-            "--on-lost",
-            "ignore",
-            "k",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .spawn();
+    let child = exec_sh(&r, &["--ttl", "300ms", "--on-lost", "ignore"], "k", &script).spawn();
     eventually(Duration::from_secs(5), "the lock", || r.held("k"));
     let _: () = r.cmd(&["FLUSHALL"]);
     let run = finish(child, "exec").code(79);
@@ -422,12 +414,9 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
 #[test]
 fn rlock_killed_takes_its_child_along() {
     let r = Redis::shared();
-    let dir = tmp("orphan");
-    let pidfile = dir.join("pid");
+    let [pidfile] = paths("orphan", ["pid"]);
     let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
-    let mut child = rlock(&r)
-        .args(["exec", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let mut child = exec_sh(&r, &[], "k", &script).spawn();
     let pid = wait_pid(&pidfile);
     assert!(alive(pid));
     child.kill().unwrap();
@@ -445,10 +434,7 @@ fn nested_exec_of_the_same_key_reenters() {
         "{bin} exec -w 3s a -- {bin} exec -w 3s b -- {bin} exec -w 3s a -- sh -c 'echo $RLOCK_FENCE'"
     );
     let f = r.fence_ahead("a");
-    let run = rlock(&r)
-        .args(["exec", "a", "--", "sh", "-c", &inner])
-        .run()
-        .ok();
+    let run = exec_sh(&r, &[], "a", &inner).run().ok();
     let first = (f + 1).to_string();
     assert_eq!(run.stdout.trim(), first, "the nested exec got a new grant");
     r.assert_nothing_held(&[]);
@@ -456,10 +442,7 @@ fn nested_exec_of_the_same_key_reenters() {
     let script = format!(
         "t=$({bin} acquire -n a) && [ \"$t\" = \"$RLOCK_TOKEN\" ] && {bin} release a --token \"$t\""
     );
-    rlock(&r)
-        .args(["exec", "a", "--", "sh", "-c", &script])
-        .run()
-        .ok();
+    exec_sh(&r, &[], "a", &script).run().ok();
     r.assert_nothing_held(&[]);
 }
 
@@ -480,10 +463,7 @@ fn a_short_nested_ttl_never_shortens_the_outer_lease() {
     let bin = env!("CARGO_BIN_EXE_rlock");
     let script =
         format!("{bin} exec --ttl 1s k1 -- true; {bin} renew k1 --ttl 2s; {bin} status k1 --json");
-    let run = rlock(&r)
-        .args(["exec", "--ttl", "1m", "k1", "--", "sh", "-c", &script])
-        .run()
-        .ok();
+    let run = exec_sh(&r, &["--ttl", "1m"], "k1", &script).run().ok();
     let st: serde_json::Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
     let ttl = st["holders"][0]["ttl_ms"].as_u64().unwrap();
     assert!(ttl > 50_000, "nested holders cut the lease to {ttl} ms");
@@ -502,15 +482,12 @@ fn release_works_after_the_server_closed_the_idle_connection() {
 #[test]
 fn after_a_loss_nothing_the_command_started_runs_on() {
     let r = Redis::start();
-    let dir = tmp("sweep");
-    let pidfile = dir.join("bg");
+    let [pidfile] = paths("sweep", ["bg"]);
     let script = format!(
         "(trap '' TERM; exec sleep 30) & echo $! > {}; while :; do sleep 0.05; done",
         pidfile.display()
     );
-    let child = rlock(&r)
-        .args(["exec", "--ttl", "900ms", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let child = exec_sh(&r, &["--ttl", "900ms"], "k", &script).spawn();
     let bg = wait_pid(&pidfile);
     let _: () = r.cmd(&["DEL", "rlock:{k}:h"]);
     finish(child, "exec").code(79);
@@ -522,12 +499,9 @@ fn after_a_loss_nothing_the_command_started_runs_on() {
 #[test]
 fn rlock_killed_takes_grandchildren_along() {
     let r = Redis::shared();
-    let dir = tmp("orphan-gc");
-    let pidfile = dir.join("pid");
+    let [pidfile] = paths("orphan-gc", ["pid"]);
     let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
-    let mut child = rlock(&r)
-        .args(["exec", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let mut child = exec_sh(&r, &[], "k", &script).spawn();
     let pid = wait_pid(&pidfile);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -556,8 +530,7 @@ fn an_inherited_ignored_sigchld_does_not_hide_the_exit_code() {
 fn a_lock_gone_when_the_command_ends_is_reported_lost() {
     let r = Redis::start();
     let script = format!("redis-cli -p {} DEL 'rlock:{{k}}:h' >/dev/null", r.port);
-    rlock(&r)
-        .args(["exec", "--ttl", "1m", "k", "--", "sh", "-c", &script])
+    exec_sh(&r, &["--ttl", "1m"], "k", &script)
         .run()
         .fails(79, "gone when the command ended");
 }
@@ -567,10 +540,7 @@ fn nested_exec_of_a_semaphore_reenters() {
     let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     let inner = format!("{bin} exec -n g -- true");
-    rlock(&r)
-        .args(["exec", "--limit", "3", "g", "--", "sh", "-c", &inner])
-        .run()
-        .ok();
+    exec_sh(&r, &["--limit", "3"], "g", &inner).run().ok();
     r.assert_nothing_held(&[]);
 }
 
@@ -587,6 +557,12 @@ fn under_pty(r: &Redis, inner: &str) -> std::process::Child {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// [`under_pty`], then the pid of the command, once it wrote it to `pidfile`.
+fn under_pty_with_pid(r: &Redis, inner: &str, pidfile: &Path) -> (std::process::Child, i32) {
+    let child = under_pty(r, inner);
+    (child, wait_pid(pidfile))
 }
 
 /// Type `bytes` at the pseudo-terminal of a child started by [`under_pty`].
@@ -633,8 +609,7 @@ fn rlock_of(cmd_pid: i32) -> i32 {
 #[test]
 fn interactive_command_owns_the_terminal_in_its_own_group() {
     let r = Redis::shared();
-    let dir = tmp("tty");
-    let out = dir.join("out");
+    let [out] = paths("tty", ["out"]);
     // The command: its group is its own, and is the terminal's foreground.
     let inner = format!(
         "$BIN exec k -- sh -c 'set -- $(cut -d\")\" -f2 /proc/$$/stat); \
@@ -664,8 +639,7 @@ fn interactive_loss_stops_grandchildren_too() {
     // Item 1 of issue 10: a grandchild under a terminal kept writing after
     // the lock was lost and rlock had exited 79.
     let r = Redis::shared();
-    let dir = tmp("tty-loss");
-    let (ticks, code) = (dir.join("ticks"), dir.join("code"));
+    let [ticks, code] = paths("tty-loss", ["ticks", "code"]);
     let inner = format!(
         "$BIN exec --ttl 3s k -- sh -c 'sh -c \"for i in \\$(seq 50); do echo tick >> {t}; sleep 0.1; done\"'; echo $? > {c}",
         t = ticks.display(),
@@ -674,16 +648,12 @@ fn interactive_loss_stops_grandchildren_too() {
     let mut child = under_pty(&r, &inner);
     eventually(Duration::from_secs(10), "ticks", || lines(&ticks) >= 3);
     delete_lock(&r, "k");
-    eventually(Duration::from_secs(10), "rlock to exit", || {
-        !read(&code).is_empty()
-    });
+    await_written(&code, Duration::from_secs(10), "rlock to exit");
     assert_eq!(read(&code).trim(), "79");
-    let at_exit = lines(&ticks);
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        lines(&ticks),
-        at_exit,
-        "the grandchild ran on after the loss"
+    assert_no_more_lines(
+        &ticks,
+        Duration::from_millis(500),
+        "the grandchild ran on after the loss",
     );
     child.wait().unwrap();
 }
@@ -691,14 +661,12 @@ fn interactive_loss_stops_grandchildren_too() {
 #[test]
 fn interactive_rlock_killed_takes_grandchildren_along() {
     let r = Redis::shared();
-    let dir = tmp("tty-kill");
-    let pidfile = dir.join("pid");
+    let [pidfile] = paths("tty-kill", ["pid"]);
     let inner = format!(
         "$BIN exec k -- sh -c 'echo $$ > {p}; sh -c \"sleep 30\"'",
         p = pidfile.display()
     );
-    let mut child = under_pty(&r, &inner);
-    let cmd = wait_pid(&pidfile);
+    let (mut child, cmd) = under_pty_with_pid(&r, &inner, &pidfile);
     eventually(Duration::from_secs(5), "the grandchild", || {
         !descendants_of(cmd).is_empty()
     });
@@ -726,8 +694,7 @@ fn interactive_job_control_stops_and_continues_the_job() {
     // terminal's foreground group, which is the command's. rlock must stop
     // its own job so bash sees it stopped, and on `fg` continue the command.
     let r = Redis::shared();
-    let dir = tmp("tty-tstp");
-    let (pidfile, out, code) = (dir.join("pid"), dir.join("out"), dir.join("code"));
+    let [pidfile, out, code] = paths("tty-tstp", ["pid", "out", "code"]);
     let mut bash = under_pty(&r, "bash --norc --noprofile -i");
     let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
     say(&format!(
@@ -744,13 +711,9 @@ fn interactive_job_control_stops_and_continues_the_job() {
     assert_eq!(stat(cmd).first().map(String::as_str), Some("T"));
     assert!(read(&out).is_empty());
     say("fg\n");
-    eventually(Duration::from_secs(10), "the command to finish", || {
-        !read(&out).is_empty()
-    });
+    await_written(&out, Duration::from_secs(10), "the command to finish");
     say(&format!("echo $? > {c}; exit\n", c = code.display()));
-    eventually(Duration::from_secs(10), "the exit code", || {
-        !read(&code).is_empty()
-    });
+    await_written(&code, Duration::from_secs(10), "the exit code");
     assert_eq!(read(&code).trim(), "0");
     assert_eq!(read(&out).trim(), "done");
     bash.wait().unwrap();
@@ -763,15 +726,13 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
     // script's shell is not in it. rlock ends its own job with SIGINT after
     // releasing, so the script stops as it would under flock(1).
     let r = Redis::shared();
-    let dir = tmp("tty-int");
-    let (pidfile, after) = (dir.join("pid"), dir.join("after"));
+    let [pidfile, after] = paths("tty-int", ["pid", "after"]);
     let inner = format!(
         "$BIN exec k -- sh -c 'echo $$ > {p}; sleep 30'; echo $? > {a}",
         p = pidfile.display(),
         a = after.display()
     );
-    let mut child = under_pty(&r, &inner);
-    wait_pid(&pidfile);
+    let (mut child, _) = under_pty_with_pid(&r, &inner, &pidfile);
     type_into(&mut child, b"\x03"); // Ctrl-C
     child.wait().unwrap();
     assert!(
@@ -785,12 +746,9 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
 #[test]
 fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
     let r = Redis::shared();
-    let dir = tmp("guard-killed");
-    let pidfile = dir.join("pid");
+    let [pidfile] = paths("guard-killed", ["pid"]);
     let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
-    let child = rlock(&r)
-        .args(["exec", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let child = exec_sh(&r, &[], "k", &script).spawn();
     let cmd = wait_pid(&pidfile);
     kill(ppid(cmd) as u32, libc::SIGKILL);
     finish(child, "exec").fails(79, "guard process was killed");
@@ -806,8 +764,7 @@ fn a_process_whose_main_thread_exited_is_still_killed() {
     // A zombie thread-group leader whose other threads run on (Go, some
     // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
     let r = Redis::shared();
-    let dir = tmp("zombie-leader");
-    let (src, bin, ledger) = (dir.join("zl.c"), dir.join("zl"), dir.join("ledger"));
+    let [src, bin, ledger] = paths("zombie-leader", ["zl.c", "zl", "ledger"]);
     std::fs::write(
         &src,
         r#"#include <pthread.h>
@@ -839,9 +796,7 @@ int main(int c, char **v) { pthread_t t; pthread_create(&t, 0, tick, v[1]); pthr
     eventually(Duration::from_secs(5), "ticks", || lines(&ledger) >= 3);
     delete_lock(&r, "k");
     finish(child, "exec").code(79);
-    let at_exit = lines(&ledger);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(lines(&ledger), at_exit, "the threads ran on");
+    assert_no_more_lines(&ledger, Duration::from_millis(300), "the threads ran on");
 }
 
 #[test]
@@ -867,8 +822,7 @@ fn the_command_gets_sigpipe_at_its_default() {
 #[test]
 fn a_command_reading_the_terminal_works_with_stdin_redirected() {
     let r = Redis::shared();
-    let dir = tmp("tty-read");
-    let out = dir.join("out");
+    let [out] = paths("tty-read", ["out"]);
     let inner = format!(
         "echo | $BIN exec k -- sh -c 'read x < /dev/tty; echo got $x > {o}'",
         o = out.display()
@@ -876,9 +830,7 @@ fn a_command_reading_the_terminal_works_with_stdin_redirected() {
     let mut child = under_pty(&r, &inner);
     eventually(Duration::from_secs(5), "the command to run", || r.held("k"));
     type_into(&mut child, b"hello\n");
-    eventually(Duration::from_secs(10), "the command to read", || {
-        !read(&out).is_empty()
-    });
+    await_written(&out, Duration::from_secs(10), "the command to read");
     assert_eq!(read(&out).trim(), "got hello");
     child.wait().unwrap();
     r.assert_nothing_held(&[]);
@@ -887,8 +839,7 @@ fn a_command_reading_the_terminal_works_with_stdin_redirected() {
 #[test]
 fn an_exit_code_of_130_is_not_a_ctrl_c() {
     let r = Redis::shared();
-    let dir = tmp("tty-130");
-    let after = dir.join("after");
+    let [after] = paths("tty-130", ["after"]);
     let inner = format!(
         "$BIN exec k -- sh -c 'exit 130'; echo after=$? > {a}",
         a = after.display()
@@ -900,23 +851,19 @@ fn an_exit_code_of_130_is_not_a_ctrl_c() {
 #[test]
 fn a_killed_interactive_rlock_gives_the_terminal_back() {
     let r = Redis::shared();
-    let dir = tmp("tty-back");
-    let (pidfile, out) = (dir.join("pid"), dir.join("out"));
+    let [pidfile, out] = paths("tty-back", ["pid", "out"]);
     let inner = format!(
         "$BIN exec k -- sh -c 'echo $$ > {p}; sleep 100'; sleep 0.5; read x; echo got=$x > {o}",
         p = pidfile.display(),
         o = out.display()
     );
-    let mut child = under_pty(&r, &inner);
-    let cmd = wait_pid(&pidfile);
+    let (mut child, cmd) = under_pty_with_pid(&r, &inner, &pidfile);
     kill(rlock_of(cmd) as u32, libc::SIGKILL);
     eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
     // The terminal's hand-back to the script is not observable from here.
     std::thread::sleep(Duration::from_millis(200));
     type_into(&mut child, b"typed\n");
-    eventually(Duration::from_secs(10), "the script to read", || {
-        !read(&out).is_empty()
-    });
+    await_written(&out, Duration::from_secs(10), "the script to read");
     assert_eq!(read(&out).trim(), "got=typed");
     child.wait().unwrap();
 }
@@ -1015,26 +962,11 @@ fn a_stopped_rlock_cannot_leave_its_command_running_past_the_lease() {
     // Item 2: renewals stop with rlock; the guard kills the command before
     // the lease can end on the server, so the rival never overlaps it.
     let r = Redis::start();
-    let dir = tmp("stopped");
-    let ledger = dir.join("ledger");
-    let holder = rlock(&r)
-        .args([
-            "exec",
-            "--ttl",
-            "1s",
-            "k",
-            "--",
-            "sh",
-            "-c",
-            &ticking(&ledger, "A"),
-        ])
-        .spawn();
+    let [ledger] = paths("stopped", ["ledger"]);
+    let holder = exec_sh(&r, &["--ttl", "1s"], "k", &ticking(&ledger, "A")).spawn();
     eventually(Duration::from_secs(5), "ticks", || lines(&ledger) >= 3);
     kill(holder.id(), libc::SIGSTOP);
-    rlock(&r)
-        .args(["exec", "-w", "20s", "k", "--", "sh", "-c", &rival(&ledger)])
-        .run()
-        .ok();
+    exec_sh(&r, &["-w", "20s"], "k", &rival(&ledger)).run().ok();
     kill(holder.id(), libc::SIGCONT);
     let run = finish(holder, "holder").code(79);
     assert_no_overlap(&ledger);
@@ -1046,15 +978,12 @@ fn leftovers_keep_the_lock_until_they_exit() {
     // Item 3, as flock(1): the lock is held while anything the command
     // started still runs, in its group or daemonized out of it.
     let r = Redis::shared();
-    let dir = tmp("leftovers");
-    let done = dir.join("done");
+    let [done] = paths("leftovers", ["done"]);
     let script = format!(
         "(sleep 1; touch {d}.1) & setsid sh -c 'sleep 1.5; touch {d}' &",
         d = done.display()
     );
-    let child = rlock(&r)
-        .args(["exec", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let child = exec_sh(&r, &[], "k", &script).spawn();
     eventually(Duration::from_secs(5), "the lock to be held", || {
         r.held("k")
     });
@@ -1067,14 +996,12 @@ fn leftovers_keep_the_lock_until_they_exit() {
 #[test]
 fn kill_leftovers_ends_them_with_the_command() {
     let r = Redis::shared();
-    let dir = tmp("kill-leftovers");
-    let done = dir.join("done");
+    let [done] = paths("kill-leftovers", ["done"]);
     let script = format!(
         "setsid sh -c 'sleep 2; touch {d}' & exit 3",
         d = done.display()
     );
-    rlock(&r)
-        .args(["exec", "--kill-leftovers", "k", "--", "sh", "-c", &script])
+    exec_sh(&r, &["--kill-leftovers"], "k", &script)
         .run()
         .code(3);
     assert!(!r.held("k"));
@@ -1085,21 +1012,20 @@ fn kill_leftovers_ends_them_with_the_command() {
 #[test]
 fn a_daemonized_leftover_dies_with_a_lost_lock() {
     let r = Redis::shared();
-    let dir = tmp("daemon-loss");
-    let ledger = dir.join("ledger");
+    let [ledger] = paths("daemon-loss", ["ledger"]);
     let script = format!(
         "setsid sh -c '{}' & wait",
         ticking(&ledger, "A").replace('"', "\\\"")
     );
-    let child = rlock(&r)
-        .args(["exec", "--ttl", "1s", "k", "--", "sh", "-c", &script])
-        .spawn();
+    let child = exec_sh(&r, &["--ttl", "1s"], "k", &script).spawn();
     eventually(Duration::from_secs(5), "ticks", || lines(&ledger) >= 3);
     delete_lock(&r, "k");
     finish(child, "exec").code(79);
-    let at_exit = lines(&ledger);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(lines(&ledger), at_exit, "the daemonized process ran on");
+    assert_no_more_lines(
+        &ledger,
+        Duration::from_millis(300),
+        "the daemonized process ran on",
+    );
 }
 
 #[test]
@@ -1122,8 +1048,7 @@ fn a_crashed_nested_exec_leaves_nothing_held() {
 fn a_full_stderr_pipe_does_not_delay_the_kill() {
     use std::os::fd::FromRawFd;
     let r = Redis::start();
-    let dir = tmp("stderr-full");
-    let pidfile = dir.join("pid");
+    let [pidfile] = paths("stderr-full", ["pid"]);
     let script = format!(
         "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
         pidfile.display()
@@ -1307,8 +1232,7 @@ fn three_hosts_run_the_cron_recipe_once_per_firing() {
     // what matters is min-hold > skew and the period > skew + min-hold,
     // each with room for a loaded machine's slow process starts.)
     let r = Redis::start();
-    let dir = tmp("cron");
-    let ledger = dir.join("ledger");
+    let [ledger] = paths("cron", ["ledger"]);
     let bin = env!("CARGO_BIN_EXE_rlock");
     let started = Instant::now();
     let mut hosts = Vec::new();
