@@ -11,6 +11,20 @@ fn waiters(r: &Redis, key: &str) -> u64 {
     r.status_json(key)["waiters"].as_u64().unwrap()
 }
 
+/// Take `key` for 30 s, as another holder would; its token.
+fn hold(r: &Redis, key: &str) -> String {
+    rlock(r)
+        .args(["acquire", "--ttl", "30s", key])
+        .run()
+        .ok()
+        .token()
+}
+
+/// Release `key` held with `token`.
+fn release(r: &Redis, key: &str, token: &str) {
+    rlock(r).args(["release", key, "--token", token]).run().ok();
+}
+
 fn holder_pid(r: &Redis, key: &str) -> u64 {
     r.status_json(key)["holders"][0]["pid"].as_u64().unwrap()
 }
@@ -45,17 +59,13 @@ fn after_last_erase(out: &str) -> &str {
 #[test]
 fn a_terminal_shows_a_live_line_erased_when_granted() {
     let r = Redis::start();
-    let tok = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "k"])
-        .run()
-        .ok()
-        .token();
+    let tok = hold(&r, "k");
     let pid = holder_pid(&r, "k");
     let child = under_pty(&r, "$BIN exec k -- echo the-command-ran");
     r.await_waiters("k", 1);
     // Long enough for the line to be redrawn at least once (every second).
     std::thread::sleep(Duration::from_millis(2200));
-    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    release(&r, "k", &tok);
     let out = finish(child, "exec under a pty").ok().stdout;
     let drawn = out.matches("rlock: waiting ").count();
     assert!(drawn >= 2, "the line was not redrawn: {out:?}");
@@ -151,18 +161,14 @@ fn hostname() -> String {
 #[test]
 fn verbose_says_when_the_holder_changes() {
     let r = Redis::start();
-    let tok = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "k"])
-        .run()
-        .ok()
-        .token();
+    let tok = hold(&r, "k");
     let first = rlock(&r).args(["exec", "k", "--", "sleep", "1.5"]).spawn();
     r.await_waiters("k", 1);
     let second = rlock(&r)
         .args(["-v", "exec", "--ttl", "1s", "k", "--", "true"])
         .spawn();
     r.await_waiters("k", 2);
-    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    release(&r, "k", &tok);
     let first_pid = first.id();
     finish(first, "the first waiter").ok();
     let run = finish(second, "the second waiter").ok();
@@ -217,6 +223,20 @@ fn job(r: &Redis, name: &str, file: &std::path::Path, extra: &[&str]) -> Child {
         .spawn()
 }
 
+/// A [`job`] that has joined the queue, the first waiter there.
+fn first_queued_job(r: &Redis, name: &str, file: &std::path::Path, extra: &[&str]) -> Child {
+    let child = job(r, name, file, extra);
+    r.await_waiters("ci", 1);
+    child
+}
+
+/// The jobs wrote `want` to `file`, and nothing is left held.
+#[track_caller]
+fn assert_ran(r: &Redis, file: &std::path::Path, want: &str) {
+    assert_eq!(std::fs::read_to_string(file).unwrap(), want);
+    r.assert_nothing_held(&[]);
+}
+
 fn tmpfile(name: &str) -> std::path::PathBuf {
     let p = std::env::temp_dir().join(format!("rlock-waiting-{}-{name}", std::process::id()));
     let _ = std::fs::remove_file(&p);
@@ -237,8 +257,7 @@ fn supersede_runs_only_the_newest_queued_job() {
     eventually(Duration::from_secs(5), "the deploy holds", || {
         r.status_json("ci")["held"] == true
     });
-    let one = job(&r, "one", &file, &[]);
-    r.await_waiters("ci", 1);
+    let one = first_queued_job(&r, "one", &file, &[]);
     let two = job(&r, "two", &file, &[]);
     let (one_pid, two_pid) = (one.id(), two.id());
     let one = finish(one, "job one").fails_with_lines(75, "rlock: superseded by host ");
@@ -259,8 +278,7 @@ fn supersede_runs_only_the_newest_queued_job() {
     assert!(!two.stderr.contains(&format!("pid {one_pid}:")));
     finish(deploy, "the deploy").ok();
     finish(three, "job three").ok();
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "deploy\nthree\n");
-    r.assert_nothing_held(&[]);
+    assert_ran(&r, &file, "deploy\nthree\n");
 }
 
 /// Waiters without --supersede keep their FIFO places; the superseded
@@ -269,13 +287,8 @@ fn supersede_runs_only_the_newest_queued_job() {
 fn supersede_leaves_other_waiters_alone() {
     let r = Redis::start();
     let file = tmpfile("fifo");
-    let tok = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "ci"])
-        .run()
-        .ok()
-        .token();
-    let old = job(&r, "old", &file, &["-E", "9"]);
-    r.await_waiters("ci", 1);
+    let tok = hold(&r, "ci");
+    let old = first_queued_job(&r, "old", &file, &["-E", "9"]);
     let line = format!("echo plain >> {}", file.display());
     let plain = rlock(&r)
         .args(["exec", "ci", "--", "sh", "-c", &line])
@@ -284,14 +297,10 @@ fn supersede_leaves_other_waiters_alone() {
     let new = job(&r, "new", &file, &[]);
     finish(old, "the old job").fails_with_lines(9, "superseded by host");
     assert_eq!(waiters(&r, "ci"), 2);
-    rlock(&r)
-        .args(["release", "ci", "--token", &tok])
-        .run()
-        .ok();
+    release(&r, "ci", &tok);
     finish(plain, "the plain waiter").ok();
     finish(new, "the new job").ok();
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "plain\nnew\n");
-    r.assert_nothing_held(&[]);
+    assert_ran(&r, &file, "plain\nnew\n");
 }
 
 /// -w: a superseding waiter still times out at its deadline, having
@@ -300,13 +309,8 @@ fn supersede_leaves_other_waiters_alone() {
 fn supersede_with_wait_and_no_wait() {
     let r = Redis::start();
     let file = tmpfile("wait");
-    let tok = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "ci"])
-        .run()
-        .ok()
-        .token();
-    let old = job(&r, "old", &file, &[]);
-    r.await_waiters("ci", 1);
+    let tok = hold(&r, "ci");
+    let old = first_queued_job(&r, "old", &file, &[]);
     let new = job(&r, "new", &file, &["-w", "1"]);
     finish(old, "the old job").fails_with_lines(75, "superseded by host");
     finish(new, "the new job").fails_with_lines(75, "timed out after ");
@@ -319,10 +323,7 @@ fn supersede_with_wait_and_no_wait() {
         .args(["acquire", "--supersede", "-w", "0", "ci"])
         .run()
         .fails(64, "--supersede needs a wait");
-    rlock(&r)
-        .args(["release", "ci", "--token", &tok])
-        .run()
-        .ok();
+    release(&r, "ci", &tok);
     assert!(!file.exists());
     r.assert_nothing_held(&[]);
 }
@@ -346,25 +347,15 @@ fn supersede_is_refused_with_redlock() {
 #[test]
 fn supersede_with_acquire() {
     let r = Redis::start();
-    let tok = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "ci"])
-        .run()
-        .ok()
-        .token();
+    let tok = hold(&r, "ci");
     let old = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
     r.await_waiters("ci", 1);
     let new = rlock(&r).args(["acquire", "--supersede", "ci"]).spawn();
     let old = finish(old, "the old acquire").fails_with_lines(75, "superseded by host");
     assert!(old.stdout.is_empty());
-    rlock(&r)
-        .args(["release", "ci", "--token", &tok])
-        .run()
-        .ok();
+    release(&r, "ci", &tok);
     let new_tok = finish(new, "the new acquire").ok().token();
-    rlock(&r)
-        .args(["release", "ci", "--token", &new_tok])
-        .run()
-        .ok();
+    release(&r, "ci", &new_tok);
     r.assert_nothing_held(&[]);
 }
 
@@ -374,11 +365,7 @@ fn supersede_with_acquire() {
 #[test]
 fn a_superseding_waiter_that_lost_its_place_yields_to_the_newer() {
     let r = Redis::start();
-    let tok = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "ci"])
-        .run()
-        .ok()
-        .token();
+    let tok = hold(&r, "ci");
     // --ttl 1s: a 1 s waiter lease.
     let old = rlock(&r)
         .args(["acquire", "--supersede", "--ttl", "1s", "-E", "0", "ci"])
@@ -395,14 +382,8 @@ fn a_superseding_waiter_that_lost_its_place_yields_to_the_newer() {
     assert!(old.stdout.is_empty(), "{}", old.stdout);
     assert!(!old.stderr.contains("superseded"), "{}", old.stderr);
     assert_eq!(waiters(&r, "ci"), 1, "the new waiter lost its place");
-    rlock(&r)
-        .args(["release", "ci", "--token", &tok])
-        .run()
-        .ok();
+    release(&r, "ci", &tok);
     let tok = finish(new, "the new waiter").ok().token();
-    rlock(&r)
-        .args(["release", "ci", "--token", &tok])
-        .run()
-        .ok();
+    release(&r, "ci", &tok);
     r.assert_nothing_held(&[]);
 }
