@@ -345,114 +345,84 @@ fn waiters_are_served_in_arrival_order() {
 mod bad_input {
     use super::*;
 
+    /// Each of `cases` (arguments, what the error says) is a usage error
+    /// that leaves nothing held.
     #[track_caller]
-    fn refused(r: &Redis, args: &[&str], code: i32, needle: &str) {
-        rlock(r).args(args).run().fails(code, needle);
-        r.assert_nothing_held(&[]);
+    fn usage_errors(r: &Redis, cases: &[(&[&str], &str)]) {
+        for (args, needle) in cases {
+            rlock(r).args(*args).run().fails(64, needle);
+            r.assert_nothing_held(&[]);
+        }
     }
 
     #[test]
     fn durations() {
         let r = Redis::shared();
-        refused(&r, &["acquire", "k", "--ttl", "30"], 64, "no unit");
-        refused(
-            &r,
-            &["acquire", "k", "--ttl", "soon"],
-            64,
-            "invalid duration",
-        );
-        refused(&r, &["acquire", "k", "--ttl", "0s"], 64, "out of range");
-        refused(
-            &r,
-            &["acquire", "k", "--ttl", "10years"],
-            64,
-            "out of range",
-        );
-        refused(&r, &["acquire", "k", "--ttl", "1000years"], 64, "too long");
-        refused(
-            &r,
-            &["acquire", "k", "-w", "18446744073709551615s"],
-            64,
-            "duration",
-        );
-        refused(
-            &r,
-            &["--connect-timeout", "0s", "status", "k"],
-            64,
-            "out of range",
-        );
-        // A bare number is seconds for a wait (as flock), never for a TTL.
-        refused(&r, &["acquire", "k", "--ttl", "5"], 64, "no unit");
-        refused(&r, &["acquire", "k", "-w", "1.2.3"], 64, "invalid");
-        refused(&r, &["acquire", "k", "--min-hold", "8days"], 64, "too long");
-        refused(
-            &r,
-            &[
-                "release",
-                "k",
-                "--token",
-                &uuid::Uuid::new_v4().to_string(),
-                "--min-hold",
-                "8days",
-            ],
-            64,
-            "too long",
-        );
-        refused(
-            &r,
-            &[
-                "release",
-                "k",
-                "--token",
-                &uuid::Uuid::new_v4().to_string(),
-                "--min-hold",
-                "5",
-            ],
-            64,
-            "no unit",
-        );
-        refused(
-            &r,
-            &["--connect-timeout", "x", "status", "k"],
-            64,
-            "invalid duration",
-        );
         let tok = uuid::Uuid::new_v4().to_string();
-        refused(
+        usage_errors(
             &r,
-            &["renew", "k", "--token", &tok, "--ttl", "0ms"],
-            64,
-            "out of range",
+            &[
+                (&["acquire", "k", "--ttl", "30"], "no unit"),
+                (&["acquire", "k", "--ttl", "soon"], "invalid duration"),
+                (&["acquire", "k", "--ttl", "0s"], "out of range"),
+                (&["acquire", "k", "--ttl", "10years"], "out of range"),
+                (&["acquire", "k", "--ttl", "1000years"], "too long"),
+                (&["acquire", "k", "-w", "18446744073709551615s"], "duration"),
+                (&["--connect-timeout", "0s", "status", "k"], "out of range"),
+                // A bare number is seconds for a wait (as flock), never for a TTL.
+                (&["acquire", "k", "--ttl", "5"], "no unit"),
+                (&["acquire", "k", "-w", "1.2.3"], "invalid"),
+                (&["acquire", "k", "--min-hold", "8days"], "too long"),
+                (
+                    &["release", "k", "--token", &tok, "--min-hold", "8days"],
+                    "too long",
+                ),
+                (
+                    &["release", "k", "--token", &tok, "--min-hold", "5"],
+                    "no unit",
+                ),
+                (
+                    &["--connect-timeout", "x", "status", "k"],
+                    "invalid duration",
+                ),
+                (
+                    &["renew", "k", "--token", &tok, "--ttl", "0ms"],
+                    "out of range",
+                ),
+            ],
         );
     }
 
     #[test]
     fn keys_and_flags() {
         let r = Redis::shared();
-        refused(&r, &["acquire", ""], 64, "must not be empty");
-        refused(&r, &["acquire", "a\tb"], 64, "control characters");
-        refused(&r, &["acquire", "}x"], 64, "empty hash tag");
-        refused(&r, &["acquire", "a\u{1b}[31m"], 64, "control characters");
-        refused(&r, &["acquire", &"x".repeat(600)], 64, "at most 512");
-        refused(&r, &["acquire", "k", "--limit", "0"], 64, "limit");
-        refused(&r, &["frobnicate"], 64, "unrecognized subcommand");
-        refused(&r, &["release", "k"], 64, "--token");
+        usage_errors(
+            &r,
+            &[
+                (&["acquire", ""], "must not be empty"),
+                (&["acquire", "a\tb"], "control characters"),
+                (&["acquire", "}x"], "empty hash tag"),
+                (&["acquire", "a\u{1b}[31m"], "control characters"),
+                (&["acquire", &"x".repeat(600)], "at most 512"),
+                (&["acquire", "k", "--limit", "0"], "limit"),
+                (&["frobnicate"], "unrecognized subcommand"),
+                (&["release", "k"], "--token"),
+            ],
+        );
     }
 
     #[test]
     fn tokens() {
         let r = Redis::shared();
-        refused(
+        usage_errors(
             &r,
-            &["release", "k", "--token", "not-a-uuid"],
-            64,
-            "malformed token",
-        );
-        refused(
-            &r,
-            &["renew", "k", "--token", "'; DEL x"],
-            64,
-            "malformed token",
+            &[
+                (
+                    &["release", "k", "--token", "not-a-uuid"],
+                    "malformed token",
+                ),
+                (&["renew", "k", "--token", "'; DEL x"], "malformed token"),
+            ],
         );
     }
 
