@@ -117,6 +117,7 @@ pub(crate) struct Cli {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Connection")]
 pub(crate) struct Global {
     /// Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or
     /// unix:///path; several (repeated, or comma-separated) mean RedLock
@@ -128,13 +129,12 @@ pub(crate) struct Global {
         value_delimiter = ',',
         value_name = "URL",
         default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true,
-        help_heading = "Connection"
+        hide_env_values = true
     )]
     pub url: Vec<String>,
 
     /// The URLs are seed nodes of one Redis Cluster (not RedLock masters)
-    #[arg(long, global = true, env = "RLOCK_CLUSTER", value_parser = clap::builder::FalseyValueParser::new(), help_heading = "Connection")]
+    #[arg(long, global = true, env = "RLOCK_CLUSTER", value_parser = clap::builder::FalseyValueParser::new())]
     pub cluster: bool,
 
     /// The URLs are Sentinels; lock on the master they know by this name
@@ -143,45 +143,26 @@ pub(crate) struct Global {
         global = true,
         env = "RLOCK_SENTINEL",
         value_name = "MASTER_NAME",
-        conflicts_with = "cluster",
-        help_heading = "Connection"
+        conflicts_with = "cluster"
     )]
     pub sentinel: Option<String>,
 
     /// Confirm each new grant on N replicas (WAIT) or fail and release it
-    #[arg(long, global = true, env = "RLOCK_MIN_REPLICAS", default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100), help_heading = "Connection")]
+    #[arg(long, global = true, env = "RLOCK_MIN_REPLICAS", default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub min_replicas: u32,
 
     /// CA certificate (PEM) to trust for rediss:// instead of the system's
-    #[arg(
-        long,
-        global = true,
-        env = "RLOCK_TLS_CA",
-        value_name = "FILE",
-        help_heading = "Connection"
-    )]
+    #[arg(long, global = true, env = "RLOCK_TLS_CA", value_name = "FILE")]
     pub tls_ca: Option<std::path::PathBuf>,
 
     /// Client certificate (PEM) for rediss:// servers that require one
-    #[arg(
-        long,
-        global = true,
-        env = "RLOCK_TLS_CERT",
-        value_name = "FILE",
-        requires = "tls_key",
-        help_heading = "Connection"
-    )]
+    #[arg(long, global = true, env = "RLOCK_TLS_CERT", value_name = "FILE")]
+    #[arg(requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
 
     /// Private key (PEM) of the client certificate
-    #[arg(
-        long,
-        global = true,
-        env = "RLOCK_TLS_KEY",
-        value_name = "FILE",
-        requires = "tls_cert",
-        help_heading = "Connection"
-    )]
+    #[arg(long, global = true, env = "RLOCK_TLS_KEY", value_name = "FILE")]
+    #[arg(requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
 
     /// Prefix of every Redis key rlock writes
@@ -190,27 +171,21 @@ pub(crate) struct Global {
         global = true,
         env = "RLOCK_PREFIX",
         default_value = "rlock:",
-        value_name = "PREFIX",
-        help_heading = "Connection"
+        value_name = "PREFIX"
     )]
     pub prefix: String,
 
     /// Give up connecting (or waiting for a reply) after this long
-    #[arg(
-        long,
-        global = true,
-        default_value = "2s",
-        value_name = "D",
-        help_heading = "Connection"
-    )]
+    #[arg(long, global = true, default_value = "2s", value_name = "D")]
     pub connect_timeout: Span,
 
     /// Print nothing on stderr but errors
-    #[arg(short, long, global = true)]
+    // help_heading = None: under Options, not the struct's Connection.
+    #[arg(short, long, global = true, help_heading = None)]
     pub quiet: bool,
 
     /// Say on stderr what happens (acquired, waiting, released)
-    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, conflicts_with = "quiet", help_heading = None)]
     pub verbose: bool,
 }
 
