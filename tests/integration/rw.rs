@@ -251,39 +251,22 @@ fn a_writer_that_gives_up_or_dies_stops_blocking_readers() {
         .ok();
 }
 
+/// `rlock rw MODE cat -- sh -c SCRIPT`.
+fn rw_sh(r: &Redis, mode: &str, script: &str) -> Run {
+    rlock(r)
+        .args(["rw", mode, "cat", "--", "sh", "-c", script])
+        .run()
+}
+
 #[test]
 fn reentry_nests_reads_and_writes_but_refuses_an_upgrade() {
     let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
     let nested =
         format!("{bin} rw read -n cat -- {bin} rw write -n cat -- {bin} rw read -n cat -- true");
-    rlock(&r)
-        .args(["rw", "write", "cat", "--", "sh", "-c", &nested])
-        .run()
-        .ok();
-    rlock(&r)
-        .args([
-            "rw",
-            "read",
-            "cat",
-            "--",
-            "sh",
-            "-c",
-            &format!("{bin} rw read -n cat -- true"),
-        ])
-        .run()
-        .ok();
-    rlock(&r)
-        .args([
-            "rw",
-            "read",
-            "cat",
-            "--",
-            "sh",
-            "-c",
-            &format!("{bin} rw write cat -- true"),
-        ])
-        .run()
+    rw_sh(&r, "write", &nested).ok();
+    rw_sh(&r, "read", &format!("{bin} rw read -n cat -- true")).ok();
+    rw_sh(&r, "read", &format!("{bin} rw write cat -- true"))
         .fails_with_lines(64, "cannot upgrade");
     r.assert_nothing_held(&[]);
 }
