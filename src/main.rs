@@ -329,18 +329,14 @@ fn acquire(g: &Global, locker: &mut Locker, key: &str, mut req: Request) -> anyh
     })
 }
 
-/// The token to try re-entering `key` with: the one an enclosing `rlock
-/// exec` holds for it, else RLOCK_TOKEN (a script that exported the token
-/// of its `acquire --keep`). Either is used only if it holds the lock; if
-/// not, the acquire takes a fresh token as usual.
+/// The token to try re-entering `key` with (see `reentry_token`); used
+/// only if it holds the lock, else the acquire takes a fresh token.
 fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
-    let name = locker.name(key)?;
-    let held = rlock::exec::inherited_token(std::env::var(HELD_ENV).ok().as_deref(), &name);
-    Ok(held.or_else(|| {
-        std::env::var("RLOCK_TOKEN")
-            .ok()
-            .and_then(|t| Token::parse(&t).ok())
-    }))
+    Ok(rlock::exec::reentry_token(
+        std::env::var(HELD_ENV).ok().as_deref(),
+        std::env::var("RLOCK_TOKEN").ok().as_deref(),
+        &locker.name(key)?,
+    ))
 }
 
 /// Shows on stderr whom we wait for (unless -q): see progress.rs.

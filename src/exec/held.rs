@@ -10,12 +10,30 @@ use crate::lock::LockName;
 pub const HELD_ENV: &str = "RLOCK_HELD";
 
 /// The token an enclosing `rlock exec` holds for `lock`, if any.
-pub fn inherited_token(held: Option<&str>, lock: &LockName) -> Option<Token> {
+fn inherited_token(held: Option<&str>, lock: &LockName) -> Option<Token> {
     held?
         .lines()
         .filter_map(|l| l.split_once('\t'))
         .find(|(name, _)| *name == lock.redis_key())
         .and_then(|(_, tok)| Token::parse(tok).ok())
+}
+
+/// The token to try re-entering `lock` with: the one an enclosing `rlock
+/// exec` holds for it (`held`, RLOCK_HELD), else `exported` (RLOCK_TOKEN:
+/// a script that exported the token of its `acquire --keep`) unless that
+/// is an enclosing exec's own token, which RLOCK_HELD lists with the lock
+/// it holds: it holds no other, and trying it would cost every nested
+/// acquire of another lock a round trip for nothing.
+pub fn reentry_token(held: Option<&str>, exported: Option<&str>, lock: &LockName) -> Option<Token> {
+    inherited_token(held, lock).or_else(|| {
+        let tok = Token::parse(exported?).ok()?;
+        let of_exec = held
+            .unwrap_or("")
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .any(|(_, t)| Token::parse(t).is_ok_and(|t| t == tok));
+        (!of_exec).then_some(tok)
+    })
 }
 
 /// `held` with `lock` (re)set to `token`.
@@ -51,5 +69,26 @@ mod tests {
         // Re-adding a name replaces its entry.
         let env2 = held_with(Some(&env), &b, &tb);
         assert_eq!(env2.lines().count(), 2);
+    }
+
+    #[test]
+    fn an_enclosing_execs_exported_token_is_not_tried_for_another_lock() {
+        let a = LockName::new("rlock:", "a").unwrap();
+        let b = LockName::new("rlock:", "b").unwrap();
+        let (ta, kept) = (Token::generate(), Token::generate());
+        let env = held_with(None, &a, &ta);
+        // Inside `rlock exec a`: RLOCK_TOKEN is a's token.
+        assert_eq!(
+            reentry_token(Some(&env), Some(ta.as_str()), &a),
+            Some(ta.clone())
+        );
+        assert_eq!(reentry_token(Some(&env), Some(ta.as_str()), &b), None);
+        // A token the script exported (acquire --keep) is tried.
+        assert_eq!(
+            reentry_token(Some(&env), Some(kept.as_str()), &b),
+            Some(kept.clone())
+        );
+        assert_eq!(reentry_token(None, Some(kept.as_str()), &b), Some(kept));
+        assert_eq!(reentry_token(None, Some("not a token"), &b), None);
     }
 }

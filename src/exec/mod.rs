@@ -93,7 +93,7 @@ use crate::clock::BootTime;
 use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait, exit_code};
 
 pub(crate) use guard::close_all_but;
-pub use held::{HELD_ENV, inherited_token};
+pub use held::{HELD_ENV, reentry_token};
 
 use guard::{Guard, Launch, Report};
 use renew::Renewal;
@@ -370,12 +370,18 @@ fn acquire(
     let waits = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
     // `--supersede` acts when its acquire joins the queue: it gets the
     // full acquire from the start.
+    let mut rest = req.clone();
     let first = if locker.is_single() && !req.supersede {
         let mut once = req.clone();
         once.wait = Wait::No;
         match locker.acquire(key, &once, None, &mut |_| {}) {
             Ok(lease) => Some(lease),
-            Err(Error::Busy { .. }) if waits => None,
+            Err(Error::Busy { .. }) if waits => {
+                // Busy means a re-entry was tried and found the token
+                // holding nothing, which it cannot come to: not again.
+                rest.reenter = None;
+                None
+            }
             Err(_) if waits && locker.answered() => None,
             Err(e) => return Err(e),
         }
@@ -392,7 +398,7 @@ fn acquire(
                         cancel.cancel(sig);
                     }
                 })?;
-                locker.acquire(key, req, Some(&cancel), on_wait)
+                locker.acquire(key, &rest, Some(&cancel), on_wait)
             })?;
             if cancel.is_cancelled() {
                 let _ = locker.release_with(key, &lease.token, lease.count == 1, None);

@@ -425,6 +425,30 @@ fn rlock_killed_takes_its_child_along() {
 }
 
 #[test]
+fn a_nested_exec_of_another_lock_costs_no_reentry_attempt() {
+    // Inside `rlock exec a`, RLOCK_TOKEN is a's token: a nested exec of b
+    // must take b with one script call, not first try a's token on b.
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    rlock(&r).args(["exec", "warm", "--", "true"]).run().ok(); // scripts cached
+    let _: () = r.cmd(&["CONFIG", "RESETSTAT"]);
+    let inner = format!("{bin} exec b -- true");
+    rlock(&r)
+        .args(["exec", "a", "--", "sh", "-c", &inner])
+        .run()
+        .ok();
+    let info: String = r.cmd(&["INFO", "commandstats"]);
+    let calls = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // acquire a, acquire b, release b, release a
+    assert_eq!(calls("evalsha") + calls("eval"), 4, "{info}");
+}
+
+#[test]
 fn nested_exec_of_the_same_key_reenters() {
     let r = Redis::shared();
     let bin = env!("CARGO_BIN_EXE_rlock");
