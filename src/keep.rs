@@ -401,24 +401,28 @@ pub fn spawn(
 
 /// The keeper process: read the settings from stdin, then keep the lock
 /// (see the module doc). Returns the exit code; never prints.
-pub fn keeper_main() -> u8 {
+pub fn keeper_main() -> Result<u8> {
+    let typed = || {
+        Error::Usage(format!(
+            "`{KEEPER_ARG}` is internal: the keeper that `rlock acquire --keep` starts"
+        ))
+    };
     // SAFETY: plain syscall. Someone typed `rlock __keep`: nothing to read.
     if unsafe { libc::isatty(0) } == 1 {
-        return crate::exit_code::USAGE;
+        return Err(typed());
     }
     let mut raw = Vec::new();
     if std::io::stdin().lock().read_to_end(&mut raw).is_err() {
-        return crate::exit_code::USAGE;
+        return Err(typed());
     }
-    let Ok(config) = serde_json::from_slice::<Config>(&raw) else {
-        return crate::exit_code::USAGE;
-    };
+    let config = serde_json::from_slice::<Config>(&raw).map_err(|_| typed())?;
     drop(raw);
     detach(&config);
-    match Keeper::new(config) {
+    // Detached: nobody reads an error from here on.
+    Ok(match Keeper::new(config) {
         Some(mut k) => k.run(),
         None => crate::exit_code::USAGE,
-    }
+    })
 }
 
 /// The keeper's own name, no descriptor of the caller's but ours, stdin on

@@ -68,7 +68,10 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 fn rlock_main() -> u8 {
     // The keeper `acquire --keep` leaves behind: internal, never typed.
     if std::env::args_os().nth(1).as_deref() == Some(rlock::keep::KEEPER_ARG.as_ref()) {
-        return rlock::keep::keeper_main();
+        return rlock::keep::keeper_main().unwrap_or_else(|e| {
+            say!("rlock: {e}");
+            exit_code::USAGE
+        });
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

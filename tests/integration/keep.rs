@@ -369,6 +369,18 @@ fn bad_keep_input_is_refused_and_nothing_is_held() {
         .args(["exec", "outer", "--", bin, "acquire", "k", "--keep"])
         .run()
         .fails(64, "no script");
+    // The keeper's internal entry, typed by hand (stdin not its settings).
+    let typed = Command::new(bin)
+        .arg("__keep")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(typed.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&typed.stderr);
+    assert!(
+        err.starts_with("rlock: `__keep` is internal") && err.lines().count() == 1,
+        "{err}"
+    );
     r.assert_nothing_held(&[]);
 }
 
