@@ -173,6 +173,11 @@ if exp then
   -- Re-entry. A writer may nest reads and writes; a reader only reads: an
   -- upgrade would wait for itself.
   local held = redis.call('HMGET', STATE, 'm:' .. tok, 'f:' .. tok, 'c:' .. tok)
+  if ARGV[7] == '1' and held[3] == '0' then
+    -- Released, parked until its min-hold ends (release.lua): a late
+    -- re-entry must not take back what its holder gave up.
+    return {NOT_HELD}
+  end
   if mode == 'w' and held[1] == 'r' then
     return {NO_UPGRADE}
   end

@@ -13,9 +13,10 @@ local exp = redis.call('ZSCORE', HOLDERS, tok)
 local now = now_ms()
 if exp and tonumber(exp) > now then
   local held = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok)
-  if held[1] ~= '0' then
-    return {tonumber(exp) - now, tonumber(held[2]) or 0}
+  if held[1] == '0' then
+    return {NOT_HELD} -- released, parked until its min-hold ends
   end
+  return {tonumber(exp) - now, tonumber(held[2]) or 0}
 end
 prune(now)
 return {not_held_reply()}

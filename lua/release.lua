@@ -49,14 +49,14 @@ local function hold_end(h)
 end
 
 -- Fast path, before the prelude (see src/lock/script.rs): the last hold
--- (or every hold) of the only holder, nobody waiting, no min-hold left:
--- the lock's state goes. With one holder and no queue (KEYS[3] exists only
--- while someone waits), the state keys expire when its lease does
--- (common.lua), so finding the token there means its lease runs: no clock
--- needed. One hold's release first looks for its request's record: if a
--- resend finds one, the count it sees is after that release.
+-- (or every hold) of the only holder, its lease still running, nobody
+-- waiting (KEYS[3] exists only while someone waits), no min-hold left:
+-- the lock's state goes. One hold's release first looks for its
+-- request's record: if a resend finds one, the count it sees is after
+-- that release.
 local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
-if first[1] == tok and not first[3] and redis.call('EXISTS', KEYS[3]) == 0 then
+if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
+    and redis.call('EXISTS', KEYS[3]) == 0 then
   local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok)
   local ends = hold_end(h)
   if (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))

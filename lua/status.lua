@@ -1,9 +1,11 @@
 -- status.lua: read a lock's state without changing it.
 --
 -- KEYS[1..6] as in common.lua
+-- KEYS[7] P{K}:lost, where an `acquire --keep` keeper records a loss
 --
--- Returns {kind, limit, fence, waiters, waiting_writers, holder...}, each
--- holder being {info_json, since_ms, ttl_left_ms, count, fence, mode}.
+-- Returns {kind, limit, fence, waiters, waiting_writers, lost, holder...},
+-- lost being the loss record (JSON, '' if none) and each holder
+-- {info_json, since_ms, ttl_left_ms, count, fence, mode}.
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
 -- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
 -- have run out by the server's clock are left out.
@@ -19,6 +21,7 @@ local out = {
   tonumber(redis.call('GET', FENCE)) or 0,
   redis.call('ZCOUNT', ALIVE, '(' .. now, '+inf'),
   writers,
+  redis.call('GET', KEYS[7]) or '',
 }
 local hs = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #hs, 2 do

@@ -75,6 +75,7 @@ use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server, Tls};
 use crate::exec::OnLost;
 use crate::lock::LockName;
+pub use crate::lock::LostRecord;
 use crate::{Error, Lease, Locker, Released, Result, Token};
 
 /// The binary's first argument that runs [`keeper_main`] (internal).
@@ -774,37 +775,6 @@ fn now_ms() -> u64 {
         .map_or(0, crate::duration::millis)
 }
 
-/// The last loss a keeper recorded for a lock (`P{K}:lost`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct LostRecord {
-    /// The host the keeper ran on.
-    pub host: String,
-    /// The watched process.
-    pub pid: u32,
-    /// RFC 3339, the keeper's clock.
-    pub when: String,
-    /// The same moment, in milliseconds since 1970.
-    pub when_ms: u64,
-    /// Why the lock was lost.
-    pub why: String,
-    /// What the keeper did to the watched process.
-    pub action: String,
-}
-
-impl std::fmt::Display for LostRecord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} host {} pid {}: {}; {}",
-            self.when, self.host, self.pid, self.why, self.action
-        )
-    }
-}
-
-fn lost_key(name: &LockName) -> String {
-    format!("{}:lost", name.redis_key())
-}
-
 /// Write `record` on every server that answers (it expires after
 /// [`LOST_RECORD_TTL`]).
 pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) -> Result<()> {
@@ -813,7 +783,7 @@ pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) 
     for server in Server::open_all(opts)? {
         let res = server.connect().and_then(|mut c| {
             redis::cmd("SET")
-                .arg(lost_key(name))
+                .arg(name.lost_key())
                 .arg(&json)
                 .arg("PX")
                 .arg(crate::duration::millis(LOST_RECORD_TTL))
@@ -825,25 +795,6 @@ pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) 
         }
     }
     last
-}
-
-/// The last loss a keeper recorded for `name` within the hour, as the
-/// first server that answers has it.
-pub fn last_loss(opts: &ConnectOptions, name: &LockName) -> Result<Option<LostRecord>> {
-    let mut error = None;
-    for server in Server::open_all(opts)? {
-        let res = server.connect().and_then(|mut c| {
-            redis::cmd("GET")
-                .arg(lost_key(name))
-                .query::<Option<String>>(&mut c)
-                .map_err(|e| Error::from_redis(e, "read the lost-lock record"))
-        });
-        match res {
-            Ok(v) => return Ok(v.and_then(|s| serde_json::from_str(&s).ok())),
-            Err(e) => error = Some(e),
-        }
-    }
-    Err(error.unwrap_or_else(|| Error::Protocol("no server to ask".into())))
 }
 
 /// Release `token`'s hold(s) on `key` as [`Locker::release_with`] does,

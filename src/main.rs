@@ -476,20 +476,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status { key, json } => {
             let mut locker = connect(g)?;
             let st = locker.status(key)?;
-            // A separate read; a failure of it costs only the line.
-            let name = locker.name(key)?;
-            let lost = rlock::keep::last_loss(&options(g), &name).ok().flatten();
             if *json {
-                let mut v = serde_json::to_value(&st)?;
-                if let (Some(obj), Some(lost)) = (v.as_object_mut(), &lost) {
-                    obj.insert("last_lost".into(), serde_json::to_value(lost)?);
-                }
-                println!("{v}");
+                println!("{}", serde_json::to_string(&st)?);
             } else {
                 print!("{}", render::status(&st));
-                if let Some(lost) = lost {
-                    println!("  last lost: {lost}");
-                }
             }
             Ok(exit_code::OK)
         }

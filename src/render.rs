@@ -54,6 +54,9 @@ pub(crate) fn status(st: &Status) -> String {
         }
         out.push('\n');
     }
+    if let Some(lost) = &st.last_lost {
+        let _ = writeln!(out, "  last lost: {lost}");
+    }
     out
 }
 
@@ -72,6 +75,7 @@ mod tests {
             fence: 3,
             waiters: 0,
             waiting_writers: 0,
+            last_lost: None,
             holders: vec![HolderStatus {
                 mode: "exclusive".into(),
                 host: "h".into(),

@@ -407,10 +407,7 @@ fn acquire(
             lease
         }
     };
-    if let Some(sig) = ends_wait(signals) {
-        let _ = locker.release_with(key, &lease.token, lease.count == 1, None);
-        return Err(Error::Interrupted(sig));
-    }
+    // A signal taken meanwhile: `run` looks right after, before the spawn.
     Ok(lease)
 }
 

@@ -82,6 +82,11 @@ impl LockName {
         self.wake_key_of(token.as_str())
     }
 
+    /// Where a keeper records a loss (src/keep.rs; `status` shows it).
+    pub(crate) fn lost_key(&self) -> String {
+        format!("{}:lost", self.base)
+    }
+
     /// The wake-up list of the waiter with token `token`.
     pub(super) fn wake_key_of(&self, token: &str) -> String {
         format!("{}:w:{token}", self.base)

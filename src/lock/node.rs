@@ -753,9 +753,11 @@ impl Node {
     /// Who holds `key`, how long they keep it, who waits.
     pub(crate) fn status(&mut self, key: &str) -> Result<Status> {
         let lock = self.name(key)?;
+        let mut keys = lock.keys(None);
+        keys.push(lock.lost_key());
         let reply: Vec<Value> = self.eval(
             &STATUS,
-            &lock.keys(None),
+            &keys,
             &[],
             || format!("status {key:?}"),
             RESEND_WINDOW,
@@ -824,8 +826,9 @@ fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
         ("x", _) => "semaphore",
         _ => "",
     };
+    let last_lost = serde_json::from_str(&text(reply.get(5))).ok();
     let mut holders = Vec::new();
-    for h in &reply[5..] {
+    for h in reply.get(6..).unwrap_or_default() {
         let Value::Array(f) = h else {
             return Err(bad());
         };
@@ -857,5 +860,6 @@ fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
         waiters,
         waiting_writers,
         holders,
+        last_lost,
     })
 }

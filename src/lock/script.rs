@@ -94,7 +94,7 @@ pub(super) mod reply {
 /// did not run yet (a refused connection, a cluster redirect, TRYAGAIN,
 /// CLUSTERDOWN, LOADING, READONLY after a failover). Every script is
 /// idempotent per request (see lua/acquire.lua, "Resends"), so sending
-/// again is safe; release's tombstones outlive this window (10 s).
+/// again is safe; the request records outlive this window (see `record_ms`).
 pub const RESEND_WINDOW: Duration = Duration::from_secs(5);
 /// May a call that failed this way be sent again? Yes if it may not have
 /// run, or ran with its reply lost; no for refusals and bad data. READONLY

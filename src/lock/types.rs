@@ -347,6 +347,36 @@ pub struct Status {
     pub waiting_writers: u64,
     /// Who holds it, one entry per holder.
     pub holders: Vec<HolderStatus>,
+    /// The last loss an `acquire --keep` keeper recorded, within its hour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_lost: Option<LostRecord>,
+}
+
+/// The last loss a keeper recorded for a lock (`P{K}:lost`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LostRecord {
+    /// The host the keeper ran on.
+    pub host: String,
+    /// The watched process.
+    pub pid: u32,
+    /// RFC 3339, the keeper's clock.
+    pub when: String,
+    /// The same moment, in milliseconds since 1970.
+    pub when_ms: u64,
+    /// Why the lock was lost.
+    pub why: String,
+    /// What the keeper did to the watched process.
+    pub action: String,
+}
+
+impl std::fmt::Display for LostRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} host {} pid {}: {}; {}",
+            self.when, self.host, self.pid, self.why, self.action
+        )
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]

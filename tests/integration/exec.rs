@@ -1241,6 +1241,18 @@ fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
         .run()
         .ok();
     rlock(&r).args(["acquire", "-n", "k5"]).run().code(75);
+    // A parked token holds nothing for its holder: check says so (79, not
+    // "another owner"), and a late re-entry with it does not take the
+    // lock back (it acquires afresh, and the lock is taken).
+    rlock(&r)
+        .args(["check", "k5", "--token", &tok])
+        .run()
+        .code(79);
+    rlock(&r)
+        .args(["acquire", "-n", "k5"])
+        .env("RLOCK_TOKEN", &tok)
+        .run()
+        .code(75);
     rlock(&r)
         .args(["exec", "--ttl", "30", "--min-hold", "5", "k6", "true"])
         .run()
