@@ -211,12 +211,15 @@ end
 
 local superseded = {}
 if supersede ~= '0' and ARGV[5] == '1' then
-  local cur = redis.call('HGET', STATE, 'sup')
-  if cur and cur ~= tok and redis.call('ZSCORE', QUEUE, cur) then
+  -- It writes before grant() reads the fence key: check types first.
+  local bad = check_types()
+  if bad then return bad end
+  local older = redis.call('HGET', STATE, 'sup')
+  if older and older ~= tok and redis.call('ZSCORE', QUEUE, older) then
     if supersede == '1' and not redis.call('ZSCORE', QUEUE, tok) then
-      leave_queue(cur)
-      redis.call('HSET', STATE, 'x:' .. cur, ARGV[4])
-      superseded[1] = cur
+      leave_queue(older)
+      redis.call('HSET', STATE, 'x:' .. older, ARGV[4])
+      superseded[1] = older
     else
       leave_queue(tok)
       return {SUPERSEDED, redis.call('HGET', STATE, 'supi') or ''}

@@ -14,8 +14,9 @@
 //! dropped with it: they were meant for the wait or command that just ended.
 //!
 //! Every thread of the process must block the set for the signalfd to see
-//! process-directed signals; the binary starts its threads only inside a
-//! watch.
+//! process-directed signals; the binary starts its threads while the set
+//! is blocked (inside a watch, or under exec's [`Blocked`]), and they
+//! inherit the mask.
 //!
 //! Policy while waiting for a lock ([`cancel_on_signals`]): INT, TERM, HUP
 //! and QUIT stop the wait. The signal thread only flags the waiter and

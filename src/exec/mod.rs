@@ -58,7 +58,7 @@
 //!   had left the group are not covered.
 //!
 //! Beyond the command, the grant itself: acquire never returns a lease
-//! whose validity already passed (see `lock.rs`); a nested exec of the same
+//! whose validity already passed (see `Node::acquire` in lock/node.rs); a nested exec of the same
 //! lock re-enters, and the outermost exec gives back every hold of its
 //! token at the end, so a crashed inner exec cannot keep the lock held.
 //!

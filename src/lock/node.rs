@@ -10,7 +10,7 @@ use super::types::*;
 use super::wait::*;
 use crate::clock::BootTime;
 use crate::conn::{Conn, IDLE_RECONNECT, Server};
-use crate::duration::human;
+use crate::duration::{human, millis};
 use crate::{Busy, Cancel, Error, Result};
 
 /// What a waiter's heartbeat learnt (see lua/wait.lua).
@@ -163,13 +163,13 @@ impl Node {
         later: bool,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
-        let ttl = ms(req.ttl).to_string();
+        let ttl = millis(req.ttl).to_string();
         let limit = req.limit.to_string();
-        let lease = ms(waiter_lease(req.ttl)).to_string();
+        let lease = millis(waiter_lease(req.ttl)).to_string();
         let flag = |b| if b { "1" } else { "0" };
         let id = request_id();
         let floor = floor.to_string();
-        let min_hold = ms(req.min_hold).to_string();
+        let min_hold = millis(req.min_hold).to_string();
         let record = record_ms(self.server.timeout);
         let supersede = match (req.supersede, later) {
             (false, _) => "0",
@@ -307,7 +307,7 @@ impl Node {
         let within = self.server.timeout * 4 / 5;
         let res: redis::RedisResult<i64> = redis::cmd("WAIT")
             .arg(want)
-            .arg(crate::duration::millis(within))
+            .arg(millis(within))
             .query(self.conn()?);
         self.used();
         let acked = res.map_err(|e| self.fail(e, format!("{what}: WAIT")))?;
@@ -594,7 +594,7 @@ impl Node {
         resend_for: Duration,
     ) -> Result<i64> {
         let id = request_id();
-        let hold = ms(min_hold.unwrap_or_default()).to_string();
+        let hold = millis(min_hold.unwrap_or_default()).to_string();
         let reply: Vec<Value> = self.eval(
             &RELEASE,
             &lock.request_keys(token, &id),
@@ -655,7 +655,7 @@ impl Node {
             &lock.keys(None),
             &[
                 token.as_str(),
-                &ms(waiter_lease(req.ttl)).to_string(),
+                &millis(waiter_lease(req.ttl)).to_string(),
                 known,
             ],
             || format!("wait for {:?}", lock.name()),
@@ -701,7 +701,7 @@ impl Node {
         let n: i64 = self.eval(
             &RENEW,
             &lock.keys(None),
-            &[token.as_str(), &ms(ttl).to_string()],
+            &[token.as_str(), &millis(ttl).to_string()],
             || format!("renew {key:?}"),
             timeout,
         )?;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, Script};
 
 use super::node::Node;
-use super::types::{backoff, ms};
+use super::types::backoff;
+use crate::duration::millis;
 use crate::Result;
 
 /// One server-side operation: its Lua source and SHA1, computed once.
@@ -121,7 +122,7 @@ pub(crate) fn resendable(err: &redis::RedisError, cluster: bool, failover: bool)
 /// its first send: longer than any resend of it can come, connect
 /// included.
 pub(super) fn record_ms(timeout: Duration) -> String {
-    ms((RESEND_WINDOW + timeout) * 2).to_string()
+    millis((RESEND_WINDOW + timeout) * 2).to_string()
 }
 
 impl Node {

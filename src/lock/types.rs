@@ -416,10 +416,6 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn ms(d: Duration) -> u128 {
-    d.as_millis()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
