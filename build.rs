@@ -1,11 +1,11 @@
 //! Build-time work that would otherwise cost every run.
 //!
-//! 1. The SHA1 of each Lua script as `src/lock/script.rs` sends it (with
-//!    `lua/common.lua` put in, and bare), for EVALSHA: hashing the ~25 KB
-//!    of acquire + release with sha1_smol at run time cost ~45 µs of every
-//!    `rlock exec`. Exported as `RLOCK_LUA_SHA_<file>` and
-//!    `RLOCK_LUA_SHA_BARE_<file>`; debug builds check each against the
-//!    run-time hash.
+//! 1. Each Lua script as it is sent (`lua/common.lua` put in at the
+//!    script's `--@common` line; a script without that line is sent as it
+//!    is), written to `$OUT_DIR/lua/<file>`, and its SHA1 for EVALSHA, as
+//!    `RLOCK_LUA_SHA_<file>`: src/lock/script.rs includes both, so no run
+//!    builds or hashes ~25 KB of scripts (hashing alone cost ~45 µs of
+//!    every `rlock exec`).
 //!
 //! 2. Link the unwinder statically into release builds on Linux/glibc.
 //!
@@ -25,44 +25,36 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    lua_hashes();
+    lua_scripts();
     static_unwinder();
 }
 
-fn lua_hashes() {
+fn lua_scripts() {
     println!("cargo:rerun-if-changed=lua");
     let read = |p: &std::path::Path| std::fs::read(p).expect("read a Lua script");
     let common = read("lua/common.lua".as_ref());
-    let mut files: Vec<_> = std::fs::read_dir("lua")
-        .expect("lua/")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
-        .collect();
-    files.sort();
-    // As src/lock/script.rs builds them: a "bare" script as it is; else
-    // lua/common.lua at the script's `--@common` line, or first.
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("lua");
+    std::fs::create_dir_all(&out).expect("create $OUT_DIR/lua");
     let here = b"--@common\n";
-    let sha = |parts: &[&[u8]]| {
-        let mut h = sha1_smol::Sha1::new();
-        for p in parts {
-            h.update(p);
+    for entry in std::fs::read_dir("lua").expect("lua/").flatten() {
+        let path = entry.path();
+        let name = path
+            .file_name()
+            .expect("a file")
+            .to_string_lossy()
+            .into_owned();
+        if !name.ends_with(".lua") || name == "common.lua" {
+            continue;
         }
-        h.digest().to_string()
-    };
-    for path in files {
         println!("cargo:rerun-if-changed={}", path.display());
         let file = read(&path);
-        let with = match file.windows(here.len()).position(|w| w == here) {
-            Some(i) => sha(&[&file[..i], &common, &file[i + here.len()..]]),
-            None => sha(&[&common, &file]),
+        let code = match file.windows(here.len()).position(|w| w == here) {
+            Some(i) => [&file[..i], &common[..], &file[i + here.len()..]].concat(),
+            None => file,
         };
-        let name = path.file_name().expect("a file").to_string_lossy();
-        println!("cargo:rustc-env=RLOCK_LUA_SHA_{name}={with}");
-        println!(
-            "cargo:rustc-env=RLOCK_LUA_SHA_BARE_{name}={}",
-            sha(&[&file])
-        );
+        std::fs::write(out.join(&name), &code).expect("write a Lua script");
+        let sha = sha1_smol::Sha1::from(&code).digest();
+        println!("cargo:rustc-env=RLOCK_LUA_SHA_{name}={sha}");
     }
 }
 

@@ -118,7 +118,7 @@ local function grant()
   return fence
 end
 
--- Fast path, before the prelude (see src/lock/script.rs): a fresh acquire
+-- Fast path, before the prelude (see build.rs): a fresh acquire
 -- of a lock nobody holds or waits for. Its state keys are gone (see
 -- common.lua): nothing to prune, queue or wake.
 if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1]) == 0 then

@@ -8,6 +8,7 @@
 --   {ms_left, fence}  the token holds it for ms_left more (server clock)
 --   {NOT_HELD}        this token holds nothing (released, or expired)
 --   {OTHER_OWNER}     an exclusive lock (or a writer) is held by another
+--@common
 local tok = ARGV[1]
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 local now = now_ms()

@@ -50,9 +50,10 @@
 -- a place returns the tokens to wake after its answer, and the client
 -- pushes to their lists (src/lock/node.rs, `wake`).
 --
--- A script may begin with a fast path, before the line where this prelude
--- goes (src/lock/script.rs); it names keys and replies as KEYS[n] and the
--- numbers below.
+-- build.rs puts this prelude in at a script's `--@common` line (a script
+-- without one, wake.lua, runs without it). A fast path before that line
+-- runs without the prelude's definitions; it names keys and replies as
+-- KEYS[n] and the numbers below.
 --
 -- Key types are not checked on every call. Every path reads each key
 -- before it first writes it (a read of a key of another type fails the

@@ -48,7 +48,7 @@ local function hold_end(h)
   return math.max(tonumber(h[2]) or 0, (tonumber(h[3]) or 0) + (tonumber(ARGV[4]) or 0))
 end
 
--- Fast path, before the prelude (see src/lock/script.rs): the last hold
+-- Fast path, before the prelude (see build.rs): the last hold
 -- (or every hold) of the only holder, its lease still running, nobody
 -- waiting (KEYS[3] exists only while someone waits), no min-hold left:
 -- the lock's state goes. One hold's release first looks for its

@@ -12,6 +12,7 @@
 --   NOT_HELD      this token holds nothing (released, or expired; other
 --                 holders of a shared lock do not change that)
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
+--@common
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 local now = now_ms()

@@ -9,6 +9,7 @@
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
 -- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
 -- have run out by the server's clock are left out.
+--@common
 local now = now_ms()
 local writers = 0
 for _, tok in ipairs(redis.call('ZRANGE', WRITERS, 0, -1)) do

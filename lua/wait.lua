@@ -21,6 +21,7 @@
 --              lock's state expired): run acquire.lua
 -- The idle case reads what it must anyway (the first holder's and the
 -- first waiter's lease ends); only a change of holder costs more.
+--@common
 local tok = ARGV[1]
 local now = now_ms()
 -- XX: only refresh a place the caller has; CH: count it as done. A

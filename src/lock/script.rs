@@ -1,76 +1,40 @@
 //! The scripts (lua/), and the transport that runs them on a node.
 
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use redis::{FromRedisValue, Script};
+use redis::FromRedisValue;
 
 use super::node::Node;
 use super::types::backoff;
-use crate::duration::millis;
 use crate::Result;
+use crate::duration::millis;
 
-/// One server-side operation: its Lua source and SHA1, computed once.
+/// One server-side operation: its Lua source as sent and its SHA1, both
+/// made by build.rs (lua/common.lua goes in at a script's `--@common`
+/// line: the fast path before it runs without the prelude's definitions,
+/// whose dozen closures per call cost the server more than the fast path
+/// itself).
 pub(crate) struct Lua {
-    code: String,
-    sha: String,
-}
-
-/// Where a script wants lua/common.lua: a script's fast path comes before
-/// this line and runs without the prelude's definitions (creating a dozen
-/// closures per call costs the server more than the fast path itself).
-/// A script without the line gets the prelude first.
-const PRELUDE_HERE: &str = "--@common\n";
-
-impl Lua {
-    /// `sha`: computed by build.rs the same way (hashing ~25 KB at run
-    /// time cost ~45 us of every `rlock exec`); debug builds check it.
-    fn new(file: &str, prelude: Option<&str>, sha: &str) -> Lua {
-        let code = match (prelude, file.split_once(PRELUDE_HERE)) {
-            (None, _) => file.to_string(),
-            (Some(p), Some((fast, rest))) => format!("{fast}{p}{rest}"),
-            (Some(p), None) => format!("{p}{file}"),
-        };
-        debug_assert_eq!(
-            sha,
-            Script::new(&code).get_hash(),
-            "build.rs hashes as Lua::new builds"
-        );
-        Lua {
-            code,
-            sha: sha.to_string(),
-        }
-    }
+    code: &'static str,
+    sha: &'static str,
 }
 
 macro_rules! script {
-    (bare $file:literal) => {
-        LazyLock::new(|| {
-            Lua::new(
-                include_str!(concat!("../../lua/", $file)),
-                None,
-                env!(concat!("RLOCK_LUA_SHA_BARE_", $file)),
-            )
-        })
-    };
     ($file:literal) => {
-        LazyLock::new(|| {
-            Lua::new(
-                include_str!(concat!("../../lua/", $file)),
-                Some(include_str!("../../lua/common.lua")),
-                env!(concat!("RLOCK_LUA_SHA_", $file)),
-            )
-        })
+        Lua {
+            code: include_str!(concat!(env!("OUT_DIR"), "/lua/", $file)),
+            sha: env!(concat!("RLOCK_LUA_SHA_", $file)),
+        }
     };
 }
 
-pub(super) static ACQUIRE: LazyLock<Lua> = script!("acquire.lua");
-pub(super) static RELEASE: LazyLock<Lua> = script!("release.lua");
-pub(super) static RENEW: LazyLock<Lua> = script!("renew.lua");
-pub(super) static STATUS: LazyLock<Lua> = script!("status.lua");
-pub(super) static CHECK: LazyLock<Lua> = script!("check.lua");
-pub(super) static WAIT: LazyLock<Lua> = script!("wait.lua");
-pub(super) static WAKE: LazyLock<Lua> = script!(bare "wake.lua");
+pub(super) static ACQUIRE: Lua = script!("acquire.lua");
+pub(super) static RELEASE: Lua = script!("release.lua");
+pub(super) static RENEW: Lua = script!("renew.lua");
+pub(super) static STATUS: Lua = script!("status.lua");
+pub(super) static CHECK: Lua = script!("check.lua");
+pub(super) static WAIT: Lua = script!("wait.lua");
+pub(super) static WAKE: Lua = script!("wake.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -170,10 +134,10 @@ impl Node {
                 Err(_) if tries > 0 && pause(&mut tries) => continue,
                 Err(e) => return Err(e),
             };
-            let mut res = call("EVALSHA", &script.sha).query(conn);
+            let mut res = call("EVALSHA", script.sha).query(conn);
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
-                res = call("EVAL", &script.code).query(conn);
+                res = call("EVAL", script.code).query(conn);
             }
             self.used();
             // Only a real answer counts: a replica's READONLY does not.
@@ -192,5 +156,21 @@ impl Node {
                 Err(e) => return Err(self.fail(e, what())),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_rs_hashes_each_script_as_sent() {
+        for s in [&ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE] {
+            assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
+        }
+        // The prelude is in where a script asks for it, and only there.
+        assert!(ACQUIRE.code.contains("local function tidy"));
+        assert!(!ACQUIRE.code.lines().any(|l| l == "--@common"));
+        assert!(!WAKE.code.contains("local function tidy"));
     }
 }
