@@ -74,6 +74,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server, Tls};
 use crate::exec::OnLost;
+use crate::exec::tree::stat;
 use crate::lock::LockName;
 pub use crate::lock::LostRecord;
 use crate::{Error, Lease, Locker, Released, Result, Token};
@@ -115,7 +116,7 @@ impl Watched {
                     .into(),
             ));
         }
-        let grand = stat(parent).and_then(|s| s.ppid);
+        let grand = stat(parent).map(|s| s.ppid);
         let pid = match grand {
             Some(g) if g > 1 && forked_copy(parent, g) => g,
             _ => parent,
@@ -130,7 +131,7 @@ impl Watched {
         // parent (and, for the grandparent, its child still its child).
         // SAFETY: plain syscall.
         let still = unsafe { libc::getppid() } == parent
-            && (pid == parent || stat(parent).and_then(|s| s.ppid) == Some(pid));
+            && (pid == parent || stat(parent).map(|s| s.ppid) == Some(pid));
         if !still {
             return Err(Error::Usage(
                 "--keep: the calling process exited before the keeper could start".into(),
@@ -185,35 +186,10 @@ impl Watched {
             return unsafe { libc::poll(&mut p, 1, 0) } != 0;
         }
         match stat(self.pid) {
-            Some(s) => s.start != self.start || s.zombie,
+            Some(s) => s.start != self.start || s.dead,
             None => true,
         }
     }
-}
-
-/// What /proc/PID/stat says that we use.
-struct Stat {
-    ppid: Option<libc::pid_t>,
-    start: u64,
-    zombie: bool,
-    /// startstack (field 28) and arg_start (field 48); zero where /proc
-    /// hides them from us.
-    layout: (u64, u64),
-}
-
-fn stat(pid: libc::pid_t) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": comm may hold spaces and ')'.
-    let rest = text.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3 (state): field n is f[n - 3].
-    let num = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-    Some(Stat {
-        ppid: f.get(1).and_then(|v| v.parse().ok()),
-        start: num(22)?,
-        zombie: matches!(f.first(), Some(&"Z" | &"X")),
-        layout: (num(28).unwrap_or(0), num(48).unwrap_or(0)),
-    })
 }
 
 /// Is `child` a forked copy of `parent` (a subshell), as far as /proc
@@ -716,17 +692,10 @@ fn trusted(stream: &UnixStream) -> bool {
 /// first collected, so that none escapes by being re-parented when `root`
 /// dies).
 fn signal_tree(root: libc::pid_t, sig: i32) {
-    let kids = crate::exec::tree::descendants(root);
-    // SAFETY: plain syscalls. `root` is held by our pidfd or checked by
-    // start time; the descendants are a /proc snapshot (see tree.rs on pid
-    // reuse).
-    unsafe {
-        libc::kill(root, sig);
-        let me = libc::getpid();
-        for pid in kids.into_iter().filter(|p| *p != me) {
-            libc::kill(pid, sig);
-        }
-    }
+    // SAFETY: plain syscall. `root` is held by our pidfd or checked by
+    // start time.
+    unsafe { libc::kill(root, sig) };
+    crate::exec::tree::signal_all(root, sig);
 }
 
 /// TERM, INT, HUP and QUIT blocked and readable on a signalfd, whatever

@@ -18,6 +18,36 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+/// What /proc/PID/stat says that rlock uses.
+pub(crate) struct Stat {
+    /// Parent pid.
+    pub ppid: libc::pid_t,
+    /// Start time (field 22), which tells a pid's reuse apart.
+    pub start: u64,
+    /// startstack (field 28) and arg_start (field 48); zero where /proc
+    /// hides them from us.
+    pub layout: (u64, u64),
+    /// Exited: a zombie whose threads are all gone too (see
+    /// `live_threads`).
+    pub dead: bool,
+}
+
+/// `pid`'s /proc/PID/stat, if it still exists.
+pub(crate) fn stat(pid: libc::pid_t) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces and ')'.
+    let f: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    // f[0] is field 3 (state): field n is f[n - 3].
+    let num = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    let zombie = matches!(f.first(), Some(&"Z" | &"X"));
+    Some(Stat {
+        ppid: f.get(1)?.parse().ok()?,
+        start: num(22).unwrap_or(0),
+        layout: (num(28).unwrap_or(0), num(48).unwrap_or(0)),
+        dead: zombie && !live_threads(pid),
+    })
+}
+
 /// Live (not zombie) descendants of `root`, parents before children.
 pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
@@ -33,22 +63,13 @@ pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
         else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some(st) = stat(pid) else {
             continue; // gone meanwhile
         };
-        // "pid (comm) state ppid ...": comm may hold spaces and ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().unwrap_or("");
-        let Some(ppid) = fields.next().and_then(|p| p.parse().ok()) else {
-            continue;
-        };
-        if (state == "Z" || state == "X") && !live_threads(pid) {
+        if st.dead {
             zombies.insert(pid);
         }
-        children.entry(ppid).or_default().push(pid);
+        children.entry(st.ppid).or_default().push(pid);
     }
     let mut out = Vec::new();
     let mut todo = vec![root];
@@ -82,7 +103,9 @@ fn live_threads(pid: libc::pid_t) -> bool {
 
 /// Send `sig` to every live descendant of `root`, once.
 pub(crate) fn signal_all(root: libc::pid_t, sig: i32) {
-    for pid in descendants(root) {
+    let me = std::process::id().cast_signed();
+    // (Never ourselves: a keeper may have been re-parented under `root`.)
+    for pid in descendants(root).into_iter().filter(|&p| p != me) {
         // SAFETY: plain syscall; see the module comment on pid reuse.
         unsafe { libc::kill(pid, sig) };
     }
