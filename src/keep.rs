@@ -77,6 +77,7 @@ use crate::exec::OnLost;
 use crate::exec::tree::stat;
 use crate::lock::LockName;
 pub use crate::lock::LostRecord;
+use crate::lock::RenewalSchedule;
 use crate::{Error, Lease, Locker, Released, Result, Token};
 
 /// The binary's first argument that runs [`keeper_main`] (internal).
@@ -487,11 +488,11 @@ impl Keeper {
     }
 
     fn run(&mut self) -> u8 {
-        let every = self.ttl / 3;
-        let retry = (every / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
-        // From the grant's request, as the validity deadline counts.
-        let sent = self.valid_until - (self.ttl - crate::lock::drift(self.ttl));
-        let mut next = sent + every;
+        let RenewalSchedule {
+            every,
+            retry,
+            first: mut next,
+        } = RenewalSchedule::new(self.valid_until, self.ttl);
         let (key, token, ttl) = (self.key.clone(), self.token.clone(), self.ttl);
         loop {
             if self.watched.gone() {

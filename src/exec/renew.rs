@@ -12,9 +12,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{Scope, Thread};
-use std::time::Duration;
 
 use crate::clock::BootTime;
+use crate::lock::RenewalSchedule;
 use crate::{Error, Lease, Locker};
 
 use super::guard::Guard;
@@ -30,11 +30,10 @@ pub(crate) struct Renewal<'a> {
     pub guard: Option<&'a Guard>,
 }
 
-/// When the first renewal is due: TTL/3 after the grant's request, as the
-/// validity deadline counts (the command's start may have taken a while).
+/// When the first renewal is due (the command's start may have taken a
+/// while: it counts from the grant's request).
 fn first_due(lease: &Lease) -> BootTime {
-    let sent = lease.valid_until - (lease.ttl - crate::lock::drift(lease.ttl));
-    sent + lease.ttl / 3
+    RenewalSchedule::new(lease.valid_until, lease.ttl).first
 }
 
 /// The supervisor's handle on the renewer thread, which starts on demand.
@@ -126,9 +125,11 @@ impl<'s, 'e> Renewer<'s, 'e> {
 /// (gone, or another owner) with one byte on `tx`; transient failures are
 /// retried quickly and left to the supervisor's deadline (and the guard's).
 fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
-    let every = r.lease.ttl / 3;
-    let retry = (every / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
-    let mut next = first_due(r.lease);
+    let RenewalSchedule {
+        every,
+        retry,
+        first: mut next,
+    } = RenewalSchedule::new(r.lease.valid_until, r.lease.ttl);
     loop {
         while !r.stop.load(Ordering::SeqCst) && !next.passed() {
             std::thread::park_timeout(next.remaining());

@@ -233,6 +233,31 @@ pub fn valid_until(sent: BootTime, ttl: Duration) -> BootTime {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
+/// When a holder renews a lease of `ttl` (exec's renewer, the keeper):
+/// every TTL/3, the first TTL/3 after the grant's request (as `valid_until`
+/// counts, from the lease's validity deadline), and `retry` after a
+/// renewal that failed without saying the lock is gone.
+pub(crate) struct RenewalSchedule {
+    /// Between confirmed renewals.
+    pub every: Duration,
+    /// After a failed one.
+    pub retry: Duration,
+    /// The first renewal.
+    pub first: BootTime,
+}
+
+impl RenewalSchedule {
+    pub(crate) fn new(valid: BootTime, ttl: Duration) -> RenewalSchedule {
+        let every = ttl / 3;
+        let sent = valid - ttl.saturating_sub(drift(ttl));
+        RenewalSchedule {
+            every,
+            retry: (every / 4).clamp(Duration::from_millis(20), Duration::from_millis(500)),
+            first: sent + every,
+        }
+    }
+}
+
 /// A grant whose reply came after its lease's validity deadline, `took`
 /// after the request was sent.
 pub(super) fn late_grant(key: &str, took: Duration, ttl: Duration) -> Error {
