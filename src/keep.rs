@@ -182,7 +182,7 @@ impl Watched {
     /// Has it exited (or is it a zombie)?
     fn gone(&self) -> bool {
         if let Some(fd) = &self.pidfd {
-            let mut p = pollfd(fd.as_raw_fd());
+            let mut p = crate::signals::pollin(fd.as_raw_fd());
             // SAFETY: one valid pollfd, no wait.
             return unsafe { libc::poll(&mut p, 1, 0) } != 0;
         }
@@ -541,10 +541,10 @@ impl Keeper {
             }
             let release_fd = self.releasing.as_ref().map_or(-1, |(s, _)| s.as_raw_fd());
             let mut fds = [
-                pollfd(self.watched.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd())),
-                pollfd(self.listener.as_raw_fd()),
-                pollfd(release_fd),
-                pollfd(self.sigfd.as_raw_fd()),
+                crate::signals::pollin(self.watched.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd())),
+                crate::signals::pollin(self.listener.as_raw_fd()),
+                crate::signals::pollin(release_fd),
+                crate::signals::pollin(self.sigfd.as_raw_fd()),
             ];
             let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
             // A 0ms timeout for a deadline less than 1ms away would spin;
@@ -729,14 +729,6 @@ fn above_stdio(fd: OwnedFd) -> OwnedFd {
     }
     // SAFETY: as above.
     unsafe { OwnedFd::from_raw_fd(new) }
-}
-
-fn pollfd(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
 }
 
 fn now_ms() -> u64 {

@@ -160,7 +160,8 @@ impl Drop for Watcher {
     }
 }
 
-fn pollin(fd: RawFd) -> libc::pollfd {
+/// A pollfd waiting for `fd` to be readable.
+pub(crate) fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -328,9 +328,9 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     let mut main_done = false;
     loop {
         let mut fds = [
-            pollfd(if rlock_alive { sock } else { -1 }),
-            pollfd(sigfd),
-            pollfd(timer),
+            crate::signals::pollin(if rlock_alive { sock } else { -1 }),
+            crate::signals::pollin(sigfd),
+            crate::signals::pollin(timer),
         ];
         // SAFETY: valid array of pollfds.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
@@ -626,14 +626,6 @@ fn drain(sigfd: RawFd) {
     let mut info = [0u8; 128];
     // SAFETY: reads whole signalfd_siginfo records into our buffer.
     while unsafe { libc::read(sigfd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
-}
-
-fn pollfd(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
 }
 
 fn recv(sock: RawFd, buf: &mut [u8]) -> usize {

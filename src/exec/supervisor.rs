@@ -209,9 +209,9 @@ impl Supervisor<'_, '_, '_> {
         // Rounded up: waking a moment early would only spin.
         let ms = crate::duration::poll_ms(left);
         let mut fds = [
-            pollin(self.guard.fd()),
-            pollin(self.signals.fd()),
-            pollin(self.renewer.fd()),
+            crate::signals::pollin(self.guard.fd()),
+            crate::signals::pollin(self.signals.fd()),
+            crate::signals::pollin(self.renewer.fd()),
         ];
         // SAFETY: a valid array of pollfds.
         if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } <= 0 {
@@ -329,12 +329,4 @@ fn at_least_1ms(now: BootTime, then: BootTime) -> bool {
 
 fn earliest(a: Option<BootTime>, b: BootTime) -> BootTime {
     a.map_or(b, |a| a.min(b))
-}
-
-fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
 }
