@@ -249,10 +249,13 @@ if ARGV[5] == '1' then
     local seq = (tonumber(last[2]) or 0) + 1
     redis.call('ZADD', QUEUE, seq, tok)
     if mode == 'w' then redis.call('ZADD', WRITERS, seq, tok) end
+    if kind == 'x' then
+      redis.call('HSET', STATE, 'kind', kind, 'limit', limit)
+    else
+      redis.call('HSET', STATE, 'kind', kind)
+    end
   end
   redis.call('ZADD', ALIVE, now + tonumber(ARGV[6]), tok)
-  redis.call('HSET', STATE, 'kind', kind)
-  if kind == 'x' then redis.call('HSET', STATE, 'limit', limit) end
 elseif rank then
   leave_queue(tok)
 end
