@@ -183,6 +183,18 @@ pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
     valid_until - kill_margin(ttl)
 }
 
+/// The guard was killed. Releasing now could let a rival in beside a
+/// process that had left the command's group; the lease ends within its
+/// TTL instead.
+fn guard_killed(key: &str) -> Error {
+    Error::Lost {
+        key: key.into(),
+        why: "the guard process was killed; the command was killed, and the lock \
+              is left to expire with its TTL"
+            .into(),
+    }
+}
+
 /// Acquire `key` as `req` says, run `spec` under the lock (renewing it,
 /// forwarding signals, enforcing the lock-loss policy), release it once no
 /// process of the command is left, and say how the command ended (rlock's
@@ -270,6 +282,10 @@ pub fn run(
                 source,
             });
         }
+        // Killed after it was asked to spawn: the command may have started
+        // (and PR_SET_PDEATHSIG killed it, but a process that left its
+        // group could run on), so this is the same as a guard killed later.
+        Report::Gone => return Err(guard_killed(key)),
         other => {
             let _ = release(locker, false);
             return Err(Error::Protocol(format!(
@@ -315,14 +331,7 @@ pub fn run(
         t.take_back(pgid);
     }
     if outcome.guard_killed {
-        // Releasing now could let a rival in beside a process that had
-        // left the command's group; the lease ends within its TTL.
-        return Err(Error::Lost {
-            key: key.into(),
-            why: "the guard process was killed; the command was killed, and the lock \
-                  is left to expire with its TTL"
-                .into(),
-        });
+        return Err(guard_killed(key));
     }
     let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
     let released = release(locker, succeeded);

@@ -784,6 +784,41 @@ fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
 }
 
 #[test]
+fn a_guard_killed_before_it_reports_the_start_leaves_the_lock_to_expire() {
+    // rlock has asked the guard to spawn and waits for "started" when the
+    // guard dies: the command may have started, so this is a killed guard
+    // (79, lock kept until its TTL), not a failed start that releases.
+    let r = Redis::shared();
+    let [ran] = paths("guard-killed-early", ["ran"]);
+    let other = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let child = exec_sh(&r, &["-q"], "k", &format!("echo x > {}", ran.display())).spawn();
+    let rlock_pid = child.id();
+    r.await_waiters("k", 1);
+    let guard: i32 = read(Path::new(&format!("/proc/{rlock_pid}/task/{rlock_pid}/children")))
+        .trim()
+        .parse()
+        .expect("one child: the guard");
+    kill(guard, libc::SIGSTOP);
+    rlock(&r)
+        .args(["release", "k", "--token", &other])
+        .run()
+        .ok();
+    eventually(Duration::from_secs(10), "exec to hold the lock", || {
+        r.status_json("k")["holders"][0]["pid"].as_u64() == Some(u64::from(rlock_pid))
+    });
+    // Time to send the spawn request to the stopped guard.
+    std::thread::sleep(Duration::from_millis(300));
+    kill(guard, libc::SIGKILL);
+    finish(child, "exec").fails(79, "guard process was killed");
+    assert!(r.held("k"));
+    assert!(read(&ran).is_empty());
+}
+
+#[test]
 fn a_process_whose_main_thread_exited_is_still_killed() {
     // A zombie thread-group leader whose other threads run on (Go, some
     // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
