@@ -721,8 +721,12 @@ fn interactive_job_control_stops_and_continues_the_job() {
     let [pidfile, out, code] = paths("tty-tstp", ["pid", "out", "code"]);
     let mut bash = under_pty(&r, "bash --norc --noprofile -i");
     let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    // The command is bash, not dash: dash starts each `sleep` with vfork,
+    // and a Ctrl-Z landing between that vfork and the exec stops the child
+    // while dash waits for it with every signal blocked, so the job is
+    // never seen stopped (by rlock or, without rlock, by the shell).
     say(&format!(
-        "$BIN exec k -- sh -c 'echo $$ > {p}; for i in $(seq 20); do sleep 0.05; done; echo done > {o}'\n",
+        "$BIN exec k -- bash -c 'echo $$ > {p}; for i in $(seq 20); do sleep 0.05; done; echo done > {o}'\n",
         p = pidfile.display(),
         o = out.display(),
     ));
