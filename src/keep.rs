@@ -438,7 +438,7 @@ struct Keeper {
     on_lost: OnLost,
     watched: Watched,
     listener: UnixListener,
-    sigfd: OwnedFd,
+    sigfd: crate::signals::Blocked,
     /// A release in progress: its connection, and the point after which
     /// we renew anyway.
     releasing: Option<(UnixStream, BootTime)>,
@@ -544,7 +544,7 @@ impl Keeper {
                 crate::signals::pollin(self.watched.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd())),
                 crate::signals::pollin(self.listener.as_raw_fd()),
                 crate::signals::pollin(release_fd),
-                crate::signals::pollin(self.sigfd.as_raw_fd()),
+                crate::signals::pollin(self.sigfd.fd()),
             ];
             let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
             // A 0ms timeout for a deadline less than 1ms away would spin;
@@ -701,19 +701,12 @@ fn signal_tree(root: libc::pid_t, sig: i32) {
 
 /// TERM, INT, HUP and QUIT blocked and readable on a signalfd, whatever
 /// dispositions we inherited (an ignored signal would never reach it).
-fn end_signals() -> Option<OwnedFd> {
-    // SAFETY: plain syscalls on this single-threaded process.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in ENDS {
-            libc::signal(s, libc::SIG_DFL);
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
+fn end_signals() -> Option<crate::signals::Blocked> {
+    for s in ENDS {
+        // SAFETY: plain syscall on this single-threaded process.
+        unsafe { libc::signal(s, libc::SIG_DFL) };
     }
+    crate::signals::Blocked::new(&ENDS).ok()
 }
 
 /// `fd`, moved to 3 or above if it is 0, 1 or 2 (rlock started with a
