@@ -57,7 +57,8 @@ Signals (exec):
   exit, then gets SIGKILL; a second INT or TERM sends SIGKILL at once. While
   waiting for a lock, INT/TERM/HUP/QUIT end the wait with exit 128+N and leave
   nothing behind. rlock changes no signal disposition: the command starts
-  with the ones rlock was started with.
+  with the ones rlock was started with, and a signal ignored then (nohup, a
+  script's `cmd &`) is neither passed on nor ends a wait.
 
 The guard (exec):
   The command runs in a process group of its own under a small guard

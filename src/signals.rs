@@ -13,6 +13,12 @@
 //! Signals that arrive while the watch is being dropped are taken and
 //! dropped with it: they were meant for the wait or command that just ended.
 //!
+//! A signal ignored (SIG_IGN) when the set is blocked is left out of it:
+//! a blocked signal is queued even when ignored, so taking it would undo
+//! what `nohup`, or a shell starting a background job (`cmd &` in a script
+//! ignores INT and QUIT), asked for. Such a signal neither ends a wait nor
+//! is passed on; the command inherits the SIG_IGN, as under flock(1).
+//!
 //! Every thread of the process must block the set for the signalfd to see
 //! process-directed signals; the binary starts its threads while the set
 //! is blocked (inside a watch, or under exec's [`Blocked`]), and they
@@ -56,14 +62,20 @@ fn fail(what: &str) -> Error {
 }
 
 impl Blocked {
-    /// Block `signals` in this thread and open a signalfd for them.
+    /// Block `signals` in this thread and open a signalfd for them, all
+    /// but those the process ignores (see the module doc).
     pub fn new(signals: &[i32]) -> Result<Blocked> {
         // SAFETY: plain syscalls on values we own.
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             for &s in signals {
-                libc::sigaddset(&mut set, s);
+                let mut now: libc::sigaction = std::mem::zeroed();
+                let ignored = libc::sigaction(s, std::ptr::null(), &mut now) == 0
+                    && now.sa_sigaction == libc::SIG_IGN;
+                if !ignored {
+                    libc::sigaddset(&mut set, s);
+                }
             }
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);

@@ -65,7 +65,9 @@
 //! # Signal policy
 //!
 //! These signals received by rlock are passed on to every process of the
-//! command's tree: [`FORWARDED`]. While waiting for the lock, INT, TERM,
+//! command's tree: [`FORWARDED`], but for those ignored when rlock started
+//! (nohup, a script's `cmd &`), which rlock does not take at all (see
+//! [`crate::signals`]). While waiting for the lock, INT, TERM,
 //! HUP and QUIT end the wait instead (exit 128+N, nothing held or queued)
 //! and USR1/USR2 are dropped. After a forwarded INT/TERM/HUP/QUIT the
 //! command has `--grace` to exit, then the tree gets SIGKILL; a second INT

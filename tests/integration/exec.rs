@@ -262,6 +262,68 @@ fn every_forwarded_signal_reaches_a_grandchild() {
     }
 }
 
+/// `rlock ARGS` started as `nohup` or a script's `cmd &` starts it: with
+/// the signals `ignored` (shell names) set to SIG_IGN.
+fn spawn_ignoring(r: &Redis, ignored: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("trap '' {ignored}; exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_rlock"))
+        .args(args)
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn signals_ignored_at_start_stay_ignored_for_the_command() {
+    // `nohup rlock exec ...`, then the terminal hangs up: the command must
+    // run on (under flock it would), not be killed after --grace.
+    let r = Redis::shared();
+    let [ready, out] = paths("ignored-sigs", ["ready", "out"]);
+    let script = format!(
+        "touch {}; sleep 1; echo done > {}",
+        ready.display(),
+        out.display()
+    );
+    let child = spawn_ignoring(
+        &r,
+        "HUP INT",
+        &["exec", "--grace", "200ms", "k", "--", "sh", "-c", &script],
+    );
+    eventually(Duration::from_secs(5), "the command to start", || {
+        ready.exists()
+    });
+    kill(child.id(), libc::SIGHUP);
+    kill(child.id(), libc::SIGINT);
+    finish(child, "exec under nohup").ok();
+    assert_eq!(read(&out).trim(), "done");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_signal_ignored_at_start_does_not_end_a_wait() {
+    // A script's `rlock exec k -- job &` ignores INT (the shell's doing):
+    // a Ctrl-C at the script's terminal must not end that wait.
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let mut child = spawn_ignoring(&r, "INT", &["exec", "k", "--", "true"]);
+    r.await_waiters("k", 1);
+    kill(child.id(), libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "SIGINT ended the wait");
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    finish(child, "exec ignoring INT").ok();
+    r.assert_nothing_held(&[]);
+}
+
 #[test]
 fn a_child_that_ignores_term_is_killed_after_grace() {
     let r = Redis::shared();
@@ -802,10 +864,12 @@ fn a_guard_killed_before_it_reports_the_start_leaves_the_lock_to_expire() {
     let child = exec_sh(&r, &["-q"], "k", &format!("echo x > {}", ran.display())).spawn();
     let rlock_pid = child.id();
     r.await_waiters("k", 1);
-    let guard: i32 = read(Path::new(&format!("/proc/{rlock_pid}/task/{rlock_pid}/children")))
-        .trim()
-        .parse()
-        .expect("one child: the guard");
+    let guard: i32 = read(Path::new(&format!(
+        "/proc/{rlock_pid}/task/{rlock_pid}/children"
+    )))
+    .trim()
+    .parse()
+    .expect("one child: the guard");
     kill(guard, libc::SIGSTOP);
     rlock(&r)
         .args(["release", "k", "--token", &other])
