@@ -37,6 +37,22 @@ fn free_cluster_port() -> u16 {
     }
 }
 
+/// Give this process (and so every rlock, shell and command the tests
+/// start) default dispositions for the signals the tests send as a user
+/// would. A test run started as a script's background job (`cargo test &`
+/// ignores INT and QUIT) or under nohup (HUP) would otherwise hand SIG_IGN
+/// down, and rlock rightly leaves ignored signals alone. Every server
+/// start calls it, so it runs before a test spawns anything that matters.
+fn default_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
+            // SAFETY: plain syscall; SIG_DFL is a valid disposition.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
+    });
+}
+
 impl Redis {
     pub fn start() -> Redis {
         Redis::start_with(&[])
@@ -46,6 +62,7 @@ impl Redis {
     /// in one stands for the chosen port, so a TLS server can put its TLS
     /// listener there (with `--port 0`).
     pub fn start_with(extra: &[&str]) -> Redis {
+        default_signals();
         for _ in 0..5 {
             if let Some(r) = Redis::try_start(extra) {
                 return r;
