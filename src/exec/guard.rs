@@ -128,12 +128,22 @@ impl Guard {
         // SAFETY: plain syscall on our socket. MSG_NOSIGNAL: a dead guard
         // must not kill rlock with SIGPIPE. A failed send means the guard is
         // gone, which the reader reports.
+        //
+        // MSG_DONTWAIT: a guard that someone stopped reads nothing, and a
+        // few hundred messages (a deadline per renewal, a forwarded signal
+        // each) fill the socket. A blocking send then froze the renewer and
+        // the supervisor with it: no renewal, no kill, and the lease ran out
+        // under the command. A message dropped on a full socket is safe:
+        // the guard keeps an earlier deadline (it only kills sooner), and
+        // every kill that matters is also made by rlock itself (see
+        // `Supervisor::kill_tree`). Before the start the socket holds at
+        // most the deadline, so the spawn request is never dropped.
         unsafe {
             libc::send(
                 self.sock.as_raw_fd(),
                 msg.as_ptr().cast(),
                 msg.len(),
-                libc::MSG_NOSIGNAL,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
             )
         };
     }

@@ -887,6 +887,56 @@ fn a_guard_killed_before_it_reports_the_start_leaves_the_lock_to_expire() {
 }
 
 #[test]
+fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
+    // Someone stops the guard (SIGSTOP cannot be ignored): its socket fills
+    // up with rlock's messages (a forwarded signal each, a deadline per
+    // renewal). A blocking send then froze rlock and its renewer in send,
+    // and the lease expired under a running command while a rival took the
+    // lock. Renewals must go on, and rlock must stay able to kill.
+    let r = Redis::shared();
+    let [pidfile] = paths("guard-stopped-full", ["pid"]);
+    let script = format!(
+        "trap '' USR1; echo $$ > {}; while :; do sleep 0.05; done",
+        pidfile.display()
+    );
+    let child = exec_sh(&r, &["-q", "--ttl", "1500ms"], "k", &script).spawn();
+    let rlock_pid = child.id();
+    let cmd = wait_pid(&pidfile);
+    let guard = ppid(cmd);
+    kill(guard, libc::SIGSTOP);
+    // Far more forwarded signals than the socket holds (a few hundred),
+    // spaced so that rlock takes them one by one.
+    for _ in 0..1500 {
+        kill(rlock_pid, libc::SIGUSR1);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    // Two TTLs later the lease must still be renewed by that exec.
+    std::thread::sleep(Duration::from_secs(3));
+    let holder = r.status_json("k")["holders"][0]["pid"].as_u64();
+    // A second interrupt kills the tree: rlock does it itself, the guard
+    // being stopped.
+    kill(rlock_pid, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    kill(rlock_pid, libc::SIGTERM);
+    let killed = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(25));
+        !alive(cmd)
+    });
+    kill(guard, libc::SIGCONT);
+    assert_eq!(
+        holder,
+        Some(u64::from(rlock_pid)),
+        "the lease expired while the command ran"
+    );
+    assert!(killed, "rlock did not kill the command");
+    // The command died of SIGKILL (137), or the guard's timer, which had
+    // long passed, fired first when it was continued (79).
+    let run = finish(child, "exec");
+    assert!([79, 137].contains(&run.code), "{}: {}", run.code, run.stderr);
+    assert!(!r.held("k"));
+}
+
+#[test]
 fn a_process_whose_main_thread_exited_is_still_killed() {
     // A zombie thread-group leader whose other threads run on (Go, some
     // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
