@@ -397,7 +397,9 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
             if pid < 0 {
                 break last_errno() == libc::ECHILD;
             }
-            if pid == main && rlock_alive {
+            // Once the command is reaped its pid is free: a leftover that
+            // left its group can get it, and is not the command.
+            if pid == main && !main_done && rlock_alive {
                 if libc::WIFSTOPPED(st) {
                     report(sock, b'T', libc::WSTOPSIG(st));
                 } else {

@@ -937,6 +937,45 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
 }
 
 #[test]
+fn a_leftover_that_gets_the_commands_pid_is_not_the_command() {
+    // The command is reaped at once, and its pid is free again once its
+    // group is empty: a leftover that left the group (setsid) can start
+    // a process that gets it. Its exit was reported as the command's (and
+    // its stops, which under a terminal stop rlock's job). The next pid is
+    // set through ns_last_pid (root only), and retried if another process
+    // of the machine took it first.
+    const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
+    let writable = std::fs::read_to_string(NS_LAST_PID)
+        .and_then(|v| std::fs::write(NS_LAST_PID, v.trim()))
+        .is_ok();
+    if !writable {
+        eprintln!("skipped: {NS_LAST_PID} is not writable");
+        return;
+    }
+    let r = Redis::shared();
+    for attempt in 0.. {
+        let [main, late] = paths(&format!("pid-reused-{attempt}"), ["main", "late"]);
+        // The leftover waits until the command is reaped, then has the
+        // next process take its pid; that one exits 7.
+        let script = format!(
+            "echo $$ > {m}; setsid sh -c 'while kill -0 $0 2>/dev/null; do sleep 0.01; done; \
+             echo $(($0 - 1)) > {NS_LAST_PID}; sh -c \"echo \\$\\$ > {l}; sleep 0.3; exit 7\" &' $$ & \
+             exit 0",
+            m = main.display(),
+            l = late.display()
+        );
+        let run = exec_sh(&r, &[], "k", &script).run();
+        if read(&main).trim() != read(&late).trim() {
+            assert!(attempt < 20, "the command's pid was never reused");
+            continue;
+        }
+        run.ok();
+        break;
+    }
+    assert!(!r.held("k"));
+}
+
+#[test]
 fn a_process_whose_main_thread_exited_is_still_killed() {
     // A zombie thread-group leader whose other threads run on (Go, some
     // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
