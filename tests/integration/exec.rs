@@ -932,7 +932,12 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
     // The command died of SIGKILL (137), or the guard's timer, which had
     // long passed, fired first when it was continued (79).
     let run = finish(child, "exec");
-    assert!([79, 137].contains(&run.code), "{}: {}", run.code, run.stderr);
+    assert!(
+        [79, 137].contains(&run.code),
+        "{}: {}",
+        run.code,
+        run.stderr
+    );
     assert!(!r.held("k"));
 }
 
