@@ -639,15 +639,21 @@ impl Keeper {
 
     /// The lock is lost: record it, apply --on-lost, exit.
     fn lost(&mut self, why: &str) -> u8 {
+        // Only a process that still runs: it may have exited during the
+        // renewal that found the loss, and once it is reaped its pid may
+        // belong to another process (a pidfd does not hold the number).
+        let gone = self.watched.gone();
         let action = match self.on_lost {
+            OnLost::Ignore => "nothing done (--on-lost ignore)",
+            _ if gone => "nothing done (the process had exited)",
             OnLost::Term => "SIGTERM sent",
             OnLost::Kill => "SIGKILL sent",
-            OnLost::Ignore => "nothing done (--on-lost ignore)",
         };
         // The script first: the record may take a connect timeout.
         match self.on_lost {
-            OnLost::Term => signal_tree(self.watched.pid, libc::SIGTERM),
-            OnLost::Kill => signal_tree(self.watched.pid, libc::SIGKILL),
+            _ if gone => {}
+            OnLost::Term => signal_tree(&self.watched, libc::SIGTERM),
+            OnLost::Kill => signal_tree(&self.watched, libc::SIGKILL),
             OnLost::Ignore => {}
         }
         let record = LostRecord {
@@ -689,14 +695,30 @@ fn trusted(stream: &UnixStream) -> bool {
     rc == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() })
 }
 
-/// `sig` to `root` and every process it started (a snapshot: children
-/// first collected, so that none escapes by being re-parented when `root`
-/// dies).
-fn signal_tree(root: libc::pid_t, sig: i32) {
-    // SAFETY: plain syscall. `root` is held by our pidfd or checked by
-    // start time.
-    unsafe { libc::kill(root, sig) };
-    crate::exec::tree::signal_all(root, sig);
+/// `sig` to the watched process and every process it started (a
+/// snapshot: children first collected, so that none escapes by being
+/// re-parented when it dies). Call only once [`Watched::gone`] said it
+/// runs.
+fn signal_tree(root: &Watched, sig: i32) {
+    match &root.pidfd {
+        // SAFETY: plain syscall on our pidfd, which names that process
+        // even if it has exited since and its pid was reused.
+        Some(fd) => unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        },
+        // SAFETY: plain syscall; `gone` has just checked the pid's start
+        // time (the window is this one call).
+        None => unsafe {
+            libc::kill(root.pid, sig);
+        },
+    }
+    crate::exec::tree::signal_all(root.pid, sig);
 }
 
 /// TERM, INT, HUP and QUIT blocked and readable on a signalfd, whatever

@@ -415,3 +415,75 @@ fn the_script_re_enters_with_its_exported_token() {
     });
     r.assert_nothing_held(&[]);
 }
+
+#[test]
+fn a_loss_found_after_the_process_exited_signals_nobody_else() {
+    // The watched process exits while a renewal is on its way, and its
+    // pid goes to another process; the renewal then finds the lock
+    // deleted. The keeper signalled the pid (a pidfd does not hold the
+    // number): the new process got the SIGTERM. The renewal is held back
+    // with CLIENT PAUSE behind the admin's DEL; the pid is reused through
+    // ns_last_pid (root only), retried if another process took it first.
+    const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
+    let writable = std::fs::read_to_string(NS_LAST_PID)
+        .and_then(|v| std::fs::write(NS_LAST_PID, v.trim()))
+        .is_ok();
+    if !writable {
+        eprintln!("skipped: {NS_LAST_PID} is not writable");
+        return;
+    }
+    let r = Redis::start();
+    for attempt in 0.. {
+        let mut watched = Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = watched.id();
+        let pid_arg = pid.to_string();
+        rlock(&r)
+            .args([
+                "acquire",
+                "k",
+                "--keep",
+                "--ttl",
+                "3s",
+                "--keep-while",
+                &pid_arg,
+            ])
+            .run()
+            .ok();
+        // Renewals are every second: the next one queues behind the DEL.
+        std::thread::sleep(Duration::from_millis(300));
+        let keys: Vec<String> = r.cmd(&["KEYS", &format!("{}*", r.key("k"))]);
+        let mut del = vec!["DEL"];
+        del.extend(
+            keys.iter()
+                .filter(|k| !k.ends_with(":fence"))
+                .map(String::as_str),
+        );
+        let _: () = r.cmd(&["CLIENT", "PAUSE", "1500", "WRITE"]);
+        let reused = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _: i64 = r.cmd(&del);
+            });
+            std::thread::sleep(Duration::from_millis(1200));
+            watched.kill().unwrap();
+            watched.wait().unwrap();
+            std::fs::write(NS_LAST_PID, (pid - 1).to_string()).unwrap();
+            let mut other = Command::new("sleep").arg("60").spawn().unwrap();
+            // Past the pause: the renewal has found the lock gone.
+            std::thread::sleep(Duration::from_secs(2));
+            let status = other.try_wait().unwrap();
+            let _ = other.kill();
+            let _ = other.wait();
+            (other.id() == pid).then_some(status)
+        });
+        let Some(status) = reused else {
+            assert!(attempt < 10, "the watched pid was never reused");
+            continue;
+        };
+        assert_eq!(status, None, "the keeper signalled another process");
+        let st = r.status_json("k");
+        let action = st["last_lost"]["action"].as_str().unwrap_or("");
+        assert!(action.contains("exited"), "{st}");
+        break;
+    }
+    r.assert_nothing_held(&["rlock:{k}:lost"]);
+}
