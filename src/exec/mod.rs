@@ -52,10 +52,15 @@
 //! - **descendants that leave the group or daemonize**: the guard is their
 //!   subreaper; kills walk the guard's descendants, not just a group (see
 //!   `tree.rs`), and "the tree is empty" is "the guard has no children".
-//! - **the guard itself killed** (it is internal; nobody has a reason to):
-//!   the command dies by PR_SET_PDEATHSIG and rlock kills its group, and
-//!   does not release the lock (it expires with its TTL); descendants that
-//!   had left the group are not covered.
+//! - **the guard itself killed** (it is internal; nobody has a reason to,
+//!   but `pkill -9 -f rlock` matches it): the command dies by
+//!   PR_SET_PDEATHSIG, and the rest of the tree, whatever its group, is
+//!   re-parented to rlock, a child subreaper while it runs. rlock SIGKILLs
+//!   and reaps every descendant it has, and releases the lock only once
+//!   none is left alive (else the lease ends with its TTL); see
+//!   [`guard_killed`]. rlock and the guard killed *together* leave the
+//!   grandchildren to init: nothing is left to kill them, and the lease
+//!   expires under them (README, "Limits").
 //!
 //! Beyond the command, the grant itself: acquire never returns a lease
 //! whose validity already passed (see `Node::acquire` in lock/node.rs); a nested exec of the same
@@ -185,15 +190,27 @@ pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
     valid_until - kill_margin(ttl)
 }
 
-/// The guard was killed. Releasing now could let a rival in beside a
-/// process that had left the command's group; the lease ends within its
-/// TTL instead.
-fn guard_killed(key: &str) -> Error {
+/// The guard was killed (its socket closed). Reap it: from then on, every
+/// process left of the command's tree is rlock's child or descendant (a
+/// subreaper's orphans come to it, see [`tree::Subreaper`]). SIGKILL and
+/// reap them all, then give the lock back with `release`; if one does not
+/// die (uninterruptible sleep), releasing could let a rival in beside it,
+/// so the lease ends within its TTL instead.
+fn guard_killed(guard: Guard, key: &str, release: impl FnOnce() -> Result<Released>) -> Error {
+    drop(guard);
+    let all_dead = tree::kill_all(std::process::id().cast_signed());
+    tree::reap_children();
+    let why = if all_dead {
+        let _ = release();
+        "the guard process was killed; rlock killed every process of the command \
+         and released the lock"
+    } else {
+        "the guard process was killed; a process of the command did not die, so \
+         the lock is left to expire with its TTL"
+    };
     Error::Lost {
         key: key.into(),
-        why: "the guard process was killed; the command was killed, and the lock \
-              is left to expire with its TTL"
-            .into(),
+        why: why.into(),
     }
 }
 
@@ -205,7 +222,9 @@ fn guard_killed(key: &str) -> Error {
 ///
 /// Call it with no other thread running (as the binary does), or with
 /// [`FORWARDED`] blocked in every other thread: rlock takes those signals
-/// through a signalfd.
+/// through a signalfd. Call it from a process with no children of its own
+/// either: while it runs the process is a child subreaper, and should the
+/// guard be killed, every descendant of the process is killed and reaped.
 pub fn run(
     locker: &mut Locker,
     key: &str,
@@ -217,6 +236,9 @@ pub fn run(
     let lock = locker.name(key)?;
     let term = tty::Terminal::open();
     let interactive = term.as_ref().is_some_and(tty::Terminal::ours);
+    // Before the guard exists, so that its orphans come to us if it is
+    // killed (see `guard_killed`).
+    let _subreaper = tree::Subreaper::new();
     // First, while this process has one thread: see guard.rs.
     let guard = Guard::fork(&Launch {
         program: &spec.program,
@@ -287,7 +309,7 @@ pub fn run(
         // Killed after it was asked to spawn: the command may have started
         // (and PR_SET_PDEATHSIG killed it, but a process that left its
         // group could run on), so this is the same as a guard killed later.
-        Report::Gone => return Err(guard_killed(key)),
+        Report::Gone => return Err(guard_killed(guard, key, || release(locker, false))),
         other => {
             let _ = release(locker, false);
             return Err(Error::Protocol(format!(
@@ -333,7 +355,7 @@ pub fn run(
         t.take_back(pgid);
     }
     if outcome.guard_killed {
-        return Err(guard_killed(key));
+        return Err(guard_killed(guard, key, || release(locker, false)));
     }
     let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
     let released = release(locker, succeeded);

@@ -101,6 +101,40 @@ fn live_threads(pid: libc::pid_t) -> bool {
     })
 }
 
+/// This process as a child subreaper (PR_SET_CHILD_SUBREAPER) until
+/// dropped, then as it was: orphans of its descendants come to it instead
+/// of init.
+pub(crate) struct Subreaper {
+    was: bool,
+}
+
+impl Subreaper {
+    pub(crate) fn new() -> Subreaper {
+        let mut was: libc::c_int = 0;
+        // SAFETY: plain syscalls; PR_GET_CHILD_SUBREAPER writes one int.
+        unsafe {
+            libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut was as *mut libc::c_int);
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        }
+        Subreaper { was: was != 0 }
+    }
+}
+
+impl Drop for Subreaper {
+    fn drop(&mut self) {
+        if !self.was {
+            // SAFETY: plain syscall.
+            unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0) };
+        }
+    }
+}
+
+/// Reap every child of this process that has exited.
+pub(crate) fn reap_children() {
+    // SAFETY: plain syscall; a null status pointer is allowed.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+}
+
 /// Send `sig` to every live descendant of `root`, once.
 pub(crate) fn signal_all(root: libc::pid_t, sig: i32) {
     let me = std::process::id().cast_signed();

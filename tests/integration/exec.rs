@@ -834,26 +834,38 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
 }
 
 #[test]
-fn a_killed_guard_kills_the_command_and_leaves_the_lock_to_expire() {
+fn a_killed_guard_kills_the_whole_tree_before_the_lock_goes() {
+    // PR_SET_PDEATHSIG kills only the command; its children, in its group
+    // or not, come to rlock (a subreaper while it runs), which kills them
+    // before it releases. Without that, `sleep 30` ran on with no lock.
     let r = Redis::shared();
-    let [pidfile] = paths("guard-killed", ["pid"]);
-    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let [pidfile, gcfile, dfile] = paths("guard-killed", ["pid", "gc", "daemon"]);
+    let script = format!(
+        "echo $$ > {p}; sleep 30 & echo $! > {g}; setsid sleep 30 & echo $! > {d}; wait",
+        p = pidfile.display(),
+        g = gcfile.display(),
+        d = dfile.display()
+    );
     let child = exec_sh(&r, &[], "k", &script).spawn();
     let cmd = wait_pid(&pidfile);
-    kill(ppid(cmd) as u32, libc::SIGKILL);
-    finish(child, "exec").fails(79, "guard process was killed");
-    // PR_SET_PDEATHSIG's SIGKILL is sent when the guard dies; the command
-    // may still be on its way out when rlock has reported.
-    eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
-    // Not released: a process that had left the group could still run.
-    assert!(r.held("k"));
+    let grandchildren = [wait_pid(&gcfile), wait_pid(&dfile)];
+    kill(ppid(cmd), libc::SIGKILL);
+    let run = finish(child, "exec");
+    run.fails(79, "guard process was killed; rlock killed every process");
+    // Dead before rlock exited, and reaped (a zombie's /proc stat is gone
+    // once reaped; `alive` says false for both).
+    assert!(!alive(cmd));
+    for gc in grandchildren {
+        assert!(!alive(gc), "{gc} outlived the killed guard");
+    }
+    assert!(!r.held("k"));
 }
 
 #[test]
-fn a_guard_killed_before_it_reports_the_start_leaves_the_lock_to_expire() {
+fn a_guard_killed_before_it_reports_the_start_is_a_killed_guard() {
     // rlock has asked the guard to spawn and waits for "started" when the
     // guard dies: the command may have started, so this is a killed guard
-    // (79, lock kept until its TTL), not a failed start that releases.
+    // (79, the tree killed first), not a failed start that releases at once.
     let r = Redis::shared();
     let [ran] = paths("guard-killed-early", ["ran"]);
     let other = rlock(&r)
@@ -882,7 +894,7 @@ fn a_guard_killed_before_it_reports_the_start_leaves_the_lock_to_expire() {
     std::thread::sleep(Duration::from_millis(300));
     kill(guard, libc::SIGKILL);
     finish(child, "exec").fails(79, "guard process was killed");
-    assert!(r.held("k"));
+    assert!(!r.held("k"));
     assert!(read(&ran).is_empty());
 }
 
