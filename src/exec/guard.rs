@@ -51,6 +51,9 @@ const IGNORED: [i32; 10] = {
     ]
 };
 
+/// The longest message rlock sends the guard.
+const MAX_MSG: usize = 1 << 16;
+
 /// What the guard tells rlock.
 #[derive(Debug)]
 pub(crate) enum Report {
@@ -149,7 +152,7 @@ impl Guard {
     }
 
     /// Start the command with `env` added to rlock's environment.
-    pub(crate) fn spawn(&self, env: &[(&str, &str)]) {
+    pub(crate) fn spawn(&self, env: &[(&str, &str)]) -> Result<()> {
         let mut msg = vec![b'S'];
         for (k, v) in env {
             msg.extend_from_slice(k.as_bytes());
@@ -157,7 +160,18 @@ impl Guard {
             msg.extend_from_slice(v.as_bytes());
             msg.push(0);
         }
+        // The guard reads one message of at most MAX_MSG bytes; a longer
+        // one would be cut (or not sent at all), and rlock would wait for a
+        // start that never comes. Only an RLOCK_HELD set by hand gets here.
+        if msg.len() > MAX_MSG {
+            return Err(Error::Usage(format!(
+                "cannot start the command: its RLOCK_* variables would take {} bytes, more \
+                 than {MAX_MSG}; is RLOCK_HELD in the environment set by hand?",
+                msg.len()
+            )));
+        }
         self.send(&msg);
+        Ok(())
     }
 
     /// SIGKILL the whole tree at `at` (None: never). Replaces the last one.
@@ -297,7 +311,7 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     if sigfd < 0 || timer < 0 {
         exit();
     }
-    let mut buf = vec![0u8; 1 << 16];
+    let mut buf = vec![0u8; MAX_MSG];
     // Before the command starts: take the deadline, then the go.
     let main = loop {
         let n = recv(sock, &mut buf);

@@ -286,12 +286,16 @@ pub fn run(
         let held = held::held_with(held.as_deref(), &lock, &lease.token);
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
-        guard.spawn(&[
+        let sent = guard.spawn(&[
             ("RLOCK_KEY", &lease.key),
             ("RLOCK_TOKEN", lease.token.as_str()),
             ("RLOCK_FENCE", &fence),
             (HELD_ENV, &held),
         ]);
+        if let Err(e) = sent {
+            let _ = release(locker, false);
+            return Err(e);
+        }
     }
     let pgid = match guard.recv() {
         Report::Started(pid) => pid,

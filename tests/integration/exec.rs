@@ -993,6 +993,23 @@ fn a_leftover_that_gets_the_commands_pid_is_not_the_command() {
 }
 
 #[test]
+fn an_oversized_rlock_held_is_refused_and_nothing_is_held() {
+    // The guard reads one message of at most 64 KiB; before this check a
+    // longer one made rlock wait forever for a start that never came.
+    let r = Redis::shared();
+    let junk: Vec<String> = (0..2000)
+        .map(|i| format!("rlock:{{lock{i}}}\t00000000-0000-4000-8000-000000000000"))
+        .collect();
+    let junk = junk.join("\n");
+    rlock(&r)
+        .env("RLOCK_HELD", &junk)
+        .args(["exec", "k", "--", "true"])
+        .run()
+        .fails(64, "RLOCK_HELD");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn a_process_whose_main_thread_exited_is_still_killed() {
     // A zombie thread-group leader whose other threads run on (Go, some
     // JVMs, C after pthread_exit): /proc says "Z", yet it runs.
