@@ -319,3 +319,29 @@ fn a_grant_recovered_after_an_outage_is_not_trusted_past_its_lease() {
     );
     l.release("lost", &lease.token).unwrap();
 }
+
+/// The fence key lasts for its grant's TTL; a holder that renews outlives
+/// it. `status` must still show the lock's last fence, not 0.
+#[test]
+fn status_shows_the_fence_of_a_holder_that_outlived_its_fence_key() {
+    let r = Redis::shared();
+    let mut l = r.locker();
+    let lease = l
+        .acquire(
+            "renewed",
+            &Request::new(Duration::from_millis(200)),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
+    l.renew("renewed", &lease.token, Duration::from_secs(30))
+        .unwrap();
+    let fence_key = format!("{}:fence", r.key("renewed"));
+    eventually(Duration::from_secs(5), "the fence key expires", || {
+        r.cmd::<i64>(&["EXISTS", &fence_key]) == 0
+    });
+    let st = l.status("renewed").unwrap();
+    assert!(st.held, "{st:?}");
+    assert_eq!(st.fence, lease.fence, "{st:?}");
+    l.release("renewed", &lease.token).unwrap();
+}
