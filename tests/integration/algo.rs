@@ -345,3 +345,32 @@ fn status_shows_the_fence_of_a_holder_that_outlived_its_fence_key() {
     assert_eq!(st.fence, lease.fence, "{st:?}");
     l.release("renewed", &lease.token).unwrap();
 }
+
+/// A released hold parked until its min-hold ends is held by nobody: a
+/// second release, asking for a longer min-hold, must not move that end
+/// (as a renewal may not).
+#[test]
+fn a_second_release_does_not_extend_a_parked_hold() {
+    let r = Redis::shared();
+    let mut l = r.locker();
+    let lease = l
+        .acquire(
+            "parked",
+            &Request::new(Duration::from_secs(30)),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
+    let short = Some(Duration::from_secs(2));
+    let long = Some(Duration::from_secs(3600));
+    l.release_with("parked", &lease.token, false, short)
+        .unwrap();
+    l.release_with("parked", &lease.token, false, long).unwrap();
+    let st = l.status("parked").unwrap();
+    assert_eq!(st.holders.len(), 1, "{st:?}");
+    assert!(st.holders[0].ttl_ms <= 2000, "{st:?}");
+    assert_eq!(st.holders[0].count, 0, "{st:?}");
+    // Given back at once (no min-hold honoured): gone.
+    l.release_with("parked", &lease.token, true, None).unwrap();
+    r.assert_nothing_held(&[]);
+}
