@@ -168,6 +168,11 @@ if cur_kind and cur_kind ~= kind and in_use then
     for i = 1, #q, 2 do
       redis.call('ZADD', WRITERS, q[i + 1], q[i])
     end
+    -- P{K}:qw may be new: it expires with the rest now, whatever path
+    -- returns (a re-entry may end below without tidying). Left without an
+    -- expiry, a waiter that dies stays a waiting writer for ever, and every
+    -- reader of this lock name queues behind it.
+    tidy(now)
   else
     return {OTHER_KIND, cur_kind}
   end

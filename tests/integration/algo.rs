@@ -374,3 +374,38 @@ fn a_second_release_does_not_extend_a_parked_hold() {
     l.release_with("parked", &lease.token, true, None).unwrap();
     r.assert_nothing_held(&[]);
 }
+
+/// A read re-entry into an exclusive lock with a waiter turns the lock into
+/// a read-write lock and its waiters into waiting writers (P{K}:qw). That
+/// key must expire with the rest of the state: left without an expiry, a
+/// waiter that then dies stays a waiting writer for ever, and every reader
+/// of that lock name queues behind it.
+#[test]
+fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
+    let r = Redis::shared();
+    let mut l = r.locker();
+    let outer = l
+        .acquire(
+            "conv",
+            &Request::new(Duration::from_secs(60)),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
+    let mut waiter = rlock(&r).args(["acquire", "conv", "--ttl", "60s"]).spawn();
+    r.await_waiters("conv", 1);
+    // Nested `rlock exec -s conv` under the holder, with a shorter TTL:
+    // nothing to extend.
+    let mut nested = Request::new(Duration::from_secs(1));
+    nested.mode = Mode::Read;
+    nested.wait = Wait::No;
+    nested.reenter = Some(outer.token.clone());
+    let inner = l.acquire("conv", &nested, None, &mut |_| {}).unwrap();
+    assert_eq!(inner.count, 2);
+    let writers = format!("{}:qw", r.key("conv"));
+    let ttl: i64 = r.cmd(&["PTTL", &writers]);
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+    assert!(ttl > 0, "{writers} has PTTL {ttl}");
+    l.release_all("conv", &outer.token).unwrap();
+}
