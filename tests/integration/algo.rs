@@ -203,6 +203,8 @@ struct Proxy {
     port: u16,
     /// Lose the reply of the next EVAL/EVALSHA, then refuse for this long.
     lose_next: Arc<Mutex<Option<Duration>>>,
+    /// Hold the reply of the next EVAL/EVALSHA back for this long.
+    delay_next: Arc<Mutex<Option<Duration>>>,
 }
 
 impl Proxy {
@@ -213,8 +215,9 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let lose_next: Arc<Mutex<Option<Duration>>> = Arc::new(Mutex::new(None));
+        let delay_next: Arc<Mutex<Option<Duration>>> = Arc::new(Mutex::new(None));
         let refuse_until = Arc::new(Mutex::new(std::time::Instant::now()));
-        let (lose, refuse) = (lose_next.clone(), refuse_until.clone());
+        let (lose, refuse, delay) = (lose_next.clone(), refuse_until.clone(), delay_next.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
@@ -226,10 +229,12 @@ impl Proxy {
                     continue;
                 };
                 let swallow = Arc::new(AtomicBool::new(false));
+                let hold = Arc::new(Mutex::new(None::<std::time::Instant>));
                 let (mut c_in, mut s_out) =
                     (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let (mut s_in, mut c_out) = (server, client);
                 let (lose, refuse, sw) = (lose.clone(), refuse.clone(), swallow.clone());
+                let (delay, hold_c, hold_s) = (delay.clone(), hold.clone(), hold.clone());
                 let (c_kill, s_kill) = (c_out.try_clone().unwrap(), s_out.try_clone().unwrap());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
@@ -245,6 +250,9 @@ impl Proxy {
                         };
                         if cut.is_some() {
                             sw.store(true, Ordering::SeqCst);
+                        }
+                        if eval && let Some(d) = delay.lock().unwrap().take() {
+                            *hold_c.lock().unwrap() = Some(std::time::Instant::now() + d);
                         }
                         if s_out.write_all(&buf[..n]).is_err() {
                             break;
@@ -265,6 +273,11 @@ impl Proxy {
                         if n == 0 || swallow.load(Ordering::SeqCst) {
                             break;
                         }
+                        if let Some(t) = hold_s.lock().unwrap().take() {
+                            std::thread::sleep(
+                                t.saturating_duration_since(std::time::Instant::now()),
+                            );
+                        }
                         if c_out.write_all(&buf[..n]).is_err() {
                             break;
                         }
@@ -272,7 +285,11 @@ impl Proxy {
                 });
             }
         });
-        Proxy { port, lose_next }
+        Proxy {
+            port,
+            lose_next,
+            delay_next,
+        }
     }
 }
 
@@ -408,4 +425,71 @@ fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
     waiter.wait().unwrap();
     assert!(ttl > 0, "{writers} has PTTL {ttl}");
     l.release_all("conv", &outer.token).unwrap();
+}
+
+/// --supersede: "newest wins". A waiter whose grant came back too late
+/// (a slow server) gives it back and asks again with a new token; that is
+/// still its old call, not a newer one, so it must not supersede a waiter
+/// that queued after it.
+#[test]
+fn a_late_grant_retried_does_not_supersede_a_newer_waiter() {
+    let r = Redis::start();
+    let proxy = Proxy::start(r.port);
+    let url = format!("redis://127.0.0.1:{}", proxy.port);
+    // A semaphore of 2, one slot held for the whole test.
+    let mut sem = Request::new(Duration::from_secs(60));
+    sem.limit = 2;
+    let mut l = r.locker();
+    let _keep = l.acquire("sup", &sem, None, &mut |_| {}).unwrap();
+    // The old waiter, through the proxy, its scripts loaded.
+    let mut old_l = locker_with(&url, &r.prefix);
+    let warm = old_l.acquire(
+        "warm",
+        &Request::new(Duration::from_secs(1)),
+        None,
+        &mut |_| {},
+    );
+    old_l.release("warm", &warm.unwrap().token).unwrap();
+    // Its grant of the free slot comes back 700 ms late, past its 200 ms
+    // lease; meanwhile a plain waiter, then a newer --supersede waiter
+    // queue for the slot.
+    *proxy.delay_next.lock().unwrap() = Some(Duration::from_millis(700));
+    let old = std::thread::spawn(move || {
+        let mut req = Request::new(Duration::from_millis(200));
+        req.limit = 2;
+        req.supersede = true;
+        req.wait = Wait::For(Duration::from_secs(5));
+        old_l
+            .acquire("sup", &req, None, &mut |_| {})
+            .map(|lease| lease.token)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let mut plain = rlock(&r)
+        .args(["acquire", "sup", "--limit", "2", "--ttl", "60s"])
+        .spawn();
+    r.await_waiters("sup", 1);
+    let mut newer = rlock(&r)
+        .args([
+            "acquire",
+            "sup",
+            "--limit",
+            "2",
+            "--ttl",
+            "60s",
+            "--supersede",
+        ])
+        .spawn();
+    r.await_waiters("sup", 2);
+    let old = old.join().unwrap();
+    // The newer waiter is still queued (or holds): it was not superseded.
+    let newer_alive = newer.try_wait().unwrap().is_none();
+    let _ = newer.kill();
+    let _ = newer.wait();
+    let _ = plain.kill();
+    let _ = plain.wait();
+    assert!(
+        newer_alive,
+        "the newer --supersede waiter was superseded by an older call"
+    );
+    assert!(matches!(old, Err(Error::Superseded { .. })), "{old:?}");
 }
