@@ -38,7 +38,7 @@ fn mixed_readers_writers_never_overlap() {
             let (inside, last_fence, errors) = (inside.clone(), last_fence.clone(), errors.clone());
             let (url, prefix) = (r.url(), r.prefix.clone());
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9e3779b97f4a7c15 ^ (i as u64 + 1) * 7919);
+                let mut rng = Rng(0x9e3779b97f4a7c15 ^ ((i as u64 + 1) * 7919));
                 let mut l = locker_with(&url, &prefix);
                 for _ in 0..60 {
                     let mut req = Request::new(Duration::from_secs(20));
@@ -125,7 +125,7 @@ fn semaphore_with_vanishing_holders_never_overfills() {
             let inside = inside.clone();
             let (url, prefix) = (r.url(), r.prefix.clone());
             std::thread::spawn(move || {
-                let mut rng = Rng(0x2545f4914f6cdd1d ^ (i as u64 + 1) * 104729);
+                let mut rng = Rng(0x2545f4914f6cdd1d ^ ((i as u64 + 1) * 104729));
                 let mut l = locker_with(&url, &prefix);
                 for _ in 0..40 {
                     let mut req = Request::new(Duration::from_millis(300));
