@@ -52,7 +52,12 @@
 -- a failover) cannot know whether the script ran, so it sends the same
 -- call again with the same token and request id.
 -- - A fresh acquire uses a token nobody else has: if that token holds the
---   lock already, it is this call's own earlier grant, returned unchanged.
+--   lock already, it is this call's own earlier grant, returned with its
+--   lease made to run at least TTL from now: the client counts the lease
+--   from this call's send, and after an outage longer than the resends it
+--   asks again with the same token (src/lock/node.rs), long after the
+--   grant (its lease counted from the grant, the client would rely on the
+--   lock after the server had let it go).
 -- - A re-entry (ARGV[7] = '1') shares its token with the enclosing holder
 --   and with sibling re-entries running at the same time, so it is known
 --   by its request id instead: it leaves P{K}:r:<request id> holding the
@@ -163,6 +168,11 @@ if cur_kind and cur_kind ~= kind and in_use then
     for i = 1, #q, 2 do
       redis.call('ZADD', WRITERS, q[i + 1], q[i])
     end
+    -- P{K}:qw may be new: it expires with the rest now, whatever path
+    -- returns (a re-entry may end below without tidying). Left without an
+    -- expiry, a waiter that dies stays a waiting writer for ever, and every
+    -- reader of this lock name queues behind it.
+    tidy(now)
   else
     return {OTHER_KIND, cur_kind}
   end
@@ -184,7 +194,13 @@ if exp then
   local fence = tonumber(held[2]) or 0
   if ARGV[7] ~= '1' then
     -- A fresh acquire's token holds it: a resend of the call that made
-    -- this grant.
+    -- this grant, which may come long after it (see "Resends"): the lease
+    -- runs TTL from now, as the client counts it. (Never shortened; a
+    -- parked hold, released, stays as it is.)
+    if held[3] ~= '0' and now + ttl > tonumber(exp) then
+      redis.call('ZADD', HOLDERS, now + ttl, tok)
+      tidy(now)
+    end
     return {GRANTED, fence, tonumber(held[3])}
   end
   local done = redis.call('GET', KEYS[8])

@@ -83,6 +83,13 @@ if held then
     redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
     return {n}
   end
+  if h[1] == '0' and ARGV[5] == '1' then
+    -- Released already, parked until its min-hold ends: a later release
+    -- (a resend, or another release with a longer min-hold) keeps that
+    -- end. The token holds nothing to release; as a renewal, a release
+    -- must not move a lease nobody holds.
+    return {0}
+  end
   local park = hold_end(h)
   if park > now then
     -- Parked until the min-hold ends: held, by nobody who renews it (a

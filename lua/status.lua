@@ -27,13 +27,17 @@ local out = {
 local hs = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #hs, 2 do
   local tok = hs[i]
+  local fence = tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0
   out[#out + 1] = {
     redis.call('HGET', STATE, 'i:' .. tok) or '',
     tonumber(redis.call('HGET', STATE, 's:' .. tok)) or 0,
     tonumber(hs[i + 1]) - now,
     tonumber(redis.call('HGET', STATE, 'c:' .. tok)) or 0,
-    tonumber(redis.call('HGET', STATE, 'f:' .. tok)) or 0,
+    fence,
     redis.call('HGET', STATE, 'm:' .. tok) or '',
   }
+  -- The fence key lasts for its grant's TTL (see grant() in acquire.lua);
+  -- a holder that renewed outlives it, and its fence is still the last.
+  if fence > out[3] then out[3] = fence end
 end
 return out

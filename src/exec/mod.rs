@@ -58,7 +58,7 @@
 //!   re-parented to rlock, a child subreaper while it runs. rlock SIGKILLs
 //!   and reaps every descendant it has, and releases the lock only once
 //!   none is left alive (else the lease ends with its TTL); see
-//!   [`guard_killed`]. rlock and the guard killed *together* leave the
+//!   `guard_killed`. rlock and the guard killed *together* leave the
 //!   grandchildren to init: nothing is left to kill them, and the lease
 //!   expires under them (README, "Limits").
 //!

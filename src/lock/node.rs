@@ -415,8 +415,11 @@ impl Node {
                     if failures >= MAX_FAILURES || out_of_time {
                         return Err(late_grant(key, took, req.ttl));
                     }
+                    // A new token, but the same call: with --supersede it
+                    // is no newer than a waiter that queued meanwhile, so
+                    // it asks as a later call ('2', lua/acquire.lua), which
+                    // never replaces one and is replaced by a newer one.
                     token = Token::generate();
-                    later = false;
                     std::thread::sleep(backoff(failures));
                     continue;
                 }

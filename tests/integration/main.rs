@@ -8,6 +8,7 @@
 
 mod util;
 
+mod algo;
 mod cli;
 mod cluster;
 mod docs;
