@@ -15,7 +15,7 @@ use crate::duration::millis;
 /// whose dozen closures per call cost the server more than the fast path
 /// itself).
 pub(crate) struct Lua {
-    code: &'static str,
+    pub(super) code: &'static str,
     sha: &'static str,
 }
 

@@ -47,9 +47,12 @@ impl Cancel {
         if let Some((server, key)) = target
             && let Ok(mut c) = server.connect()
         {
-            let _: redis::RedisResult<()> =
-                redis::cmd("RPUSH").arg(&key).arg("cancel").query(&mut c);
-            let _: redis::RedisResult<()> = redis::cmd("PEXPIRE")
+            // One script call (lua/wake.lua): a push and its expiry in two
+            // commands would leave a list that never expires if we died
+            // between them. EVAL, not EVALSHA: this runs once, at a Ctrl-C.
+            let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+                .arg(super::script::WAKE.code)
+                .arg(1)
                 .arg(&key)
                 .arg(WAKE_TTL_MS)
                 .query(&mut c);
