@@ -133,6 +133,15 @@ fn clap_exit(e: clap::Error) -> u8 {
     exit_code::USAGE
 }
 
+/// Write `text` to stdout. Not print!, which panics when stdout is a
+/// closed pipe (`rlock status k | true`): that is an error like any other.
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))
+}
+
 fn connect(g: &Global) -> anyhow::Result<Locker> {
     Ok(Locker::connect(&options(g), &g.prefix)?)
 }
@@ -446,6 +455,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let token = Token::parse(&token.token)?;
             let mut locker = connect(g)?;
             let held = locker.check(key, &token);
+            let mut printed = Ok(());
             if *json {
                 let out = match &held {
                     Ok(h) => {
@@ -460,10 +470,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     Err(_) => serde_json::Value::Null,
                 };
                 if !out.is_null() {
-                    println!("{out}");
+                    printed = print(&format!("{out}\n"));
                 }
             }
+            // The lock's answer comes first: its exit code says more than
+            // a closed stdout's.
             let held = held?;
+            printed?;
             if g.verbose {
                 say!(
                     "rlock: {key:?} is held by this token for {} more (fence {})",
@@ -477,9 +490,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut locker = connect(g)?;
             let st = locker.status(key)?;
             if *json {
-                println!("{}", serde_json::to_string(&st)?);
+                print(&(serde_json::to_string(&st)? + "\n"))?;
             } else {
-                print!("{}", render::status(&st));
+                print(&render::status(&st))?;
             }
             Ok(exit_code::OK)
         }
@@ -505,11 +518,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut locker = connect(g)?;
             let all = locker.list(pattern)?;
             if *json {
-                println!("{}", serde_json::to_string(&all)?);
+                print(&(serde_json::to_string(&all)? + "\n"))?;
             } else {
-                for st in &all {
-                    print!("{}", render::status(st));
-                }
+                print(&all.iter().map(render::status).collect::<String>())?;
             }
             Ok(exit_code::OK)
         }

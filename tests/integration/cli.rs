@@ -646,3 +646,37 @@ fn check_says_held_gone_or_taken_inside_and_outside_exec() {
         .run()
         .fails(64, "malformed token");
 }
+
+/// A reader that went away (`rlock status k | true`) is an error like any
+/// other: one line and exit 70, not a panic (print! panics on EPIPE, and
+/// rlock ignores SIGPIPE). Like acquire, whose token cannot be written.
+#[test]
+fn a_closed_stdout_is_an_error_not_a_panic() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+    for args in [
+        &["status", "k"][..],
+        &["status", "k", "--json"],
+        &["list"],
+        &["list", "--json"],
+        &["check", "k", "--json", "--token", &tok],
+    ] {
+        let (rd, wr) = std::io::pipe().unwrap();
+        drop(rd);
+        rlock(&r)
+            .args(args)
+            .stdout(wr)
+            .run()
+            .fails(70, "cannot write to stdout");
+    }
+    // check's own answer wins over the closed stdout.
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    let (rd, wr) = std::io::pipe().unwrap();
+    drop(rd);
+    rlock(&r)
+        .args(["check", "k", "--json", "--token", &tok])
+        .stdout(wr)
+        .run()
+        .fails(79, "holds it no more");
+    r.assert_nothing_held(&[]);
+}

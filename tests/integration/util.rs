@@ -281,6 +281,11 @@ impl Rlock {
         self
     }
 
+    pub fn stdout(mut self, s: impl Into<Stdio>) -> Self {
+        self.cmd.stdout(s);
+        self
+    }
+
     pub fn stderr(mut self, s: impl Into<Stdio>) -> Self {
         self.cmd.stderr(s);
         self
