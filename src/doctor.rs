@@ -296,7 +296,7 @@ fn redlock_or_one(ctx: &Ctx, servers: &[Server], report: &mut Report) -> Result<
     let mut first_err = None;
     let mut ids: Vec<(String, Option<String>)> = Vec::new();
     for server in servers {
-        let mut conn = match server.connect() {
+        let mut conn = match server.connect().and_then(|c| answering(server, c)) {
             Ok(c) => c,
             Err(e) => {
                 report.add(
@@ -322,6 +322,23 @@ fn redlock_or_one(ctx: &Ctx, servers: &[Server], report: &mut Report) -> Result<
         redlock(servers.len(), &ids, report);
     }
     Ok(())
+}
+
+/// `conn` if its server answers a PING. One that accepted the connection
+/// but sends nothing back in time (frozen, SIGSTOP, a hung host) is down:
+/// without this, every check's timeout read as "INFO refused", "TIME
+/// refused", and the report said nothing unsafe. An error reply (an ACL
+/// without +ping) is an answer.
+fn answering(server: &Server, mut conn: Conn) -> Result<Conn> {
+    match redis::cmd("PING").query::<redis::Value>(&mut conn) {
+        Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+            Err(crate::Error::Unavailable {
+                context: format!("cannot use Redis at {}", server.label),
+                cause: e,
+            })
+        }
+        _ => Ok(conn),
+    }
 }
 
 /// RedLock: the masters are distinct servers, and enough of them.

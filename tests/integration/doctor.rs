@@ -369,3 +369,30 @@ fn cluster_topology() {
     assert_eq!(run.stdout.matches(" persistence: ").count(), 3);
     assert_eq!(run.stdout.matches(" permissions: ").count(), 3);
 }
+
+/// A server that accepts connections but never answers (frozen: SIGSTOP,
+/// a hung host) is down, not a server that refuses INFO and TIME: alone it
+/// is exit 69 like a refused connection (it was "nothing unsafe found",
+/// exit 0); as a RedLock master it is an unsafe finding.
+#[test]
+fn a_frozen_server_does_not_answer() {
+    let frozen = Redis::start();
+    kill(frozen.child_pid(), libc::SIGSTOP);
+    let run = rlock(&frozen)
+        .args(["--connect-timeout", "300ms", "doctor"])
+        .run();
+    kill(frozen.child_pid(), libc::SIGCONT);
+    let run = run.fails(69, "cannot use Redis");
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    let (a, b) = (safe_server(), safe_server());
+    let urls = [a.url(), b.url(), frozen.url()].join(",");
+    kill(frozen.child_pid(), libc::SIGSTOP);
+    let run = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["--connect-timeout", "300ms", "doctor"])
+        .run();
+    kill(frozen.child_pid(), libc::SIGCONT);
+    let run = run.code(UNSAFE);
+    finds(&run, "unsafe", "connection", &["does not answer"]);
+    assert_eq!(run.stdout.matches(" eviction: ").count(), 2);
+}
