@@ -163,7 +163,7 @@ impl ClusterSeeds {
         let mut failed = Vec::new();
         for i in (start..self.clients.len()).chain(0..start) {
             let (label, client) = &self.clients[i];
-            match client.get_connection() {
+            match client.get_connection().and_then(Self::knows_nodes) {
                 Ok(conn) => {
                     self.first.store(i, Relaxed);
                     return Ok(conn);
@@ -190,6 +190,34 @@ impl ClusterSeeds {
             "no seed node answered",
             why.join("; "),
         )))
+    }
+
+    /// `conn` if its slot map leads to a node that answers. A seed that
+    /// answers but knows no slots (a node not, or no longer, in the
+    /// cluster; a plain Redis named by mistake) gives a connection to no
+    /// node, on which every command fails with "No connections found":
+    /// such a seed is passed over like a dead one. redis-rs shows no slot
+    /// map, so a PING to a node of it tells: one round trip per connect.
+    fn knows_nodes(
+        mut conn: redis::cluster::ClusterConnection,
+    ) -> redis::RedisResult<redis::cluster::ClusterConnection> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let ping = conn.route_command(
+            &redis::cmd("PING"),
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        );
+        match ping {
+            Err(e) if e.kind() == redis::ErrorKind::ClusterConnectionNotFound => {
+                Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "knows no cluster node that answers (not a Redis Cluster node, or not in a \
+                     cluster)",
+                )))
+            }
+            // An answer, or a node of the map that failed: the map is
+            // there, and a failed node is the caller's to ride out.
+            _ => Ok(conn),
+        }
     }
 }
 

@@ -220,3 +220,35 @@ fn supersede_works_on_a_cluster() {
         r.assert_nothing_held(&[]);
     }
 }
+
+/// A seed that answers but knows no slots -- a cluster node not (or no
+/// longer) in the cluster, a plain Redis named by mistake -- is passed
+/// over like a dead one: the next seed's map is used. Alone, it is a
+/// one-line "unavailable" (69), not "No connections found" (70).
+#[test]
+fn a_seed_that_knows_no_slots_is_passed_over() {
+    let c = Cluster::start(3);
+    let stray = Redis::start_with(&CLUSTER_NODE);
+    let plain = Redis::start();
+    for seed in [&stray, &plain] {
+        let urls = format!("{},{}", seed.url(), c.urls());
+        let tok = bare_rlock()
+            .env("RLOCK_URL", &urls)
+            .env("RLOCK_CLUSTER", "1")
+            .args(["acquire", "-n", "job"])
+            .run()
+            .ok()
+            .token();
+        rc(&c).args(["release", "job", "--token", &tok]).run().ok();
+        bare_rlock()
+            .env("RLOCK_URL", &seed.url())
+            .env("RLOCK_CLUSTER", "1")
+            .args(["acquire", "-n", "job"])
+            .run()
+            .fails(69, "knows no cluster node");
+        assert!(seed.keys().is_empty(), "{:?}", seed.keys());
+    }
+    for r in &c.nodes {
+        r.assert_nothing_held(&[]);
+    }
+}
