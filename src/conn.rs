@@ -62,9 +62,25 @@ impl Tls {
             std::fs::read(path)
                 .map_err(|e| Error::Usage(format!("cannot read {flag} {}: {e}", path.display())))
         };
+        // A file with no certificate in it (a key, the wrong file) would
+        // trust nothing, or show none, and every handshake would fail as
+        // if the server were at fault: it is bad input.
+        let certs = |flag: &str, path: &PathBuf| {
+            let pem = read(flag, path)?;
+            if !pem
+                .windows(CERT_PEM.len())
+                .any(|w| w == CERT_PEM.as_bytes())
+            {
+                return Err(Error::Usage(format!(
+                    "{flag} {}: no certificate in it (want PEM, \"{CERT_PEM}\")",
+                    path.display()
+                )));
+            }
+            Ok(pem)
+        };
         let client_tls = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-                client_cert: read("--tls-cert", cert)?,
+                client_cert: certs("--tls-cert", cert)?,
                 client_key: read("--tls-key", key)?,
             }),
             (None, None) => None,
@@ -73,7 +89,7 @@ impl Tls {
         let root_cert = self
             .ca
             .as_ref()
-            .map(|ca| read("--tls-ca", ca))
+            .map(|ca| certs("--tls-ca", ca))
             .transpose()?;
         Ok(redis::TlsCertificates {
             client_tls,
@@ -81,6 +97,10 @@ impl Tls {
         })
     }
 }
+
+/// What starts a certificate in a PEM file.
+#[cfg(feature = "tls")]
+const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----";
 
 /// rustls needs one process-wide crypto provider; ring is the one built in.
 #[cfg(feature = "tls")]

@@ -108,6 +108,14 @@ fn rediss_with_a_custom_ca() {
         ])
         .run()
         .fails(64, "cannot read");
+    // A file with no certificate (here the CA's key): bad input, not a
+    // handshake that fails as if the server were at fault (it was exit 69).
+    let key = dir.join("ca.key");
+    bare_rlock()
+        .args(["--url", &url, "--tls-ca", key.to_str().unwrap()])
+        .args(["status", "k"])
+        .run()
+        .fails(64, "no certificate");
 }
 
 #[test]
@@ -139,6 +147,19 @@ fn rediss_with_a_client_certificate() {
         .args(["--url", &url, "--tls-cert", &f("client.crt"), "status", "k"])
         .run()
         .code(64);
+    // The key given for the certificate too: bad input, not a refused
+    // handshake (it was exit 69).
+    bare_rlock()
+        .args(["--url", &url, "--tls-ca", &f("ca.crt")])
+        .args([
+            "--tls-cert",
+            &f("client.key"),
+            "--tls-key",
+            &f("client.key"),
+        ])
+        .args(["status", "k"])
+        .run()
+        .fails(64, "no certificate");
 }
 
 /// The ACL the README documents for an rlock user, word for word.
