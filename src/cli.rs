@@ -25,7 +25,7 @@ Exit codes:
   64   bad usage or input (also: key holds foreign data, --limit or lock
        kind mismatch, read-to-write upgrade)
   69   Redis unreachable, not answering, or refusing us (auth, ACL)
-  70   unexpected reply from Redis
+  70   unexpected reply from Redis, or stdout cannot be written
   75   busy (--no-wait), wait timed out, or superseded (--supersede);
        change with -E
   77   the token does not own this lock (check: another owner holds it)

@@ -10,7 +10,8 @@ pub const OK: u8 = 0;
 pub const USAGE: u8 = 64;
 /// Redis unreachable, not answering in time, or refusing us (EX_UNAVAILABLE).
 pub const UNAVAILABLE: u8 = 69;
-/// Unexpected reply from Redis; a bug or an incompatible server (EX_SOFTWARE).
+/// Unexpected reply from Redis (a bug or an incompatible server), or output
+/// that cannot be written (EX_SOFTWARE).
 pub const INTERNAL: u8 = 70;
 /// Busy (--no-wait), the wait timed out, or a newer --supersede waiter
 /// replaced this one (EX_TEMPFAIL, flock's default -E).
