@@ -191,12 +191,17 @@ fn lock(node: &Mutex<Node>) -> MutexGuard<'_, Node> {
     node.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn no_answer(what: &str, answered: usize, total: usize, need: usize) -> Error {
+/// Too few masters answered usefully; `said` is the first error one of
+/// them gave, if any (a master that answered with an error, e.g. too few
+/// replicas for --min-replicas, did answer).
+fn no_answer(what: &str, ok: usize, total: usize, need: usize, said: Option<&Error>) -> Error {
+    let said = said.map_or(String::new(), |e| format!(" (one said: {e})"));
     Error::Unavailable {
         context: format!(
-            "{what}: {answered} of {total} Redis masters answered, RedLock needs {need}"
+            "{what}: {ok} of {total} Redis masters answered as needed, RedLock needs \
+             {need}{said}"
         ),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "no majority answered in time")),
+        cause: redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
     }
 }
 
@@ -830,11 +835,13 @@ impl Quorum {
                 unreachable += 1;
                 if unreachable >= MAX_UNREACHABLE || matches!(req.wait, Wait::No) {
                     let answered = count(&answers, Result::is_ok);
+                    let said = answers.iter().flatten().find_map(|a| a.as_ref().err());
                     Next::Fail(no_answer(
                         &format!("acquire {key:?}"),
                         answered,
                         self.len(),
                         m,
+                        said,
                     ))
                 } else {
                     Next::Retry(RETRY_MIN * unreachable)
@@ -915,6 +922,7 @@ impl Quorum {
                 held + not_held + not_owner,
                 self.len(),
                 m,
+                None,
             )
         }))
     }
@@ -982,7 +990,8 @@ impl Quorum {
                 }
             });
         }
-        Err(no_answer(&format!("{what} {key:?}"), yes.len(), n, m))
+        let said = answers.iter().flatten().find_map(|a| a.as_ref().err());
+        Err(no_answer(&format!("{what} {key:?}"), yes.len(), n, m, said))
     }
 
     /// The first answer any master gives.
@@ -1002,7 +1011,7 @@ impl Quorum {
                 Err(e) => error = error.or(Some(e)),
             }
         }
-        Err(error.unwrap_or_else(|| no_answer("status", 0, self.len(), 1)))
+        Err(error.unwrap_or_else(|| no_answer("status", 0, self.len(), 1, None)))
     }
 
     pub(crate) fn status(&mut self, key: &str) -> Result<Status> {

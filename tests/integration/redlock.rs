@@ -532,3 +532,18 @@ fn check_needs_a_majority() {
         .run()
         .fails(79, "no longer hold");
 }
+
+#[test]
+fn too_few_replicas_on_every_master_is_named_not_called_silence() {
+    // The masters answered, each with "too few replicas": the error says
+    // so, instead of claiming that no majority answered.
+    let ms = masters(3);
+    let run = rl(&ms)
+        .args(["--min-replicas", "1", "acquire", "-n", "k"])
+        .run()
+        .fails(69, "RedLock needs 2");
+    assert!(run.stderr.contains("too few replicas"), "{}", run.stderr);
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+}
