@@ -296,15 +296,32 @@ fn redlock_or_one(ctx: &Ctx, servers: &[Server], report: &mut Report) -> Result<
     let mut first_err = None;
     let mut ids: Vec<(String, Option<String>)> = Vec::new();
     for server in servers {
-        let mut conn = match server.connect() {
+        // A server that wants a password we did not give accepts the
+        // connection and refuses every command: for rlock it is as good as
+        // down (exit 69), not a server with a few unreadable settings.
+        let usable =
+            server
+                .connect()
+                .and_then(|mut c| match redis::cmd("PING").query::<String>(&mut c) {
+                    Err(e) if crate::error::wants_auth(&e) => Err(crate::Error::from_redis(
+                        e,
+                        &format!("cannot use Redis at {}", server.label),
+                    )),
+                    _ => Ok(c),
+                });
+        let mut conn = match usable {
             Ok(c) => c,
             Err(e) => {
                 report.add(
                     Severity::Unsafe,
                     &server.label,
                     "connection",
-                    format!("does not answer, not checked ({e})"),
-                    Some("bring it back, or remove it from the URLs".into()),
+                    format!("does not answer or refuses us, not checked ({e})"),
+                    Some(
+                        "bring it back, give its password (RLOCK_PASSWORD), or remove it \
+                         from the URLs"
+                            .into(),
+                    ),
                 );
                 first_err.get_or_insert(e);
                 continue;
