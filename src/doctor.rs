@@ -183,7 +183,8 @@ impl Report {
 
 /// Check the deployment `opts` names. `ttl` is the longest TTL (or
 /// --min-hold) the locks on it use. Fails only when no server answers at
-/// all (or on bad input); everything else is a finding.
+/// all or every one wants a password we lack (or on bad input); everything
+/// else is a finding.
 pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report> {
     let probe = LockName::new(prefix, "rlock-doctor")?;
     let servers = Server::open_all(opts)?;
