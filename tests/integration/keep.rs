@@ -417,6 +417,32 @@ fn the_script_re_enters_with_its_exported_token() {
 }
 
 #[test]
+fn the_exported_token_re_enters_inside_an_exec_of_another_lock() {
+    // exec b sets RLOCK_TOKEN to b's token for its command; the script's
+    // own export must still reach a nested `rlock exec k` / `acquire k`,
+    // else they wait for the script itself (here: time out, exit 75).
+    let r = Redis::shared();
+    let d = tmp("reenter-through");
+    for shell in ["bash", "dash"] {
+        let mut sh = script(
+            &r,
+            shell,
+            &d,
+            "export RLOCK_TOKEN=$(\"$B\" acquire k --keep) || exit 9
+             \"$B\" exec -w 2s b -- \"$B\" exec -w 2s k -- true || exit 1
+             \"$B\" exec -w 2s b -- \"$B\" exec -w 2s c -- \"$B\" exec -w 2s k -- true || exit 2
+             \"$B\" exec -w 2s b -- sh -c '\"$B\" release k --token $(\"$B\" acquire -w 2s k)' || exit 3",
+        );
+        let out = finish_child(&mut sh);
+        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+        eventually(Duration::from_secs(2), "free after the script", || {
+            !r.held("k")
+        });
+    }
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn a_loss_found_after_the_process_exited_signals_nobody_else() {
     // The watched process exits while a renewal is on its way, and its
     // pid goes to another process; the renewal then finds the lock
