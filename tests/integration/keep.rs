@@ -443,6 +443,40 @@ fn the_exported_token_re_enters_inside_an_exec_of_another_lock() {
 }
 
 #[test]
+fn waiting_for_the_scripts_own_lock_says_so() {
+    // The token not exported: the nested exec waits for the script that
+    // started it. It still waits as asked, but says why and what to do.
+    let r = Redis::shared();
+    let d = tmp("self-wait");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "tok=$(\"$B\" acquire k --keep) || exit 9
+         \"$B\" exec -w 500ms k -- true 2>\"$D/err\"; echo $? > \"$D/rc\"
+         \"$B\" exec -w 500ms other -- true 2>\"$D/err2\" || exit 1",
+    );
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert_eq!(read(&d.join("rc")).trim(), "75");
+    let err = read(&d.join("err"));
+    assert!(
+        err.contains("waits for itself") && err.contains("RLOCK_TOKEN"),
+        "{err}"
+    );
+    // A lock held by someone else: no such hint.
+    let _holder = rlock(&r)
+        .args(["acquire", "busy", "--ttl", "5s"])
+        .run()
+        .ok();
+    let run = rlock(&r)
+        .args(["exec", "-w", "300ms", "busy", "--", "true"])
+        .run();
+    assert!(!run.stderr.contains("itself"), "{}", run.stderr);
+    assert_eq!(read(&d.join("err2")), "");
+}
+
+#[test]
 fn a_loss_found_after_the_process_exited_signals_nobody_else() {
     // The watched process exits while a renewal is on its way, and its
     // pid goes to another process; the renewal then finds the lock
