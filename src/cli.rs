@@ -39,7 +39,7 @@ Exit codes:
 Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   ...; rlock release deploy --token \"$tok\"
-  rlock acquire -n nightly -E 0 >/dev/null || exit 0
+  rlock exec -n -E 0 nightly -- ./report.sh            # cron: skip quietly if busy
   rlock acquire -n deploy --keep >/dev/null || exit 0   # until the script ends
   rlock status market --json";
 
