@@ -446,7 +446,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut locker = connect(g)?;
             locker.renew(key, &token, ttl.0)?;
             if g.verbose {
-                say!("rlock: renewed {key:?} for {ttl}");
+                say!(
+                    "rlock: renewed {key:?} for at least {ttl} (a renewal never shortens a lease)"
+                );
             }
             Ok(exit_code::OK)
         }
