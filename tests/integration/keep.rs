@@ -304,6 +304,38 @@ fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
 }
 
 #[test]
+fn a_subshell_keeps_the_lock_until_the_subshell_ends() {
+    // flock's `( flock -n 9 || exit 1; ... ) 9>f`: the lock ends with the
+    // subshell, not with the script, though a `( ... )` subshell is a
+    // forked copy of the script as a `$(...; echo)` one is. Also through
+    // a pipe (`( ... ) | cat`), and a `$(...)` inside a subshell.
+    let r = Redis::shared();
+    for shell in ["bash", "dash"] {
+        let d = tmp(&format!("subshell-{shell}"));
+        let body = "( \"$B\" acquire -n a --keep >/dev/null || exit 1
+                      echo \"$(\"$B\" status a | head -1)\" > \"$D/in-a\" )
+                    ( \"$B\" acquire -n b --keep || exit 1 ) | cat >/dev/null
+                    ( t=$(\"$B\" acquire -n c --keep; echo) || exit 1 )
+                    echo \"$$\" > \"$D/pid\"
+                    while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
+        let mut sh = script(&r, shell, &d, body);
+        wait_line(&d, "pid");
+        assert!(read(&d.join("in-a")).contains("held"), "{shell}");
+        for key in ["a", "b", "c"] {
+            eventually(
+                Duration::from_secs(2),
+                &format!("{shell}: {key} free once its subshell ended"),
+                || !r.held(key),
+            );
+        }
+        std::fs::write(d.join("go"), "").unwrap();
+        let out = finish_child(&mut sh);
+        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+    }
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn keep_while_watches_the_process_named() {
     let r = Redis::shared();
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
