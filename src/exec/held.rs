@@ -65,10 +65,11 @@ pub(crate) fn held_for_command(
     exported: Option<&str>,
 ) -> String {
     let mut out = held_with(held, lock, token);
-    if let Some(tok) = exported.and_then(|t| Token::parse(t).ok()) {
-        if tok != *token && !listed(Some(&out), &tok) {
-            out.push_str(&format!("\n\t{}", tok.as_str()));
-        }
+    if let Some(tok) = exported.and_then(|t| Token::parse(t).ok())
+        && tok != *token
+        && !listed(Some(&out), &tok)
+    {
+        out.push_str(&format!("\n\t{}", tok.as_str()));
     }
     out
 }
