@@ -39,7 +39,7 @@ Exit codes:
 Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   ...; rlock release deploy --token \"$tok\"
-  rlock acquire -n nightly -E 0 >/dev/null || exit 0
+  rlock exec -n -E 0 nightly -- ./report.sh            # cron: skip quietly if busy
   rlock acquire -n deploy --keep >/dev/null || exit 0   # until the script ends
   rlock status market --json";
 
@@ -47,9 +47,10 @@ const AFTER_LONG_HELP: &str = "\
 Waiting:
   Waiters queue in Redis in arrival order (FIFO) and block on a wake-up list;
   a release wakes the next in line. Each sleep is bounded by the holder's TTL
-  (a crashed holder costs at most its TTL) and by a 2s heartbeat. A waiter
-  that dies is skipped after its 5s waiter lease (server clock); one that
-  times out or is interrupted leaves the queue at once.
+  (a crashed holder costs at most its TTL) and by a 2.5s heartbeat. A
+  waiter that dies is skipped after its 6s waiter lease (server clock; the
+  TTL if shorter); one that times out or is interrupted leaves the queue at
+  once.
 
 Signals (exec):
   INT TERM HUP QUIT USR1 USR2 sent to rlock are passed on to every process of
@@ -74,7 +75,7 @@ The guard (exec):
   started has exited, as flock(1) holds it while any holder of its file
   descriptor lives; --kill-leftovers ends them (TERM, KILL after --grace)
   when the command exits instead. The exit code is the command's.
-  Interactive use (stdin a terminal, rlock in its foreground): the command's
+  Interactive use (rlock in the foreground of its terminal): the command's
   group becomes the terminal's foreground group, as a shell starts a job.
   Ctrl-C and Ctrl-Z reach the command; when it stops, rlock stops its own
   job too, and on fg/bg continues the command, unless the lease ran out
@@ -96,8 +97,8 @@ Keys:
   Lock K under prefix P uses P{K} (hash), P{K}:h, P{K}:q, P{K}:qa, P{K}:qw (zsets),
   P{K}:w:<token> (lists), P{K}:r:<request> (a call's answer, for resends;
   expires), P{K}:lost (the last loss an `acquire --keep` keeper saw, shown
-  by status; expires after 1h) and P{K}:fence (the fencing counter, never
-  expires).
+  by status; expires after 1h) and P{K}:fence (the last fencing value;
+  expires once its grant's TTL is over and the server's clock passed it).
   The {K} hash tag keeps them in one Redis Cluster slot.";
 
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.

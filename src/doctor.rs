@@ -183,7 +183,8 @@ impl Report {
 
 /// Check the deployment `opts` names. `ttl` is the longest TTL (or
 /// --min-hold) the locks on it use. Fails only when no server answers at
-/// all (or on bad input); everything else is a finding.
+/// all or every one wants a password we lack (or on bad input); everything
+/// else is a finding.
 pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report> {
     let probe = LockName::new(prefix, "rlock-doctor")?;
     let servers = Server::open_all(opts)?;
@@ -303,8 +304,12 @@ fn redlock_or_one(ctx: &Ctx, servers: &[Server], report: &mut Report) -> Result<
                     Severity::Unsafe,
                     &server.label,
                     "connection",
-                    format!("does not answer, not checked ({e})"),
-                    Some("bring it back, or remove it from the URLs".into()),
+                    format!("does not answer or refuses us, not checked ({e})"),
+                    Some(
+                        "bring it back, give its password (RLOCK_PASSWORD), or remove it \
+                         from the URLs"
+                            .into(),
+                    ),
                 );
                 first_err.get_or_insert(e);
                 continue;
@@ -328,15 +333,20 @@ fn redlock_or_one(ctx: &Ctx, servers: &[Server], report: &mut Report) -> Result<
 /// but sends nothing back in time (frozen, SIGSTOP, a hung host) is down:
 /// without this, every check's timeout read as "INFO refused", "TIME
 /// refused", and the report said nothing unsafe. An error reply (an ACL
-/// without +ping) is an answer.
+/// without +ping) is an answer, but for a missing password.
 fn answering(server: &Server, mut conn: Conn) -> Result<Conn> {
+    let what = || format!("cannot use Redis at {}", server.label);
     match redis::cmd("PING").query::<redis::Value>(&mut conn) {
         Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
             Err(crate::Error::Unavailable {
-                context: format!("cannot use Redis at {}", server.label),
+                context: what(),
                 cause: e,
             })
         }
+        // A server that wants a password we did not give accepts the
+        // connection and refuses every command: for rlock it is as good as
+        // down (exit 69), not a server with a few unreadable settings.
+        Err(e) if crate::error::wants_auth(&e) => Err(crate::Error::from_redis(e, &what())),
         _ => Ok(conn),
     }
 }

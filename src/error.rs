@@ -119,6 +119,15 @@ impl Error {
                  give --cluster (RLOCK_CLUSTER=1)"
             ));
         }
+        if wants_auth(&err) {
+            return Error::Unavailable {
+                context: format!(
+                    "{what}: the server requires a password: give it in RLOCK_PASSWORD, or in \
+                     the URL as redis://[user]:PASSWORD@host:port"
+                ),
+                cause: err,
+            };
+        }
         if is_unavailable(&err) {
             return Error::Unavailable {
                 context: what.to_string(),
@@ -145,6 +154,16 @@ pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
             err.code(),
             Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "LOADING" | "MASTERDOWN" | "READONLY")
         )
+        || wants_auth(err)
+}
+
+/// The server wants a password and none was given: NOAUTH, or, for a
+/// command with many arguments (every script call), Redis 7's "Protocol
+/// error: unauthenticated multibulk length", which it sends instead of
+/// NOAUTH before it closes the connection. Without this the script calls
+/// failed as an "unexpected reply" (exit 70) instead of a refusal (69).
+pub(crate) fn wants_auth(err: &redis::RedisError) -> bool {
+    err.code() == Some("NOAUTH") || err.to_string().contains("Protocol error: unauthenticated")
 }
 
 #[cfg(test)]

@@ -40,7 +40,11 @@
 //! executable with the same command line as the grandparent, and (where
 //! /proc shows them) has the same stack and argument addresses — a forked
 //! copy, not a new exec of the same program, which address space
-//! randomization places elsewhere — the grandparent is watched instead.
+//! randomization places elsewhere — and the grandparent reads our stdout
+//! (the `$(...)` pipe), the grandparent is watched instead. A `( ... )`
+//! subshell is a forked copy too, but nobody above reads its output
+//! through a pipe it holds: it is watched itself, as flock(1)'s lock in
+//! `( flock 9; ... ) 9>f` ends with the subshell.
 //! `--keep-while PID` names the process outright.
 //!
 //! # Release, and loss
@@ -119,7 +123,7 @@ impl Watched {
         }
         let grand = stat(parent).map(|s| s.ppid);
         let pid = match grand {
-            Some(g) if g > 1 && forked_copy(parent, g) => g,
+            Some(g) if g > 1 && forked_copy(parent, g) && reads_our_output(g) => g,
             _ => parent,
         };
         let w = Watched::open(pid).map_err(|_| {
@@ -209,6 +213,26 @@ fn forked_copy(child: libc::pid_t, parent: libc::pid_t) -> bool {
         (Some(c), Some(p)) if c.layout.0 != 0 && p.layout.0 != 0 => c.layout == p.layout,
         _ => true,
     }
+}
+
+/// Does `pid` (a grandparent whose child is a forked copy of it) read our
+/// stdout, as the shell does the pipe of a `$(...)`? A `( ... )` subshell
+/// is a forked copy too, but its shell does not read its output: there the
+/// subshell itself is the caller, as flock(1)'s `( flock 9; ... ) 9>f`
+/// holds its lock until the subshell ends, not the script. If the
+/// grandparent's descriptors cannot be read, it is watched as before.
+fn reads_our_output(pid: libc::pid_t) -> bool {
+    let Ok(ours) = std::fs::read_link("/proc/self/fd/1") else {
+        return false;
+    };
+    if !ours.to_string_lossy().starts_with("pipe:") {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return true;
+    };
+    fds.flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == ours))
 }
 
 /// The abstract socket name of the keeper of `token`: a hash, so the name

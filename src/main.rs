@@ -100,7 +100,15 @@ fn rlock_main() -> u8 {
                     )
                 );
             if !quiet_busy || verbose {
-                say!("rlock: {err:#}");
+                // One line, even when a cause spans several (redis-rs'
+                // parse errors on a server that is not Redis do).
+                let text = format!("{err:#}");
+                let text: Vec<&str> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                say!("rlock: {}", text.join(" "));
             }
             lib.map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict))
         }
@@ -447,7 +455,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut locker = connect(g)?;
             locker.renew(key, &token, ttl.0)?;
             if g.verbose {
-                say!("rlock: renewed {key:?} for {ttl}");
+                say!(
+                    "rlock: renewed {key:?} for at least {ttl} (a renewal never shortens a lease)"
+                );
             }
             Ok(exit_code::OK)
         }

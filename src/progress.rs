@@ -57,6 +57,16 @@ impl<'a> Progress<'a> {
             return;
         }
         let mut shown = self.shown.borrow_mut();
+        if matches!(*shown, Shown::Nothing) && waits_for_an_ancestor(busy) {
+            say(format_args!(
+                "rlock: lock {:?} is held by pid {}, which started this rlock: it waits for \
+                 itself; to re-enter, export the holder's token (export RLOCK_TOKEN=$(rlock \
+                 acquire {:?} --keep))",
+                self.key,
+                busy.holder.as_ref().map_or(0, |h| h.pid),
+                self.key,
+            ));
+        }
         match &mut *shown {
             Shown::Nothing if std::io::stderr().is_terminal() => {
                 let (bar, seen) = self.line(busy);
@@ -178,6 +188,42 @@ fn same_holder(a: &Busy, b: &Busy) -> bool {
         (None, None) => true,
         _ => false,
     }
+}
+
+/// Is the holder one of our own ancestors on this host? Then we wait for
+/// ourselves: a script that took the lock with `tok=$(rlock acquire K
+/// --keep)` (the holder's pid is the script's) and runs `rlock exec K`
+/// without exporting the token. Only a hint: the wait goes on as asked.
+fn waits_for_an_ancestor(busy: &Busy) -> bool {
+    let Some(h) = &busy.holder else {
+        return false;
+    };
+    if h.host != rlock::HolderInfo::current(None).host {
+        return false;
+    }
+    let mut pid = std::process::id();
+    // A bounded walk up the parent links in /proc.
+    for _ in 0..64 {
+        let Some(parent) = parent_of(pid) else {
+            return false;
+        };
+        if parent == h.pid {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
+}
+
+/// The parent pid of `pid`, from /proc/PID/stat (after the command name,
+/// which may hold spaces and parentheses: its last ')').
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn say(args: std::fmt::Arguments) {

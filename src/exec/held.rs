@@ -1,7 +1,10 @@
 //! The RLOCK_HELD codec: which locks the enclosing `rlock exec`s hold.
 //!
 //! One `prefix{key}<TAB>token` line per lock, so a nested exec or acquire
-//! of the same lock re-enters instead of waiting for its own parent.
+//! of the same lock re-enters instead of waiting for its own parent; and
+//! one `<TAB>token` line (no lock name) for a token the script exported in
+//! RLOCK_TOKEN before an exec of another lock, which overwrote it for its
+//! command (see `held_for_command`).
 
 use crate::Token;
 use crate::lock::LockName;
@@ -25,15 +28,50 @@ fn inherited_token(held: Option<&str>, lock: &LockName) -> Option<Token> {
 /// it holds: it holds no other, and trying it would cost every nested
 /// acquire of another lock a round trip for nothing.
 pub fn reentry_token(held: Option<&str>, exported: Option<&str>, lock: &LockName) -> Option<Token> {
-    inherited_token(held, lock).or_else(|| {
-        let tok = Token::parse(exported?).ok()?;
-        let of_exec = held
-            .unwrap_or("")
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .any(|(_, t)| Token::parse(t).is_ok_and(|t| t == tok));
-        (!of_exec).then_some(tok)
-    })
+    inherited_token(held, lock)
+        .or_else(|| {
+            let tok = Token::parse(exported?).ok()?;
+            (!listed(held, &tok)).then_some(tok)
+        })
+        .or_else(|| {
+            // The script's own export, passed down past an enclosing exec
+            // of another lock (its RLOCK_TOKEN is that exec's).
+            held?
+                .lines()
+                .filter_map(|l| l.strip_prefix('\t'))
+                .find_map(|t| Token::parse(t).ok())
+        })
+}
+
+/// Is `tok` in `held`, with a lock name or as a passed-down export?
+fn listed(held: Option<&str>, tok: &Token) -> bool {
+    held.unwrap_or("")
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .any(|(_, t)| Token::parse(t).is_ok_and(|t| t == *tok))
+}
+
+/// The RLOCK_HELD for the command of an exec holding `lock` with `token`:
+/// `held` with `lock` set to `token`, and `exported` (the RLOCK_TOKEN the
+/// exec was started with, which its command's RLOCK_TOKEN replaces) kept
+/// as a line of its own when it is neither that token nor listed already.
+/// Without it, `export RLOCK_TOKEN=$(rlock acquire a --keep)` and then
+/// `rlock exec b -- rlock exec a -- ...` waited for the script's own lock
+/// for ever.
+pub(crate) fn held_for_command(
+    held: Option<&str>,
+    lock: &LockName,
+    token: &Token,
+    exported: Option<&str>,
+) -> String {
+    let mut out = held_with(held, lock, token);
+    if let Some(tok) = exported.and_then(|t| Token::parse(t).ok())
+        && tok != *token
+        && !listed(Some(&out), &tok)
+    {
+        out.push_str(&format!("\n\t{}", tok.as_str()));
+    }
+    out
 }
 
 /// `held` with `lock` (re)set to `token`.
@@ -90,5 +128,38 @@ mod tests {
         );
         assert_eq!(reentry_token(None, Some(kept.as_str()), &b), Some(kept));
         assert_eq!(reentry_token(None, Some("not a token"), &b), None);
+    }
+
+    #[test]
+    fn an_exported_token_passes_an_exec_of_another_lock() {
+        let a = LockName::new("rlock:", "a").unwrap();
+        let b = LockName::new("rlock:", "b").unwrap();
+        let c = LockName::new("rlock:", "c").unwrap();
+        let (kept, tb, tc) = (Token::generate(), Token::generate(), Token::generate());
+        // The script exported a's token, then ran `rlock exec b`.
+        let env = held_for_command(None, &b, &tb, Some(kept.as_str()));
+        assert_eq!(env.lines().count(), 2);
+        // Its command sees RLOCK_TOKEN = b's token: a is still re-entered.
+        assert_eq!(
+            reentry_token(Some(&env), Some(tb.as_str()), &a),
+            Some(kept.clone())
+        );
+        assert_eq!(
+            reentry_token(Some(&env), Some(tb.as_str()), &b),
+            Some(tb.clone())
+        );
+        // One level deeper (`rlock exec c` in there): still one line for it.
+        let env = held_for_command(Some(&env), &c, &tc, Some(tb.as_str()));
+        assert_eq!(env.lines().count(), 3);
+        assert_eq!(
+            reentry_token(Some(&env), Some(tc.as_str()), &a),
+            Some(kept.clone())
+        );
+        // An exec that re-entered with the export passes no extra line.
+        let env = held_for_command(None, &a, &kept, Some(kept.as_str()));
+        assert_eq!(env.lines().count(), 1);
+        // Nothing exported: nothing extra.
+        let env = held_for_command(None, &b, &tb, None);
+        assert_eq!(reentry_token(Some(&env), Some(tb.as_str()), &a), None);
     }
 }

@@ -283,7 +283,9 @@ pub fn run(
     {
         let held = std::env::var(HELD_ENV).ok();
         let fence = lease.fence.to_string();
-        let held = held::held_with(held.as_deref(), &lock, &lease.token);
+        let exported = std::env::var("RLOCK_TOKEN").ok();
+        let held =
+            held::held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
         let sent = guard.spawn(&[

@@ -251,11 +251,13 @@ impl Node {
             reply::NOT_HELD => Ok(Attempt::NotHeld),
             reply::OTHER_KIND => {
                 let kind = text(&reply, 1);
-                let (is, asked) = if kind == "rw" {
-                    ("a read-write lock (rlock rw)", "an exclusive lock")
-                } else {
-                    ("an exclusive lock or semaphore", "a read-write lock")
-                };
+                // Only semaphores and read-write locks do not mix: an
+                // exclusive lock is a write lock (lua/acquire.lua).
+                let (rw, sem) = (
+                    "a read-write lock (rlock rw, exec -s)",
+                    "a semaphore (--limit above 1)",
+                );
+                let (is, asked) = if kind == "rw" { (rw, sem) } else { (sem, rw) };
                 Err(Error::Conflict(format!(
                     "lock {:?} is in use as {is}; it cannot be taken as {asked}",
                     lock.name()

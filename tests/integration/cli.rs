@@ -509,6 +509,24 @@ mod bad_input {
         assert!(!run.stderr.contains("staple-wrong"), "{}", run.stderr);
         // No password at all: NOAUTH is a refusal too.
         rlock(&r).args(["status", "k"]).run().fails(69, "auth");
+        // Script calls have too many arguments for an unauthenticated
+        // client: Redis 7 answers "Protocol error: unauthenticated
+        // multibulk length" instead of NOAUTH. Still a refusal, not an
+        // unexpected reply (70), and the fix is named.
+        let tok = uuid::Uuid::new_v4().to_string();
+        for args in [
+            vec!["acquire", "k"],
+            vec!["exec", "k", "--", "true"],
+            vec!["rw", "read", "k", "--", "true"],
+            vec!["release", "k", "--token", &tok],
+            vec!["renew", "k", "--token", &tok],
+            vec!["check", "k", "--token", &tok],
+            vec!["status", "k"],
+            vec!["list"],
+            vec!["doctor"],
+        ] {
+            rlock(&r).args(&args).run().fails(69, "RLOCK_PASSWORD");
+        }
         // The right one from the environment works.
         let tok = rlock(&r)
             .env("RLOCK_PASSWORD", "right-horse")
@@ -562,6 +580,29 @@ mod bad_input {
                 }
             }
         });
+        bare_rlock()
+            .args(["--url", &url, "acquire", "k"])
+            .run()
+            .fails(70, "unexpected reply");
+    }
+
+    #[test]
+    fn a_server_that_is_not_redis_is_one_line() {
+        // An HTTP server (say, the wrong port): redis-rs' parse error spans
+        // several lines, the message must not.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://127.0.0.1:{}", l.local_addr().unwrap().port());
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let mut s = s;
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).is_ok() {
+                    let _ = s
+                        .write_all(b"<!DOCTYPE HTML>\r\n<html><body>Bad request</body></html>\r\n");
+                }
+            }
+        });
+        // fails() wants exactly one line.
         bare_rlock()
             .args(["--url", &url, "acquire", "k"])
             .run()

@@ -304,6 +304,38 @@ fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
 }
 
 #[test]
+fn a_subshell_keeps_the_lock_until_the_subshell_ends() {
+    // flock's `( flock -n 9 || exit 1; ... ) 9>f`: the lock ends with the
+    // subshell, not with the script, though a `( ... )` subshell is a
+    // forked copy of the script as a `$(...; echo)` one is. Also through
+    // a pipe (`( ... ) | cat`), and a `$(...)` inside a subshell.
+    let r = Redis::shared();
+    for shell in ["bash", "dash"] {
+        let d = tmp(&format!("subshell-{shell}"));
+        let body = "( \"$B\" acquire -n a --keep >/dev/null || exit 1
+                      echo \"$(\"$B\" status a | head -1)\" > \"$D/in-a\" )
+                    ( \"$B\" acquire -n b --keep || exit 1 ) | cat >/dev/null
+                    ( t=$(\"$B\" acquire -n c --keep; echo) || exit 1 )
+                    echo \"$$\" > \"$D/pid\"
+                    while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
+        let mut sh = script(&r, shell, &d, body);
+        wait_line(&d, "pid");
+        assert!(read(&d.join("in-a")).contains("held"), "{shell}");
+        for key in ["a", "b", "c"] {
+            eventually(
+                Duration::from_secs(2),
+                &format!("{shell}: {key} free once its subshell ended"),
+                || !r.held(key),
+            );
+        }
+        std::fs::write(d.join("go"), "").unwrap();
+        let out = finish_child(&mut sh);
+        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+    }
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn keep_while_watches_the_process_named() {
     let r = Redis::shared();
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
@@ -414,6 +446,66 @@ fn the_script_re_enters_with_its_exported_token() {
         !r.held("k")
     });
     r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn the_exported_token_re_enters_inside_an_exec_of_another_lock() {
+    // exec b sets RLOCK_TOKEN to b's token for its command; the script's
+    // own export must still reach a nested `rlock exec k` / `acquire k`,
+    // else they wait for the script itself (here: time out, exit 75).
+    let r = Redis::shared();
+    let d = tmp("reenter-through");
+    for shell in ["bash", "dash"] {
+        let mut sh = script(
+            &r,
+            shell,
+            &d,
+            "export RLOCK_TOKEN=$(\"$B\" acquire k --keep) || exit 9
+             \"$B\" exec -w 2s b -- \"$B\" exec -w 2s k -- true || exit 1
+             \"$B\" exec -w 2s b -- \"$B\" exec -w 2s c -- \"$B\" exec -w 2s k -- true || exit 2
+             \"$B\" exec -w 2s b -- sh -c '\"$B\" release k --token $(\"$B\" acquire -w 2s k)' || exit 3",
+        );
+        let out = finish_child(&mut sh);
+        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+        eventually(Duration::from_secs(2), "free after the script", || {
+            !r.held("k")
+        });
+    }
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn waiting_for_the_scripts_own_lock_says_so() {
+    // The token not exported: the nested exec waits for the script that
+    // started it. It still waits as asked, but says why and what to do.
+    let r = Redis::shared();
+    let d = tmp("self-wait");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "tok=$(\"$B\" acquire k --keep) || exit 9
+         \"$B\" exec -w 500ms k -- true 2>\"$D/err\"; echo $? > \"$D/rc\"
+         \"$B\" exec -w 500ms other -- true 2>\"$D/err2\" || exit 1",
+    );
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert_eq!(read(&d.join("rc")).trim(), "75");
+    let err = read(&d.join("err"));
+    assert!(
+        err.contains("waits for itself") && err.contains("RLOCK_TOKEN"),
+        "{err}"
+    );
+    // A lock held by someone else: no such hint.
+    let _holder = rlock(&r)
+        .args(["acquire", "busy", "--ttl", "5s"])
+        .run()
+        .ok();
+    let run = rlock(&r)
+        .args(["exec", "-w", "300ms", "busy", "--", "true"])
+        .run();
+    assert!(!run.stderr.contains("itself"), "{}", run.stderr);
+    assert_eq!(read(&d.join("err2")), "");
 }
 
 #[test]

@@ -92,11 +92,18 @@ fn a_writer_excludes_everyone_and_only_semaphores_do_not_mix() {
     rlock(&r)
         .args(["rw", "read", "-n", "sem"])
         .run()
-        .fails(64, "exclusive lock or semaphore");
+        .fails(64, "in use as a semaphore");
     rlock(&r)
         .args(["rw", "read", "--limit", "2", "cat"])
         .run()
         .code(64);
+    // The message names what does not mix (a semaphore), not the exclusive
+    // lock, which does.
+    rlock(&r).args(["rw", "read", "rd"]).run().ok();
+    rlock(&r)
+        .args(["acquire", "-n", "--limit", "2", "rd"])
+        .run()
+        .fails(64, "cannot be taken as a semaphore");
 }
 
 #[test]
