@@ -260,34 +260,19 @@ fn a_reentry_that_arrives_after_its_lease_expired_is_given_back() {
 
 #[test]
 fn a_server_too_slow_for_every_grant_is_reported_not_used() {
-    // Redis runs 5 ms in every 300: each grant of a 50 ms lease comes back
-    // late. A non-waiting acquire retries a bounded number of times (the
-    // lock is not busy) and then reports Redis unusable, holding nothing.
+    // Every reply takes 100 ms (a proxy holds it back): each grant of a
+    // 50 ms lease comes back late. A non-waiting acquire retries a bounded
+    // number of times (the lock is not busy) and then reports Redis
+    // unusable, holding nothing. (A stuttering server, SIGSTOP/SIGCONT,
+    // let a retry through in time when the machine was loaded.)
     let r = Redis::start();
-    let mut l = r.locker();
     let f = r.fence_ahead("slow");
-    let pid = r.child_pid();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stutter = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                kill(pid, libc::SIGSTOP);
-                std::thread::sleep(Duration::from_millis(300));
-                kill(pid, libc::SIGCONT);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
-    // Part of the scenario: the first acquire goes out while Redis is
-    // (most likely) stopped.
-    std::thread::sleep(Duration::from_millis(10));
+    let proxy = Proxy::start(r.port);
+    *proxy.delay_all.lock().unwrap() = Some(Duration::from_millis(100));
+    let mut l = locker_with(&format!("redis://127.0.0.1:{}", proxy.port), &r.prefix);
     let mut once = req(50);
     once.wait = Wait::No;
-    let res = l.acquire("slow", &once, None, &mut |_| {});
-    stop.store(true, Ordering::SeqCst);
-    stutter.join().unwrap();
-    let err = res.unwrap_err();
+    let err = l.acquire("slow", &once, None, &mut |_| {}).unwrap_err();
     assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
     let text = err.to_string();
     assert!(
