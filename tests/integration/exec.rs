@@ -911,7 +911,9 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
         "trap '' USR1; echo $$ > {}; while :; do sleep 0.05; done",
         pidfile.display()
     );
-    let child = exec_sh(&r, &["-q", "--ttl", "1500ms"], "k", &script).spawn();
+    // A 3 s TTL: renewals every second, with a second of slack each, so a
+    // loaded machine does not lose the lease for reasons of its own.
+    let child = exec_sh(&r, &["-q", "--ttl", "3s"], "k", &script).spawn();
     let rlock_pid = child.id();
     let cmd = wait_pid(&pidfile);
     let guard = ppid(cmd);
@@ -922,8 +924,9 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
         kill(rlock_pid, libc::SIGUSR1);
         std::thread::sleep(Duration::from_micros(500));
     }
-    // Two TTLs later the lease must still be renewed by that exec.
-    std::thread::sleep(Duration::from_secs(3));
+    // More than a TTL later the lease must still be renewed by that exec
+    // (a blocked rlock renews nothing, and it would have expired).
+    std::thread::sleep(Duration::from_secs(4));
     let holder = r.status_json("k")["holders"][0]["pid"].as_u64();
     // A second interrupt kills the tree: rlock does it itself, the guard
     // being stopped.
