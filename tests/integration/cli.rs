@@ -563,10 +563,8 @@ mod bad_input {
         r.assert_nothing_held(foreign);
     }
 
-    #[test]
-    fn a_server_that_is_not_redis_gives_70() {
-        // A peer that answers every request with the integer 5: the reply
-        // makes no sense for our script, and we must say so, not panic.
+    /// A URL to a peer that answers every request it reads with `reply`.
+    fn not_redis(reply: &'static [u8]) -> String {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("redis://127.0.0.1:{}", l.local_addr().unwrap().port());
         std::thread::spawn(move || {
@@ -574,14 +572,21 @@ mod bad_input {
                 let mut s = s;
                 let mut buf = [0u8; 4096];
                 while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 || s.write_all(b":5\r\n").is_err() {
+                    if n == 0 || s.write_all(reply).is_err() {
                         break;
                     }
                 }
             }
         });
+        url
+    }
+
+    #[test]
+    fn a_server_that_is_not_redis_gives_70() {
+        // A peer that answers every request with the integer 5: the reply
+        // makes no sense for our script, and we must say so, not panic.
         bare_rlock()
-            .args(["--url", &url, "acquire", "k"])
+            .args(["--url", &not_redis(b":5\r\n"), "acquire", "k"])
             .run()
             .fails(70, "unexpected reply");
     }
@@ -589,22 +594,10 @@ mod bad_input {
     #[test]
     fn a_server_that_is_not_redis_is_one_line() {
         // An HTTP server (say, the wrong port): redis-rs' parse error spans
-        // several lines, the message must not.
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("redis://127.0.0.1:{}", l.local_addr().unwrap().port());
-        std::thread::spawn(move || {
-            for s in l.incoming().flatten() {
-                let mut s = s;
-                let mut buf = [0u8; 4096];
-                if s.read(&mut buf).is_ok() {
-                    let _ = s
-                        .write_all(b"<!DOCTYPE HTML>\r\n<html><body>Bad request</body></html>\r\n");
-                }
-            }
-        });
-        // fails() wants exactly one line.
+        // several lines, the message must not (fails() wants one line).
+        let html = b"<!DOCTYPE HTML>\r\n<html><body>Bad request</body></html>\r\n";
         bare_rlock()
-            .args(["--url", &url, "acquire", "k"])
+            .args(["--url", &not_redis(html), "acquire", "k"])
             .run()
             .fails(70, "unexpected reply");
     }

@@ -964,11 +964,7 @@ fn a_leftover_that_gets_the_commands_pid_is_not_the_command() {
     // its stops, which under a terminal stop rlock's job). The next pid is
     // set through ns_last_pid (root only), and retried if another process
     // of the machine took it first.
-    const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
-    let writable = std::fs::read_to_string(NS_LAST_PID)
-        .and_then(|v| std::fs::write(NS_LAST_PID, v.trim()))
-        .is_ok();
-    if !writable {
+    if !can_set_next_pid() {
         eprintln!("skipped: {NS_LAST_PID} is not writable");
         return;
     }

@@ -516,11 +516,7 @@ fn a_loss_found_after_the_process_exited_signals_nobody_else() {
     // number): the new process got the SIGTERM. The renewal is held back
     // with CLIENT PAUSE behind the admin's DEL; the pid is reused through
     // ns_last_pid (root only), retried if another process took it first.
-    const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
-    let writable = std::fs::read_to_string(NS_LAST_PID)
-        .and_then(|v| std::fs::write(NS_LAST_PID, v.trim()))
-        .is_ok();
-    if !writable {
+    if !can_set_next_pid() {
         eprintln!("skipped: {NS_LAST_PID} is not writable");
         return;
     }

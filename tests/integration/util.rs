@@ -406,6 +406,17 @@ pub fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Where the next pid of this pid namespace is set (root only): tests that
+/// need a pid reused write the pid before it there.
+pub const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
+
+/// Whether this process may write [`NS_LAST_PID`].
+pub fn can_set_next_pid() -> bool {
+    std::fs::read_to_string(NS_LAST_PID)
+        .and_then(|v| std::fs::write(NS_LAST_PID, v.trim()))
+        .is_ok()
+}
+
 /// Poll `f` until it is true or `limit` passes.
 #[track_caller]
 pub fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
@@ -986,4 +997,3 @@ impl Proxy {
         }
     }
 }
-
