@@ -103,6 +103,19 @@ impl Supervisor<'_, '_, '_> {
                 match msg {
                     Some(Msg::Guard(Report::Exited(st))) => {
                         out.status = Some(st);
+                        if self.interactive
+                            && let Some(t) = self.term
+                        {
+                            // As a shell does once its job's processes
+                            // exit: a leftover keeps running, but in the
+                            // background. Left with the terminal, it took
+                            // Ctrl-C and Ctrl-Z instead of rlock: a
+                            // leftover that ignores SIGINT (`cmd &` in a
+                            // script) could not be interrupted, and one
+                            // stopped by Ctrl-Z was never continued, so
+                            // rlock held the lock for ever.
+                            t.take_back(self.pgid);
+                        }
                         if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
                             // Nothing the command left behind may outlive a
                             // lost lock either.

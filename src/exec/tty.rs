@@ -8,7 +8,9 @@
 //! same signal, so the shell sees the job stopped; on `fg` or `bg` rlock
 //! hands the terminal back (fg only) and continues the command — unless the
 //! lease ran out meanwhile: a stopped job renews nothing, and the guard
-//! kills the command at the kill deadline as for any lost lock.
+//! kills the command at the kill deadline as for any lost lock. When the
+//! command exits, rlock takes the terminal back at once, as a shell does:
+//! leftovers it holds the lock for run on in the background.
 //!
 //! Not in the foreground (a background job `rlock exec ... &`, or stdin
 //! redirected at a prompt is fine): the command runs in the background

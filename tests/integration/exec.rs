@@ -1527,3 +1527,65 @@ fn three_hosts_run_the_cron_recipe_once_per_firing() {
         assert_eq!(runs, 1, "firing {firing} ran {runs} times:\n{text}");
     }
 }
+
+#[test]
+fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
+    // The command exits, leaving `sleep 30 &` behind: rlock holds the lock
+    // for it. The terminal must come back to rlock's job then, as a shell
+    // takes it back once its job's processes exit. Left with the leftover's
+    // group, Ctrl-Z stopped the leftover, which nobody ever continued (the
+    // lock was held for ever), and Ctrl-C reached only the leftover, which
+    // ignores it (a script's `&`): rlock could not be interrupted.
+    let r = Redis::shared();
+    let [left, code] = paths("tty-leftover", ["left", "code"]);
+    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
+    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    say(&format!(
+        "$BIN exec --grace 1s k -- bash -c 'sleep 30 & echo $! > {l}; exit 3'\n",
+        l = left.display(),
+    ));
+    let lo = wait_pid(&left);
+    // Once the command is reaped, the leftover's parent is the guard.
+    let guard_of = || {
+        let g = ppid(lo);
+        (stat(g).first().map(String::as_str) != Some("Z")
+            && std::fs::read_to_string(format!("/proc/{g}/comm"))
+                .is_ok_and(|c| c.trim() == "rlock-guard"))
+        .then_some(g)
+    };
+    eventually(Duration::from_secs(10), "the command to exit", || {
+        guard_of().is_some()
+    });
+    let rl = ppid(guard_of().unwrap());
+    let rlock_group = stat(rl)[2].clone();
+    eventually(
+        Duration::from_secs(10),
+        "rlock to take the terminal back",
+        || stat(lo).get(5) == Some(&rlock_group),
+    );
+    say("\x1a"); // Ctrl-Z: stops rlock's job, not the leftover
+    eventually(Duration::from_secs(20), "rlock to stop", || {
+        stat(rl).first().map(String::as_str) == Some("T")
+    });
+    assert_ne!(stat(lo).first().map(String::as_str), Some("T"));
+    say("fg\n");
+    eventually(Duration::from_secs(20), "rlock to run again", || {
+        stat(rl).first().map(String::as_str) != Some("T")
+    });
+    eventually(
+        Duration::from_secs(10),
+        "the terminal back with rlock",
+        || stat(lo).get(5) == Some(&rlock_group),
+    );
+    assert!(r.held("k"));
+    say("\x03"); // Ctrl-C: rlock passes it on; SIGKILL after the grace
+    eventually(Duration::from_secs(20), "rlock to exit", || !alive(rl));
+    // `fg` returns the job's exit status.
+    say(&format!("echo $? > {c}\n", c = code.display()));
+    await_written(&code, Duration::from_secs(10), "the exit code");
+    assert_eq!(read(&code).trim(), "3");
+    assert!(!alive(lo), "the leftover runs on");
+    assert!(!r.held("k"));
+    say("exit\n");
+    bash.wait().unwrap();
+}
