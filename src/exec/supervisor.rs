@@ -103,9 +103,7 @@ impl Supervisor<'_, '_, '_> {
                 match msg {
                     Some(Msg::Guard(Report::Exited(st))) => {
                         out.status = Some(st);
-                        if self.interactive
-                            && let Some(t) = self.term
-                        {
+                        if let Some(t) = self.term {
                             // As a shell does once its job's processes
                             // exit: a leftover keeps running, but in the
                             // background. Left with the terminal, it took

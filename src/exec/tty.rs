@@ -16,7 +16,9 @@
 //! redirected at a prompt is fine): the command runs in the background
 //! too, and if it touches the terminal (SIGTTIN/SIGTTOU) rlock stops its
 //! own job the same way, so the shell shows it stopped and `fg` resumes it,
-//! as it would without rlock.
+//! as it would without rlock. If rlock's job is in the foreground by then
+//! (`fg` of a running job sends no SIGCONT, so rlock cannot know sooner),
+//! the command is given the terminal instead.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -84,6 +86,16 @@ pub(crate) fn suspend(
     still_valid: impl Fn() -> bool,
 ) -> bool {
     if let Some(t) = term {
+        if matches!(sig, libc::SIGTTIN | libc::SIGTTOU) && t.ours() {
+            // rlock's job is in the foreground (`fg` after `bg`, or after
+            // `rlock exec ... &`; the shell sends no SIGCONT to a running
+            // job, so this is the first rlock hears of it): the command
+            // touched the terminal from the background. Hand it the
+            // terminal, as `fg` would have, instead of stopping the job
+            // just brought to the foreground.
+            t.give(pgid);
+            return true;
+        }
         t.take_back(pgid);
     }
     let stop = if sig == libc::SIGSTOP {

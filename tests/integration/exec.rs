@@ -1589,3 +1589,53 @@ fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
     say("exit\n");
     bash.wait().unwrap();
 }
+
+#[test]
+fn after_bg_and_fg_the_command_gets_the_terminal_when_it_reads() {
+    // Ctrl-Z, `bg`, `fg`: bash gives the terminal to rlock's job and sends
+    // no SIGCONT (the job runs), so rlock cannot tell; the command, still
+    // in the background, gets SIGTTIN when it reads. rlock then owns the
+    // terminal and must hand it over, not stop the job that was just
+    // brought to the foreground (the user had to type `fg` twice).
+    let r = Redis::shared();
+    let [pidfile, go, out] = paths("tty-bg-fg", ["pid", "go", "out"]);
+    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
+    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    say(&format!(
+        "$BIN exec k -- bash -c 'echo $$ > {p}; while [ ! -e {g} ]; do sleep 0.05; done; \
+         read x; echo got=$x > {o}'\n",
+        p = pidfile.display(),
+        g = go.display(),
+        o = out.display(),
+    ));
+    let cmd = wait_pid(&pidfile);
+    let rl = rlock_of(cmd);
+    let rlock_group = stat(rl)[2].clone();
+    say("\x1a"); // Ctrl-Z
+    eventually(Duration::from_secs(20), "rlock to stop its job", || {
+        stat(rl).first().map(String::as_str) == Some("T")
+    });
+    say("bg\n");
+    eventually(Duration::from_secs(20), "the job to run again", || {
+        stat(rl).first().map(String::as_str) != Some("T")
+            && stat(cmd).first().map(String::as_str) != Some("T")
+    });
+    say("fg\n");
+    eventually(
+        Duration::from_secs(20),
+        "bash to give rlock the terminal",
+        || stat(rl).get(5) == Some(&rlock_group),
+    );
+    std::fs::write(&go, "").unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the command to own the terminal",
+        || stat(cmd).get(5) == stat(cmd).get(2),
+    );
+    say("typed\n");
+    await_written(&out, Duration::from_secs(20), "the command to read");
+    assert_eq!(read(&out).trim(), "got=typed");
+    say("exit\n");
+    bash.wait().unwrap();
+    r.assert_nothing_held(&[]);
+}
