@@ -235,7 +235,8 @@ pub fn run(
 ) -> Result<Finished> {
     let lock = locker.name(key)?;
     let term = tty::Terminal::open();
-    let interactive = term.as_ref().is_some_and(tty::Terminal::ours);
+    let interactive =
+        term.as_ref().is_some_and(tty::Terminal::ours) && !tty::started_in_background();
     // Before the guard exists, so that its orphans come to us if it is
     // killed (see `guard_killed`).
     let _subreaper = tree::Subreaper::new();

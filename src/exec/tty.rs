@@ -12,8 +12,9 @@
 //! command exits, rlock takes the terminal back at once, as a shell does:
 //! leftovers it holds the lock for run on in the background.
 //!
-//! Not in the foreground (a background job `rlock exec ... &`, or stdin
-//! redirected at a prompt is fine): the command runs in the background
+//! Not in the foreground (a background job `rlock exec ... &`, also in a
+//! script: see [`started_in_background`]; stdin redirected at a prompt is
+//! fine): the command runs in the background
 //! too, and if it touches the terminal (SIGTTIN/SIGTTOU) rlock stops its
 //! own job the same way, so the shell shows it stopped and `fg` resumes it,
 //! as it would without rlock. If rlock's job is in the foreground by then
@@ -73,6 +74,22 @@ impl Terminal {
             }
         }
     }
+}
+
+/// Was rlock started as a background job of a shell without job control
+/// (`rlock exec ... &` in a script)? Such a shell leaves it in the script's
+/// process group, which may own the terminal, and starts it with SIGINT and
+/// SIGQUIT ignored. Handing the terminal to the command then took it from
+/// the script, which stopped (SIGTTIN) at its next read of the terminal.
+pub(crate) fn started_in_background() -> bool {
+    [libc::SIGINT, libc::SIGQUIT].iter().all(|&sig| {
+        // SAFETY: plain syscall; a null new action only reads the old one.
+        unsafe {
+            let mut now: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut now) == 0
+                && now.sa_sigaction == libc::SIG_IGN
+        }
+    })
 }
 
 /// The command (group `pgid`) was stopped by `sig`: stop rlock's job

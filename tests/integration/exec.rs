@@ -1639,3 +1639,29 @@ fn after_bg_and_fg_the_command_gets_the_terminal_when_it_reads() {
     bash.wait().unwrap();
     r.assert_nothing_held(&[]);
 }
+
+#[test]
+fn exec_in_the_background_of_a_script_leaves_the_script_the_terminal() {
+    // `rlock exec ... &` in a script: the shell has no job control, so
+    // rlock stays in the script's group, which owns the terminal. The
+    // command must not take the terminal from it: the script stopped
+    // (SIGTTIN) at its next read, and the user's shell showed it stopped.
+    let r = Redis::shared();
+    let [pidfile, out] = paths("tty-script-bg", ["pid", "out"]);
+    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
+    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    say(&format!(
+        "bash -c '$BIN exec k -- sh -c \"echo \\$\\$ > {p}; sleep 5\" & read x; echo got=$x > {o}; wait'\n",
+        p = pidfile.display(),
+        o = out.display()
+    ));
+    let cmd = wait_pid(&pidfile);
+    let script = ppid(rlock_of(cmd));
+    let script_group = stat(script)[2].clone();
+    assert_eq!(stat(cmd).get(5), Some(&script_group), "{:?}", stat(cmd));
+    say("typed\n");
+    await_written(&out, Duration::from_secs(20), "the script to read");
+    assert_eq!(read(&out).trim(), "got=typed");
+    say("exit\n");
+    bash.wait().unwrap();
+}
