@@ -103,13 +103,17 @@ pub(crate) fn suspend(
     still_valid: impl Fn() -> bool,
 ) -> bool {
     if let Some(t) = term {
-        if matches!(sig, libc::SIGTTIN | libc::SIGTTOU) && t.ours() {
+        // SAFETY: plain syscall.
+        let fg = unsafe { libc::tcgetpgrp(t.fd()) };
+        if matches!(sig, libc::SIGTTIN | libc::SIGTTOU) && (t.ours() || fg == pgid) {
             // rlock's job is in the foreground (`fg` after `bg`, or after
             // `rlock exec ... &`; the shell sends no SIGCONT to a running
             // job, so this is the first rlock hears of it): the command
             // touched the terminal from the background. Hand it the
             // terminal, as `fg` would have, instead of stopping the job
-            // just brought to the foreground.
+            // just brought to the foreground. Or the command has the
+            // terminal already: it touched it a moment before it got it
+            // back (an enclosing exec continued it first, on `fg`).
             t.give(pgid);
             return true;
         }

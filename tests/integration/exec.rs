@@ -1665,3 +1665,53 @@ fn exec_in_the_background_of_a_script_leaves_the_script_the_terminal() {
     say("exit\n");
     bash.wait().unwrap();
 }
+
+#[test]
+fn a_nested_exec_stops_and_continues_with_its_job() {
+    // `rlock exec k -- rlock exec k -- CMD` on a terminal, Ctrl-Z then
+    // `fg`: the outer exec continues its whole tree, the inner command
+    // with it, before the inner exec has given it the terminal back; the
+    // command must end up reading the terminal, in one `fg`.
+    let r = Redis::shared();
+    let [pidfile, out, code] = paths("tty-nested", ["pid", "out", "code"]);
+    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
+    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    say(&format!(
+        "$BIN exec k -- $BIN exec k -- bash -c 'echo $$ > {p}; read x; echo got=$x > {o}'\n",
+        p = pidfile.display(),
+        o = out.display(),
+    ));
+    let cmd = wait_pid(&pidfile);
+    let inner = rlock_of(cmd);
+    let outer = rlock_of(inner);
+    eventually(
+        Duration::from_secs(10),
+        "the command to own the terminal",
+        || stat(cmd).get(5) == stat(cmd).get(2),
+    );
+    say("\x1a"); // Ctrl-Z
+    eventually(Duration::from_secs(20), "the outer rlock to stop", || {
+        stat(outer).first().map(String::as_str) == Some("T")
+    });
+    say("fg\n");
+    eventually(
+        Duration::from_secs(20),
+        "the command to own the terminal",
+        || {
+            stat(cmd).get(5) == stat(cmd).get(2)
+                && [outer, inner, cmd]
+                    .iter()
+                    .all(|&p| stat(p).first().map(String::as_str) != Some("T"))
+        },
+    );
+    say("typed\n");
+    await_written(&out, Duration::from_secs(20), "the command to read");
+    assert_eq!(read(&out).trim(), "got=typed");
+    eventually(Duration::from_secs(20), "rlock to exit", || !alive(outer));
+    say(&format!("echo $? > {c}\n", c = code.display()));
+    await_written(&code, Duration::from_secs(10), "the exit code");
+    assert_eq!(read(&code).trim(), "0");
+    assert!(!r.held("k"));
+    say("exit\n");
+    bash.wait().unwrap();
+}
