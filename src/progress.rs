@@ -2,7 +2,7 @@
 //! library reports each busy observation through `on_wait`; this only
 //! renders them).
 //!
-//! - stderr a terminal, not -q: one live status line, redrawn in place
+//! - stderr a terminal, rlock in its foreground, not -q: one live status line, redrawn in place
 //!   every second (indicatif) with who holds the lock (host, pid, since),
 //!   our place in the queue, the time waited and the holder's lease time
 //!   left; erased when the wait ends, however it ends.
@@ -68,7 +68,7 @@ impl<'a> Progress<'a> {
             ));
         }
         match &mut *shown {
-            Shown::Nothing if std::io::stderr().is_terminal() => {
+            Shown::Nothing if std::io::stderr().is_terminal() && in_the_foreground() => {
                 let (bar, seen) = self.line(busy);
                 *shown = Shown::Line(bar, seen);
             }
@@ -224,6 +224,15 @@ fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Is rlock's process group the foreground group of the terminal stderr
+/// is? A background job (`rlock exec ... &` at a prompt) redrawing a line
+/// every second would write it over whatever the user types meanwhile: it
+/// gets the plain line instead.
+fn in_the_foreground() -> bool {
+    // SAFETY: plain syscalls.
+    unsafe { libc::tcgetpgrp(libc::STDERR_FILENO) == libc::getpgrp() }
 }
 
 fn say(args: std::fmt::Arguments) {

@@ -388,3 +388,31 @@ fn a_superseding_waiter_that_lost_its_place_yields_to_the_newer() {
     release(&r, "ci", &tok);
     r.assert_nothing_held(&[]);
 }
+
+/// A background job (`cmd &` with job control) waiting on a terminal: no
+/// live line redrawn every second over whatever the user types at the
+/// prompt meanwhile, but the plain line, once.
+#[test]
+fn a_background_waiter_writes_the_plain_line_not_the_live_one() {
+    let r = Redis::start();
+    let tok = hold(&r, "k");
+    // `set -m`: the shell puts its background job in a group of its own,
+    // which is not the terminal's foreground group.
+    let child = under_pty(
+        &r,
+        "sh -c 'set -m; $BIN exec k -- echo the-command-ran & wait'",
+    );
+    r.await_waiters("k", 1);
+    // Long enough for a live line to be redrawn at least once.
+    std::thread::sleep(Duration::from_millis(2200));
+    release(&r, "k", &tok);
+    let out = finish(child, "a background exec under a pty").ok().stdout;
+    assert_eq!(out.matches("rlock: waiting").count(), 1, "{out:?}");
+    assert!(
+        out.contains("rlock: waiting for lock \"k\" held by "),
+        "{out:?}"
+    );
+    assert!(!out.contains('\x1b'), "{out:?}");
+    assert!(out.contains("the-command-ran"), "{out:?}");
+    r.assert_nothing_held(&[]);
+}
