@@ -360,6 +360,9 @@ pub fn run(
     });
     if let Some(t) = &term {
         t.take_back(pgid);
+        if interactive {
+            t.take_back_from_the_dead();
+        }
     }
     if outcome.guard_killed {
         return Err(guard_killed(guard, key, || release(locker, false)));

@@ -92,6 +92,30 @@ pub(crate) fn started_in_background() -> bool {
     })
 }
 
+impl Terminal {
+    /// Take the terminal back if its foreground group is empty: the
+    /// command gave it to a group of its own (an interactive shell's job)
+    /// and that group died with the tree. Left there, the terminal had no
+    /// live foreground group, and the script that ran rlock got SIGTTIN
+    /// (or EIO) at its next read. Call once the tree is gone, and only if
+    /// rlock's job had the terminal (interactive): a group that is empty
+    /// is nobody's, but a shell that has since taken the terminal back is
+    /// not to be robbed of it, and `kill(-fg, 0)` tells the two apart.
+    pub(crate) fn take_back_from_the_dead(&self) {
+        // SAFETY: plain syscalls.
+        unsafe {
+            let fg = libc::tcgetpgrp(self.fd());
+            if fg > 0
+                && fg != libc::getpgrp()
+                && libc::kill(-fg, 0) != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            {
+                self.give(libc::getpgrp());
+            }
+        }
+    }
+}
+
 /// The command (group `pgid`) was stopped by `sig`: stop rlock's job
 /// likewise, and when it is continued, hand the command the terminal if
 /// rlock's job has it (`fg`) and `still_valid()`. Returns whether the

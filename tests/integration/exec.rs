@@ -1715,3 +1715,43 @@ fn a_nested_exec_stops_and_continues_with_its_job() {
     say("exit\n");
     bash.wait().unwrap();
 }
+
+#[test]
+fn a_lost_lock_gives_the_terminal_back_from_a_killed_sub_job() {
+    // The command is an interactive shell that gave the terminal to a job
+    // of its own (`sleep 100`, then `fg`). The lock is lost, the tree
+    // killed: the terminal's foreground group is then an empty one that
+    // is not the command's, and it stayed there. The script that ran
+    // `rlock exec` could not read the terminal after it (SIGTTIN, or EIO
+    // in an orphaned group as here).
+    let r = Redis::shared();
+    let [pidfile, code, out] = paths("tty-dead-fg", ["pid", "code", "out"]);
+    let inner = format!(
+        "$BIN exec --ttl 3s --on-lost kill k -- bash --norc --noprofile -i; echo $? > {c}; \
+         read x; echo got=$x > {o}",
+        c = code.display(),
+        o = out.display()
+    );
+    let mut child = under_pty(&r, &inner);
+    eventually(Duration::from_secs(10), "the lock", || r.held("k"));
+    type_into(
+        &mut child,
+        format!("sleep 100 & echo $! > {p}; fg\n", p = pidfile.display()).as_bytes(),
+    );
+    let sl = wait_pid(&pidfile);
+    eventually(
+        Duration::from_secs(10),
+        "the sub-job to own the terminal",
+        || {
+            let st = stat(sl);
+            st.len() > 5 && st[5] == st[2]
+        },
+    );
+    delete_lock(&r, "k");
+    await_written(&code, Duration::from_secs(20), "rlock to exit");
+    assert_eq!(read(&code).trim(), "79");
+    type_into(&mut child, b"typed\n");
+    await_written(&out, Duration::from_secs(10), "the script to read");
+    assert_eq!(read(&out).trim(), "got=typed");
+    child.wait().unwrap();
+}
