@@ -133,7 +133,13 @@ impl Supervisor<'_, '_, '_> {
                     {
                         // Job control, or a background command that touched
                         // the terminal: stop rlock's job too (see tty.rs).
-                        let valid = || BootTime::now() < self.kill_by();
+                        // Under `--on-lost ignore` the guard has no kill
+                        // deadline: nothing kills a job stopped past its
+                        // lease, so it is continued like any other (it was
+                        // left stopped for ever under a running rlock).
+                        let valid = || {
+                            self.spec.on_lost == OnLost::Ignore || BootTime::now() < self.kill_by()
+                        };
                         if tty::suspend(self.term, self.pgid, sig, valid) {
                             // Continue the job, through the guard (see
                             // kill_tree on why not killpg).

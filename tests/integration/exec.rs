@@ -1755,3 +1755,41 @@ fn a_lost_lock_gives_the_terminal_back_from_a_killed_sub_job() {
     assert_eq!(read(&out).trim(), "got=typed");
     child.wait().unwrap();
 }
+
+#[test]
+fn on_lost_ignore_a_job_stopped_past_its_lease_still_resumes() {
+    // `--on-lost ignore`: the guard has no kill deadline, so a job stopped
+    // (Ctrl-Z) past its lease is not killed; `fg` must continue it, not
+    // leave it stopped for ever under a running rlock.
+    let r = Redis::shared();
+    let [pidfile, go, out, code] = paths("tty-ignore-stop", ["pid", "go", "out", "code"]);
+    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
+    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    say(&format!(
+        "$BIN exec --ttl 1s --on-lost ignore k -- bash -c 'echo $$ > {p}; \
+         while [ ! -e {g} ]; do sleep 0.05; done; echo done > {o}'\n",
+        p = pidfile.display(),
+        g = go.display(),
+        o = out.display(),
+    ));
+    let cmd = wait_pid(&pidfile);
+    let rl = rlock_of(cmd);
+    say("\x1a"); // Ctrl-Z
+    eventually(Duration::from_secs(20), "rlock to stop its job", || {
+        stat(rl).first().map(String::as_str) == Some("T")
+    });
+    // Well past the 1 s lease.
+    eventually(Duration::from_secs(20), "the lease to run out", || {
+        !r.held("k")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&go, "").unwrap();
+    say("fg\n");
+    await_written(&out, Duration::from_secs(20), "the command to finish");
+    eventually(Duration::from_secs(20), "rlock to exit", || !alive(rl));
+    say(&format!("echo $? > {c}\n", c = code.display()));
+    await_written(&code, Duration::from_secs(10), "the exit code");
+    assert_eq!(read(&code).trim(), "79");
+    say("exit\n");
+    bash.wait().unwrap();
+}
