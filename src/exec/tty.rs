@@ -13,7 +13,7 @@
 //! leftovers it holds the lock for run on in the background.
 //!
 //! Not in the foreground (a background job `rlock exec ... &`, also in a
-//! script: see [`started_in_background`]; stdin redirected at a prompt is
+//! script: see `started_in_background`; stdin redirected at a prompt is
 //! fine): the command runs in the background
 //! too, and if it touches the terminal (SIGTTIN/SIGTTOU) rlock stops its
 //! own job the same way, so the shell shows it stopped and `fg` resumes it,
