@@ -51,10 +51,14 @@
 //!
 //! `rlock release KEY --token T` on the same host tells the keeper first,
 //! over an abstract unix socket named after a hash of the token (the token
-//! itself never leaves the process): "release" makes the keeper stop
-//! renewing and answer "ok"; then the release runs; then "released" ends
-//! the keeper quietly, or "held" (re-entries remain, or the release failed)
-//! sets it renewing again. Only the keeper's own user (or root) is heard.
+//! itself never leaves the process): "release <lock>" (its Redis key)
+//! makes the keeper of that lock stop renewing and answer "ok" (a keeper
+//! of another lock does not answer: the token names one lock); then the
+//! release runs; then "released" ends the keeper quietly, or "held N" (N
+//! holds remain) or "held" (the release failed) sets it renewing again,
+//! unless its own grant was a re-entry and fewer than its grant's count
+//! remain: then its hold was the one given back, and it ends quietly too.
+//! Only the keeper's own user (or root) is heard.
 //! A release from another host (or network namespace) cannot reach it: the
 //! keeper sees the lock gone at its next renewal and treats it as a loss.
 //!
@@ -276,6 +280,9 @@ struct Config {
     token: String,
     /// Release every hold at the end (the keeper's grant was the first).
     all: bool,
+    /// The token's holds once the keeper's grant was made (1 unless it
+    /// re-entered).
+    count: u64,
     ttl_ms: u64,
     /// The lease's validity deadline, CLOCK_BOOTTIME ns.
     valid_until_ns: u64,
@@ -350,6 +357,7 @@ pub fn spawn(
         key: lease.key.clone(),
         token: lease.token.as_str().to_string(),
         all: lease.count <= 1,
+        count: lease.count,
         ttl_ms: crate::duration::millis(lease.ttl),
         valid_until_ns: crate::duration::nanos(lease.valid_until.since_boot()),
         on_lost: match keep.on_lost {
@@ -457,6 +465,8 @@ struct Keeper {
     key: String,
     token: Token,
     all: bool,
+    /// As in [`Config`].
+    count: u64,
     ttl: Duration,
     valid_until: BootTime,
     on_lost: OnLost,
@@ -492,6 +502,7 @@ impl Keeper {
             name,
             key: c.key,
             all: c.all,
+            count: c.count,
             token,
             ttl: Duration::from_millis(c.ttl_ms),
             valid_until: BootTime::from_since_boot(Duration::from_nanos(c.valid_until_ns)),
@@ -619,7 +630,14 @@ impl Keeper {
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let mut line = String::new();
         let mut r = BufReader::new(&stream);
-        if r.read_line(&mut line).is_err() || line.trim() != "release" {
+        // A release of another lock with this token (the socket is named
+        // after the token alone) is none of ours: no "ok", so the releaser
+        // goes on without us; were it heard, its "nothing held" would end
+        // the keeper without a release, and the lease would run out under
+        // the script.
+        if r.read_line(&mut line).is_err()
+            || line.trim_end_matches('\n') != format!("release {}", self.name.redis_key())
+        {
             return;
         }
         if (&stream).write_all(b"ok\n").is_err() {
@@ -639,9 +657,21 @@ impl Keeper {
         let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
         let mut line = String::new();
         let _ = BufReader::new(&stream).read_line(&mut line);
-        match line.trim() {
-            "released" => Some(0),
-            _ => None, // "held", or the releaser died: renew now
+        let line = line.trim();
+        if line == "released" {
+            return Some(0);
+        }
+        // "held N": N holds remain. Fewer than there were once our grant
+        // was made, and that grant a re-entry (`acquire --keep` inside an
+        // exec of the same lock): our hold is the one given back, the rest
+        // are the enclosing holders'. Renewing on, we would release one of
+        // theirs when the watched process ends, the lock freed under them.
+        let left = line
+            .strip_prefix("held ")
+            .and_then(|n| n.parse::<u64>().ok());
+        match left {
+            Some(n) if !self.all && n < self.count => Some(0),
+            _ => None, // held, or the release failed, or the releaser died: renew now
         }
     }
 
@@ -809,25 +839,30 @@ pub fn release(
     all: bool,
     min_hold: Option<Duration>,
 ) -> Result<Released> {
-    let keeper = announce(token, locker.timeout());
+    let keeper = announce(&locker.name(key)?, token, locker.timeout());
     let res = locker.release_with(key, token, all, min_hold);
     if let Some(mut s) = keeper {
-        let done = matches!(res, Ok(Released::Released | Released::NotHeld));
-        let _ = s.write_all(if done { b"released\n" } else { b"held\n" });
+        let verdict = match &res {
+            Ok(Released::Released | Released::NotHeld) => "released".to_string(),
+            Ok(Released::StillHeld(n)) => format!("held {n}"),
+            Err(_) => "held".to_string(),
+        };
+        let _ = s.write_all(format!("{verdict}\n").as_bytes());
     }
     res
 }
 
-/// Connect to the keeper of `token` and have it pause; None if there is
-/// none (or it does not answer in time).
-fn announce(token: &Token, timeout: Duration) -> Option<UnixStream> {
+/// Connect to the keeper of `token` for `lock` and have it pause; None if
+/// there is none (or it keeps another lock, or does not answer in time).
+fn announce(lock: &LockName, token: &Token, timeout: Duration) -> Option<UnixStream> {
     let s = UnixStream::connect_addr(&socket_addr(token).ok()?).ok()?;
     // The keeper may be in the middle of a renewal (bounded by its own
     // connect timeout).
     let wait = timeout.max(Duration::from_secs(1)) * 2;
     s.set_read_timeout(Some(wait)).ok()?;
     s.set_write_timeout(Some(wait)).ok()?;
-    (&s).write_all(b"release\n").ok()?;
+    (&s).write_all(format!("release {}\n", lock.redis_key()).as_bytes())
+        .ok()?;
     let mut line = String::new();
     BufReader::new(&s).read_line(&mut line).ok()?;
     (line.trim() == "ok").then_some(s)
