@@ -41,7 +41,9 @@
 //! /proc shows them) has the same stack and argument addresses — a forked
 //! copy, not a new exec of the same program, which address space
 //! randomization places elsewhere — and the grandparent reads our stdout
-//! (the `$(...)` pipe), the grandparent is watched instead. A `( ... )`
+//! (holds the read end of the `$(...)` pipe; a script whose own stdout is
+//! a pipe holds the write end of the one a subshell's rlock inherits), the
+//! grandparent is watched instead. A `( ... )`
 //! subshell is a forked copy too, but nobody above reads its output
 //! through a pipe it holds: it is watched itself, as flock(1)'s lock in
 //! `( flock 9; ... ) 9>f` ends with the subshell.
@@ -235,8 +237,26 @@ fn reads_our_output(pid: libc::pid_t) -> bool {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return true;
     };
-    fds.flatten()
-        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == ours))
+    // Its read end: both ends of a pipe read as the same "pipe:[inode]",
+    // and a script whose own stdout is a pipe (`script | logger`, a CI
+    // runner) holds the write end of the one a `( ... )` subshell's rlock
+    // inherited and prints to; that subshell is still the caller.
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| l == ours)
+            && !write_only(pid, &fd.file_name().to_string_lossy())
+    })
+}
+
+/// Is descriptor `fd` of `pid` open for writing only (/proc fdinfo
+/// flags)? False if that cannot be read.
+fn write_only(pid: libc::pid_t, fd: &str) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|f| f & libc::O_ACCMODE == libc::O_WRONLY)
 }
 
 /// The abstract socket name of the keeper of `token`: a hash, so the name

@@ -635,3 +635,36 @@ fn a_released_keep_inside_an_exec_leaves_the_execs_hold() {
     assert_eq!(out.0, Some(0), "{}", out.1);
     r.assert_nothing_held(&[]);
 }
+
+#[test]
+fn a_subshell_printing_to_the_scripts_pipe_keeps_the_lock_for_itself() {
+    // The script's stdout is a pipe (`script | logger`, a CI runner; here
+    // the test's): a `( ... )` subshell's rlock prints its token into that
+    // pipe, whose write end the script holds as its stdout. That was taken
+    // for the script reading rlock's output, as in `$(...)`, and the
+    // script was watched: the lock outlived the subshell.
+    let r = Redis::shared();
+    for shell in ["bash", "dash"] {
+        let d = tmp(&format!("subshell-pipe-{shell}"));
+        let body = "( \"$B\" acquire -n a --keep || exit 1; echo \"$$\" > \"$D/in\" ) || exit 1
+                    echo \"$$\" > \"$D/pid\"
+                    while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
+        let mut sh = script(&r, shell, &d, body);
+        wait_line(&d, "pid");
+        let freed = {
+            let limit = Instant::now() + Duration::from_secs(3);
+            while r.held("a") && Instant::now() < limit {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            !r.held("a")
+        };
+        std::fs::write(d.join("go"), "").unwrap();
+        let out = finish_child(&mut sh);
+        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+        assert!(freed, "{shell}: a still held after its subshell ended");
+        eventually(Duration::from_secs(2), "free after the script", || {
+            !r.held("a")
+        });
+    }
+    r.assert_nothing_held(&[]);
+}
