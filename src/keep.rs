@@ -53,7 +53,7 @@
 //!
 //! `rlock release KEY --token T` on the same host tells the keeper first,
 //! over an abstract unix socket named after a hash of the token (the token
-//! itself never leaves the process): "release <lock>" (its Redis key)
+//! itself never leaves the process): `release LOCK` (its Redis key)
 //! makes the keeper of that lock stop renewing and answer "ok" (a keeper
 //! of another lock does not answer: the token names one lock); then the
 //! release runs; then "released" ends the keeper quietly, or "held N" (N
