@@ -624,10 +624,10 @@ fn a_released_keep_inside_an_exec_leaves_the_execs_hold() {
         &r,
         "bash",
         &d,
-        "\"$B\" exec --ttl 1s k -- bash -c '
+        "\"$B\" exec k -- bash -c '
            ( \"$B\" acquire k --keep >/dev/null || exit 9
              \"$B\" release k || exit 8 ) || exit $?
-           sleep 3
+           sleep 2
            \"$B\" check k; echo $? > \"$D/check\"'",
     );
     let out = finish_child(&mut sh);
