@@ -41,7 +41,9 @@
 //! /proc shows them) has the same stack and argument addresses — a forked
 //! copy, not a new exec of the same program, which address space
 //! randomization places elsewhere — and the grandparent reads our stdout
-//! (the `$(...)` pipe), the grandparent is watched instead. A `( ... )`
+//! (holds the read end of the `$(...)` pipe; a script whose own stdout is
+//! a pipe holds the write end of the one a subshell's rlock inherits), the
+//! grandparent is watched instead. A `( ... )`
 //! subshell is a forked copy too, but nobody above reads its output
 //! through a pipe it holds: it is watched itself, as flock(1)'s lock in
 //! `( flock 9; ... ) 9>f` ends with the subshell.
@@ -51,10 +53,14 @@
 //!
 //! `rlock release KEY --token T` on the same host tells the keeper first,
 //! over an abstract unix socket named after a hash of the token (the token
-//! itself never leaves the process): "release" makes the keeper stop
-//! renewing and answer "ok"; then the release runs; then "released" ends
-//! the keeper quietly, or "held" (re-entries remain, or the release failed)
-//! sets it renewing again. Only the keeper's own user (or root) is heard.
+//! itself never leaves the process): `release LOCK` (its Redis key)
+//! makes the keeper of that lock stop renewing and answer "ok" (a keeper
+//! of another lock does not answer: the token names one lock); then the
+//! release runs; then "released" ends the keeper quietly, or "held N" (N
+//! holds remain) or "held" (the release failed) sets it renewing again,
+//! unless its own grant was a re-entry and fewer than its grant's count
+//! remain: then its hold was the one given back, and it ends quietly too.
+//! Only the keeper's own user (or root) is heard.
 //! A release from another host (or network namespace) cannot reach it: the
 //! keeper sees the lock gone at its next renewal and treats it as a loss.
 //!
@@ -231,8 +237,26 @@ fn reads_our_output(pid: libc::pid_t) -> bool {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return true;
     };
-    fds.flatten()
-        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == ours))
+    // Its read end: both ends of a pipe read as the same "pipe:[inode]",
+    // and a script whose own stdout is a pipe (`script | logger`, a CI
+    // runner) holds the write end of the one a `( ... )` subshell's rlock
+    // inherited and prints to; that subshell is still the caller.
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| l == ours)
+            && !write_only(pid, &fd.file_name().to_string_lossy())
+    })
+}
+
+/// Is descriptor `fd` of `pid` open for writing only (/proc fdinfo
+/// flags)? False if that cannot be read.
+fn write_only(pid: libc::pid_t, fd: &str) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|f| f & libc::O_ACCMODE == libc::O_WRONLY)
 }
 
 /// The abstract socket name of the keeper of `token`: a hash, so the name
@@ -276,6 +300,9 @@ struct Config {
     token: String,
     /// Release every hold at the end (the keeper's grant was the first).
     all: bool,
+    /// The token's holds once the keeper's grant was made (1 unless it
+    /// re-entered).
+    count: u64,
     ttl_ms: u64,
     /// The lease's validity deadline, CLOCK_BOOTTIME ns.
     valid_until_ns: u64,
@@ -350,6 +377,7 @@ pub fn spawn(
         key: lease.key.clone(),
         token: lease.token.as_str().to_string(),
         all: lease.count <= 1,
+        count: lease.count,
         ttl_ms: crate::duration::millis(lease.ttl),
         valid_until_ns: crate::duration::nanos(lease.valid_until.since_boot()),
         on_lost: match keep.on_lost {
@@ -457,6 +485,8 @@ struct Keeper {
     key: String,
     token: Token,
     all: bool,
+    /// As in [`Config`].
+    count: u64,
     ttl: Duration,
     valid_until: BootTime,
     on_lost: OnLost,
@@ -492,6 +522,7 @@ impl Keeper {
             name,
             key: c.key,
             all: c.all,
+            count: c.count,
             token,
             ttl: Duration::from_millis(c.ttl_ms),
             valid_until: BootTime::from_since_boot(Duration::from_nanos(c.valid_until_ns)),
@@ -619,7 +650,14 @@ impl Keeper {
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let mut line = String::new();
         let mut r = BufReader::new(&stream);
-        if r.read_line(&mut line).is_err() || line.trim() != "release" {
+        // A release of another lock with this token (the socket is named
+        // after the token alone) is none of ours: no "ok", so the releaser
+        // goes on without us; were it heard, its "nothing held" would end
+        // the keeper without a release, and the lease would run out under
+        // the script.
+        if r.read_line(&mut line).is_err()
+            || line.trim_end_matches('\n') != format!("release {}", self.name.redis_key())
+        {
             return;
         }
         if (&stream).write_all(b"ok\n").is_err() {
@@ -639,9 +677,21 @@ impl Keeper {
         let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
         let mut line = String::new();
         let _ = BufReader::new(&stream).read_line(&mut line);
-        match line.trim() {
-            "released" => Some(0),
-            _ => None, // "held", or the releaser died: renew now
+        let line = line.trim();
+        if line == "released" {
+            return Some(0);
+        }
+        // "held N": N holds remain. Fewer than there were once our grant
+        // was made, and that grant a re-entry (`acquire --keep` inside an
+        // exec of the same lock): our hold is the one given back, the rest
+        // are the enclosing holders'. Renewing on, we would release one of
+        // theirs when the watched process ends, the lock freed under them.
+        let left = line
+            .strip_prefix("held ")
+            .and_then(|n| n.parse::<u64>().ok());
+        match left {
+            Some(n) if !self.all && n < self.count => Some(0),
+            _ => None, // held, or the release failed, or the releaser died: renew now
         }
     }
 
@@ -809,28 +859,60 @@ pub fn release(
     all: bool,
     min_hold: Option<Duration>,
 ) -> Result<Released> {
-    let keeper = announce(token, locker.timeout());
+    let keeper = announce(&locker.name(key)?, token, locker.timeout());
     let res = locker.release_with(key, token, all, min_hold);
     if let Some(mut s) = keeper {
-        let done = matches!(res, Ok(Released::Released | Released::NotHeld));
-        let _ = s.write_all(if done { b"released\n" } else { b"held\n" });
+        let verdict = match &res {
+            Ok(Released::Released | Released::NotHeld) => "released".to_string(),
+            Ok(Released::StillHeld(n)) => format!("held {n}"),
+            Err(_) => "held".to_string(),
+        };
+        let _ = s.write_all(format!("{verdict}\n").as_bytes());
     }
     res
 }
 
-/// Connect to the keeper of `token` and have it pause; None if there is
-/// none (or it does not answer in time).
-fn announce(token: &Token, timeout: Duration) -> Option<UnixStream> {
-    let s = UnixStream::connect_addr(&socket_addr(token).ok()?).ok()?;
+/// Connect to the keeper of `token` for `lock` and have it pause; None if
+/// there is none (or it keeps another lock, or does not answer in time).
+fn announce(lock: &LockName, token: &Token, timeout: Duration) -> Option<UnixStream> {
+    match ask(token, timeout, &format!("release {}", lock.redis_key())) {
+        Ok(s) => s,
+        // Closed without an answer: a keeper of another lock, or one
+        // started by an rlock from before the lock was named (the binary
+        // upgraded under a running script), which knows a bare "release"
+        // only; a keeper of today drops that too.
+        Err(true) => ask(token, timeout, "release").ok().flatten(),
+        Err(false) => None,
+    }
+}
+
+/// Send `line` to the keeper of `token`: Ok(Some) once it answered "ok",
+/// Ok(None) if there is no keeper, Err(true) if it closed the connection
+/// without an answer, Err(false) on anything else (no answer in time).
+fn ask(
+    token: &Token,
+    timeout: Duration,
+    line: &str,
+) -> std::result::Result<Option<UnixStream>, bool> {
+    let Some(s) = socket_addr(token)
+        .ok()
+        .and_then(|a| UnixStream::connect_addr(&a).ok())
+    else {
+        return Ok(None);
+    };
     // The keeper may be in the middle of a renewal (bounded by its own
     // connect timeout).
     let wait = timeout.max(Duration::from_secs(1)) * 2;
-    s.set_read_timeout(Some(wait)).ok()?;
-    s.set_write_timeout(Some(wait)).ok()?;
-    (&s).write_all(b"release\n").ok()?;
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).ok()?;
-    (line.trim() == "ok").then_some(s)
+    s.set_read_timeout(Some(wait)).map_err(|_| false)?;
+    s.set_write_timeout(Some(wait)).map_err(|_| false)?;
+    (&s).write_all(format!("{line}\n").as_bytes())
+        .map_err(|_| false)?;
+    let mut answer = String::new();
+    match BufReader::new(&s).read_line(&mut answer) {
+        Ok(0) => Err(true),
+        Ok(_) if answer.trim() == "ok" => Ok(Some(s)),
+        _ => Err(false),
+    }
 }
 
 #[cfg(test)]

@@ -212,8 +212,9 @@ fn print_token(
         .and_then(|_| out.flush())
         .is_err()
     {
-        // Nobody can learn the token: do not leave the lock held.
-        let _ = locker.release(key, &lease.token);
+        // Nobody can learn the token: do not leave the lock held, not even
+        // for a --min-hold (None: given back at once, as a failed exec's).
+        let _ = locker.release_with(key, &lease.token, false, None);
         anyhow::bail!("cannot write the token to stdout; lock released");
     }
     if let Some(keep) = keep {
@@ -234,7 +235,8 @@ fn print_token(
                 }
             }
             Err(e) => {
-                let _ = locker.release(key, &lease.token);
+                // At once, whatever --min-hold: nothing was done with it.
+                let _ = locker.release_with(key, &lease.token, false, None);
                 return Err(anyhow::Error::new(e).context("--keep: lock released"));
             }
         }

@@ -1529,6 +1529,31 @@ fn three_hosts_run_the_cron_recipe_once_per_firing() {
 }
 
 #[test]
+fn an_acquire_that_cannot_print_its_token_frees_the_lock_despite_min_hold() {
+    // Nobody can learn the token, so the grant is given back at once, as a
+    // failed exec's is: honouring --min-hold there parked the lock for the
+    // whole minimum ("lock released", yet busy for an hour).
+    let r = Redis::shared();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = rlock(&r)
+        .args(["acquire", "--min-hold", "1h", "k"])
+        .stdout(full)
+        .stderr(std::process::Stdio::piped())
+        .spawn_plain()
+        .wait_with_output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{err}");
+    assert!(err.contains("lock released"), "{err}");
+    let tok = rlock(&r).args(["acquire", "-n", "k"]).run().ok().token();
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
     // The command exits, leaving `sleep 30 &` behind: rlock holds the lock
     // for it. The terminal must come back to rlock's job then, as a shell

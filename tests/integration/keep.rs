@@ -575,3 +575,96 @@ fn a_loss_found_after_the_process_exited_signals_nobody_else() {
     }
     r.assert_nothing_held(&["rlock:{k}:lost"]);
 }
+
+#[test]
+fn a_release_of_another_key_with_the_token_leaves_the_keeper_keeping() {
+    // The keeper's socket is named after the token alone: a release of
+    // another lock with that token (a typo, or `rlock release other` with
+    // the keep's token exported in RLOCK_TOKEN) reached it, found nothing
+    // to release, and told it "released": the keeper exited without a
+    // release, and the lock expired under the still running script.
+    let r = Redis::shared();
+    let d = tmp("release-other");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "export RLOCK_TOKEN=$(\"$B\" -v acquire k --keep --ttl 1s 2>\"$D/log\") || exit 9
+         \"$B\" release other || exit 8      # holds nothing: harmless
+         \"$B\" release other2 --token \"$RLOCK_TOKEN\" || exit 7
+         echo ok > \"$D/ok\"
+         while [ ! -e \"$D/go\" ]; do sleep 0.05; done",
+    );
+    wait_line(&d, "ok");
+    let keeper = keeper_pid(&d);
+    // Well past the 1s TTL: still kept.
+    std::thread::sleep(Duration::from_millis(3000));
+    let (held, kept) = (r.held("k"), alive(keeper));
+    std::fs::write(d.join("go"), "").unwrap();
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert!(held, "the lock expired under the script");
+    assert!(kept, "the keeper exited");
+    eventually(Duration::from_secs(2), "free after the script", || {
+        !r.held("k")
+    });
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_released_keep_inside_an_exec_leaves_the_execs_hold() {
+    // Inside `rlock exec k`, a subshell's `acquire k --keep` re-enters
+    // (count 2) and its keeper gives back one hold at the end. Released
+    // early by the subshell (count 1: exec's hold), the keeper was told
+    // "held" and went on; when the subshell ended it released exec's own
+    // hold, freeing the lock while exec's command still ran.
+    let r = Redis::shared();
+    let d = tmp("keep-in-exec");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "\"$B\" exec k -- bash -c '
+           ( \"$B\" acquire k --keep >/dev/null || exit 9
+             \"$B\" release k || exit 8 ) || exit $?
+           sleep 2
+           \"$B\" check k; echo $? > \"$D/check\"'",
+    );
+    let out = finish_child(&mut sh);
+    assert_eq!(read(&d.join("check")).trim(), "0", "{}", out.1);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_subshell_printing_to_the_scripts_pipe_keeps_the_lock_for_itself() {
+    // The script's stdout is a pipe (`script | logger`, a CI runner; here
+    // the test's): a `( ... )` subshell's rlock prints its token into that
+    // pipe, whose write end the script holds as its stdout. That was taken
+    // for the script reading rlock's output, as in `$(...)`, and the
+    // script was watched: the lock outlived the subshell.
+    let r = Redis::shared();
+    for shell in ["bash", "dash"] {
+        let d = tmp(&format!("subshell-pipe-{shell}"));
+        let body = "( \"$B\" acquire -n a --keep || exit 1; echo \"$$\" > \"$D/in\" ) || exit 1
+                    echo \"$$\" > \"$D/pid\"
+                    while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
+        let mut sh = script(&r, shell, &d, body);
+        wait_line(&d, "pid");
+        let freed = {
+            let limit = Instant::now() + Duration::from_secs(3);
+            while r.held("a") && Instant::now() < limit {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            !r.held("a")
+        };
+        std::fs::write(d.join("go"), "").unwrap();
+        let out = finish_child(&mut sh);
+        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+        assert!(freed, "{shell}: a still held after its subshell ended");
+        eventually(Duration::from_secs(2), "free after the script", || {
+            !r.held("a")
+        });
+    }
+    r.assert_nothing_held(&[]);
+}
