@@ -177,19 +177,36 @@ struct ClusterSeeds {
 
 #[cfg(feature = "cluster")]
 impl ClusterSeeds {
-    fn connect(&self) -> redis::RedisResult<redis::cluster::ClusterConnection> {
+    /// A connection through the first seed that answers, and that seed;
+    /// never through `skip` (a seed whose slot map led nowhere).
+    fn connect(
+        &self,
+        skip: Option<usize>,
+    ) -> redis::RedisResult<(usize, redis::cluster::ClusterConnection)> {
         use std::sync::atomic::Ordering::Relaxed;
         let start = self.first.load(Relaxed);
         let mut failed = Vec::new();
         for i in (start..self.clients.len()).chain(0..start) {
+            if skip == Some(i) {
+                continue;
+            }
             let (label, client) = &self.clients[i];
-            match client.get_connection().and_then(Self::knows_nodes) {
+            match client.get_connection() {
                 Ok(conn) => {
                     self.first.store(i, Relaxed);
-                    return Ok(conn);
+                    return Ok((i, conn));
                 }
                 Err(e) => failed.push((label, e)),
             }
+        }
+        if let Some(bad) = skip {
+            failed.insert(
+                0,
+                (
+                    &self.clients[bad].0,
+                    redis::RedisError::from((redis::ErrorKind::Io, NO_NODES)),
+                ),
+            );
         }
         if failed.len() == 1 {
             return Err(failed.remove(0).1);
@@ -211,33 +228,50 @@ impl ClusterSeeds {
             why.join("; "),
         )))
     }
+}
 
-    /// `conn` if its slot map leads to a node that answers. A seed that
-    /// answers but knows no slots (a node not, or no longer, in the
-    /// cluster; a plain Redis named by mistake) gives a connection to no
-    /// node, on which every command fails with "No connections found":
-    /// such a seed is passed over like a dead one. redis-rs shows no slot
-    /// map, so a PING to a node of it tells: one round trip per connect.
-    fn knows_nodes(
-        mut conn: redis::cluster::ClusterConnection,
-    ) -> redis::RedisResult<redis::cluster::ClusterConnection> {
-        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-        let ping = conn.route_command(
-            &redis::cmd("PING"),
-            RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-        );
-        match ping {
-            Err(e) if e.kind() == redis::ErrorKind::ClusterConnectionNotFound => {
-                Err(redis::RedisError::from((
-                    redis::ErrorKind::Io,
-                    "knows no cluster node that answers (not a Redis Cluster node, or not in a \
-                     cluster)",
-                )))
-            }
-            // An answer, or a node of the map that failed: the map is
-            // there, and a failed node is the caller's to ride out.
-            _ => Ok(conn),
+#[cfg(feature = "cluster")]
+const NO_NODES: &str =
+    "knows no cluster node that answers (not a Redis Cluster node, or not in a cluster)";
+
+/// A connection to a Redis Cluster, with the seeds it came through.
+#[cfg(feature = "cluster")]
+pub(crate) struct ClusterConn {
+    conn: redis::cluster::ClusterConnection,
+    seeds: std::sync::Arc<ClusterSeeds>,
+    /// The seed whose slot map `conn` has.
+    seed: usize,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+#[cfg(feature = "cluster")]
+impl ClusterConn {
+    /// Run `f` on the connection. A seed that answers but knows no slots
+    /// (a node not, or no longer, in the cluster; a plain Redis named by
+    /// mistake) gives a connection to no node: every command fails with
+    /// "No connections found" before anything is sent. Then, and only
+    /// then, the other seeds are tried and `f` runs again (safe: nothing
+    /// reached a server), so a good connection pays no extra round trip.
+    pub(crate) fn run<T>(
+        &mut self,
+        mut f: impl FnMut(&mut redis::cluster::ClusterConnection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let res = f(&mut self.conn);
+        if !matches!(&res, Err(e) if e.kind() == redis::ErrorKind::ClusterConnectionNotFound) {
+            return res;
         }
+        let (seed, conn) = self.seeds.connect(Some(self.seed))?;
+        conn.set_read_timeout(self.read_timeout)?;
+        conn.set_write_timeout(self.write_timeout)?;
+        (self.seed, self.conn) = (seed, conn);
+        f(&mut self.conn)
+    }
+
+    /// The connection itself, once [`ClusterConn::run`] has shown its
+    /// slot map leads somewhere.
+    pub(crate) fn inner(&mut self) -> &mut redis::cluster::ClusterConnection {
+        &mut self.conn
     }
 }
 
@@ -543,13 +577,22 @@ impl Server {
             context: format!("cannot use Redis at {}", self.label),
             cause,
         };
-        let conn = match &self.client {
+        let mut conn = match &self.client {
             Client::One(c) => Conn::One(
                 c.get_connection_with_timeout(self.timeout)
                     .map_err(unavailable)?,
             ),
             #[cfg(feature = "cluster")]
-            Client::Cluster(c) => Conn::Cluster(Box::new(c.connect().map_err(unavailable)?)),
+            Client::Cluster(c) => {
+                let (seed, conn) = c.connect(None).map_err(unavailable)?;
+                Conn::Cluster(Box::new(ClusterConn {
+                    conn,
+                    seeds: c.clone(),
+                    seed,
+                    read_timeout: None,
+                    write_timeout: None,
+                }))
+            }
             Client::Sentinel(s) => Conn::One(s.connect_master(self.timeout).map_err(unavailable)?),
         };
         conn.set_read_timeout(Some(self.timeout))
@@ -611,23 +654,29 @@ impl Seed {
 pub(crate) enum Conn {
     One(redis::Connection),
     #[cfg(feature = "cluster")]
-    Cluster(Box<redis::cluster::ClusterConnection>),
+    Cluster(Box<ClusterConn>),
 }
 
 impl Conn {
-    pub(crate) fn set_read_timeout(&self, d: Option<Duration>) -> redis::RedisResult<()> {
+    pub(crate) fn set_read_timeout(&mut self, d: Option<Duration>) -> redis::RedisResult<()> {
         match self {
             Conn::One(c) => c.set_read_timeout(d),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.set_read_timeout(d),
+            Conn::Cluster(c) => {
+                c.read_timeout = d;
+                c.conn.set_read_timeout(d)
+            }
         }
     }
 
-    fn set_write_timeout(&self, d: Option<Duration>) -> redis::RedisResult<()> {
+    fn set_write_timeout(&mut self, d: Option<Duration>) -> redis::RedisResult<()> {
         match self {
             Conn::One(c) => c.set_write_timeout(d),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.set_write_timeout(d),
+            Conn::Cluster(c) => {
+                c.write_timeout = d;
+                c.conn.set_write_timeout(d)
+            }
         }
     }
 
@@ -661,10 +710,12 @@ impl Conn {
             Conn::Cluster(c) => {
                 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
                 // SCAN is per node: walk every master in turn.
-                let slots = c.route_command(
-                    &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                )?;
+                let slots = c.run(|c| {
+                    c.route_command(
+                        &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                    )
+                })?;
                 // Each range is [start, end, [host, port, id, ...], replicas...].
                 let ranges: Vec<Vec<redis::Value>> =
                     redis::FromRedisValue::from_redis_value(slots)?;
@@ -691,7 +742,7 @@ impl Conn {
                             host: host.clone(),
                             port,
                         });
-                        let reply = c.route_command(&scan(cursor), at)?;
+                        let reply = c.conn.route_command(&scan(cursor), at)?;
                         let (next, mut batch): (u64, Vec<String>) =
                             redis::FromRedisValue::from_redis_value(reply)?;
                         keys.append(&mut batch);
@@ -712,7 +763,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.req_packed_command(cmd),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.run(|c| c.req_packed_command(cmd)),
         }
     }
 
@@ -725,7 +776,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.req_packed_commands(cmd, offset, count),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.run(|c| c.req_packed_commands(cmd, offset, count)),
         }
     }
 
@@ -733,7 +784,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.req_command(cmd),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.run(|c| c.req_command(cmd)),
         }
     }
 
@@ -741,7 +792,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.get_db(),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.get_db(),
+            Conn::Cluster(c) => c.conn.get_db(),
         }
     }
 
@@ -749,7 +800,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.supports_pipelining(),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.supports_pipelining(),
+            Conn::Cluster(c) => c.conn.supports_pipelining(),
         }
     }
 
@@ -757,7 +808,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.check_connection(),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.check_connection(),
+            Conn::Cluster(c) => c.conn.check_connection(),
         }
     }
 
@@ -765,7 +816,7 @@ impl redis::ConnectionLike for Conn {
         match self {
             Conn::One(c) => c.is_open(),
             #[cfg(feature = "cluster")]
-            Conn::Cluster(c) => c.is_open(),
+            Conn::Cluster(c) => c.conn.is_open(),
         }
     }
 }

@@ -541,9 +541,12 @@ fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result<()> {
         context: format!("{what} on {label}"),
         cause: e,
     };
-    let info: String = routed(c, redis::cmd("CLUSTER").arg("INFO"), random())
+    // Through `run`: a first seed that knows no slots is passed over.
+    let info: String = c
+        .run(|c| routed(c, redis::cmd("CLUSTER").arg("INFO"), random()))
         .map_err(|e| failed(e, "CLUSTER INFO"))?;
     let info = parse_info(&info);
+    let c = c.inner();
     let slots: Vec<Vec<redis::Value>> = routed(c, redis::cmd("CLUSTER").arg("SLOTS"), random())
         .map_err(|e| failed(e, "CLUSTER SLOTS"))?;
     // Each range is [start, end, [host, port, id, ...], replicas...].

@@ -239,6 +239,18 @@ fn a_seed_that_knows_no_slots_is_passed_over() {
             .run()
             .ok()
             .token();
+        // status runs a script, list walks the masters (CLUSTER SLOTS): both
+        // pass over the seed too.
+        for args in [["status", "job"], ["list", "job"]] {
+            let out = bare_rlock()
+                .env("RLOCK_URL", &urls)
+                .env("RLOCK_CLUSTER", "1")
+                .args(args)
+                .run()
+                .ok()
+                .stdout;
+            assert!(out.contains("job: held"), "{args:?}: {out}");
+        }
         rc(&c).args(["release", "job", "--token", &tok]).run().ok();
         bare_rlock()
             .env("RLOCK_URL", &seed.url())
