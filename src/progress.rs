@@ -201,29 +201,7 @@ fn waits_for_an_ancestor(busy: &Busy) -> bool {
     if h.host != rlock::HolderInfo::current(None).host {
         return false;
     }
-    let mut pid = std::process::id();
-    // A bounded walk up the parent links in /proc.
-    for _ in 0..64 {
-        let Some(parent) = parent_of(pid) else {
-            return false;
-        };
-        if parent == h.pid {
-            return true;
-        }
-        if parent <= 1 {
-            return false;
-        }
-        pid = parent;
-    }
-    false
-}
-
-/// The parent pid of `pid`, from /proc/PID/stat (after the command name,
-/// which may hold spaces and parentheses: its last ')').
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    rlock::exec::is_ancestor(h.pid)
 }
 
 /// Is rlock's process group the foreground group of the terminal stderr

@@ -69,13 +69,8 @@ impl Blocked {
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            for &s in signals {
-                let mut now: libc::sigaction = std::mem::zeroed();
-                let ignored = libc::sigaction(s, std::ptr::null(), &mut now) == 0
-                    && now.sa_sigaction == libc::SIG_IGN;
-                if !ignored {
-                    libc::sigaddset(&mut set, s);
-                }
+            for &s in signals.iter().filter(|&&s| !ignored(s)) {
+                libc::sigaddset(&mut set, s);
             }
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
@@ -169,6 +164,15 @@ impl Drop for Watcher {
     fn drop(&mut self) {
         // SAFETY: plain syscall on our own descriptor.
         unsafe { libc::eventfd_write(self.wake.as_raw_fd(), 1) };
+    }
+}
+
+/// Whether this process ignores `sig` (SIG_IGN).
+pub(crate) fn ignored(sig: i32) -> bool {
+    // SAFETY: plain syscall; a null new action only reads the old one.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut now) == 0 && now.sa_sigaction == libc::SIG_IGN
     }
 }
 

@@ -101,6 +101,7 @@ use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait,
 
 pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, reentry_token};
+pub use tree::is_ancestor;
 
 use guard::{Guard, Launch, Report};
 use renew::Renewal;

@@ -101,6 +101,23 @@ fn live_threads(pid: libc::pid_t) -> bool {
     })
 }
 
+/// Is `pid` an ancestor of this process (its parent, the parent's parent,
+/// ...)? A bounded walk up the parent links.
+pub fn is_ancestor(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    let mut at = std::process::id().cast_signed();
+    for _ in 0..64 {
+        match stat(at).map(|s| s.ppid) {
+            Some(parent) if parent == pid => return true,
+            Some(parent) if parent > 1 => at = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// This process as a child subreaper (PR_SET_CHILD_SUBREAPER) until
 /// dropped, then as it was: orphans of its descendants come to it instead
 /// of init.

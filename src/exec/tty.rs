@@ -82,14 +82,7 @@ impl Terminal {
 /// SIGQUIT ignored. Handing the terminal to the command then took it from
 /// the script, which stopped (SIGTTIN) at its next read of the terminal.
 pub(crate) fn started_in_background() -> bool {
-    [libc::SIGINT, libc::SIGQUIT].iter().all(|&sig| {
-        // SAFETY: plain syscall; a null new action only reads the old one.
-        unsafe {
-            let mut now: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut now) == 0
-                && now.sa_sigaction == libc::SIG_IGN
-        }
-    })
+    crate::signals::ignored(libc::SIGINT) && crate::signals::ignored(libc::SIGQUIT)
 }
 
 impl Terminal {
