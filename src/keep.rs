@@ -875,44 +875,17 @@ pub fn release(
 /// Connect to the keeper of `token` for `lock` and have it pause; None if
 /// there is none (or it keeps another lock, or does not answer in time).
 fn announce(lock: &LockName, token: &Token, timeout: Duration) -> Option<UnixStream> {
-    match ask(token, timeout, &format!("release {}", lock.redis_key())) {
-        Ok(s) => s,
-        // Closed without an answer: a keeper of another lock, or one
-        // started by an rlock from before the lock was named (the binary
-        // upgraded under a running script), which knows a bare "release"
-        // only; a keeper of today drops that too.
-        Err(true) => ask(token, timeout, "release").ok().flatten(),
-        Err(false) => None,
-    }
-}
-
-/// Send `line` to the keeper of `token`: Ok(Some) once it answered "ok",
-/// Ok(None) if there is no keeper, Err(true) if it closed the connection
-/// without an answer, Err(false) on anything else (no answer in time).
-fn ask(
-    token: &Token,
-    timeout: Duration,
-    line: &str,
-) -> std::result::Result<Option<UnixStream>, bool> {
-    let Some(s) = socket_addr(token)
-        .ok()
-        .and_then(|a| UnixStream::connect_addr(&a).ok())
-    else {
-        return Ok(None);
-    };
+    let s = UnixStream::connect_addr(&socket_addr(token).ok()?).ok()?;
     // The keeper may be in the middle of a renewal (bounded by its own
     // connect timeout).
     let wait = timeout.max(Duration::from_secs(1)) * 2;
-    s.set_read_timeout(Some(wait)).map_err(|_| false)?;
-    s.set_write_timeout(Some(wait)).map_err(|_| false)?;
-    (&s).write_all(format!("{line}\n").as_bytes())
-        .map_err(|_| false)?;
+    s.set_read_timeout(Some(wait)).ok()?;
+    s.set_write_timeout(Some(wait)).ok()?;
+    (&s).write_all(format!("release {}\n", lock.redis_key()).as_bytes())
+        .ok()?;
     let mut answer = String::new();
-    match BufReader::new(&s).read_line(&mut answer) {
-        Ok(0) => Err(true),
-        Ok(_) if answer.trim() == "ok" => Ok(Some(s)),
-        _ => Err(false),
-    }
+    BufReader::new(&s).read_line(&mut answer).ok()?;
+    (answer.trim() == "ok").then_some(s)
 }
 
 #[cfg(test)]
