@@ -669,6 +669,11 @@ fn stat(pid: i32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether process `pid` is stopped (state T).
+fn stopped(pid: i32) -> bool {
+    stat(pid).first().map(String::as_str) == Some("T")
+}
+
 fn ppid(pid: i32) -> i32 {
     stat(pid).get(1).and_then(|p| p.parse().ok()).unwrap_or(0)
 }
@@ -796,9 +801,9 @@ fn interactive_job_control_stops_and_continues_the_job() {
     let rl = rlock_of(cmd);
     say("\x1a"); // Ctrl-Z
     eventually(Duration::from_secs(20), "rlock to stop its job", || {
-        stat(rl).first().map(String::as_str) == Some("T")
+        stopped(rl)
     });
-    assert_eq!(stat(cmd).first().map(String::as_str), Some("T"));
+    assert!(stopped(cmd));
     assert!(read(&out).is_empty());
     say("fg\n");
     await_written(&out, Duration::from_secs(10), "the command to finish");
@@ -1589,13 +1594,11 @@ fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
         || stat(lo).get(5) == Some(&rlock_group),
     );
     say("\x1a"); // Ctrl-Z: stops rlock's job, not the leftover
-    eventually(Duration::from_secs(20), "rlock to stop", || {
-        stat(rl).first().map(String::as_str) == Some("T")
-    });
-    assert_ne!(stat(lo).first().map(String::as_str), Some("T"));
+    eventually(Duration::from_secs(20), "rlock to stop", || stopped(rl));
+    assert!(!stopped(lo));
     say("fg\n");
     eventually(Duration::from_secs(20), "rlock to run again", || {
-        stat(rl).first().map(String::as_str) != Some("T")
+        !stopped(rl)
     });
     eventually(
         Duration::from_secs(10),
@@ -1638,12 +1641,11 @@ fn after_bg_and_fg_the_command_gets_the_terminal_when_it_reads() {
     let rlock_group = stat(rl)[2].clone();
     say("\x1a"); // Ctrl-Z
     eventually(Duration::from_secs(20), "rlock to stop its job", || {
-        stat(rl).first().map(String::as_str) == Some("T")
+        stopped(rl)
     });
     say("bg\n");
     eventually(Duration::from_secs(20), "the job to run again", || {
-        stat(rl).first().map(String::as_str) != Some("T")
-            && stat(cmd).first().map(String::as_str) != Some("T")
+        !stopped(rl) && !stopped(cmd)
     });
     say("fg\n");
     eventually(
@@ -1716,18 +1718,13 @@ fn a_nested_exec_stops_and_continues_with_its_job() {
     );
     say("\x1a"); // Ctrl-Z
     eventually(Duration::from_secs(20), "the outer rlock to stop", || {
-        stat(outer).first().map(String::as_str) == Some("T")
+        stopped(outer)
     });
     say("fg\n");
     eventually(
         Duration::from_secs(20),
         "the command to own the terminal",
-        || {
-            stat(cmd).get(5) == stat(cmd).get(2)
-                && [outer, inner, cmd]
-                    .iter()
-                    .all(|&p| stat(p).first().map(String::as_str) != Some("T"))
-        },
+        || stat(cmd).get(5) == stat(cmd).get(2) && [outer, inner, cmd].iter().all(|&p| !stopped(p)),
     );
     say("typed\n");
     await_written(&out, Duration::from_secs(20), "the command to read");
@@ -1801,7 +1798,7 @@ fn on_lost_ignore_a_job_stopped_past_its_lease_still_resumes() {
     let rl = rlock_of(cmd);
     say("\x1a"); // Ctrl-Z
     eventually(Duration::from_secs(20), "rlock to stop its job", || {
-        stat(rl).first().map(String::as_str) == Some("T")
+        stopped(rl)
     });
     // Well past the 1 s lease.
     eventually(Duration::from_secs(20), "the lease to run out", || {
