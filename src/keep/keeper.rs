@@ -1,0 +1,546 @@
+//! The keeper process: started by [`spawn`], run by [`keeper_main`].
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::caller::above_stdio;
+use super::protocol::{socket_addr, trusted};
+use super::{KEEPER_ARG, Keep, LOST_RECORD_TTL, LostRecord, Watched};
+use crate::clock::BootTime;
+use crate::conn::{ConnectOptions, Server, Tls};
+use crate::exec::OnLost;
+use crate::lock::LockName;
+use crate::lock::RenewalSchedule;
+use crate::{Error, Lease, Locker, Result, Token};
+
+/// How often the keeper looks at the watched process without a pidfd.
+const FALLBACK_POLL: Duration = Duration::from_millis(250);
+
+/// What the keeper needs, sent on its stdin (the token must not be on
+/// argv).
+#[derive(Serialize, Deserialize)]
+struct Config {
+    urls: Vec<String>,
+    password: Option<String>,
+    connect_timeout_ms: u64,
+    cluster: bool,
+    sentinel: Option<String>,
+    min_replicas: u32,
+    tls: (Option<String>, Option<String>, Option<String>),
+    prefix: String,
+    key: String,
+    token: String,
+    /// Release every hold at the end (the keeper's grant was the first).
+    all: bool,
+    /// The token's holds once the keeper's grant was made (1 unless it
+    /// re-entered).
+    count: u64,
+    ttl_ms: u64,
+    /// The lease's validity deadline, CLOCK_BOOTTIME ns.
+    valid_until_ns: u64,
+    on_lost: String,
+    pid: i32,
+    start: u64,
+    pidfd: Option<i32>,
+    listen: i32,
+}
+
+impl Config {
+    fn connect_options(&self) -> ConnectOptions {
+        let path = |p: &Option<String>| p.as_ref().map(std::path::PathBuf::from);
+        ConnectOptions {
+            urls: self.urls.clone(),
+            password: self.password.clone(),
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            cluster: self.cluster,
+            sentinel: self.sentinel.clone(),
+            min_replicas: self.min_replicas,
+            tls: Tls {
+                ca: path(&self.tls.0),
+                cert: path(&self.tls.1),
+                key: path(&self.tls.2),
+            },
+        }
+    }
+}
+
+/// How a keeper was started.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Started {
+    /// A new keeper, with this pid.
+    Keeper(u32),
+    /// A keeper of this token runs already (a re-entered `acquire --keep`):
+    /// it keeps the lock until its own process exits.
+    Already,
+}
+
+/// Start the keeper of `lease`. `program` runs the keeper: a command that
+/// ends in [`keeper_main`] (the binary: `rlock __keep`). The keeper gets
+/// the settings on its stdin, its stdout and stderr on /dev/null, and a
+/// session of its own.
+pub fn spawn(
+    mut program: Command,
+    opts: &ConnectOptions,
+    prefix: &str,
+    lease: &Lease,
+    keep: &Keep,
+) -> Result<Started> {
+    let fail = |what: &str, e: std::io::Error| Error::Protocol(format!("{what}: {e}"));
+    // Bound here, so a second keeper of one token is seen at once, and a
+    // release right after we exit finds the socket.
+    let listener = match UnixListener::bind_addr(&socket_addr(&lease.token)?) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(Started::Already),
+        Err(e) => return Err(fail("cannot create the keeper's socket", e)),
+    };
+    let listener = above_stdio(listener.into());
+    let listen = listener.as_raw_fd();
+    let pidfd = keep.watched.pidfd.as_ref().map(|f| f.as_raw_fd());
+    let tls = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let config = Config {
+        urls: opts.urls.clone(),
+        password: opts.password.clone(),
+        connect_timeout_ms: crate::duration::millis(opts.connect_timeout),
+        cluster: opts.cluster,
+        sentinel: opts.sentinel.clone(),
+        min_replicas: opts.min_replicas,
+        tls: (tls(&opts.tls.ca), tls(&opts.tls.cert), tls(&opts.tls.key)),
+        prefix: prefix.to_string(),
+        key: lease.key.clone(),
+        token: lease.token.as_str().to_string(),
+        all: lease.count <= 1,
+        count: lease.count,
+        ttl_ms: crate::duration::millis(lease.ttl),
+        valid_until_ns: crate::duration::nanos(lease.valid_until.since_boot()),
+        on_lost: match keep.on_lost {
+            OnLost::Term => "term",
+            OnLost::Kill => "kill",
+            OnLost::Ignore => "ignore",
+        }
+        .into(),
+        pid: keep.watched.pid,
+        start: keep.watched.start,
+        pidfd,
+        listen,
+    };
+    let config = serde_json::to_vec(&config).map_err(|e| Error::Protocol(e.to_string()))?;
+    program
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .current_dir("/");
+    // SAFETY: only async-signal-safe syscalls between fork and exec.
+    unsafe {
+        program.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Hand these two on through exec.
+            for fd in [Some(listen), pidfd].into_iter().flatten() {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = program
+        .spawn()
+        .map_err(|e| fail("cannot start the keeper process", e))?;
+    let sent = child
+        .stdin
+        .take()
+        .map(|mut s| s.write_all(&config))
+        .unwrap_or_else(|| Err(std::io::ErrorKind::BrokenPipe.into()));
+    if let Err(e) = sent {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(fail("cannot pass the settings to the keeper", e));
+    }
+    // Not waited for: it outlives us, and init (or a subreaper) reaps it.
+    Ok(Started::Keeper(child.id()))
+}
+
+/// The keeper process: read the settings from stdin, then keep the lock
+/// (see the module doc). Returns the exit code; never prints.
+pub fn keeper_main() -> Result<u8> {
+    let typed = || {
+        Error::Usage(format!(
+            "`{KEEPER_ARG}` is internal: the keeper that `rlock acquire --keep` starts"
+        ))
+    };
+    // SAFETY: plain syscall. Someone typed `rlock __keep`: nothing to read.
+    if unsafe { libc::isatty(0) } == 1 {
+        return Err(typed());
+    }
+    let mut raw = Vec::new();
+    if std::io::stdin().lock().read_to_end(&mut raw).is_err() {
+        return Err(typed());
+    }
+    let config = serde_json::from_slice::<Config>(&raw).map_err(|_| typed())?;
+    drop(raw);
+    detach(&config);
+    // Detached: nobody reads an error from here on.
+    Ok(match Keeper::new(config) {
+        Some(mut k) => k.run(),
+        None => crate::exit_code::USAGE,
+    })
+}
+
+/// The keeper's own name, no descriptor of the caller's but ours, stdin on
+/// /dev/null.
+fn detach(config: &Config) {
+    // SAFETY: the keeper owns every descriptor it has (it was just
+    // started, single-threaded, from rlock's own binary).
+    unsafe { crate::exec::close_all_but(&[0, 1, 2, config.listen, config.pidfd.unwrap_or(-1)]) };
+    // SAFETY: plain syscalls on this process and its own descriptors.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"rlock-keeper".as_ptr());
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+}
+
+struct Keeper {
+    /// None until a connect succeeds.
+    locker: Option<Locker>,
+    prefix: String,
+    opts: ConnectOptions,
+    name: LockName,
+    key: String,
+    token: Token,
+    all: bool,
+    /// As in [`Config`].
+    count: u64,
+    ttl: Duration,
+    valid_until: BootTime,
+    on_lost: OnLost,
+    watched: Watched,
+    listener: UnixListener,
+    sigfd: crate::signals::Blocked,
+    /// A release in progress: its connection, and the point after which
+    /// we renew anyway.
+    releasing: Option<(UnixStream, BootTime)>,
+}
+
+/// Signals that make the keeper release and exit.
+const ENDS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+impl Keeper {
+    fn new(c: Config) -> Option<Keeper> {
+        let opts = c.connect_options();
+        let token = Token::parse(&c.token).ok()?;
+        let name = LockName::new(&c.prefix, &c.key).ok()?;
+        // SAFETY: descriptors handed to us by `spawn`, now ours alone.
+        let listener = unsafe { UnixListener::from_raw_fd(c.listen) };
+        listener.set_nonblocking(true).ok()?;
+        // SAFETY: as above.
+        let pidfd = c.pidfd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        let sigfd = end_signals()?;
+        // Connecting may fail now (Redis down): renewals retry, connect
+        // included, until the lease's validity ends.
+        let locker = Locker::connect(&opts, &c.prefix).ok();
+        Some(Keeper {
+            locker,
+            prefix: c.prefix,
+            opts,
+            name,
+            key: c.key,
+            all: c.all,
+            count: c.count,
+            token,
+            ttl: Duration::from_millis(c.ttl_ms),
+            valid_until: BootTime::from_since_boot(Duration::from_nanos(c.valid_until_ns)),
+            on_lost: match c.on_lost.as_str() {
+                "kill" => OnLost::Kill,
+                "ignore" => OnLost::Ignore,
+                _ => OnLost::Term,
+            },
+            watched: Watched {
+                pid: c.pid,
+                start: c.start,
+                pidfd,
+            },
+            listener,
+            sigfd,
+            releasing: None,
+        })
+    }
+
+    fn run(&mut self) -> u8 {
+        let RenewalSchedule {
+            every,
+            retry,
+            first: mut next,
+        } = RenewalSchedule::new(self.valid_until, self.ttl);
+        let (key, token, ttl) = (self.key.clone(), self.token.clone(), self.ttl);
+        loop {
+            if self.watched.gone() {
+                return self.release_and_exit();
+            }
+            let paused = self
+                .releasing
+                .as_ref()
+                .is_some_and(|(_, until)| !until.passed());
+            if !paused && next.passed() {
+                let sent = BootTime::now();
+                match self.locker().and_then(|l| l.renew(&key, &token, ttl)) {
+                    Ok(valid) => {
+                        self.valid_until = valid;
+                        next = sent + every;
+                    }
+                    // A release announced to us took it: nothing lost.
+                    Err(Error::Lost { .. } | Error::NotOwner { .. })
+                        if self.releasing.is_some() =>
+                    {
+                        return 0;
+                    }
+                    Err(Error::Lost { .. }) => {
+                        return self.lost("it expired or was deleted");
+                    }
+                    Err(Error::NotOwner { .. }) => {
+                        return self.lost("another owner holds it now");
+                    }
+                    Err(_) => next = BootTime::now() + retry,
+                }
+                continue;
+            }
+            if self.valid_until.passed() {
+                return self
+                    .lost("no renewal confirmed before the lease ended (Redis unreachable?)");
+            }
+            let mut wake = if paused {
+                self.releasing.as_ref().map_or(next, |(_, u)| *u)
+            } else {
+                next
+            };
+            wake = wake.min(self.valid_until);
+            let mut timeout = wake.remaining();
+            if self.watched.pidfd.is_none() {
+                timeout = timeout.min(FALLBACK_POLL);
+            }
+            let release_fd = self.releasing.as_ref().map_or(-1, |(s, _)| s.as_raw_fd());
+            let mut fds = [
+                crate::signals::pollin(self.watched.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd())),
+                crate::signals::pollin(self.listener.as_raw_fd()),
+                crate::signals::pollin(release_fd),
+                crate::signals::pollin(self.sigfd.fd()),
+            ];
+            let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+            // A 0ms timeout for a deadline less than 1ms away would spin;
+            // round up.
+            let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+            // SAFETY: a valid array of pollfds.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if n <= 0 {
+                continue; // timeout, EINTR
+            }
+            if fds[3].revents != 0 {
+                return self.release_and_exit();
+            }
+            if fds[0].revents != 0 {
+                return self.release_and_exit();
+            }
+            if fds[2].revents != 0
+                && let Some(code) = self.verdict()
+            {
+                return code;
+            }
+            if fds[2].revents != 0 {
+                next = BootTime::now();
+            }
+            if fds[1].revents != 0 {
+                self.accept();
+            }
+        }
+    }
+
+    fn locker(&mut self) -> Result<&mut Locker> {
+        if self.locker.is_none() {
+            self.locker = Some(Locker::connect(&self.opts, &self.prefix)?);
+        }
+        Ok(self.locker.as_mut().expect("just connected"))
+    }
+
+    /// A connection on the release socket: "release" from our user (or
+    /// root) pauses renewals until the verdict.
+    fn accept(&mut self) {
+        let Ok((stream, _)) = self.listener.accept() else {
+            return;
+        };
+        if !trusted(&stream) {
+            return;
+        }
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut line = String::new();
+        let mut r = BufReader::new(&stream);
+        // A release of another lock with this token (the socket is named
+        // after the token alone) is none of ours: no "ok", so the releaser
+        // goes on without us; were it heard, its "nothing held" would end
+        // the keeper without a release, and the lease would run out under
+        // the script.
+        if r.read_line(&mut line).is_err()
+            || line.trim_end_matches('\n') != format!("release {}", self.name.redis_key())
+        {
+            return;
+        }
+        if (&stream).write_all(b"ok\n").is_err() {
+            return;
+        }
+        // The releaser has its connect timeout per try: give it a few, but
+        // never let the lease run out unrenewed for it.
+        let margin = self.ttl / 3;
+        let until = (BootTime::now() + self.opts.connect_timeout * 3)
+            .min(self.valid_until.saturating_sub(margin));
+        self.releasing = Some((stream, until));
+    }
+
+    /// The releaser's verdict: Some(exit code) if it released the lock.
+    fn verdict(&mut self) -> Option<u8> {
+        let (stream, _) = self.releasing.take()?;
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+        let mut line = String::new();
+        let _ = BufReader::new(&stream).read_line(&mut line);
+        let line = line.trim();
+        if line == "released" {
+            return Some(0);
+        }
+        // "held N": N holds remain. Fewer than there were once our grant
+        // was made, and that grant a re-entry (`acquire --keep` inside an
+        // exec of the same lock): our hold is the one given back, the rest
+        // are the enclosing holders'. Renewing on, we would release one of
+        // theirs when the watched process ends, the lock freed under them.
+        let left = line
+            .strip_prefix("held ")
+            .and_then(|n| n.parse::<u64>().ok());
+        match left {
+            Some(n) if !self.all && n < self.count => Some(0),
+            _ => None, // held, or the release failed, or the releaser died: renew now
+        }
+    }
+
+    /// The watched process is gone, or we were told to stop: give every
+    /// hold back, retrying while the lease lasts.
+    fn release_and_exit(&mut self) -> u8 {
+        loop {
+            let (key, token, all) = (self.key.clone(), self.token.clone(), self.all);
+            // Honours a --min-hold given at the grant.
+            let release = |l: &mut Locker| l.release_with(&key, &token, all, Some(Duration::ZERO));
+            match self.locker().and_then(release) {
+                Ok(_) => return 0,
+                Err(e) if !matches!(e, Error::Unavailable { .. }) => return 0,
+                Err(_) if self.valid_until.passed() => return 0,
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+
+    /// The lock is lost: record it, apply --on-lost, exit.
+    fn lost(&mut self, why: &str) -> u8 {
+        // Only a process that still runs: it may have exited during the
+        // renewal that found the loss, and once it is reaped its pid may
+        // belong to another process (a pidfd does not hold the number).
+        let gone = self.watched.gone();
+        let action = match self.on_lost {
+            OnLost::Ignore => "nothing done (--on-lost ignore)",
+            _ if gone => "nothing done (the process had exited)",
+            OnLost::Term => "SIGTERM sent",
+            OnLost::Kill => "SIGKILL sent",
+        };
+        // The script first: the record may take a connect timeout.
+        match self.on_lost {
+            _ if gone => {}
+            OnLost::Term => signal_tree(&self.watched, libc::SIGTERM),
+            OnLost::Kill => signal_tree(&self.watched, libc::SIGKILL),
+            OnLost::Ignore => {}
+        }
+        let record = LostRecord {
+            host: crate::lock::HolderInfo::current(None).host,
+            pid: self.watched.pid as u32,
+            when: crate::lock::format_ms(now_ms()),
+            when_ms: now_ms(),
+            why: why.to_string(),
+            action: action.to_string(),
+        };
+        let _ = record_loss(&self.opts, &self.name, &record);
+        crate::exit_code::LOST
+    }
+}
+
+/// `sig` to the watched process and every process it started (a
+/// snapshot: children first collected, so that none escapes by being
+/// re-parented when it dies). Call only once [`Watched::gone`] said it
+/// runs.
+fn signal_tree(root: &Watched, sig: i32) {
+    match &root.pidfd {
+        // SAFETY: plain syscall on our pidfd, which names that process
+        // even if it has exited since and its pid was reused.
+        Some(fd) => unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        },
+        // SAFETY: plain syscall; `gone` has just checked the pid's start
+        // time (the window is this one call).
+        None => unsafe {
+            libc::kill(root.pid, sig);
+        },
+    }
+    crate::exec::tree::signal_all(root.pid, sig);
+}
+
+/// TERM, INT, HUP and QUIT blocked and readable on a signalfd, whatever
+/// dispositions we inherited (an ignored signal would never reach it).
+fn end_signals() -> Option<crate::signals::Blocked> {
+    for s in ENDS {
+        // SAFETY: plain syscall on this single-threaded process.
+        unsafe { libc::signal(s, libc::SIG_DFL) };
+    }
+    crate::signals::Blocked::new(&ENDS).ok()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, crate::duration::millis)
+}
+
+/// Write `record` on every server that answers (it expires after
+/// [`LOST_RECORD_TTL`]).
+pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) -> Result<()> {
+    let json = serde_json::to_string(record).map_err(|e| Error::Protocol(e.to_string()))?;
+    let mut last = Ok(());
+    for server in Server::open_all(opts)? {
+        let res = server.connect().and_then(|mut c| {
+            redis::cmd("SET")
+                .arg(name.lost_key())
+                .arg(&json)
+                .arg("PX")
+                .arg(crate::duration::millis(LOST_RECORD_TTL))
+                .query::<()>(&mut c)
+                .map_err(|e| Error::from_redis(e, "record a lost lock"))
+        });
+        if res.is_err() {
+            last = res;
+        }
+    }
+    last
+}

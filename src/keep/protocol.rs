@@ -1,0 +1,109 @@
+//! The release protocol's client end: `rlock release` tells the keeper of
+//! its token first (see the module doc of [`super`], "Release, and loss").
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::time::Duration;
+
+use crate::lock::LockName;
+use crate::{Error, Locker, Released, Result, Token};
+
+/// The abstract socket name of the keeper of `token`: a hash, so the name
+/// (visible to every local user in /proc/net/unix) reveals nothing.
+fn socket_name(token: &Token) -> Vec<u8> {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_str().as_bytes());
+    let hex: String = d.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("rlock-keep-{hex}").into_bytes()
+}
+
+pub(super) fn socket_addr(token: &Token) -> Result<SocketAddr> {
+    SocketAddr::from_abstract_name(socket_name(token))
+        .map_err(|e| Error::Protocol(format!("keeper socket name: {e}")))
+}
+
+/// Is the peer our own user, or root (SO_PEERCRED)?
+pub(super) fn trusted(stream: &UnixStream) -> bool {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: 0,
+    };
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "a ucred is 12 bytes, far below socklen_t::MAX"
+    )]
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt fills `cred`, of the size given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: plain syscall.
+    rc == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() })
+}
+
+/// Release `token`'s hold(s) on `key` as [`Locker::release_with`] does,
+/// telling this host's keeper of the token first, if there is one, so it
+/// stops renewing (and exits once the lock is free) instead of taking the
+/// release for a loss.
+pub fn release(
+    locker: &mut Locker,
+    key: &str,
+    token: &Token,
+    all: bool,
+    min_hold: Option<Duration>,
+) -> Result<Released> {
+    let keeper = announce(&locker.name(key)?, token, locker.timeout());
+    let res = locker.release_with(key, token, all, min_hold);
+    if let Some(mut s) = keeper {
+        let verdict = match &res {
+            Ok(Released::Released | Released::NotHeld) => "released".to_string(),
+            Ok(Released::StillHeld(n)) => format!("held {n}"),
+            Err(_) => "held".to_string(),
+        };
+        let _ = s.write_all(format!("{verdict}\n").as_bytes());
+    }
+    res
+}
+
+/// Connect to the keeper of `token` for `lock` and have it pause; None if
+/// there is none (or it keeps another lock, or does not answer in time).
+fn announce(lock: &LockName, token: &Token, timeout: Duration) -> Option<UnixStream> {
+    let s = UnixStream::connect_addr(&socket_addr(token).ok()?).ok()?;
+    // The keeper may be in the middle of a renewal (bounded by its own
+    // connect timeout).
+    let wait = timeout.max(Duration::from_secs(1)) * 2;
+    s.set_read_timeout(Some(wait)).ok()?;
+    s.set_write_timeout(Some(wait)).ok()?;
+    (&s).write_all(format!("release {}\n", lock.redis_key()).as_bytes())
+        .ok()?;
+    let mut answer = String::new();
+    BufReader::new(&s).read_line(&mut answer).ok()?;
+    (answer.trim() == "ok").then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_names_hide_the_token() {
+        let t = Token::generate();
+        let name = String::from_utf8(socket_name(&t)).unwrap();
+        assert!(name.starts_with("rlock-keep-"), "{name}");
+        assert_eq!(name.len(), "rlock-keep-".len() + 32);
+        assert!(!name.contains(t.as_str()));
+        assert_eq!(socket_name(&t), socket_name(&t.clone()));
+        assert_ne!(socket_name(&t), socket_name(&Token::generate()));
+    }
+}
