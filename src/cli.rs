@@ -548,6 +548,10 @@ pub(crate) struct KeepOpts {
         help_heading = "Keep"
     )]
     pub on_lost: Option<OnLost>,
+    /// With --keep and --on-lost term: time the script gets to exit after
+    /// SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]
+    #[arg(long, value_name = "D", requires = "keep", help_heading = "Keep")]
+    pub grace: Option<Span>,
 }
 
 #[derive(Debug, Args)]

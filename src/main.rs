@@ -217,6 +217,12 @@ fn print_token(
         let _ = locker.release_with(key, &lease.token, false, None);
         anyhow::bail!("cannot write the token to stdout; lock released");
     }
+    if keep.is_none() && lease.count > 1 {
+        // A re-entry of a kept lock (the script exported the token of its
+        // `acquire --keep`): the keeper keeps this hold too, so that the
+        // script's `release` of it never counts as the keeper's own.
+        let _ = rlock::keep::adopt(&locker.name(key)?, &lease.token, locker.timeout());
+    }
     if let Some(keep) = keep {
         let mut program = std::process::Command::new("/proc/self/exe");
         program.arg0("rlock-keeper").arg(rlock::keep::KEEPER_ARG);
@@ -256,6 +262,9 @@ fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
     Ok(Some(rlock::keep::Keep {
         watched,
         on_lost: keep.on_lost.unwrap_or(cli::OnLost::Term).into(),
+        grace: keep
+            .grace
+            .map_or(std::time::Duration::from_secs(10), |g| g.0),
     }))
 }
 

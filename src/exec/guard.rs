@@ -406,7 +406,10 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
             // SAFETY: plain syscall.
             let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::WUNTRACED) };
             if pid == 0 {
-                break false;
+                // Children left, but perhaps only keepers of an `acquire
+                // --keep` that ran in the command: not the command's work,
+                // and never waited for (see `tree::is_keeper`).
+                break (main_done || !rlock_alive) && tree::descendants(me).is_empty();
             }
             if pid < 0 {
                 break last_errno() == libc::ECHILD;

@@ -51,7 +51,9 @@
 //!   so every rule above holds unchanged.
 //! - **descendants that leave the group or daemonize**: the guard is their
 //!   subreaper; kills walk the guard's descendants, not just a group (see
-//!   `tree.rs`), and "the tree is empty" is "the guard has no children".
+//!   `tree.rs`), and "the tree is empty" is "the guard has no children"
+//!   but keepers of `acquire --keep` (`tree::is_keeper`), which end with
+//!   the process they watch, not with the command.
 //! - **the guard itself killed** (it is internal; nobody has a reason to,
 //!   but `pkill -9 -f rlock` matches it): the command dies by
 //!   PR_SET_PDEATHSIG, and the rest of the tree, whatever its group, is

@@ -5,7 +5,7 @@
 //! process the command ever started — in its process group or not,
 //! daemonized or not — stays a descendant of the guard until it exits.
 //! Signalling "the tree" therefore means: every live descendant of the
-//! guard's pid.
+//! guard's pid, but the keepers of `acquire --keep` (see [`is_keeper`]).
 //!
 //! A walk is a snapshot: a process may fork after it. [`kill_all`] repeats
 //! walk-and-SIGKILL until nothing live is left; a process forked by one that
@@ -22,6 +22,8 @@ use std::time::Duration;
 pub(crate) struct Stat {
     /// Parent pid.
     pub ppid: libc::pid_t,
+    /// Session id (field 6).
+    pub sid: libc::pid_t,
     /// Start time (field 22), which tells a pid's reuse apart.
     pub start: u64,
     /// startstack (field 28) and arg_start (field 48); zero where /proc
@@ -42,6 +44,7 @@ pub(crate) fn stat(pid: libc::pid_t) -> Option<Stat> {
     let zombie = matches!(f.first(), Some(&"Z" | &"X"));
     Some(Stat {
         ppid: f.get(1)?.parse().ok()?,
+        sid: f.get(3).and_then(|v| v.parse().ok()).unwrap_or(0),
         start: num(22).unwrap_or(0),
         layout: (num(28).unwrap_or(0), num(48).unwrap_or(0)),
         dead: zombie && !live_threads(pid),
@@ -76,6 +79,11 @@ pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     while let Some(p) = todo.pop() {
         if let Some(kids) = children.get(&p) {
             for &k in kids {
+                // An `acquire --keep` keeper (and its guard) is rlock's own
+                // process, not the command's work: see [`is_keeper`].
+                if is_keeper(k) {
+                    continue;
+                }
                 todo.push(k);
                 if !zombies.contains(&k) {
                     out.push(k);
@@ -84,6 +92,44 @@ pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
         }
     }
     out
+}
+
+/// Is `pid` the keeper of an `rlock acquire --keep` (or the keeper's
+/// guard, a fork of it): this program, run with [`crate::keep::KEEPER_ARG`]
+/// as its first argument?
+///
+/// Such a process is left out of every tree walk, so an `rlock exec`
+/// neither passes signals on to a keeper that ended up in its tree (an
+/// `acquire --keep` inside the command: when `acquire` exits, its keeper
+/// is re-parented to the exec's guard, a subreaper), nor kills it, nor
+/// waits for it. Each of those was a path to two holders of the kept
+/// lock: a forwarded TERM or HUP made the keeper release while the script
+/// that keeps the lock went on (and USR1 killed it); a kill ended the
+/// renewals under a script that outlived it. And waiting for it made a
+/// cycle when the keeper watched a process that waits for the exec. The
+/// keeper ends by itself when its watched process does, which is what
+/// protects the kept lock. The command line is set at exec, so the
+/// keeper is recognised from its first instruction on, before it names
+/// itself; a process of another user (whose executable cannot be read)
+/// is never taken for one.
+pub(crate) fn is_keeper(pid: libc::pid_t) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    if cmdline.split(|&b| b == 0).nth(1) != Some(crate::keep::KEEPER_ARG.as_bytes()) {
+        return false;
+    }
+    // The same program as ours (an upgrade may have replaced the file
+    // under a running one: "/usr/bin/rlock (deleted)").
+    let exe = |p: &str| {
+        std::fs::read_link(p).ok().map(|l| {
+            l.to_string_lossy()
+                .trim_end_matches(" (deleted)")
+                .to_string()
+        })
+    };
+    let theirs = exe(&format!("/proc/{pid}/exe"));
+    theirs.is_some() && theirs == exe("/proc/self/exe")
 }
 
 /// A thread-group leader that called pthread_exit shows as a zombie while

@@ -10,14 +10,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::caller::above_stdio;
-use super::protocol::{socket_addr, trusted};
+use super::guard::{Policy, Shared};
+use super::protocol::{ADOPT, RELEASE, socket_addr, trusted};
 use super::{KEEPER_ARG, Keep, LOST_RECORD_TTL, LostRecord, Watched};
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server, Tls};
 use crate::exec::OnLost;
 use crate::lock::LockName;
 use crate::lock::RenewalSchedule;
-use crate::{Error, Lease, Locker, Result, Token};
+use crate::{Error, Lease, Locker, Released, Result, Token};
 
 /// How often the keeper looks at the watched process without a pidfd.
 const FALLBACK_POLL: Duration = Duration::from_millis(250);
@@ -36,15 +37,14 @@ struct Config {
     prefix: String,
     key: String,
     token: String,
-    /// Release every hold at the end (the keeper's grant was the first).
-    all: bool,
-    /// The token's holds once the keeper's grant was made (1 unless it
-    /// re-entered).
-    count: u64,
     ttl_ms: u64,
     /// The lease's validity deadline, CLOCK_BOOTTIME ns.
     valid_until_ns: u64,
     on_lost: String,
+    grace_ms: u64,
+    /// The start time of the `rlock acquire` that made the grant (/proc
+    /// stat field 22): processes started before it are never signalled.
+    since: u64,
     pid: i32,
     start: u64,
     pidfd: Option<i32>,
@@ -76,7 +76,7 @@ pub enum Started {
     /// A new keeper, with this pid.
     Keeper(u32),
     /// A keeper of this token runs already (a re-entered `acquire --keep`):
-    /// it keeps the lock until its own process exits.
+    /// it took the new hold, and gives it back with its own.
     Already,
 }
 
@@ -96,7 +96,20 @@ pub fn spawn(
     // release right after we exit finds the socket.
     let listener = match UnixListener::bind_addr(&socket_addr(&lease.token)?) {
         Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(Started::Already),
+        // A keeper of this token runs: the grant re-entered its lock
+        // (`acquire --keep` again in the script). Its hold is the
+        // keeper's to give back too; if the keeper does not take it, the
+        // caller gives it back.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let lock = LockName::new(prefix, &lease.key)?;
+            return if super::protocol::adopt(&lock, &lease.token, opts.connect_timeout) {
+                Ok(Started::Already)
+            } else {
+                Err(Error::Protocol(
+                    "the keeper of this token did not take the re-entered hold".into(),
+                ))
+            };
+        }
         Err(e) => return Err(fail("cannot create the keeper's socket", e)),
     };
     let listener = above_stdio(listener.into());
@@ -114,8 +127,6 @@ pub fn spawn(
         prefix: prefix.to_string(),
         key: lease.key.clone(),
         token: lease.token.as_str().to_string(),
-        all: lease.count <= 1,
-        count: lease.count,
         ttl_ms: crate::duration::millis(lease.ttl),
         valid_until_ns: crate::duration::nanos(lease.valid_until.since_boot()),
         on_lost: match keep.on_lost {
@@ -124,6 +135,8 @@ pub fn spawn(
             OnLost::Ignore => "ignore",
         }
         .into(),
+        grace_ms: crate::duration::millis(keep.grace),
+        since: crate::exec::tree::stat(std::process::id().cast_signed()).map_or(0, |s| s.start),
         pid: keep.watched.pid,
         start: keep.watched.start,
         pidfd,
@@ -222,10 +235,15 @@ struct Keeper {
     name: LockName,
     key: String,
     token: Token,
-    all: bool,
-    /// As in [`Config`].
-    count: u64,
+    /// The holds of the token that are the keeper's to give back: its
+    /// grant, and those of re-entered `acquire --keep`s it adopted. Never
+    /// more: another hold of the token (a re-entered `rlock exec` in the
+    /// background, say) belongs to whoever took it, and giving it back
+    /// would free the lock under it.
+    own: u64,
     ttl: Duration,
+    grace: Duration,
+    since: u64,
     valid_until: BootTime,
     on_lost: OnLost,
     watched: Watched,
@@ -234,9 +252,13 @@ struct Keeper {
     /// A release in progress: its connection, and the point after which
     /// we renew anyway.
     releasing: Option<(UnixStream, BootTime)>,
+    /// The guard (see guard.rs): the page we tell it the kill deadline in,
+    /// and the pipe end whose closing tells it we exited.
+    guard: Option<(Shared, OwnedFd)>,
 }
 
-/// Signals that make the keeper release and exit.
+/// Signals that make the keeper stop keeping: the watched process is
+/// stopped first (see [`Keeper::stop`]).
 const ENDS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Keeper {
@@ -249,6 +271,31 @@ impl Keeper {
         listener.set_nonblocking(true).ok()?;
         // SAFETY: as above.
         let pidfd = c.pidfd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        let watched = Watched {
+            pid: c.pid,
+            start: c.start,
+            pidfd,
+        };
+        let ttl = Duration::from_millis(c.ttl_ms);
+        let valid_until = BootTime::from_since_boot(Duration::from_nanos(c.valid_until_ns));
+        let on_lost = match c.on_lost.as_str() {
+            "kill" => OnLost::Kill,
+            "ignore" => OnLost::Ignore,
+            _ => OnLost::Term,
+        };
+        let grace = Duration::from_millis(c.grace_ms);
+        // First, while this process has one thread (no connection yet).
+        let policy = Policy {
+            on_lost,
+            grace,
+            since: c.since,
+        };
+        let guard = super::guard::fork(
+            crate::exec::kill_point(valid_until, ttl),
+            &watched,
+            policy,
+            &[c.listen],
+        );
         let sigfd = end_signals()?;
         // Connecting may fail now (Redis down): renewals retry, connect
         // included, until the lease's validity ends.
@@ -259,33 +306,40 @@ impl Keeper {
             opts,
             name,
             key: c.key,
-            all: c.all,
-            count: c.count,
+            own: 1,
             token,
-            ttl: Duration::from_millis(c.ttl_ms),
-            valid_until: BootTime::from_since_boot(Duration::from_nanos(c.valid_until_ns)),
-            on_lost: match c.on_lost.as_str() {
-                "kill" => OnLost::Kill,
-                "ignore" => OnLost::Ignore,
-                _ => OnLost::Term,
-            },
-            watched: Watched {
-                pid: c.pid,
-                start: c.start,
-                pidfd,
-            },
+            ttl,
+            grace,
+            since: c.since,
+            valid_until,
+            on_lost,
+            watched,
             listener,
             sigfd,
             releasing: None,
+            guard,
         })
     }
 
+    /// Keep the lock, then tell the guard we ended cleanly.
     fn run(&mut self) -> u8 {
+        let code = self.keep();
+        if let Some((shared, _)) = &self.guard {
+            shared.finish();
+        }
+        code
+    }
+
+    fn keep(&mut self) -> u8 {
         let RenewalSchedule {
             every,
             retry,
             first: mut next,
         } = RenewalSchedule::new(self.valid_until, self.ttl);
+        // Without a confirmed renewal, the lock counts as lost this long
+        // before its validity deadline, leaving time to stop the script
+        // before the lease can end (as exec does).
+        let lead = self.ttl / 3;
         let (key, token, ttl) = (self.key.clone(), self.token.clone(), self.ttl);
         loop {
             if self.watched.gone() {
@@ -300,6 +354,9 @@ impl Keeper {
                 match self.locker().and_then(|l| l.renew(&key, &token, ttl)) {
                     Ok(valid) => {
                         self.valid_until = valid;
+                        if let Some((shared, _)) = &self.guard {
+                            shared.set_deadline(crate::exec::kill_point(valid, ttl));
+                        }
                         next = sent + every;
                     }
                     // A release announced to us took it: nothing lost.
@@ -309,57 +366,51 @@ impl Keeper {
                         return 0;
                     }
                     Err(Error::Lost { .. }) => {
-                        return self.lost("it expired or was deleted");
+                        return self.lost("it expired or was deleted", true);
                     }
                     Err(Error::NotOwner { .. }) => {
-                        return self.lost("another owner holds it now");
+                        return self.lost("another owner holds it now", true);
                     }
                     Err(_) => next = BootTime::now() + retry,
                 }
                 continue;
             }
-            if self.valid_until.passed() {
-                return self
-                    .lost("no renewal confirmed before the lease ended (Redis unreachable?)");
+            if (self.valid_until - lead).passed() {
+                return self.lost(
+                    "no renewal confirmed in time; the lease was about to end (Redis unreachable?)",
+                    false,
+                );
             }
             let mut wake = if paused {
                 self.releasing.as_ref().map_or(next, |(_, u)| *u)
             } else {
                 next
             };
-            wake = wake.min(self.valid_until);
+            wake = wake.min(self.valid_until - lead);
             let mut timeout = wake.remaining();
             if self.watched.pidfd.is_none() {
                 timeout = timeout.min(FALLBACK_POLL);
             }
             let release_fd = self.releasing.as_ref().map_or(-1, |(s, _)| s.as_raw_fd());
             let mut fds = [
-                crate::signals::pollin(self.watched.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd())),
+                crate::signals::pollin(self.watched.pidfd_raw()),
                 crate::signals::pollin(self.listener.as_raw_fd()),
                 crate::signals::pollin(release_fd),
                 crate::signals::pollin(self.sigfd.fd()),
             ];
-            let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-            // A 0ms timeout for a deadline less than 1ms away would spin;
-            // round up.
-            let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-            // SAFETY: a valid array of pollfds.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-            if n <= 0 {
+            if poll(&mut fds, timeout) <= 0 {
                 continue; // timeout, EINTR
             }
             if fds[3].revents != 0 {
-                return self.release_and_exit();
+                return self.stop();
             }
             if fds[0].revents != 0 {
                 return self.release_and_exit();
             }
-            if fds[2].revents != 0
-                && let Some(code) = self.verdict()
-            {
-                return code;
-            }
             if fds[2].revents != 0 {
+                if let Some(code) = self.verdict() {
+                    return code;
+                }
                 next = BootTime::now();
             }
             if fds[1].revents != 0 {
@@ -375,8 +426,9 @@ impl Keeper {
         Ok(self.locker.as_mut().expect("just connected"))
     }
 
-    /// A connection on the release socket: "release" from our user (or
-    /// root) pauses renewals until the verdict.
+    /// A connection on the release socket, from our user (or root):
+    /// "release LOCK" pauses renewals until the verdict; "adopt LOCK" (a
+    /// re-entered `acquire --keep` of the token) makes its hold ours too.
     fn accept(&mut self) {
         let Ok((stream, _)) = self.listener.accept() else {
             return;
@@ -388,17 +440,23 @@ impl Keeper {
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let mut line = String::new();
         let mut r = BufReader::new(&stream);
-        // A release of another lock with this token (the socket is named
-        // after the token alone) is none of ours: no "ok", so the releaser
-        // goes on without us; were it heard, its "nothing held" would end
-        // the keeper without a release, and the lease would run out under
-        // the script.
-        if r.read_line(&mut line).is_err()
-            || line.trim_end_matches('\n') != format!("release {}", self.name.redis_key())
-        {
+        // A message about another lock with this token (the socket is
+        // named after the token alone) is none of ours: no "ok", so the
+        // releaser goes on without us; were it heard, its "nothing held"
+        // would end the keeper without a release, and the lease would run
+        // out under the script.
+        if r.read_line(&mut line).is_err() {
             return;
         }
-        if (&stream).write_all(b"ok\n").is_err() {
+        let lock = self.name.redis_key();
+        let line = line.trim_end_matches('\n');
+        if line == format!("{ADOPT} {lock}") {
+            if (&stream).write_all(b"ok\n").is_ok() {
+                self.own += 1;
+            }
+            return;
+        }
+        if line != format!("{RELEASE} {lock}") || (&stream).write_all(b"ok\n").is_err() {
             return;
         }
         // The releaser has its connect timeout per try: give it a few, but
@@ -409,7 +467,7 @@ impl Keeper {
         self.releasing = Some((stream, until));
     }
 
-    /// The releaser's verdict: Some(exit code) if it released the lock.
+    /// The releaser's verdict: Some(exit code) if we keep no more.
     fn verdict(&mut self) -> Option<u8> {
         let (stream, _) = self.releasing.take()?;
         let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
@@ -419,92 +477,145 @@ impl Keeper {
         if line == "released" {
             return Some(0);
         }
-        // "held N": N holds remain. Fewer than there were once our grant
-        // was made, and that grant a re-entry (`acquire --keep` inside an
-        // exec of the same lock): our hold is the one given back, the rest
-        // are the enclosing holders'. Renewing on, we would release one of
-        // theirs when the watched process ends, the lock freed under them.
-        let left = line
-            .strip_prefix("held ")
-            .and_then(|n| n.parse::<u64>().ok());
-        match left {
-            Some(n) if !self.all && n < self.count => Some(0),
-            _ => None, // held, or the release failed, or the releaser died: renew now
+        // "held N": one hold was given back, N remain. The script's
+        // release of its kept lock gives back one of ours; the rest are
+        // ours still, or other holders' (a re-entered exec's), which we
+        // must neither renew for ever nor give back.
+        if line.starts_with("held ") {
+            self.own = self.own.saturating_sub(1);
+            if self.own == 0 {
+                return Some(0);
+            }
         }
+        None // held, or the release failed, or the releaser died: renew now
     }
 
-    /// The watched process is gone, or we were told to stop: give every
-    /// hold back, retrying while the lease lasts.
+    /// The watched process is gone: give our holds back, retrying while
+    /// the lease lasts.
     fn release_and_exit(&mut self) -> u8 {
-        loop {
-            let (key, token, all) = (self.key.clone(), self.token.clone(), self.all);
+        while self.own > 0 {
+            let (key, token) = (self.key.clone(), self.token.clone());
             // Honours a --min-hold given at the grant.
-            let release = |l: &mut Locker| l.release_with(&key, &token, all, Some(Duration::ZERO));
+            let release =
+                |l: &mut Locker| l.release_with(&key, &token, false, Some(Duration::ZERO));
             match self.locker().and_then(release) {
+                Ok(Released::StillHeld(_)) => self.own -= 1,
                 Ok(_) => return 0,
                 Err(e) if !matches!(e, Error::Unavailable { .. }) => return 0,
                 Err(_) if self.valid_until.passed() => return 0,
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
         }
+        0
     }
 
-    /// The lock is lost: record it, apply --on-lost, exit.
-    fn lost(&mut self, why: &str) -> u8 {
+    /// Told to stop (SIGTERM, SIGINT, SIGHUP, SIGQUIT: an admin's kill, a
+    /// systemd stop). Releasing at once would let a rival in while the
+    /// script still works under the lock; so the script is stopped first,
+    /// as on a loss (`--on-lost`: TERM, then KILL after `--grace`; KILL),
+    /// and the lock given back once it is gone. If it cannot be stopped
+    /// before the lease would end, the lease ends with its TTL instead.
+    /// Under `--on-lost ignore` the lock is given back at once (the user
+    /// chose to let the script run on without it).
+    fn stop(&mut self) -> u8 {
+        if self.on_lost == OnLost::Ignore {
+            return self.release_and_exit();
+        }
+        let by = crate::exec::kill_point(self.valid_until, self.ttl);
+        if self.end_script(by, None) {
+            self.release_and_exit()
+        } else {
+            crate::exit_code::LOST
+        }
+    }
+
+    /// Apply `--on-lost` (not ignore) to the watched process and what it
+    /// started: TERM, and KILL at the earlier of `--grace` and `by`; or
+    /// KILL. `record` is written to Redis once the first signal is sent
+    /// (it may take a connect timeout). Returns whether the process is
+    /// gone (within a second of the KILL).
+    fn end_script(&mut self, by: BootTime, record: Option<&LostRecord>) -> bool {
+        let kill_at = if self.on_lost == OnLost::Term && !by.passed() {
+            self.watched.signal_tree(libc::SIGTERM, self.since);
+            (BootTime::now() + self.grace).min(by)
+        } else {
+            self.watched.signal_tree(libc::SIGKILL, self.since);
+            BootTime::now()
+        };
+        // The guard enforces it too, should we be stopped meanwhile.
+        if let Some((shared, _)) = &self.guard {
+            shared.set_deadline(kill_at);
+        }
+        if let Some(r) = record {
+            let _ = record_loss(&self.opts, &self.name, r);
+        }
+        self.wait_gone(kill_at);
+        if !self.watched.gone() {
+            self.watched.signal_tree(libc::SIGKILL, self.since);
+        }
+        self.wait_gone(BootTime::now() + Duration::from_secs(1));
+        self.watched.gone()
+    }
+
+    /// Wait until the watched process is gone or `until` passes.
+    fn wait_gone(&self, until: BootTime) {
+        while !self.watched.gone() && !until.passed() {
+            let mut fds = [crate::signals::pollin(self.watched.pidfd_raw())];
+            let mut t = until.remaining();
+            if self.watched.pidfd.is_none() {
+                t = t.min(FALLBACK_POLL);
+            }
+            poll(&mut fds, t);
+        }
+    }
+
+    /// The lock is lost (`definite`: a renewal found it gone or taken;
+    /// else none was confirmed in time): apply --on-lost, record it, exit.
+    fn lost(&mut self, why: &str, definite: bool) -> u8 {
         // Only a process that still runs: it may have exited during the
         // renewal that found the loss, and once it is reaped its pid may
         // belong to another process (a pidfd does not hold the number).
         let gone = self.watched.gone();
         let action = match self.on_lost {
-            OnLost::Ignore => "nothing done (--on-lost ignore)",
-            _ if gone => "nothing done (the process had exited)",
-            OnLost::Term => "SIGTERM sent",
-            OnLost::Kill => "SIGKILL sent",
+            OnLost::Ignore => "nothing done (--on-lost ignore)".to_string(),
+            _ if gone => "nothing done (the process had exited)".to_string(),
+            OnLost::Term => format!(
+                "SIGTERM sent, SIGKILL after {} if it still ran",
+                humantime::format_duration(self.grace)
+            ),
+            OnLost::Kill => "SIGKILL sent".to_string(),
         };
-        // The script first: the record may take a connect timeout.
-        match self.on_lost {
-            _ if gone => {}
-            OnLost::Term => signal_tree(&self.watched, libc::SIGTERM),
-            OnLost::Kill => signal_tree(&self.watched, libc::SIGKILL),
-            OnLost::Ignore => {}
-        }
         let record = LostRecord {
             host: crate::lock::HolderInfo::current(None).host,
             pid: self.watched.pid as u32,
             when: crate::lock::format_ms(now_ms()),
             when_ms: now_ms(),
             why: why.to_string(),
-            action: action.to_string(),
+            action,
         };
-        let _ = record_loss(&self.opts, &self.name, &record);
+        if !gone && self.on_lost != OnLost::Ignore {
+            // A definite loss has no lease left to wait for; else the
+            // script must be gone before the lease can end.
+            let by = if definite {
+                BootTime::now() + self.grace
+            } else {
+                crate::exec::kill_point(self.valid_until, self.ttl)
+            };
+            self.end_script(by, Some(&record));
+        } else {
+            let _ = record_loss(&self.opts, &self.name, &record);
+        }
         crate::exit_code::LOST
     }
 }
 
-/// `sig` to the watched process and every process it started (a
-/// snapshot: children first collected, so that none escapes by being
-/// re-parented when it dies). Call only once [`Watched::gone`] said it
-/// runs.
-fn signal_tree(root: &Watched, sig: i32) {
-    match &root.pidfd {
-        // SAFETY: plain syscall on our pidfd, which names that process
-        // even if it has exited since and its pid was reused.
-        Some(fd) => unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                sig,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        },
-        // SAFETY: plain syscall; `gone` has just checked the pid's start
-        // time (the window is this one call).
-        None => unsafe {
-            libc::kill(root.pid, sig);
-        },
-    }
-    crate::exec::tree::signal_all(root.pid, sig);
+/// poll(2) on `fds` for at most `timeout` (rounded up to 1ms, so that a
+/// deadline less than 1ms away does not spin).
+fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    // SAFETY: a valid array of pollfds.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) }
 }
 
 /// TERM, INT, HUP and QUIT blocked and readable on a signalfd, whatever

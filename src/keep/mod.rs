@@ -72,6 +72,7 @@
 //! KILL, or nothing), and exits. It never re-acquires.
 
 mod caller;
+mod guard;
 mod keeper;
 mod protocol;
 
@@ -81,7 +82,7 @@ use crate::exec::OnLost;
 pub use crate::lock::LostRecord;
 pub use caller::Watched;
 pub use keeper::{Started, keeper_main, record_loss, spawn};
-pub use protocol::release;
+pub use protocol::{adopt, release};
 
 /// The binary's first argument that runs [`keeper_main`] (internal).
 pub const KEEPER_ARG: &str = "__keep";
@@ -96,4 +97,7 @@ pub struct Keep {
     pub watched: Watched,
     /// What to do to it if the lock is lost.
     pub on_lost: OnLost,
+    /// Under [`OnLost::Term`], how long it has to exit after SIGTERM
+    /// before SIGKILL (never later than the lease allows).
+    pub grace: Duration,
 }

@@ -76,16 +76,37 @@ pub fn release(
     res
 }
 
+/// The release message: `release LOCK` (its Redis key).
+pub(super) const RELEASE: &str = "release";
+/// The adopt message of a re-entered `acquire --keep`: `adopt LOCK`.
+pub(super) const ADOPT: &str = "adopt";
+
+/// Tell this host's keeper of `token` for `lock`, if there is one, that
+/// a re-entry in its script (`acquire`, `acquire --keep`, `rw` without a
+/// command: the script's own holds, never an exec's) added a hold: it
+/// renews it with its own and gives it back when the script ends, and a
+/// release in the script gives back one of these before any other.
+/// Whether a keeper said "ok".
+pub fn adopt(lock: &LockName, token: &Token, timeout: Duration) -> bool {
+    ask(lock, token, timeout, ADOPT).is_some()
+}
+
 /// Connect to the keeper of `token` for `lock` and have it pause; None if
 /// there is none (or it keeps another lock, or does not answer in time).
 fn announce(lock: &LockName, token: &Token, timeout: Duration) -> Option<UnixStream> {
+    ask(lock, token, timeout, RELEASE)
+}
+
+/// Send `what LOCK` to the keeper of `token`: its connection once it
+/// answered "ok", else None.
+fn ask(lock: &LockName, token: &Token, timeout: Duration, what: &str) -> Option<UnixStream> {
     let s = UnixStream::connect_addr(&socket_addr(token).ok()?).ok()?;
     // The keeper may be in the middle of a renewal (bounded by its own
     // connect timeout).
     let wait = timeout.max(Duration::from_secs(1)) * 2;
     s.set_read_timeout(Some(wait)).ok()?;
     s.set_write_timeout(Some(wait)).ok()?;
-    (&s).write_all(format!("release {}\n", lock.redis_key()).as_bytes())
+    (&s).write_all(format!("{what} {}\n", lock.redis_key()).as_bytes())
         .ok()?;
     let mut answer = String::new();
     BufReader::new(&s).read_line(&mut answer).ok()?;
