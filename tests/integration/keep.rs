@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use crate::util::*;
 
-fn tmp(name: &str) -> PathBuf {
+pub fn tmp(name: &str) -> PathBuf {
     tmp_dir("keep", name)
 }
 
 /// Start `shell -c body` with `$B`, `$D`, RLOCK_URL and RLOCK_PREFIX set
 /// (and no other RLOCK_* variable).
-fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
+pub fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
     let mut cmd = Command::new(shell);
     for (k, _) in std::env::vars() {
         if k.starts_with("RLOCK_") {
@@ -36,7 +36,7 @@ fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
 
 /// What a script wrote to `$D/name`, once it has written a line.
 #[track_caller]
-fn wait_line(dir: &Path, name: &str) -> String {
+pub fn wait_line(dir: &Path, name: &str) -> String {
     let f = dir.join(name);
     eventually(Duration::from_secs(10), name, || read(&f).ends_with('\n'));
     read(&f).trim().to_string()
@@ -44,7 +44,7 @@ fn wait_line(dir: &Path, name: &str) -> String {
 
 /// The keeper's pid, from `rlock -v acquire --keep 2>$D/log`.
 #[track_caller]
-fn keeper_pid(dir: &Path) -> i32 {
+pub fn keeper_pid(dir: &Path) -> i32 {
     let log = dir.join("log");
     eventually(Duration::from_secs(10), "the keeper's pid", || {
         read(&log).contains("keeper pid ")
@@ -56,7 +56,7 @@ fn keeper_pid(dir: &Path) -> i32 {
 
 /// Delete every key of lock `key` but its fencing counter, as an admin's
 /// DEL would.
-fn delete_lock(r: &Redis, key: &str) {
+pub fn delete_lock(r: &Redis, key: &str) {
     let keys: Vec<String> = r.cmd(&["KEYS", &format!("{}*", r.key(key))]);
     for k in keys.iter().filter(|k| !k.ends_with(":fence")) {
         let _: i64 = r.cmd(&["DEL", k]);
@@ -110,7 +110,7 @@ fn the_lock_lives_as_long_as_the_script() {
 }
 
 /// Wait for a script: (exit code, stderr).
-fn finish_child(c: &mut Child) -> (Option<i32>, String) {
+pub fn finish_child(c: &mut Child) -> (Option<i32>, String) {
     let st = c.wait().unwrap();
     let mut err = String::new();
     if let Some(mut e) = c.stderr.take() {

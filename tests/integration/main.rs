@@ -18,6 +18,7 @@ mod failover;
 mod flock;
 mod install;
 mod keep;
+mod keep_safety;
 mod library;
 mod redlock;
 mod rw;

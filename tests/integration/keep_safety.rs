@@ -1,0 +1,310 @@
+//! `acquire --keep`: the paths to two holders, or to signalling a
+//! stranger, that the review of the keeper found (issue #24), each
+//! reproduced against real shells, real rlock processes and a real
+//! redis-server. Each test failed before its fix.
+
+use std::time::Duration;
+
+use crate::keep::{delete_lock, finish_child, keeper_pid, script, tmp, wait_line};
+use crate::util::*;
+
+/// The lines of `$D/log`, in order.
+fn log_lines(d: &std::path::Path) -> Vec<String> {
+    read(&d.join("log")).lines().map(str::to_string).collect()
+}
+
+/// Where `what` first appears in `lines` (panics if it does not).
+#[track_caller]
+fn at(lines: &[String], what: &str) -> usize {
+    lines
+        .iter()
+        .position(|l| l == what)
+        .unwrap_or_else(|| panic!("no {what:?} in {lines:?}"))
+}
+
+#[test]
+fn the_keeper_never_gives_back_a_background_execs_hold() {
+    // The script exports its kept token, starts `rlock exec kb` in the
+    // background (a re-entry) and exits: the keeper gave back every hold
+    // of the token, the running exec's too, and a rival ran beside it.
+    let r = Redis::shared();
+    let d = tmp("bg-exec");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "export RLOCK_TOKEN=$(\"$B\" acquire kb --keep) || exit 9
+         \"$B\" exec kb -- sh -c 'echo job-start >>\"$D/log\"; sleep 2; echo job-end >>\"$D/log\"' >/dev/null 2>&1 &
+         sleep 0.5",
+    );
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    rlock(&r)
+        .args(["exec", "-w", "10s", "kb", "--"])
+        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .run()
+        .ok();
+    let lines = log_lines(&d);
+    assert!(at(&lines, "job-end") < at(&lines, "rival"), "{lines:?}");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
+    // `rlock acquire B --keep` inside `rlock exec A`'s script: once
+    // acquire exits, its keeper is re-parented into exec's tree. TERM and
+    // HUP passed on by exec made it release B, USR1 killed it, while the
+    // script (which traps them) worked on under B.
+    let r = Redis::shared();
+    let d = tmp("forwarded");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "exec \"$B\" exec --grace 30s A -- bash -c 'trap \":\" USR1 USR2 HUP TERM
+           \"$B\" -v acquire B --ttl 1s --keep >/dev/null 2>\"$D/keeper\" || exit 9
+           echo started >>\"$D/log\"
+           for i in $(seq 25); do echo holds-B >>\"$D/log\"; sleep 0.1; done
+           echo done >>\"$D/log\"'",
+    );
+    wait_line(&d, "log");
+    let keeper = keeper_pid_in(&d, "keeper");
+    for sig in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGHUP, libc::SIGTERM] {
+        kill(sh.id(), sig);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        alive(keeper),
+        "the keeper got a signal meant for the command"
+    );
+    rlock(&r)
+        .args(["exec", "-w", "10s", "B", "--"])
+        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .run()
+        .ok();
+    let lines = log_lines(&d);
+    assert!(at(&lines, "done") < at(&lines, "rival"), "{lines:?}");
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    r.assert_nothing_held(&[]);
+}
+
+/// The keeper's pid from `rlock -v acquire --keep 2>$D/name`.
+fn keeper_pid_in(d: &std::path::Path, name: &str) -> i32 {
+    let f = d.join(name);
+    eventually(Duration::from_secs(10), "the keeper's pid", || {
+        read(&f).contains("keeper pid ")
+    });
+    let text = read(&f);
+    let after = text.split("keeper pid ").nth(1).unwrap();
+    after.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_wrapper_is_seen_through_and_a_pipeline_is_refused() {
+    // `timeout 60 rlock acquire` and `rlock acquire | tail`: the keeper
+    // watched the short-lived wrapper or pipeline subshell and released
+    // within milliseconds of printing the token.
+    let r = Redis::shared();
+    let d = tmp("wrapper");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "tok=$(timeout 60 \"$B\" acquire kw --keep) || exit 9
+         tok2=$(nice -n 1 \"$B\" acquire kn --keep) || exit 8
+         sleep 1
+         \"$B\" check kw --token \"$tok\" || exit 7
+         \"$B\" check kn --token \"$tok2\" || exit 6
+         if tok=$(\"$B\" acquire kp --keep 2>\"$D/err\" | tail -n1); [ -n \"$tok\" ]; then exit 5; fi",
+    );
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    let err = read(&d.join("err"));
+    assert!(
+        err.contains("pipeline") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!r.held("kp"), "a refused pipeline left kp held");
+    eventually(Duration::from_secs(2), "free after the script", || {
+        !r.held("kw") && !r.held("kn")
+    });
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn an_orphaned_keep_and_keep_while_init_are_refused() {
+    // `( rlock acquire ko --keep & )`: rlock's parent is gone before it
+    // looks, and it was re-parented to init; the keeper kept the lock for
+    // init for ever, and a loss then SIGTERMed every process init
+    // started. In a pid namespace of its own, so that init is the
+    // namespace's and nothing outside can be touched.
+    let r = Redis::shared();
+    let d = tmp("orphan");
+    let body = "( \"$B\" acquire ko --keep >/dev/null 2>\"$D/err\" & )
+                for i in $(seq 200); do [ -s \"$D/err\" ] && break; sleep 0.05; done";
+    let out = std::process::Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", body])
+        .env("B", env!("CARGO_BIN_EXE_rlock"))
+        .env("D", &d)
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .env_remove("RLOCK_TOKEN")
+        .env_remove("RLOCK_HELD")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = read(&d.join("err"));
+    assert!(
+        err.contains("re-parented") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!r.held("ko"));
+    rlock(&r)
+        .args(["acquire", "ko", "--keep", "--keep-while", "1"])
+        .run()
+        .fails(64, "init");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_killed_keeper_has_its_guard_stop_the_script() {
+    // SIGKILL of the keeper: nothing renewed any more, the lease ran out
+    // and a rival got the lock while the script went on. Its guard now
+    // sends the script SIGTERM at once.
+    let r = Redis::shared();
+    let d = tmp("killed-keeper");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "\"$B\" -v acquire kk --ttl 2s --keep >/dev/null 2>\"$D/keeper\" || exit 9
+         trap 'echo got-term >>\"$D/log\"; exit 5' TERM
+         echo started >>\"$D/log\"
+         for i in $(seq 100); do sleep 0.1; done; echo finished >>\"$D/log\"",
+    );
+    wait_line(&d, "log");
+    let keeper = keeper_pid_in(&d, "keeper");
+    kill(keeper, libc::SIGKILL);
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(5), "{}", out.1);
+    assert_eq!(log_lines(&d), ["started", "got-term"]);
+    eventually(Duration::from_secs(5), "kk free (its TTL)", || {
+        !r.held("kk")
+    });
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_stopped_keeper_has_its_guard_kill_the_script_before_the_lease_ends() {
+    // SIGSTOP of the keeper: no renewal, no loss noticed; a rival waiting
+    // got the lock at the lease's end while the script worked on.
+    let r = Redis::shared();
+    let d = tmp("stopped-keeper");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "\"$B\" -v acquire ks --ttl 2s --keep >/dev/null 2>\"$D/keeper\" || exit 9
+         for i in $(seq 60); do echo holds >>\"$D/log\"; sleep 0.1; done; echo finished >>\"$D/log\"",
+    );
+    wait_line(&d, "log");
+    let keeper = keeper_pid_in(&d, "keeper");
+    kill(keeper, libc::SIGSTOP);
+    let rival = rlock(&r)
+        .args(["exec", "-w", "20s", "ks", "--"])
+        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .spawn();
+    let out = finish_child(&mut sh);
+    kill(keeper, libc::SIGCONT);
+    assert_eq!(out.0, None, "the script was not killed: {}", out.1);
+    finish(rival, "the rival").ok();
+    let lines = log_lines(&d);
+    assert_eq!(lines.last().map(String::as_str), Some("rival"), "{lines:?}");
+    assert!(!lines.contains(&"finished".to_string()), "{lines:?}");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn keep_while_outside_the_enclosing_exec_is_refused() {
+    // `rlock exec A -- sh -c "rlock acquire B --keep --keep-while
+    // $SCRIPT"`: exec A waited for the keeper, the keeper for the script,
+    // the script for exec A: both locks renewed for ever.
+    let r = Redis::shared();
+    let d = tmp("cycle");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "timeout -s KILL 20 \"$B\" exec -w 5s A -- sh -c \"\\\"\\$B\\\" acquire B --keep --keep-while $$ 2>\\\"\\$D/err\\\"\"
+         echo $? >\"$D/rc\"",
+    );
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert_eq!(read(&d.join("rc")).trim(), "64", "{}", read(&d.join("err")));
+    assert!(read(&d.join("err")).contains("inside rlock exec"));
+    assert!(!r.held("A") && !r.held("B"));
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn on_lost_term_is_followed_by_sigkill_after_grace() {
+    // `--on-lost term` promised SIGKILL after --grace, but acquire had no
+    // --grace and the keeper never sent SIGKILL: a script trapping TERM
+    // ran on past the loss for as long as it liked.
+    let r = Redis::shared();
+    let d = tmp("grace");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "\"$B\" -v acquire kg --ttl 3s --keep --grace 500ms >/dev/null 2>\"$D/keeper\" || exit 9
+         trap 'echo got-term >>\"$D/log\"' TERM
+         echo started >>\"$D/log\"
+         for i in $(seq 300); do sleep 0.1; done; echo finished >>\"$D/log\"",
+    );
+    wait_line(&d, "log");
+    keeper_pid_in(&d, "keeper");
+    delete_lock(&r, "kg");
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, None, "not killed: {}", out.1);
+    assert_eq!(log_lines(&d), ["started", "got-term"]);
+    let st = r.status_json("kg");
+    assert!(
+        st["last_lost"]["action"]
+            .as_str()
+            .is_some_and(|a| a.contains("SIGKILL after 500ms")),
+        "{st}"
+    );
+    r.assert_nothing_held(&[&format!("{}:lost", r.key("kg"))]);
+}
+
+#[test]
+fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
+    // An admin's `kill KEEPER` released the lock at once while the script
+    // worked on under it.
+    let r = Redis::shared();
+    let d = tmp("term-keeper");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "\"$B\" -v acquire kt --keep --grace 300ms >/dev/null 2>\"$D/keeper\" || exit 9
+         trap 'echo got-term >>\"$D/log\"' TERM
+         for i in $(seq 100); do echo holds >>\"$D/log\"; sleep 0.1; done; echo finished >>\"$D/log\"",
+    );
+    wait_line(&d, "log");
+    let keeper = keeper_pid_in(&d, "keeper");
+    kill(keeper, libc::SIGTERM);
+    rlock(&r)
+        .args(["exec", "-w", "10s", "kt", "--"])
+        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .run()
+        .ok();
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, None, "not killed: {}", out.1);
+    let lines = log_lines(&d);
+    assert_eq!(lines.last().map(String::as_str), Some("rival"), "{lines:?}");
+    assert!(lines.contains(&"got-term".to_string()), "{lines:?}");
+    r.assert_nothing_held(&[]);
+}
