@@ -8,9 +8,9 @@ use std::time::Duration;
 use crate::keep::{delete_lock, finish_child, keeper_pid, script, tmp, wait_line};
 use crate::util::*;
 
-/// The lines of `$D/log`, in order.
+/// The lines of `$D/out`, in order.
 fn log_lines(d: &std::path::Path) -> Vec<String> {
-    read(&d.join("log")).lines().map(str::to_string).collect()
+    read(&d.join("out")).lines().map(str::to_string).collect()
 }
 
 /// Where `what` first appears in `lines` (panics if it does not).
@@ -34,14 +34,14 @@ fn the_keeper_never_gives_back_a_background_execs_hold() {
         "bash",
         &d,
         "export RLOCK_TOKEN=$(\"$B\" acquire kb --keep) || exit 9
-         \"$B\" exec kb -- sh -c 'echo job-start >>\"$D/log\"; sleep 2; echo job-end >>\"$D/log\"' >/dev/null 2>&1 &
+         \"$B\" exec kb -- sh -c 'echo job-start >>\"$D/out\"; sleep 2; echo job-end >>\"$D/out\"' >/dev/null 2>&1 &
          sleep 0.5",
     );
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(0), "{}", out.1);
     rlock(&r)
         .args(["exec", "-w", "10s", "kb", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
         .run()
         .ok();
     let lines = log_lines(&d);
@@ -62,13 +62,13 @@ fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
         "bash",
         &d,
         "exec \"$B\" exec --grace 30s A -- bash -c 'trap \":\" USR1 USR2 HUP TERM
-           \"$B\" -v acquire B --ttl 1s --keep >/dev/null 2>\"$D/keeper\" || exit 9
-           echo started >>\"$D/log\"
-           for i in $(seq 25); do echo holds-B >>\"$D/log\"; sleep 0.1; done
-           echo done >>\"$D/log\"'",
+           \"$B\" -v acquire B --ttl 1s --keep >/dev/null 2>\"$D/log\" || exit 9
+           echo started >>\"$D/out\"
+           for i in $(seq 25); do echo holds-B >>\"$D/out\"; sleep 0.1; done
+           echo done >>\"$D/out\"'",
     );
-    wait_line(&d, "log");
-    let keeper = keeper_pid_in(&d, "keeper");
+    wait_line(&d, "out");
+    let keeper = keeper_pid(&d);
     for sig in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGHUP, libc::SIGTERM] {
         kill(sh.id(), sig);
         std::thread::sleep(Duration::from_millis(50));
@@ -79,7 +79,7 @@ fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
     );
     rlock(&r)
         .args(["exec", "-w", "10s", "B", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
         .run()
         .ok();
     let lines = log_lines(&d);
@@ -87,17 +87,6 @@ fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(0), "{}", out.1);
     r.assert_nothing_held(&[]);
-}
-
-/// The keeper's pid from `rlock -v acquire --keep 2>$D/name`.
-fn keeper_pid_in(d: &std::path::Path, name: &str) -> i32 {
-    let f = d.join(name);
-    eventually(Duration::from_secs(10), "the keeper's pid", || {
-        read(&f).contains("keeper pid ")
-    });
-    let text = read(&f);
-    let after = text.split("keeper pid ").nth(1).unwrap();
-    after.split_whitespace().next().unwrap().parse().unwrap()
 }
 
 #[test]
@@ -178,13 +167,13 @@ fn a_killed_keeper_has_its_guard_stop_the_script() {
         &r,
         "bash",
         &d,
-        "\"$B\" -v acquire kk --ttl 2s --keep >/dev/null 2>\"$D/keeper\" || exit 9
-         trap 'echo got-term >>\"$D/log\"; exit 5' TERM
-         echo started >>\"$D/log\"
-         for i in $(seq 100); do sleep 0.1; done; echo finished >>\"$D/log\"",
+        "\"$B\" -v acquire kk --ttl 2s --keep >/dev/null 2>\"$D/log\" || exit 9
+         trap 'echo got-term >>\"$D/out\"; exit 5' TERM
+         echo started >>\"$D/out\"
+         for i in $(seq 100); do sleep 0.1; done; echo finished >>\"$D/out\"",
     );
-    wait_line(&d, "log");
-    let keeper = keeper_pid_in(&d, "keeper");
+    wait_line(&d, "out");
+    let keeper = keeper_pid(&d);
     kill(keeper, libc::SIGKILL);
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
@@ -205,15 +194,15 @@ fn a_stopped_keeper_has_its_guard_kill_the_script_before_the_lease_ends() {
         &r,
         "bash",
         &d,
-        "\"$B\" -v acquire ks --ttl 2s --keep >/dev/null 2>\"$D/keeper\" || exit 9
-         for i in $(seq 60); do echo holds >>\"$D/log\"; sleep 0.1; done; echo finished >>\"$D/log\"",
+        "\"$B\" -v acquire ks --ttl 2s --keep >/dev/null 2>\"$D/log\" || exit 9
+         for i in $(seq 60); do echo holds >>\"$D/out\"; sleep 0.1; done; echo finished >>\"$D/out\"",
     );
-    wait_line(&d, "log");
-    let keeper = keeper_pid_in(&d, "keeper");
+    wait_line(&d, "out");
+    let keeper = keeper_pid(&d);
     kill(keeper, libc::SIGSTOP);
     let rival = rlock(&r)
         .args(["exec", "-w", "20s", "ks", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
         .spawn();
     let out = finish_child(&mut sh);
     kill(keeper, libc::SIGCONT);
@@ -258,13 +247,13 @@ fn on_lost_term_is_followed_by_sigkill_after_grace() {
         &r,
         "bash",
         &d,
-        "\"$B\" -v acquire kg --ttl 3s --keep --grace 500ms >/dev/null 2>\"$D/keeper\" || exit 9
-         trap 'echo got-term >>\"$D/log\"' TERM
-         echo started >>\"$D/log\"
-         for i in $(seq 300); do sleep 0.1; done; echo finished >>\"$D/log\"",
+        "\"$B\" -v acquire kg --ttl 3s --keep --grace 500ms >/dev/null 2>\"$D/log\" || exit 9
+         trap 'echo got-term >>\"$D/out\"' TERM
+         echo started >>\"$D/out\"
+         for i in $(seq 300); do sleep 0.1; done; echo finished >>\"$D/out\"",
     );
-    wait_line(&d, "log");
-    keeper_pid_in(&d, "keeper");
+    wait_line(&d, "out");
+    keeper_pid(&d);
     delete_lock(&r, "kg");
     let out = finish_child(&mut sh);
     assert_eq!(out.0, None, "not killed: {}", out.1);
@@ -289,16 +278,16 @@ fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
         &r,
         "bash",
         &d,
-        "\"$B\" -v acquire kt --keep --grace 300ms >/dev/null 2>\"$D/keeper\" || exit 9
-         trap 'echo got-term >>\"$D/log\"' TERM
-         for i in $(seq 100); do echo holds >>\"$D/log\"; sleep 0.1; done; echo finished >>\"$D/log\"",
+        "\"$B\" -v acquire kt --keep --grace 300ms >/dev/null 2>\"$D/log\" || exit 9
+         trap 'echo got-term >>\"$D/out\"' TERM
+         for i in $(seq 100); do echo holds >>\"$D/out\"; sleep 0.1; done; echo finished >>\"$D/out\"",
     );
-    wait_line(&d, "log");
-    let keeper = keeper_pid_in(&d, "keeper");
+    wait_line(&d, "out");
+    let keeper = keeper_pid(&d);
     kill(keeper, libc::SIGTERM);
     rlock(&r)
         .args(["exec", "-w", "10s", "kt", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/log", d.display())])
+        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
         .run()
         .ok();
     let out = finish_child(&mut sh);
