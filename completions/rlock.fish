@@ -56,6 +56,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep-while -d 'W
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l on-lost -d 'With --keep: what the keeper does to the watched process (and what it started) if the lock is lost [default: term]' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command run on; only report the loss'"
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l grace -d 'With --keep and --on-lost term: time the script gets to exit after SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r

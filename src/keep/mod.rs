@@ -6,9 +6,8 @@
 //!
 //! After the grant, rlock starts a small *keeper* process and exits; the
 //! keeper renews the lease every TTL/3 on one connection of its own for as
-//! long as the *watched* process lives, and releases every hold of the
-//! token (re-entries included) the moment it exits, however it dies
-//! (SIGKILL included).
+//! long as the *watched* process lives, and gives back its holds (see
+//! "Whose holds") the moment it exits, however it dies (SIGKILL included).
 //!
 //! - It is started with fork+exec of the program itself (the binary's
 //!   hidden `__keep` subcommand, see [`spawn`]), not a bare fork: under
@@ -22,32 +21,50 @@
 //!   kill of its process group, reaches it; the script's death does, which
 //!   is the point), stdio on /dev/null (so `tok=$(rlock acquire k --keep)`
 //!   returns at once: the keeper holds no end of the pipe), every other
-//!   descriptor closed, cwd `/`, named `rlock-keeper`.
+//!   descriptor closed, cwd `/`, named `rlock-keeper`. An enclosing `rlock
+//!   exec` leaves it out of its tree (`exec::tree::is_keeper`): no signal
+//!   it passes on reaches the keeper, and it neither kills nor waits for it.
 //! - It waits in one `poll` on the watched process's pidfd (readable the
 //!   moment it exits), the release socket and a signalfd, with a timeout at
 //!   the next renewal: no busy loop. Without pidfd_open (Linux < 5.3) it
 //!   checks the process with `kill(pid, 0)` and its start time every 250ms.
-//! - SIGTERM, SIGINT, SIGHUP or SIGQUIT to the keeper: it releases and
-//!   exits (a systemd stop of the unit, an admin's kill).
+//! - SIGTERM, SIGINT, SIGHUP or SIGQUIT to the keeper (a systemd stop, an
+//!   admin's kill): it stops the script as on a loss, and releases once the
+//!   script is gone (see `Keeper::stop`).
 //!
-//! # Which process is watched
+//! # Which process is watched ([`Watched::caller`])
 //!
-//! By default rlock's parent: the shell that runs the script. A `$(...)`
-//! makes the shell fork a subshell for the command substitution; bash and
-//! dash usually exec rlock directly in it (so the parent is the script
-//! itself), but a subshell that stays (`$(rlock acquire k --keep; echo)`)
-//! would be the parent and exit at once. So when the parent runs the same
-//! executable with the same command line as the grandparent, and (where
-//! /proc shows them) has the same stack and argument addresses — a forked
-//! copy, not a new exec of the same program, which address space
-//! randomization places elsewhere — and the grandparent reads our stdout
-//! (holds the read end of the `$(...)` pipe; a script whose own stdout is
-//! a pipe holds the write end of the one a subshell's rlock inherits), the
-//! grandparent is watched instead. A `( ... )`
-//! subshell is a forked copy too, but nobody above reads its output
-//! through a pipe it holds: it is watched itself, as flock(1)'s lock in
-//! `( flock 9; ... ) 9>f` ends with the subshell.
-//! `--keep-while PID` names the process outright.
+//! By default rlock's parent: the shell that runs the script, looked for
+//! through wrappers (a parent whose command line ends with ours, as
+//! `timeout 60 rlock ...` has). A `$(...)` makes the shell fork a subshell
+//! for the command substitution; bash and dash usually exec rlock directly
+//! in it (so the parent is the script itself), but a subshell that stays
+//! (`$(rlock acquire k --keep; echo)`) would be the parent and exit at
+//! once. So when the parent runs the same executable with the same command
+//! line as the grandparent, and (where /proc shows them) has the same stack
+//! and argument addresses — a forked copy, not a new exec of the same
+//! program, which address space randomization places elsewhere — and the
+//! grandparent reads our stdout (holds the read end of the `$(...)` pipe; a
+//! script whose own stdout is a pipe holds the write end of the one a
+//! subshell's rlock inherits), the grandparent is watched instead. A `(
+//! ... )` subshell is a forked copy too, but nobody above reads its output
+//! through a pipe it holds: it is watched itself, as flock(1)'s lock in `(
+//! flock 9; ... ) 9>f` ends with the subshell. Refused: a subshell whose
+//! pipeline reads our output (`$(rlock ... | tail -n1)`: it ends with the
+//! pipeline), an orphan (our parent is init, or in another session: we
+//! were re-parented to a subreaper), exec's guard. `--keep-while PID`
+//! names the process outright (not init; inside `rlock exec`, one of the
+//! exec's command's processes).
+//!
+//! # Whose holds
+//!
+//! The keeper owns its grant and the holds of re-entries in its script that
+//! tell it so (`acquire`, `acquire --keep`: "adopt LOCK" on its socket), and
+//! gives back exactly those. A re-entered `rlock exec` (the script's `rlock
+//! exec K -- job &`) owns its own hold, renews it and gives it back when its
+//! command is done: were the keeper to give back every hold of the token,
+//! as it once did, the lock would be free under the running job — two
+//! holders.
 //!
 //! # Release, and loss
 //!
@@ -56,20 +73,36 @@
 //! itself never leaves the process): `release LOCK` (its Redis key)
 //! makes the keeper of that lock stop renewing and answer "ok" (a keeper
 //! of another lock does not answer: the token names one lock); then the
-//! release runs; then "released" ends the keeper quietly, or "held N" (N
-//! holds remain) or "held" (the release failed) sets it renewing again,
-//! unless its own grant was a re-entry and fewer than its grant's count
-//! remain: then its hold was the one given back, and it ends quietly too.
-//! Only the keeper's own user (or root) is heard.
-//! A release from another host (or network namespace) cannot reach it: the
-//! keeper sees the lock gone at its next renewal and treats it as a loss.
+//! release runs; then "released" ends the keeper quietly; "held N" (N
+//! holds remain) means one of the keeper's own was given back (a script
+//! releases its own holds), so it ends quietly once it has none left, else
+//! renews on; "held" (the release failed) sets it renewing again. Only the
+//! keeper's own user (or root) is heard. A release from another host (or
+//! network namespace) cannot reach it: the keeper sees the lock gone at its
+//! next renewal and treats it as a loss.
 //!
 //! On a loss (a renewal finds the lock gone or taken, or no renewal was
-//! confirmed before the lease's validity ended, e.g. Redis unreachable)
-//! the keeper writes a record `P{K}:lost` (JSON: host, pid, when, why,
-//! action; it expires after an hour) that `rlock status` shows, applies
-//! `--on-lost` to the watched process and every process it started (TERM,
-//! KILL, or nothing), and exits. It never re-acquires.
+//! confirmed with TTL/3 of the lease left, e.g. Redis unreachable) the
+//! keeper applies `--on-lost` to the watched process and every process it
+//! started since the grant (`Watched::signal_tree`; nothing else is ever
+//! signalled): TERM, then KILL after `--grace` (for an unconfirmed lease,
+//! never later than exec's kill point of it); KILL; or nothing. It writes a
+//! record `P{K}:lost` (JSON: host, pid, when, why, action; it expires after
+//! an hour) that `rlock status` shows, and exits. It never re-acquires.
+//!
+//! # Two holders: what prevents each path
+//!
+//! - The script outlives the lease because the keeper stopped renewing:
+//!   killed or stopped, its guard (see `guard.rs`) stops the script before
+//!   the lease ends; unreachable Redis, the keeper itself does at TTL/3
+//!   before the end; both killed together is the one uncovered case
+//!   (README, "Limits").
+//! - The keeper releases while the script still works: only when the
+//!   watched process is gone, on the script's own release, or after
+//!   stopping the script (`Keeper::stop`).
+//! - The keeper gives back a hold it does not own: see "Whose holds".
+//! - The keeper watches the wrong process, one that ends first: refused
+//!   where it cannot tell (see "Which process is watched").
 
 mod caller;
 mod guard;
