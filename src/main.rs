@@ -84,6 +84,9 @@ fn rlock_main() -> u8 {
         _ => exit_code::BUSY,
     };
     let verbose = cli.global.verbose;
+    // `-E 0`: a wait that ends busy is a quiet success, so the wait says
+    // nothing either (see `waiting`).
+    BUSY_IS_SUCCESS.store(conflict == 0, std::sync::atomic::Ordering::Relaxed);
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -370,9 +373,21 @@ fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
     ))
 }
 
-/// Shows on stderr whom we wait for (unless -q): see progress.rs.
+/// `-E 0` was given (see `main`).
+static BUSY_IS_SUCCESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Shows on stderr whom we wait for (unless -q): see progress.rs. With
+/// `-E 0` and stderr not a terminal (cron, CI), nothing either, as flock
+/// prints nothing while it waits: a wait that then ends busy exits 0, and
+/// a line on stderr would turn each such run into a cron mail. (On a
+/// terminal the live line is erased when the wait ends.) `-v` still shows
+/// it.
 fn waiting<'a>(g: &Global, key: &'a str) -> progress::Progress<'a> {
-    progress::Progress::new(key, g.quiet, g.verbose)
+    use std::io::IsTerminal;
+    let silent = BUSY_IS_SUCCESS.load(std::sync::atomic::Ordering::Relaxed)
+        && !g.verbose
+        && !std::io::stderr().is_terminal();
+    progress::Progress::new(key, g.quiet || silent, g.verbose)
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -447,7 +462,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 }
                 Released::StillHeld(n) => {
                     if !g.quiet {
-                        say!("rlock: {key:?} is still held by this token ({n} re-entries left)");
+                        say!(
+                            "rlock: {key:?} is still held by this token ({n} {} left)",
+                            if n == 1 { "hold" } else { "holds" }
+                        );
                     }
                 }
                 Released::NotHeld => {

@@ -27,8 +27,12 @@ pub(crate) fn status(st: &Status) -> String {
     }
     if st.waiters > 0 {
         let _ = write!(out, ", {} waiting", st.waiters);
-        if st.waiting_writers > 0 {
-            let _ = write!(out, " ({} writers)", st.waiting_writers);
+        match st.waiting_writers {
+            0 => {}
+            1 => out.push_str(" (1 writer)"),
+            n => {
+                let _ = write!(out, " ({n} writers)");
+            }
         }
     }
     out.push('\n');
@@ -46,8 +50,13 @@ pub(crate) fn status(st: &Status) -> String {
             human(Duration::from_millis(h.ttl_ms)),
             h.fence
         );
-        if h.count > 1 {
-            let _ = write!(out, " held {}x", h.count);
+        match h.count {
+            // Released, kept taken by its --min-hold until the lease ends.
+            0 => out.push_str(" released (--min-hold)"),
+            1 => {}
+            n => {
+                let _ = write!(out, " held {n}x");
+            }
         }
         if let Some(cmd) = &h.cmd {
             let _ = write!(out, " cmd {cmd}");

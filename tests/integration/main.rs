@@ -20,6 +20,7 @@ mod install;
 mod keep;
 mod keep_safety;
 mod library;
+mod new_user;
 mod redlock;
 mod rw;
 mod sentinel;

@@ -1,0 +1,98 @@
+//! What a new user trips over (issue #25): each test reproduces one of
+//! the audit's findings against the real binary and a real redis-server.
+
+use std::time::Duration;
+
+use crate::util::*;
+
+#[test]
+fn e0_waits_in_silence_as_flock_does() {
+    // `rlock exec -w 0.5 -E 0 k -- true` on a busy lock exited 0 but
+    // printed "rlock: waiting for lock ...": one cron mail per run.
+    let r = Redis::shared();
+    let tok = rlock(&r).args(["acquire", "k", "--ttl", "10s"]).run().ok();
+    let quiet = rlock(&r)
+        .args(["exec", "-w", "0.5", "-E", "0", "k", "--", "true"])
+        .run()
+        .ok();
+    assert_eq!(quiet.stderr, "", "{}", quiet.stderr);
+    // -v still tells, and without -E 0 the wait says whom it waits for.
+    let told = rlock(&r)
+        .args(["-v", "exec", "-w", "0.3", "-E", "0", "k", "--", "true"])
+        .run()
+        .ok();
+    assert!(told.stderr.contains("waiting for lock"), "{}", told.stderr);
+    let plain = rlock(&r)
+        .args(["exec", "-w", "0.3", "k", "--", "true"])
+        .run()
+        .code(75);
+    assert!(
+        plain.stderr.contains("waiting for lock"),
+        "{}",
+        plain.stderr
+    );
+    rlock(&r)
+        .args(["release", "k", "--token", tok.stdout.trim()])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn status_text_shows_a_min_hold_holder_and_counts_in_good_grammar() {
+    let r = Redis::shared();
+    // `--min-hold`: "status shows the holder with count 0" held only of
+    // --json; the text showed it as any holder.
+    let tok = rlock(&r)
+        .args(["acquire", "mh", "--min-hold", "3s"])
+        .run()
+        .ok()
+        .stdout;
+    rlock(&r)
+        .args(["release", "mh", "--token", tok.trim()])
+        .run()
+        .ok();
+    let text = rlock(&r).args(["status", "mh"]).run().ok().stdout;
+    assert!(text.contains("released (--min-hold)"), "{text}");
+    // "(1 re-entries left)".
+    let tok = rlock(&r).args(["acquire", "re"]).run().ok().stdout;
+    rlock(&r)
+        .args(["acquire", "re"])
+        .env("RLOCK_TOKEN", tok.trim())
+        .run()
+        .ok();
+    let rel = rlock(&r)
+        .args(["release", "re", "--token", tok.trim()])
+        .run()
+        .ok();
+    assert!(rel.stderr.contains("(1 hold left)"), "{}", rel.stderr);
+    rlock(&r)
+        .args(["release", "re", "--token", tok.trim()])
+        .run()
+        .ok();
+    // "1 waiting (1 writers)".
+    let reader = rlock(&r).args(["rw", "read", "rwk"]).run().ok().stdout;
+    let writer = rlock(&r).args(["rw", "write", "-w", "10s", "rwk"]).spawn();
+    eventually(Duration::from_secs(5), "a writer waiting", || {
+        rlock(&r)
+            .args(["status", "rwk"])
+            .run()
+            .stdout
+            .contains("waiting")
+    });
+    let text = rlock(&r).args(["status", "rwk"]).run().ok().stdout;
+    assert!(text.contains("1 waiting (1 writer)\n"), "{text}");
+    rlock(&r)
+        .args(["release", "rwk", "--token", reader.trim()])
+        .run()
+        .ok();
+    let w = finish(writer, "the writer").ok();
+    rlock(&r)
+        .args(["release", "rwk", "--token", w.stdout.trim()])
+        .run()
+        .ok();
+    eventually(Duration::from_secs(5), "mh free after its min-hold", || {
+        !r.held("mh")
+    });
+    r.assert_nothing_held(&[]);
+}
