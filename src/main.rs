@@ -84,6 +84,7 @@ fn rlock_main() -> u8 {
         _ => exit_code::BUSY,
     };
     let verbose = cli.global.verbose;
+    let prefix = cli.global.prefix.clone();
     // `-E 0`: a wait that ends busy is a quiet success, so the wait says
     // nothing either (see `waiting`).
     BUSY_IS_SUCCESS.store(conflict == 0, std::sync::atomic::Ordering::Relaxed);
@@ -111,10 +112,45 @@ fn rlock_main() -> u8 {
                     .map(str::trim)
                     .filter(|l| !l.is_empty())
                     .collect();
-                say!("rlock: {}", text.join(" "));
+                say!("rlock: {}", explain(lib, &text.join(" "), &prefix));
             }
             lib.map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict))
         }
+    }
+}
+
+/// An error's one line, with what to do about it where the library's
+/// words alone leave a new user stuck.
+fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> String {
+    let Some(e) = lib else {
+        return text.to_string();
+    };
+    match e {
+        rlock::Error::Unavailable { cause, .. }
+            if cause.kind() == redis::ErrorKind::Io && text.contains("Connection refused") =>
+        {
+            format!(
+                "{text}; is Redis running there? --url URL (or RLOCK_URL) points rlock at another"
+            )
+        }
+        rlock::Error::Unavailable { cause, .. } if cause.code() == Some("NOPERM") => format!(
+            "{text}; the user's ACL must allow the keys under --prefix {prefix:?} (~{prefix}*) \
+             and rlock's commands (README: \"TLS and least-privilege ACLs\")"
+        ),
+        // WAIT's shortfall (`--min-replicas`): redis-rs' own words for the
+        // made-up cause ("too few replicas - Client") say nothing more.
+        rlock::Error::Unavailable { cause, .. }
+            if cause.kind() == redis::ErrorKind::Client && text.ends_with(" - Client") =>
+        {
+            let text = text.trim_end_matches(" - Client");
+            format!("{text}; are the replicas connected? (`rlock doctor` checks)")
+        }
+        rlock::Error::Protocol(_) if text.contains("Parse error") => {
+            "the server did not answer as Redis does (the URL may point at another \
+             service's port; check --url or RLOCK_URL)"
+                .to_string()
+        }
+        _ => text.to_string(),
     }
 }
 

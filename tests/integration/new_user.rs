@@ -96,3 +96,40 @@ fn status_text_shows_a_min_hold_holder_and_counts_in_good_grammar() {
     });
     r.assert_nothing_held(&[]);
 }
+
+#[test]
+fn connection_errors_say_what_to_do() {
+    // No Redis on the port: the error named the address but not how to
+    // point rlock elsewhere.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let run = bare_rlock()
+        .args([
+            "--url",
+            &format!("redis://127.0.0.1:{port}"),
+            "acquire",
+            "k",
+        ])
+        .run()
+        .fails(69, "Connection refused");
+    assert!(run.stderr.contains("RLOCK_URL"), "{}", run.stderr);
+    // An ACL that does not cover --prefix: "NoPerm ... keys" named no key.
+    let r = Redis::start();
+    let _: () = r.cmd(&["ACL", "SETUSER", "narrow", "on", ">pw", "~other:*", "+@all"]);
+    let url = r.url().replace("redis://", "redis://narrow:pw@");
+    let run = bare_rlock()
+        .args(["--url", &url, "acquire", "k"])
+        .run()
+        .fails(69, "NoPerm");
+    assert!(run.stderr.contains("~rlock:*"), "{}", run.stderr);
+    // --min-replicas with no replica: "... too few replicas - Client".
+    let run = rlock(&r)
+        .args(["--min-replicas", "1", "acquire", "-n", "k"])
+        .run()
+        .fails(69, "replicas");
+    assert!(!run.stderr.contains(" - Client"), "{}", run.stderr);
+    assert!(run.stderr.contains("rlock doctor"), "{}", run.stderr);
+    r.assert_nothing_held(&[]);
+}
