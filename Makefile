@@ -51,7 +51,11 @@ RLOCK_BIN ?= target/release/rlock
 build:
 	cargo build --locked --release --bin rlock
 
-install: build
+# Copies only: build first as yourself (`make build`, or `cargo install`
+# and RLOCK_BIN=~/.cargo/bin/rlock). A build under sudo would find no
+# rustup cargo on root's PATH, and would leave a root-owned target/.
+install:
+	@test -x $(RLOCK_BIN) || { echo "rlock: $(RLOCK_BIN) is missing: run \`make build\` (as your user, not root) first, or give RLOCK_BIN=path/to/rlock" >&2; exit 1; }
 	install -d $(BINDIR) $(MANDIR) $(BASHDIR) $(ZSHDIR) $(FISHDIR)
 	install -m 755 $(RLOCK_BIN) $(BINDIR)/rlock
 	install -m 644 man/*.1 $(MANDIR)/

@@ -9,11 +9,11 @@ fn make_install_puts_every_file_where_it_belongs_and_uninstall_removes_them() {
     let dest = std::env::temp_dir().join(format!("rlock-install-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dest);
     // The binary this test run built stands in for `make build`'s (same
-    // sources; -o build skips the release build): install only copies.
+    // sources): install only copies, it never builds.
     let make = |target: &str| {
         Command::new("make")
             .current_dir(root)
-            .args(["-o", "build", target])
+            .arg(target)
             .arg(format!("DESTDIR={}", dest.display()))
             .arg("PREFIX=/usr")
             .arg(format!("RLOCK_BIN={}", env!("CARGO_BIN_EXE_rlock")))
@@ -73,4 +73,27 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[test]
+fn make_install_never_builds_and_says_what_is_missing() {
+    // `sudo make install` ran `cargo build` first: under sudo rustup's
+    // cargo is usually not on PATH, and a build as root leaves a
+    // root-owned target/. It now copies only, and says so when there is
+    // nothing to copy.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dest = std::env::temp_dir().join(format!("rlock-noinstall-{}", std::process::id()));
+    let out = Command::new("make")
+        .current_dir(root)
+        .arg("install")
+        .arg(format!("DESTDIR={}", dest.display()))
+        .arg("RLOCK_BIN=/nonexistent/rlock")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("make");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("make build"), "{err}");
+    assert!(!err.contains("cargo"), "it tried to build: {err}");
+    assert!(!dest.exists(), "installed something: {dest:?}");
 }
