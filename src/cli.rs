@@ -13,8 +13,9 @@ Environment:
   RLOCK_URL            Redis URL(s), comma-separated (like --url)
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
   RLOCK_PREFIX         key prefix (like --prefix)
-  RLOCK_TOKEN          owner token for release/renew/check (like --token);
-                       exec and acquire re-enter a lock this token holds
+  RLOCK_TOKEN          owner token for release/renew/check without --token,
+                       after the one RLOCK_HELD records for the lock inside
+                       `rlock exec`; exec and acquire re-enter a lock it holds
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
@@ -322,8 +323,9 @@ Examples:
     /// if another owner holds it: for scripts about to do something
     /// irreversible
     #[command(after_help = "\
-The token comes from --token or RLOCK_TOKEN, so inside `rlock exec` only the
-key is needed. With -v, the lease time left and the fencing token go to
+The token is --token; without it, inside `rlock exec` of the lock (nested
+execs of other locks included) the token RLOCK_HELD records for it, else
+RLOCK_TOKEN: inside `rlock exec` only the key is needed. With -v, the lease time left and the fencing token go to
 stderr; with --json, {\"held\":..,\"ttl_ms\":..,\"fence\":..} to stdout.
 
 Examples:
@@ -613,14 +615,13 @@ pub(crate) enum RwMode {
 
 #[derive(Debug, Args)]
 pub(crate) struct TokenOpt {
-    /// Owner token printed by `rlock acquire`
-    #[arg(
-        long,
-        env = "RLOCK_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: String,
+    /// Owner token printed by `rlock acquire`. Without it: inside `rlock
+    /// exec` of the lock (at any depth), the token RLOCK_HELD records for
+    /// it; else $RLOCK_TOKEN
+    // Not `env = "RLOCK_TOKEN"`: RLOCK_HELD comes before it (see
+    // rlock::exec::owner_token), so clap must not fill it in.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
 }
 
 fn concat_help() -> String {

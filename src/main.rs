@@ -361,6 +361,18 @@ fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
     ))
 }
 
+/// The token `release`, `renew` and `check` act with: --token, else the
+/// one RLOCK_HELD records for the lock, else RLOCK_TOKEN (see
+/// `rlock::exec::owner_token`).
+fn owner_token(g: &Global, key: &str, flag: Option<&str>) -> anyhow::Result<Token> {
+    Ok(rlock::exec::owner_token(
+        flag,
+        std::env::var(HELD_ENV).ok().as_deref(),
+        std::env::var("RLOCK_TOKEN").ok().as_deref(),
+        &rlock::lock::LockName::new(&g.prefix, key)?,
+    )?)
+}
+
 /// Shows on stderr whom we wait for (unless -q): see progress.rs.
 fn waiting<'a>(g: &Global, key: &'a str) -> progress::Progress<'a> {
     progress::Progress::new(key, g.quiet, g.verbose)
@@ -427,7 +439,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             token,
             min_hold,
         } => {
-            let token = Token::parse(&token.token)?;
+            let token = owner_token(g, key, token.token.as_deref())?;
             let mut locker = connect(g)?;
             let hold = min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
             match rlock::keep::release(&mut locker, key, &token, false, Some(hold))? {
@@ -452,7 +464,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit_code::OK)
         }
         Command::Renew { key, token, ttl } => {
-            let token = Token::parse(&token.token)?;
+            let token = owner_token(g, key, token.token.as_deref())?;
             rlock::lock::check_ttl(ttl.0)?;
             let mut locker = connect(g)?;
             locker.renew(key, &token, ttl.0)?;
@@ -464,7 +476,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit_code::OK)
         }
         Command::Check { key, token, json } => {
-            let token = Token::parse(&token.token)?;
+            let token = owner_token(g, key, token.token.as_deref())?;
             let mut locker = connect(g)?;
             let held = locker.check(key, &token);
             let mut printed = Ok(());

@@ -100,7 +100,7 @@ use crate::clock::BootTime;
 use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait, exit_code};
 
 pub(crate) use guard::close_all_but;
-pub use held::{HELD_ENV, reentry_token};
+pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
 use guard::{Guard, Launch, Report};

@@ -681,6 +681,48 @@ fn check_says_held_gone_or_taken_inside_and_outside_exec() {
         .fails(64, "malformed token");
 }
 
+/// Inside `rlock exec deploy -- rlock exec db -- ...`, RLOCK_TOKEN is db's
+/// token and deploy's is in RLOCK_HELD: `check`, `renew` and `release` of
+/// deploy without --token act with deploy's, as a re-entering exec does
+/// (they used RLOCK_TOKEN, and said "another owner", 77). An explicit
+/// --token still wins, and a token the script exported is still found
+/// past an exec of another lock.
+#[test]
+fn check_renew_and_release_use_the_token_rlock_held_records_for_the_lock() {
+    let r = Redis::shared();
+    let script = "$BIN check deploy; echo check=$?; \
+         $BIN renew deploy --ttl 40s; echo renew=$?; \
+         $BIN acquire -n deploy >/dev/null && $BIN -q release deploy; echo release=$?; \
+         $BIN check deploy --token \"$RLOCK_TOKEN\" 2>/dev/null; echo explicit=$?; \
+         $BIN check db; echo db=$?";
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let run = rlock(&r)
+        .args([
+            "exec", "deploy", "--", bin, "exec", "db", "--", "sh", "-c", script,
+        ])
+        .env("BIN", bin)
+        .run()
+        .ok();
+    assert_eq!(
+        run.stdout, "check=0\nrenew=0\nrelease=0\nexplicit=77\ndb=0\n",
+        "stderr: {}",
+        run.stderr
+    );
+    r.assert_nothing_held(&[]);
+    // A token the script exported, passed down past an exec of another
+    // lock (whose own token is then RLOCK_TOKEN).
+    let tok = rlock(&r).args(["acquire", "a"]).run().ok().token();
+    let run = rlock(&r)
+        .args(["exec", "b", "--", "sh", "-c", "$BIN check a; echo a=$?"])
+        .env("BIN", bin)
+        .env("RLOCK_TOKEN", &tok)
+        .run()
+        .ok();
+    assert_eq!(run.stdout, "a=0\n", "stderr: {}", run.stderr);
+    rlock(&r).args(["release", "a", "--token", &tok]).run().ok();
+    r.assert_nothing_held(&[]);
+}
+
 /// A reader that went away (`rlock status k | true`) is an error like any
 /// other: one line and exit 70, not a panic (print! panics on EPIPE, and
 /// rlock ignores SIGPIPE). Like acquire, whose token cannot be written.
