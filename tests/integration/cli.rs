@@ -756,3 +756,41 @@ fn a_closed_stdout_is_an_error_not_a_panic() {
         .fails(79, "holds it no more");
     r.assert_nothing_held(&[]);
 }
+
+/// `rlock acquire kc >&-`: a stdout closed when rlock starts (not a pipe
+/// whose reader left) was reopened on /dev/null with the other standard
+/// descriptors, so the token went nowhere, rlock exited 0 and the lock
+/// stayed held for its TTL with nobody able to release it. It is the same
+/// error as a closed pipe: exit 70, one line, nothing held. Likewise for
+/// `rw read|write KEY` without a command, and for what `status` prints.
+#[test]
+fn a_stdout_closed_at_start_is_an_error_and_nothing_is_held() {
+    let r = Redis::shared();
+    let closed = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new("sh")
+            .args(["-c", "exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_rlock")])
+            .args(args)
+            .env("RLOCK_URL", r.url())
+            .env("RLOCK_PREFIX", &r.prefix)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        Run::from(
+            out,
+            started.elapsed(),
+            format!("rlock {} >&-", args.join(" ")),
+        )
+    };
+    for args in [
+        &["acquire", "kc", "--ttl", "20s"][..],
+        &["acquire", "-n", "kc", "--keep"],
+        &["rw", "read", "kc"],
+        &["rw", "write", "kc"],
+    ] {
+        closed(args).fails(70, "stdout");
+        assert!(!r.held("kc"), "`{args:?} >&-` left the lock held");
+    }
+    closed(&["status", "kc", "--json"]).fails(70, "stdout");
+    r.assert_nothing_held(&[]);
+}
