@@ -339,6 +339,12 @@ fn exec(
                  (--on-lost ignore) and renewing goes on",
                 human(d)
             ),
+            Event::ReleasedLate(margin) => say!(
+                "rlock: lock {key:?}: Redis answered the release only after the lease had \
+                 ended, but the command and everything it started had exited {} before \
+                 the lease's end; its exit status stands",
+                human(margin)
+            ),
             Event::ReleaseFailed(e) => {
                 say!("rlock: could not release {key:?} (it frees itself when its TTL ends): {e}")
             }
