@@ -103,7 +103,8 @@ Keys:
   expires), P{K}:lost (the last loss an `acquire --keep` keeper saw, shown
   by status; expires after 1h) and P{K}:fence (the last fencing value;
   expires once its grant's TTL is over and the server's clock passed it).
-  The {K} hash tag keeps them in one Redis Cluster slot.";
+  The {K} hash tag keeps them in one Redis Cluster slot. Data rlock did not
+  write at any of them is refused (exit 64) and left as it is.";
 
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.
 #[derive(Debug, Parser)]

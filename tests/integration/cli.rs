@@ -549,6 +549,91 @@ mod bad_input {
         r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h", "rlock:{fence}:fence"]);
     }
 
+    /// Data rlock did not write, at any key a lock uses, is refused (64,
+    /// "not an rlock lock") by every command, and left exactly as it was.
+    /// A user's hash at `rlock:{users}` was taken for a free lock: acquire
+    /// added its fields and exit 0, and the release deleted the hash; a
+    /// zset at `rlock:{z}:h` got a holder added; a counter at a fence key
+    /// was counted on and given a TTL.
+    #[test]
+    fn data_rlock_did_not_write_is_refused_and_left_alone() {
+        let r = Redis::shared();
+        let k = |lock: &str, suffix: &str| format!("{}{suffix}", r.key(lock));
+        let foreign: Vec<(String, Vec<&str>)> = vec![
+            (k("users", ""), vec!["HSET", "alice", "1", "bob", "2"]),
+            (k("z", ":h"), vec!["ZADD", "1", "alice", "2", "bob"]),
+            (k("q", ":q"), vec!["ZADD", "1", "alice"]),
+            (k("qa", ":qa"), vec!["ZADD", "1", "alice"]),
+            (k("qw", ":qw"), vec!["ZADD", "1", "alice"]),
+            (k("f", ":fence"), vec!["SET", "5"]),
+        ];
+        for (key, cmd) in &foreign {
+            let mut args = vec![cmd[0], key.as_str()];
+            args.extend(&cmd[1..]);
+            let _: () = r.cmd(&args);
+        }
+        let dump = || -> Vec<Vec<u8>> {
+            foreign
+                .iter()
+                .map(|(key, _)| r.cmd(&["DUMP", key]))
+                .collect()
+        };
+        let before = dump();
+        let tok = uuid::Uuid::new_v4().to_string();
+        for lock in ["users", "z", "q", "qa", "qw", "f"] {
+            for args in [
+                vec!["acquire", "-n", lock],
+                vec!["acquire", "-w", "1s", lock],
+                vec!["exec", lock, "--", "true"],
+                vec!["rw", "read", "-n", lock],
+                vec!["rw", "write", lock, "--", "true"],
+                vec!["release", lock, "--token", &tok],
+                vec!["renew", lock, "--token", &tok],
+                vec!["check", lock, "--token", &tok],
+            ] {
+                let run = rlock(&r).args(&args).run();
+                if lock == "f" && !matches!(args[0], "acquire" | "exec" | "rw") {
+                    // Only a grant writes the fence key.
+                    assert!(matches!(run.code, 0 | 79), "{args:?}: {}", run.stderr);
+                    continue;
+                }
+                run.fails(64, "not an rlock lock");
+            }
+            if lock != "f" {
+                rlock(&r)
+                    .args(["status", lock])
+                    .run()
+                    .fails(64, "not an rlock lock");
+            }
+        }
+        assert_eq!(dump(), before, "foreign data was changed");
+        for (key, _) in &foreign {
+            assert_eq!(r.cmd::<i64>(&["PTTL", key]), -1, "{key} was given a TTL");
+        }
+        let mut keys: Vec<String> = foreign.iter().map(|(key, _)| key.clone()).collect();
+        keys.sort();
+        assert_eq!(r.keys(), keys, "keys were added next to foreign data");
+    }
+
+    /// A queue key someone else wrote next to a lock rlock holds: a waiter
+    /// that would join the queue is refused, and the key left alone.
+    #[test]
+    fn a_foreign_queue_key_next_to_a_held_lock_is_refused() {
+        let r = Redis::shared();
+        let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+        let q = format!("{}:qa", r.key("k"));
+        let _: () = r.cmd(&["ZADD", &q, "1", "alice"]);
+        rlock(&r)
+            .args(["acquire", "-w", "1s", "k"])
+            .run()
+            .fails(64, "not an rlock lock");
+        assert_eq!(r.cmd::<Vec<String>>(&["ZRANGE", &q, "0", "-1"]), ["alice"]);
+        assert_eq!(r.cmd::<i64>(&["PTTL", &q]), -1);
+        rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+        let _: () = r.cmd(&["DEL", &q]);
+        r.assert_nothing_held(&[]);
+    }
+
     #[track_caller]
     fn refused_foreign(r: &Redis, key: &str, foreign: &[&str]) {
         let tok = uuid::Uuid::new_v4().to_string();
