@@ -126,7 +126,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l cluster -d 'The URLs 
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c rlock -n "__fish_rlock_using_subcommand release" -l token -d 'Owner token printed by `rlock acquire`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l token -d 'Owner token printed by `rlock acquire`. Without it: inside `rlock exec` of the lock (at any depth), the token RLOCK_HELD records for it; else $RLOCK_TOKEN' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l min-hold -d 'Keep the lock taken until at least this long after it was granted' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -140,7 +140,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -l cluster -d 'The 
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand renew" -l token -d 'Owner token printed by `rlock acquire`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l token -d 'Owner token printed by `rlock acquire`. Without it: inside `rlock exec` of the lock (at any depth), the token RLOCK_HELD records for it; else $RLOCK_TOKEN' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l ttl -d 'New TTL, counted from now' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -154,7 +154,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand renew" -l cluster -d 'The UR
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand check" -l token -d 'Owner token printed by `rlock acquire`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand check" -l token -d 'Owner token printed by `rlock acquire`. Without it: inside `rlock exec` of the lock (at any depth), the token RLOCK_HELD records for it; else $RLOCK_TOKEN' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r

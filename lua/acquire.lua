@@ -103,6 +103,9 @@ local function grant()
   if v and not last then
     return nil, redis.error_reply('ERR value is not an integer: the fencing key ' .. KEYS[5])
   end
+  if v and redis.pcall('PTTL', KEYS[5]) == -1 then -- not ours: see common.lua
+    return nil, redis.error_reply('NOTRLOCK key ' .. KEYS[5] .. ' holds data rlock did not write')
+  end
   local fence = last and last + 1 or now
   local floor = tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
@@ -125,8 +128,9 @@ end
 
 -- Fast path, before the prelude (see build.rs): a fresh acquire
 -- of a lock nobody holds or waits for. Its state keys are gone (see
--- common.lua): nothing to prune, queue or wake.
-if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+-- common.lua): nothing to prune, queue or wake. (A zset without the hash
+-- is not rlock's: the slow path refuses it.)
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0 then
   local fence, bad = grant()
   if bad then return bad end
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -136,7 +140,8 @@ end
 --@common
 
 -- The lock is held, waited for, or was until its leases ran out.
-local cur_kind = redis.call('HGET', STATE, 'kind')
+local cur_kind, foreign = lock_kind()
+if foreign then return foreign end
 prune(now)
 local supersede = ARGV[13] or '0'
 if supersede ~= '0' then

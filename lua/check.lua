@@ -19,5 +19,7 @@ if exp and tonumber(exp) > now then
   end
   return {tonumber(exp) - now, tonumber(held[2]) or 0}
 end
+local _, foreign = lock_kind()
+if foreign then return foreign end
 prune(now)
 return {not_held_reply()}

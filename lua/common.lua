@@ -59,6 +59,21 @@
 -- before it first writes it (a read of a key of another type fails the
 -- script), in an order such that nothing is written before a failure;
 -- where a waiter creates the queue keys, their types are checked first.
+--
+-- Data rlock did not write is refused (NOTRLOCK, exit 64) before anything
+-- is written (lock_kind, check_types). rlock knows its keys by what each
+-- of them has, in this release and the ones before, so live locks pass a
+-- rolling upgrade: the state hash has 'kind' from its first write on
+-- (grant() and joining the queue set it; only the DEL of the whole state
+-- removes it); the zsets never exist without that hash (created in the
+-- scripts that keep it, they expire with it and are deleted with it); and
+-- every key rlock writes has a TTL from the script that creates it, the
+-- fence key and wake-up lists included (grant() in acquire.lua,
+-- wake.lua). PTTL goes through pcall: to a user whose ACL lacks +pttl it
+-- says nothing, and the key passes as before. Paths that find the
+-- caller's own token in P{K}:h need no check (only rlock puts a token
+-- there, and never past this check); wait.lua writes only the caller's
+-- own queue entry (ZADD XX).
 local STATE, HOLDERS, QUEUE, ALIVE, FENCE, WRITERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
@@ -84,6 +99,31 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+local function no_ttl(k)
+  return redis.pcall('PTTL', k) == -1
+end
+
+local function not_ours(k)
+  return redis.error_reply('NOTRLOCK key ' .. k .. ' holds data rlock did not write')
+end
+
+-- The lock's kind ('x' or 'rw'; nil if it has no state), or nil and an
+-- error reply if a state key holds data rlock did not write.
+local function lock_kind()
+  local kind = redis.call('HGET', STATE, 'kind')
+  local keys = {STATE, HOLDERS, QUEUE, ALIVE, WRITERS}
+  if kind ~= 'x' and kind ~= 'rw' then
+    if not kind and redis.call('EXISTS', unpack(keys)) == 0 then return nil end
+    for _, k in ipairs(keys) do
+      if redis.call('EXISTS', k) == 1 then return nil, not_ours(k) end
+    end
+  end
+  for _, k in ipairs(keys) do
+    if no_ttl(k) then return nil, not_ours(k) end
+  end
+  return kind
+end
+
 -- Refuse to create keys where someone else's data is.
 local function check_types()
   local want = {[STATE] = 'hash', [HOLDERS] = 'zset', [QUEUE] = 'zset',
@@ -92,6 +132,10 @@ local function check_types()
     local got = redis.call('TYPE', k).ok
     if got ~= 'none' and got ~= t then
       return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
+    end
+    if got ~= 'none' and no_ttl(k) then return not_ours(k) end
+    if k == FENCE and got ~= 'none' and not tonumber(redis.call('GET', k)) then
+      return redis.error_reply('ERR value is not an integer: the fencing key ' .. k)
     end
   end
 end

@@ -108,6 +108,8 @@ end
 
 local prev = redis.call('GET', done)
 if prev then return {tonumber(prev)} end
+local _, foreign = lock_kind()
+if foreign then return foreign end
 if all then
   leave_queue(tok)
   redis.call('DEL', KEYS[7])

@@ -29,5 +29,7 @@ if exp and tonumber(exp) > now then
   end
   return exp - now
 end
+local _, foreign = lock_kind()
+if foreign then return foreign end
 prune(now)
 return not_held_reply()

@@ -10,6 +10,8 @@
 -- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
 -- have run out by the server's clock are left out.
 --@common
+local _, foreign = lock_kind()
+if foreign then return foreign end
 local now = now_ms()
 local writers = 0
 for _, tok in ipairs(redis.call('ZRANGE', WRITERS, 0, -1)) do

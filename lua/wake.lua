@@ -4,8 +4,11 @@
 --
 -- KEYS     the wake-up lists, P{K}:w:<token>, all of one lock
 -- ARGV[1]  how long (ms) a signal waits in a list
+-- A list without a TTL there is not rlock's (see common.lua): left alone.
 for _, k in ipairs(KEYS) do
-  redis.call('RPUSH', k, 1)
-  redis.call('PEXPIRE', k, ARGV[1])
+  if redis.pcall('PTTL', k) ~= -1 then
+    redis.call('RPUSH', k, 1)
+    redis.call('PEXPIRE', k, ARGV[1])
+  end
 end
 return #KEYS

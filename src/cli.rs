@@ -13,8 +13,9 @@ Environment:
   RLOCK_URL            Redis URL(s), comma-separated (like --url)
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
   RLOCK_PREFIX         key prefix (like --prefix)
-  RLOCK_TOKEN          owner token for release/renew/check (like --token);
-                       exec and acquire re-enter a lock this token holds
+  RLOCK_TOKEN          owner token for release/renew/check without --token,
+                       after the one RLOCK_HELD records for the lock inside
+                       `rlock exec`; exec and acquire re-enter a lock it holds
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
@@ -89,8 +90,11 @@ Lock loss (exec):
   sends SIGTERM to every process of the command, and SIGKILL after --grace
   but never after the kill deadline; kill sends SIGKILL at once; ignore lets
   the command finish. Whatever the command leaves running is killed when it
-  exits. rlock never re-acquires a lost lock and exits 79. Renewals never
-  shorten a lease. A grant whose reply arrives after its validity deadline
+  exits. rlock never re-acquires a lost lock and exits 79. A release that
+  finds the lock gone is a loss too, unless Redis answered it only after
+  the lease's end and every process of the command had exited before that
+  end: then the exit code is the command's, and one line says the release
+  came late. Renewals never shorten a lease. A grant whose reply arrives after its validity deadline
   is given back, never used.
 
 Keys:
@@ -99,7 +103,8 @@ Keys:
   expires), P{K}:lost (the last loss an `acquire --keep` keeper saw, shown
   by status; expires after 1h) and P{K}:fence (the last fencing value;
   expires once its grant's TTL is over and the server's clock passed it).
-  The {K} hash tag keeps them in one Redis Cluster slot.";
+  The {K} hash tag keeps them in one Redis Cluster slot. Data rlock did not
+  write at any of them is refused (exit 64) and left as it is.";
 
 /// Redis-backed distributed locks for shell scripts, cron jobs and CI.
 #[derive(Debug, Parser)]
@@ -326,8 +331,9 @@ Examples:
     /// if another owner holds it: for scripts about to do something
     /// irreversible
     #[command(after_help = "\
-The token comes from --token or RLOCK_TOKEN, so inside `rlock exec` only the
-key is needed. With -v, the lease time left and the fencing token go to
+The token is --token; without it, inside `rlock exec` of the lock (nested
+execs of other locks included) the token RLOCK_HELD records for it, else
+RLOCK_TOKEN: inside `rlock exec` only the key is needed. With -v, the lease time left and the fencing token go to
 stderr; with --json, {\"held\":..,\"ttl_ms\":..,\"fence\":..} to stdout.
 
 Examples:
@@ -621,14 +627,13 @@ pub(crate) enum RwMode {
 
 #[derive(Debug, Args)]
 pub(crate) struct TokenOpt {
-    /// Owner token printed by `rlock acquire`
-    #[arg(
-        long,
-        env = "RLOCK_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: String,
+    /// Owner token printed by `rlock acquire`. Without it: inside `rlock
+    /// exec` of the lock (at any depth), the token RLOCK_HELD records for
+    /// it; else $RLOCK_TOKEN
+    // Not `env = "RLOCK_TOKEN"`: RLOCK_HELD comes before it (see
+    // rlock::exec::owner_token), so clap must not fill it in.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
 }
 
 fn concat_help() -> String {

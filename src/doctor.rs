@@ -1123,6 +1123,10 @@ enum Need {
     Sentinel,
     /// Only with --cluster.
     Cluster,
+    /// Nothing breaks without it: the scripts then cannot tell data rlock
+    /// did not write at a lock's fence key, a wake-up list or a queue key
+    /// of a lock in use from rlock's own, and take it as rlock's.
+    Recognize,
 }
 
 /// Every command rlock sends or its scripts run (the README's ACL line,
@@ -1177,6 +1181,7 @@ fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String>, Need)> {
         ("set", v(&["set", &format!("{k}:r:doctor"), "1"]), Always),
         ("del", v(&["del", k]), Always),
         ("exists", v(&["exists", k]), Always),
+        ("pttl", v(&["pttl", &fence]), Recognize),
         ("role", v(&["role"]), Sentinel),
         ("cluster|slots", v(&["cluster", "slots"]), Cluster),
     ]
@@ -1249,9 +1254,11 @@ fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut Report) {
         Need::RedLock => ctx.redlock(),
         Need::Sentinel => ctx.opts.sentinel.is_some(),
         Need::Cluster => ctx.opts.cluster,
+        Need::Recognize => false,
     };
     let mut missing = Vec::new();
     let mut optional = Vec::new();
+    let mut unrecognized = Vec::new();
     for ((name, _, need), ok) in needed.iter().zip(&verdicts) {
         if *ok == Some(false) {
             if applies(*need) {
@@ -1260,6 +1267,8 @@ fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut Report) {
                 optional.push(format!("{name} (needed for --min-replicas)"));
             } else if *need == Need::RedLock {
                 optional.push(format!("{name} (needed under RedLock)"));
+            } else if *need == Need::Recognize {
+                unrecognized.push(*name);
             }
         }
     }
@@ -1295,6 +1304,20 @@ fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut Report) {
                 ctx.prefix
             ),
             None,
+        );
+    }
+    if !unrecognized.is_empty() {
+        report.add(
+            Severity::Info,
+            at,
+            "permissions",
+            format!(
+                "this user may not run {}: rlock works, but takes data it did not write at \
+                 a lock's fencing key, a wake-up list or a queue key of a lock in use for its \
+                 own, and ACL LOG counts each refusal",
+                unrecognized.join(", ")
+            ),
+            Some(format!("ACL SETUSER <user> {}", plus(&unrecognized))),
         );
     }
     if !optional.is_empty() {

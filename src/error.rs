@@ -107,7 +107,10 @@ impl Error {
     /// Classify an error from a Redis command on key `key`.
     pub(crate) fn from_redis(err: redis::RedisError, what: &str) -> Self {
         let text = err.to_string();
-        if text.contains("WRONGTYPE") || text.contains("not an integer") {
+        if text.contains("WRONGTYPE")
+            || text.contains("not an integer")
+            || text.contains("NOTRLOCK")
+        {
             return Error::Conflict(format!(
                 "{what}: a key of this lock holds a value that is not an rlock lock \
                  (someone else wrote there; pick another key or --prefix)"

@@ -8,6 +8,7 @@
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod cli;
 mod progress;
@@ -29,6 +30,24 @@ macro_rules! say {
     }};
 }
 
+/// rlock was started with stdout closed (`rlock acquire k >&-`). The
+/// descriptor is /dev/null since (see `main`), where every write succeeds:
+/// whatever rlock prints there is lost, and a token printed there would
+/// leave a lock nobody can release. So printing fails as on a closed pipe
+/// (exit 70), and `acquire` asks for nothing.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// stdout, unless it was closed when rlock started (see [`STDOUT_CLOSED`]).
+fn stdout() -> std::io::Result<std::io::StdoutLock<'static>> {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "it was closed when rlock started",
+        ));
+    }
+    Ok(std::io::stdout().lock())
+}
+
 /// The process entry point, in place of std's. std's start-up costs ~80 µs
 /// per run on a VM (measured: an empty `fn main` against the same binary
 /// with this entry, 652 vs 575 µs at p10), more than anything else rlock
@@ -38,8 +57,8 @@ macro_rules! say {
 /// kept here: SIGPIPE ignored (a closed stderr or stdout is an EPIPE, not
 /// a death; the command gets SIGPIPE back at its default, see
 /// exec/guard.rs), standard descriptors 0-2 opened on /dev/null when
-/// closed (so that no socket of ours becomes stdout), and stdout flushed at
-/// exit. std::env::args works without std's entry on Linux/glibc (it reads
+/// closed (so that no socket of ours becomes stdout; a closed stdout is
+/// remembered, see [`STDOUT_CLOSED`]), and stdout flushed at exit. std::env::args works without std's entry on Linux/glibc (it reads
 /// them from the C start-up).
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
@@ -56,6 +75,9 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
             for p in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
                 if libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) != p.fd {
                     libc::abort();
+                }
+                if p.fd == libc::STDOUT_FILENO {
+                    STDOUT_CLOSED.store(true, Ordering::Relaxed);
                 }
             }
         }
@@ -183,9 +205,8 @@ fn clap_exit(e: clap::Error) -> u8 {
 /// Write `text` to stdout. Not print!, which panics when stdout is a
 /// closed pipe (`rlock status k | true`): that is an error like any other.
 fn print(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
+    stdout()
+        .and_then(|mut out| out.write_all(text.as_bytes()).and_then(|_| out.flush()))
         .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))
 }
 
@@ -237,6 +258,10 @@ fn print_token(
     keep: Option<rlock::keep::Keep>,
 ) -> anyhow::Result<u8> {
     req.check()?;
+    if let Err(e) = stdout() {
+        // Nobody could learn the token: do not take the lock at all.
+        anyhow::bail!("cannot write the token to stdout: {e}; nothing acquired");
+    }
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
     if g.verbose {
@@ -362,6 +387,12 @@ fn exec(
                  (--on-lost ignore) and renewing goes on",
                 human(d)
             ),
+            Event::ReleasedLate(margin) => say!(
+                "rlock: lock {key:?}: Redis answered the release only after the lease had \
+                 ended, but the command and everything it started had exited {} before \
+                 the lease's end; its exit status stands",
+                human(margin)
+            ),
             Event::ReleaseFailed(e) => {
                 say!("rlock: could not release {key:?} (it frees itself when its TTL ends): {e}")
             }
@@ -407,6 +438,18 @@ fn inherited(locker: &Locker, key: &str) -> anyhow::Result<Option<Token>> {
         std::env::var("RLOCK_TOKEN").ok().as_deref(),
         &locker.name(key)?,
     ))
+}
+
+/// The token `release`, `renew` and `check` act with: --token, else the
+/// one RLOCK_HELD records for the lock, else RLOCK_TOKEN (see
+/// `rlock::exec::owner_token`).
+fn owner_token(g: &Global, key: &str, flag: Option<&str>) -> anyhow::Result<Token> {
+    Ok(rlock::exec::owner_token(
+        flag,
+        std::env::var(HELD_ENV).ok().as_deref(),
+        std::env::var("RLOCK_TOKEN").ok().as_deref(),
+        &rlock::lock::LockName::new(&g.prefix, key)?,
+    )?)
 }
 
 /// `-E 0` was given (see `main`).
@@ -487,7 +530,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             token,
             min_hold,
         } => {
-            let token = Token::parse(&token.token)?;
+            let token = owner_token(g, key, token.token.as_deref())?;
             let mut locker = connect(g)?;
             let hold = min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
             match rlock::keep::release(&mut locker, key, &token, false, Some(hold))? {
@@ -515,7 +558,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit_code::OK)
         }
         Command::Renew { key, token, ttl } => {
-            let token = Token::parse(&token.token)?;
+            let token = owner_token(g, key, token.token.as_deref())?;
             rlock::lock::check_ttl(ttl.0)?;
             let mut locker = connect(g)?;
             locker.renew(key, &token, ttl.0)?;
@@ -527,7 +570,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit_code::OK)
         }
         Command::Check { key, token, json } => {
-            let token = Token::parse(&token.token)?;
+            let token = owner_token(g, key, token.token.as_deref())?;
             let mut locker = connect(g)?;
             let held = locker.check(key, &token);
             let mut printed = Ok(());
@@ -579,10 +622,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             } else {
                 report.render()
             };
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(out.as_bytes())
-                .and_then(|_| stdout.flush())?;
+            print(&out)?;
             Ok(if report.safe {
                 exit_code::OK
             } else {

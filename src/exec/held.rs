@@ -43,6 +43,38 @@ pub fn reentry_token(held: Option<&str>, exported: Option<&str>, lock: &LockName
         })
 }
 
+/// The token `release`, `renew` and `check` of `lock` act with, in this
+/// order: `flag` (`--token`); the token `held` (RLOCK_HELD) records for
+/// `lock`, inside an `rlock exec` of it at any depth; `exported`
+/// (RLOCK_TOKEN) unless an enclosing exec set it for another lock; the
+/// token the script exported, passed down in `held` past such an exec;
+/// and `exported` after all. Inside `rlock exec deploy -- rlock exec db --
+/// ...`, RLOCK_TOKEN is db's token, and `rlock check deploy` used it: it
+/// said "another owner" (77) where a re-entering exec of deploy finds its
+/// lock; the same order as [`reentry_token`] now, with RLOCK_TOKEN last.
+pub fn owner_token(
+    flag: Option<&str>,
+    held: Option<&str>,
+    exported: Option<&str>,
+    lock: &LockName,
+) -> crate::Result<Token> {
+    if let Some(t) = flag {
+        return Token::parse(t);
+    }
+    let exported = exported.filter(|t| !t.is_empty());
+    if let Some(t) = reentry_token(held, exported, lock) {
+        return Ok(t);
+    }
+    match exported {
+        Some(t) => Token::parse(t),
+        None => Err(crate::Error::Usage(
+            "no token: give --token TOKEN or set RLOCK_TOKEN (inside `rlock exec` of the \
+             lock, the key is enough)"
+                .into(),
+        )),
+    }
+}
+
 /// Is `tok` in `held`, with a lock name or as a passed-down export?
 fn listed(held: Option<&str>, tok: &Token) -> bool {
     held.unwrap_or("")
@@ -128,6 +160,29 @@ mod tests {
         );
         assert_eq!(reentry_token(None, Some(kept.as_str()), &b), Some(kept));
         assert_eq!(reentry_token(None, Some("not a token"), &b), None);
+    }
+
+    #[test]
+    fn owner_token_prefers_the_flag_then_rlock_held_then_rlock_token() {
+        let a = LockName::new("rlock:", "a").unwrap();
+        let b = LockName::new("rlock:", "b").unwrap();
+        let c = LockName::new("rlock:", "c").unwrap();
+        let (ta, tb, flag) = (Token::generate(), Token::generate(), Token::generate());
+        // Inside `rlock exec a -- rlock exec b -- ...`.
+        let env = held_with(Some(&held_with(None, &a, &ta)), &b, &tb);
+        let own = |f: Option<&str>, l: &LockName| owner_token(f, Some(&env), Some(tb.as_str()), l);
+        assert_eq!(own(None, &a).unwrap(), ta);
+        assert_eq!(own(None, &b).unwrap(), tb);
+        assert_eq!(own(Some(flag.as_str()), &a).unwrap(), flag);
+        assert!(own(Some("nope"), &a).is_err());
+        // A lock no exec holds: RLOCK_TOKEN all the same (it holds
+        // nothing there, and check says so).
+        assert_eq!(own(None, &c).unwrap(), tb);
+        // Outside any exec: RLOCK_TOKEN, or nothing.
+        assert_eq!(owner_token(None, None, Some(tb.as_str()), &a).unwrap(), tb);
+        assert!(owner_token(None, None, None, &a).is_err());
+        assert!(owner_token(None, None, Some(""), &a).is_err());
+        assert!(owner_token(None, None, Some("nope"), &a).is_err());
     }
 
     #[test]

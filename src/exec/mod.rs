@@ -102,7 +102,7 @@ use crate::clock::BootTime;
 use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait, exit_code};
 
 pub(crate) use guard::close_all_but;
-pub use held::{HELD_ENV, reentry_token};
+pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
 use guard::{Guard, Launch, Report};
@@ -168,6 +168,11 @@ pub enum Event<'a> {
     /// `--on-lost ignore`: no renewal confirmed for this long; the command
     /// runs on, and renewing goes on too.
     Unconfirmed(Duration),
+    /// The release was answered only after the lease's validity deadline,
+    /// and found the lock gone (or taken), but every process of the command
+    /// had exited this long before that deadline: not a loss, the exit
+    /// status is the command's.
+    ReleasedLate(Duration),
 }
 
 /// How the command ended.
@@ -372,19 +377,59 @@ pub fn run(
     }
     let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
     let released = release(locker, succeeded);
-    let lost = outcome.lost.or(match &released {
-        // Gone although no renewal noticed: lost all the same.
-        Ok(Released::NotHeld) => Some("it was gone when the command ended".into()),
-        Err(Error::NotOwner { .. }) => Some("another owner held it when the command ended".into()),
+    let answered = BootTime::now();
+    // The last validity deadline a grant or renewal confirmed (the renewer
+    // is stopped: it moves no more).
+    let valid_until = *valid_until.lock().unwrap_or_else(|e| e.into_inner());
+    let gone = match &released {
+        Ok(Released::NotHeld) => Some("it was gone when the command ended"),
+        Err(Error::NotOwner { .. }) => Some("another owner held it when the command ended"),
         _ => None,
-    });
+    };
+    // Gone although no renewal noticed: a loss, unless only the release
+    // came late. If Redis answered it before `valid_until`, the server ran
+    // it while our lease was still on (see below), so the lock had been
+    // deleted or taken from us: a loss. If it answered later, the lease may
+    // simply have run out meanwhile (a stalled Redis, a slow network), and
+    // what counts is whether the command outlived the lease: it did not if
+    // its whole tree was gone (`ended`, when the guard's "empty" report was
+    // read, after the fact) before `valid_until`.
+    //
+    // Why no two holders can come from this: the decision only chooses an
+    // exit code once everything is over; it grants, keeps and extends
+    // nothing. And the exclusion it reports did hold: `valid_until` is the
+    // send time of the last confirmed grant or renewal plus TTL minus the
+    // drift allowance, on CLOCK_BOOTTIME. The server started that lease no
+    // earlier than we sent the request and ends it by its own clock TTL
+    // later, and the drift allowance covers the two clocks' rates, so until
+    // `valid_until` the server kept the lease and granted the lock to
+    // nobody else. Every process of the command was gone before that, so
+    // whoever holds it now (or took it after it expired) came after the
+    // command. A lease already invalid when the tree ended (`--on-lost
+    // ignore`, or a stalled rlock) is a loss: the command may have run
+    // beside another holder. (A lock deleted by hand during the run and a
+    // release answered late cannot be told apart: the run is then reported
+    // by the rule above, which is true of the lease as the client counted
+    // it.)
+    let late = gone.is_some()
+        && outcome.lost.is_none()
+        && answered >= valid_until
+        && outcome.ended.is_some_and(|ended| ended < valid_until);
+    let lost = outcome
+        .lost
+        .or_else(|| gone.filter(|_| !late).map(String::from));
+    if late && let Some(ended) = outcome.ended {
+        on_event(Event::ReleasedLate(valid_until - ended));
+    }
     if let Some(why) = lost {
         return Err(Error::Lost {
             key: key.into(),
             why,
         });
     }
-    if let Err(e) = &released {
+    if let Err(e) = &released
+        && !late
+    {
         on_event(Event::ReleaseFailed(e));
     }
     use std::os::unix::process::ExitStatusExt;

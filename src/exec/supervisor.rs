@@ -35,6 +35,9 @@ pub(crate) struct Outcome {
     /// The guard vanished without reporting an empty tree (someone killed
     /// it): processes that left the command's group may still run.
     pub guard_killed: bool,
+    /// When the guard's report that no process of the command's tree is
+    /// left was read: the tree was gone by then (None: not seen).
+    pub ended: Option<BootTime>,
 }
 
 pub(crate) struct Supervisor<'a, 's, 'e> {
@@ -72,6 +75,7 @@ impl Supervisor<'_, '_, '_> {
             status: None,
             lost: None,
             guard_killed: false,
+            ended: None,
         };
         let mut kill_at: Option<BootTime> = None;
         let mut interrupts = 0;
@@ -148,7 +152,10 @@ impl Supervisor<'_, '_, '_> {
                     }
                     Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
                     Some(Msg::Guard(Report::SpawnFailed(_))) => {}
-                    Some(Msg::Guard(Report::Empty)) => return out,
+                    Some(Msg::Guard(Report::Empty)) => {
+                        out.ended = Some(BootTime::now());
+                        return out;
+                    }
                     Some(Msg::Guard(Report::Gone)) => {
                         // Someone killed the guard. The kernel killed the
                         // command (PR_SET_PDEATHSIG); the rest of its tree went

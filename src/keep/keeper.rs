@@ -635,12 +635,23 @@ fn now_ms() -> u64 {
 }
 
 /// Write `record` on every server that answers (it expires after
-/// [`LOST_RECORD_TTL`]).
+/// [`LOST_RECORD_TTL`]), but not over a key without a TTL: every loss
+/// record has one, so that is data rlock did not write (lua/common.lua).
+/// A PTTL the user may not run (an ACL from before +pttl) leaves it unknown,
+/// and the record is written as before.
 pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) -> Result<()> {
     let json = serde_json::to_string(record).map_err(|e| Error::Protocol(e.to_string()))?;
     let mut last = Ok(());
     for server in Server::open_all(opts)? {
         let res = server.connect().and_then(|mut c| {
+            let ttl: redis::RedisResult<i64> =
+                redis::cmd("PTTL").arg(name.lost_key()).query(&mut c);
+            if matches!(ttl, Ok(-1)) {
+                return Err(Error::Conflict(format!(
+                    "{} holds data rlock did not write: the loss is not recorded there",
+                    name.lost_key()
+                )));
+            }
             redis::cmd("SET")
                 .arg(name.lost_key())
                 .arg(&json)

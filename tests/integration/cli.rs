@@ -549,6 +549,91 @@ mod bad_input {
         r.assert_nothing_held(&["rlock:{str}", "rlock:{list}:h", "rlock:{fence}:fence"]);
     }
 
+    /// Data rlock did not write, at any key a lock uses, is refused (64,
+    /// "not an rlock lock") by every command, and left exactly as it was.
+    /// A user's hash at `rlock:{users}` was taken for a free lock: acquire
+    /// added its fields and exit 0, and the release deleted the hash; a
+    /// zset at `rlock:{z}:h` got a holder added; a counter at a fence key
+    /// was counted on and given a TTL.
+    #[test]
+    fn data_rlock_did_not_write_is_refused_and_left_alone() {
+        let r = Redis::shared();
+        let k = |lock: &str, suffix: &str| format!("{}{suffix}", r.key(lock));
+        let foreign: Vec<(String, Vec<&str>)> = vec![
+            (k("users", ""), vec!["HSET", "alice", "1", "bob", "2"]),
+            (k("z", ":h"), vec!["ZADD", "1", "alice", "2", "bob"]),
+            (k("q", ":q"), vec!["ZADD", "1", "alice"]),
+            (k("qa", ":qa"), vec!["ZADD", "1", "alice"]),
+            (k("qw", ":qw"), vec!["ZADD", "1", "alice"]),
+            (k("f", ":fence"), vec!["SET", "5"]),
+        ];
+        for (key, cmd) in &foreign {
+            let mut args = vec![cmd[0], key.as_str()];
+            args.extend(&cmd[1..]);
+            let _: () = r.cmd(&args);
+        }
+        let dump = || -> Vec<Vec<u8>> {
+            foreign
+                .iter()
+                .map(|(key, _)| r.cmd(&["DUMP", key]))
+                .collect()
+        };
+        let before = dump();
+        let tok = uuid::Uuid::new_v4().to_string();
+        for lock in ["users", "z", "q", "qa", "qw", "f"] {
+            for args in [
+                vec!["acquire", "-n", lock],
+                vec!["acquire", "-w", "1s", lock],
+                vec!["exec", lock, "--", "true"],
+                vec!["rw", "read", "-n", lock],
+                vec!["rw", "write", lock, "--", "true"],
+                vec!["release", lock, "--token", &tok],
+                vec!["renew", lock, "--token", &tok],
+                vec!["check", lock, "--token", &tok],
+            ] {
+                let run = rlock(&r).args(&args).run();
+                if lock == "f" && !matches!(args[0], "acquire" | "exec" | "rw") {
+                    // Only a grant writes the fence key.
+                    assert!(matches!(run.code, 0 | 79), "{args:?}: {}", run.stderr);
+                    continue;
+                }
+                run.fails(64, "not an rlock lock");
+            }
+            if lock != "f" {
+                rlock(&r)
+                    .args(["status", lock])
+                    .run()
+                    .fails(64, "not an rlock lock");
+            }
+        }
+        assert_eq!(dump(), before, "foreign data was changed");
+        for (key, _) in &foreign {
+            assert_eq!(r.cmd::<i64>(&["PTTL", key]), -1, "{key} was given a TTL");
+        }
+        let mut keys: Vec<String> = foreign.iter().map(|(key, _)| key.clone()).collect();
+        keys.sort();
+        assert_eq!(r.keys(), keys, "keys were added next to foreign data");
+    }
+
+    /// A queue key someone else wrote next to a lock rlock holds: a waiter
+    /// that would join the queue is refused, and the key left alone.
+    #[test]
+    fn a_foreign_queue_key_next_to_a_held_lock_is_refused() {
+        let r = Redis::shared();
+        let tok = rlock(&r).args(["acquire", "k"]).run().ok().token();
+        let q = format!("{}:qa", r.key("k"));
+        let _: () = r.cmd(&["ZADD", &q, "1", "alice"]);
+        rlock(&r)
+            .args(["acquire", "-w", "1s", "k"])
+            .run()
+            .fails(64, "not an rlock lock");
+        assert_eq!(r.cmd::<Vec<String>>(&["ZRANGE", &q, "0", "-1"]), ["alice"]);
+        assert_eq!(r.cmd::<i64>(&["PTTL", &q]), -1);
+        rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+        let _: () = r.cmd(&["DEL", &q]);
+        r.assert_nothing_held(&[]);
+    }
+
     #[track_caller]
     fn refused_foreign(r: &Redis, key: &str, foreign: &[&str]) {
         let tok = uuid::Uuid::new_v4().to_string();
@@ -683,6 +768,48 @@ fn check_says_held_gone_or_taken_inside_and_outside_exec() {
         .fails(64, "malformed token");
 }
 
+/// Inside `rlock exec deploy -- rlock exec db -- ...`, RLOCK_TOKEN is db's
+/// token and deploy's is in RLOCK_HELD: `check`, `renew` and `release` of
+/// deploy without --token act with deploy's, as a re-entering exec does
+/// (they used RLOCK_TOKEN, and said "another owner", 77). An explicit
+/// --token still wins, and a token the script exported is still found
+/// past an exec of another lock.
+#[test]
+fn check_renew_and_release_use_the_token_rlock_held_records_for_the_lock() {
+    let r = Redis::shared();
+    let script = "$BIN check deploy; echo check=$?; \
+         $BIN renew deploy --ttl 40s; echo renew=$?; \
+         $BIN acquire -n deploy >/dev/null && $BIN -q release deploy; echo release=$?; \
+         $BIN check deploy --token \"$RLOCK_TOKEN\" 2>/dev/null; echo explicit=$?; \
+         $BIN check db; echo db=$?";
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let run = rlock(&r)
+        .args([
+            "exec", "deploy", "--", bin, "exec", "db", "--", "sh", "-c", script,
+        ])
+        .env("BIN", bin)
+        .run()
+        .ok();
+    assert_eq!(
+        run.stdout, "check=0\nrenew=0\nrelease=0\nexplicit=77\ndb=0\n",
+        "stderr: {}",
+        run.stderr
+    );
+    r.assert_nothing_held(&[]);
+    // A token the script exported, passed down past an exec of another
+    // lock (whose own token is then RLOCK_TOKEN).
+    let tok = rlock(&r).args(["acquire", "a"]).run().ok().token();
+    let run = rlock(&r)
+        .args(["exec", "b", "--", "sh", "-c", "$BIN check a; echo a=$?"])
+        .env("BIN", bin)
+        .env("RLOCK_TOKEN", &tok)
+        .run()
+        .ok();
+    assert_eq!(run.stdout, "a=0\n", "stderr: {}", run.stderr);
+    rlock(&r).args(["release", "a", "--token", &tok]).run().ok();
+    r.assert_nothing_held(&[]);
+}
+
 /// A reader that went away (`rlock status k | true`) is an error like any
 /// other: one line and exit 70, not a panic (print! panics on EPIPE, and
 /// rlock ignores SIGPIPE). Like acquire, whose token cannot be written.
@@ -714,5 +841,43 @@ fn a_closed_stdout_is_an_error_not_a_panic() {
         .stdout(wr)
         .run()
         .fails(79, "holds it no more");
+    r.assert_nothing_held(&[]);
+}
+
+/// `rlock acquire kc >&-`: a stdout closed when rlock starts (not a pipe
+/// whose reader left) was reopened on /dev/null with the other standard
+/// descriptors, so the token went nowhere, rlock exited 0 and the lock
+/// stayed held for its TTL with nobody able to release it. It is the same
+/// error as a closed pipe: exit 70, one line, nothing held. Likewise for
+/// `rw read|write KEY` without a command, and for what `status` prints.
+#[test]
+fn a_stdout_closed_at_start_is_an_error_and_nothing_is_held() {
+    let r = Redis::shared();
+    let closed = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new("sh")
+            .args(["-c", "exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_rlock")])
+            .args(args)
+            .env("RLOCK_URL", r.url())
+            .env("RLOCK_PREFIX", &r.prefix)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        Run::from(
+            out,
+            started.elapsed(),
+            format!("rlock {} >&-", args.join(" ")),
+        )
+    };
+    for args in [
+        &["acquire", "kc", "--ttl", "20s"][..],
+        &["acquire", "-n", "kc", "--keep"],
+        &["rw", "read", "kc"],
+        &["rw", "write", "kc"],
+    ] {
+        closed(args).fails(70, "stdout");
+        assert!(!r.held("kc"), "`{args:?} >&-` left the lock held");
+    }
+    closed(&["status", "kc", "--json"]).fails(70, "stdout");
     r.assert_nothing_held(&[]);
 }

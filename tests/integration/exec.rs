@@ -1823,3 +1823,87 @@ fn on_lost_ignore_a_job_stopped_past_its_lease_still_resumes() {
     say("exit\n");
     bash.wait().unwrap();
 }
+
+/// A FIFO at `path`, and a command line that exits when someone opens it
+/// for writing and closes it again (see [`end_fifo`]).
+fn fifo_waiter(path: &Path) -> String {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a plain syscall on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    format!("exec cat {} >/dev/null", path.display())
+}
+
+/// Let the command of [`fifo_waiter`] exit: open the FIFO for writing
+/// (which waits for the command to have it open) and close it.
+fn end_fifo(path: &Path) {
+    drop(std::fs::OpenOptions::new().write(true).open(path).unwrap());
+}
+
+/// `( sleep 0.15; redis-cli debug sleep 1.5 ) & rlock exec --ttl 1s k --
+/// sleep 0.3` exited 79: the command ended well inside its lease, but
+/// the release reached Redis only after the lease had run out there, and
+/// "not held" was taken for a loss. Here Redis is frozen before the
+/// command ends and thawed only after the lease is over on the server:
+/// the command's exit code stands, and one line says the release came
+/// late.
+#[test]
+fn a_release_that_comes_after_the_lease_ended_is_no_loss_if_the_command_ended_inside_it() {
+    let r = Redis::start();
+    let [started, go] = paths("late-release", ["started", "go"]);
+    let script = format!(": > {}; {}", started.display(), fifo_waiter(&go));
+    // A long --connect-timeout: the release waits for the thawed Redis
+    // instead of being sent again.
+    let child = exec_sh(
+        &r,
+        &["--ttl", "3s", "--connect-timeout", "20s"],
+        "k",
+        &script,
+    )
+    .spawn();
+    eventually(Duration::from_secs(10), "the command to start", || {
+        started.exists()
+    });
+    kill(r.child_pid(), libc::SIGSTOP);
+    end_fifo(&go);
+    // Frozen for longer than any lease granted or renewed before the
+    // freeze can last (3 s).
+    std::thread::sleep(Duration::from_millis(3500));
+    kill(r.child_pid(), libc::SIGCONT);
+    let run = finish(child, "exec").ok();
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with("rlock: ") && run.stderr.contains("after the lease"),
+        "{}",
+        run.stderr
+    );
+    r.assert_nothing_held(&[]);
+}
+
+/// The other side of the test above: a command that ended after its lease
+/// was no longer valid (`--on-lost ignore` lets it run on while Redis is
+/// frozen) is a loss, 79, however late the release was answered.
+#[test]
+fn a_command_that_ended_after_its_lease_ran_out_is_a_loss_even_with_a_late_release() {
+    let r = Redis::start();
+    let [started, go] = paths("late-release-lost", ["started", "go"]);
+    let script = format!(": > {}; {}", started.display(), fifo_waiter(&go));
+    let opts = [
+        "--ttl",
+        "1s",
+        "--connect-timeout",
+        "20s",
+        "--on-lost",
+        "ignore",
+    ];
+    let child = exec_sh(&r, &opts, "k", &script).spawn();
+    eventually(Duration::from_secs(10), "the command to start", || {
+        started.exists()
+    });
+    kill(r.child_pid(), libc::SIGSTOP);
+    // Past the lease (1 s from the grant, before `started`) on any clock.
+    std::thread::sleep(Duration::from_millis(1500));
+    end_fifo(&go);
+    std::thread::sleep(Duration::from_millis(200));
+    kill(r.child_pid(), libc::SIGCONT);
+    finish(child, "exec").fails_with_lines(79, "lost");
+}

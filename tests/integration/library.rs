@@ -480,6 +480,62 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
     ));
 }
 
+/// lua/wake.lua pushes to the waiters' wake-up lists a script named: a
+/// list there that rlock did not write (every one of rlock's has a TTL,
+/// set when it is pushed to) is left alone, not pushed to and given a TTL.
+#[test]
+fn a_wake_up_never_touches_a_list_rlock_did_not_write() {
+    let r = Redis::shared();
+    let theirs = format!("{}:w:theirs", r.key("wake"));
+    let ours = format!("{}:w:ours", r.key("wake"));
+    let _: () = r.cmd(&["RPUSH", &theirs, "a", "b"]);
+    let _: i64 = redis::cmd("EVAL")
+        .arg(include_str!("../../lua/wake.lua"))
+        .arg(2)
+        .arg(&theirs)
+        .arg(&ours)
+        .arg("10000")
+        .query(&mut r.conn())
+        .unwrap();
+    assert_eq!(
+        r.cmd::<Vec<String>>(&["LRANGE", &theirs, "0", "-1"]),
+        ["a", "b"]
+    );
+    assert_eq!(r.cmd::<i64>(&["PTTL", &theirs]), -1);
+    assert_eq!(r.cmd::<Vec<String>>(&["LRANGE", &ours, "0", "-1"]), ["1"]);
+    assert!(r.cmd::<i64>(&["PTTL", &ours]) > 0);
+}
+
+/// A keeper's loss record (`P{K}:lost`, always written with a TTL) is not
+/// written over a key someone else keeps there without one.
+#[test]
+fn a_loss_record_is_not_written_over_data_rlock_did_not_write() {
+    let r = Redis::shared();
+    let opts = rlock::ConnectOptions {
+        urls: vec![r.url()],
+        ..Default::default()
+    };
+    let record = rlock::keep::LostRecord {
+        host: "h".into(),
+        pid: 1,
+        when: "2026-01-01T00:00:00Z".into(),
+        when_ms: 0,
+        why: "gone".into(),
+        action: "nothing".into(),
+    };
+    let theirs = rlock::lock::LockName::new(&r.prefix, "theirs").unwrap();
+    let key = format!("{}:lost", r.key("theirs"));
+    let _: () = r.cmd(&["SET", &key, "their value"]);
+    assert!(rlock::keep::record_loss(&opts, &theirs, &record).is_err());
+    assert_eq!(r.cmd::<String>(&["GET", &key]), "their value");
+    assert_eq!(r.cmd::<i64>(&["PTTL", &key]), -1);
+    // Where there is nothing, or an earlier record, it is written.
+    let ours = rlock::lock::LockName::new(&r.prefix, "ours").unwrap();
+    rlock::keep::record_loss(&opts, &ours, &record).unwrap();
+    rlock::keep::record_loss(&opts, &ours, &record).unwrap();
+    assert_eq!(r.status_json("ours")["last_lost"]["why"], "gone");
+}
+
 #[test]
 fn a_replica_url_fails_fast() {
     // READONLY from a replica named as the one Redis is a wrong address,
