@@ -103,7 +103,7 @@ pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, reentry_token};
 pub use tree::is_ancestor;
 
-use guard::{Guard, Launch, Report};
+use guard::{Guard, Launch};
 use renew::Renewal;
 use supervisor::Supervisor;
 
@@ -301,33 +301,9 @@ pub fn run(
             return Err(e);
         }
     }
-    let pgid = match guard.recv() {
-        Report::Started(pid) => pid,
-        Report::SpawnFailed(source) => {
-            let _ = release(locker, false);
-            return Err(Error::Spawn {
-                program: spec.program.to_string_lossy().into_owned(),
-                code: match source.kind() {
-                    std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
-                    _ => exit_code::CANNOT_EXECUTE,
-                },
-                source,
-            });
-        }
-        // Killed after it was asked to spawn: the command may have started
-        // (and PR_SET_PDEATHSIG killed it, but a process that left its
-        // group could run on), so this is the same as a guard killed later.
-        Report::Gone => return Err(guard_killed(guard, key, || release(locker, false))),
-        other => {
-            let _ = release(locker, false);
-            return Err(Error::Protocol(format!(
-                "the guard process failed to start the command: {other:?}"
-            )));
-        }
-    };
-    if let Some(t) = term.as_ref().filter(|_| interactive) {
-        t.give(pgid);
-    }
+    // No blocking wait for the guard's "started" here: the supervisor
+    // takes that report in its loop, renewing and enforcing meanwhile
+    // (see `Report::Started` in supervisor.rs).
     let valid_until = Mutex::new(lease.valid_until);
     let stop = AtomicBool::new(false);
     let mut renewer = locker.detached();
@@ -345,7 +321,7 @@ pub fn run(
     let outcome = std::thread::scope(|s| {
         Supervisor {
             guard: &guard,
-            pgid,
+            pgid: None,
             lease: &lease,
             spec,
             interactive,
@@ -360,11 +336,27 @@ pub fn run(
         // sends from now on can extend what we give back below.
     });
     if let Some(t) = &term {
-        t.take_back(pgid);
+        if let Some(pgid) = outcome.pgid {
+            t.take_back(pgid);
+        }
         if interactive {
             t.take_back_from_the_dead();
         }
     }
+    if let Some(source) = outcome.spawn_failed {
+        let _ = release(locker, false);
+        return Err(Error::Spawn {
+            program: spec.program.to_string_lossy().into_owned(),
+            code: match source.kind() {
+                std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+                _ => exit_code::CANNOT_EXECUTE,
+            },
+            source,
+        });
+    }
+    // A guard killed after it was asked to spawn, started or not: the
+    // command may have started (and PR_SET_PDEATHSIG killed it, but a
+    // process that left its group could run on).
     if outcome.guard_killed {
         return Err(guard_killed(guard, key, || release(locker, false)));
     }

@@ -28,6 +28,10 @@ enum Msg {
 
 /// How the command ended.
 pub(crate) struct Outcome {
+    /// The command's pid and process group, once the guard reported it.
+    pub pgid: Option<libc::pid_t>,
+    /// The guard could not start the command (nothing ran).
+    pub spawn_failed: Option<std::io::Error>,
     /// The command's exit status (None: the guard vanished first).
     pub status: Option<ExitStatus>,
     /// Why the lock was lost, if it was.
@@ -39,8 +43,10 @@ pub(crate) struct Outcome {
 
 pub(crate) struct Supervisor<'a, 's, 'e> {
     pub guard: &'a Guard,
-    /// The command's pid, which is also its process group.
-    pub pgid: libc::pid_t,
+    /// The command's pid, which is also its process group: None until the
+    /// guard reports the start, which this loop waits for like any other
+    /// report (see `supervise`).
+    pub pgid: Option<libc::pid_t>,
     pub lease: &'a Lease,
     pub spec: &'a Spec,
     pub interactive: bool,
@@ -69,6 +75,8 @@ impl Supervisor<'_, '_, '_> {
         // before its validity deadline, leaving time to stop the command.
         let lead = self.lease.ttl / 3;
         let mut out = Outcome {
+            pgid: None,
+            spawn_failed: None,
             status: None,
             lost: None,
             guard_killed: false,
@@ -103,7 +111,7 @@ impl Supervisor<'_, '_, '_> {
                 match msg {
                     Some(Msg::Guard(Report::Exited(st))) => {
                         out.status = Some(st);
-                        if let Some(t) = self.term {
+                        if let Some((t, pgid)) = self.term.zip(self.pgid) {
                             // As a shell does once its job's processes
                             // exit: a leftover keeps running, but in the
                             // background. Left with the terminal, it took
@@ -112,7 +120,7 @@ impl Supervisor<'_, '_, '_> {
                             // script) could not be interrupted, and one
                             // stopped by Ctrl-Z was never continued, so
                             // rlock held the lock for ever.
-                            t.take_back(self.pgid);
+                            t.take_back(pgid);
                         }
                         if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
                             // Nothing the command left behind may outlive a
@@ -140,14 +148,35 @@ impl Supervisor<'_, '_, '_> {
                         let valid = || {
                             self.spec.on_lost == OnLost::Ignore || BootTime::now() < self.kill_by()
                         };
-                        if tty::suspend(self.term, self.pgid, sig, valid) {
+                        // (The guard reports the start before any stop.)
+                        let pgid = self.pgid.unwrap_or_default();
+                        if tty::suspend(self.term, pgid, sig, valid) {
                             // Continue the job, through the guard (see
                             // kill_tree on why not killpg).
                             self.guard.signal(libc::SIGCONT);
                         }
                     }
-                    Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
-                    Some(Msg::Guard(Report::SpawnFailed(_))) => {}
+                    Some(Msg::Guard(Report::Started(pid))) => {
+                        // Comes first of the guard's reports, but only when
+                        // the guard gets to send it: one stopped (or
+                        // starved) between the command's exec and this
+                        // report held rlock in a blocking wait for it, with
+                        // no renewal, no signal and no deadline looked at,
+                        // while the command ran and the lease expired under
+                        // it (two holders). Waited for here instead, every
+                        // rule of this loop applies from the start.
+                        self.pgid = Some(pid);
+                        out.pgid = Some(pid);
+                        if let Some(t) = self.term.filter(|_| self.interactive) {
+                            t.give(pid);
+                        }
+                    }
+                    Some(Msg::Guard(Report::Stopped(_))) => {}
+                    Some(Msg::Guard(Report::SpawnFailed(e))) => {
+                        // Nothing runs; the guard exits.
+                        out.spawn_failed = Some(e);
+                        return out;
+                    }
                     Some(Msg::Guard(Report::Empty)) => return out,
                     Some(Msg::Guard(Report::Gone)) => {
                         // Someone killed the guard. The kernel killed the
