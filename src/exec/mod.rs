@@ -23,9 +23,9 @@
 //! For each way rlock can fail to act, what still stops the tree in time:
 //! - **rlock healthy, lock lost** (renewal finds it gone or taken, or no
 //!   renewal confirmed with TTL/3 of validity left, e.g. Redis frozen or
-//!   unreachable): the supervisor (`supervisor.rs`) has the guard SIGTERM the tree and sets
-//!   the guard's deadline to min(now + `--grace`, kill deadline); at that
-//!   point both processes SIGKILL the tree.
+//!   unreachable): the supervisor (`supervisor.rs`) SIGTERMs the tree
+//!   itself and sets the guard's deadline to min(now + `--grace`, kill
+//!   deadline); at that point both processes SIGKILL the tree.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
 //!   the guard.

@@ -328,8 +328,15 @@ impl Supervisor<'_, '_, '_> {
         match self.spec.on_lost {
             OnLost::Term if at_least_1ms(now, self.kill_by()) => {
                 let at = (now + self.spec.grace).min(self.kill_by());
+                // rlock stops the tree itself: the SIGTERM from its own walk
+                // of the guard's tree, the SIGKILL at `at` (`kill`, from
+                // this loop), so a guard stopped or starved (whose socket
+                // may be full, dropping what we send) cannot delay either
+                // past the lease. The guard's deadline is the second line,
+                // for an rlock stopped from here on. The SIGTERM goes one
+                // way only: a command's TERM trap would run twice.
                 self.guard.deadline(Some(at));
-                self.guard.signal(libc::SIGTERM);
+                tree::signal_all(self.guard.pid(), libc::SIGTERM);
                 let action = format!(
                     "sent SIGTERM to the command, SIGKILL in {} if it is still running",
                     human(at - now)
