@@ -188,15 +188,27 @@ impl Supervisor<'_, '_, '_> {
                     }
                     Some(Msg::Guard(Report::Enforced)) => {
                         if out.lost.is_none() {
-                            let why = format!(
-                                "no renewal was confirmed in time (rlock stalled?); the guard \
-                             killed the command {} before the lease's end",
-                                human(super::kill_margin(self.lease.ttl))
-                            );
-                            on_event(Event::Lost {
-                                why: &why,
-                                action: "killed every process of the command",
-                            });
+                            // Before "started": the guard read the go only
+                            // after the kill deadline it had, and did not
+                            // start the command (see guard.rs).
+                            let (why, action) = if self.pgid.is_none() {
+                                (
+                                    "the guard process was stopped or starved past the kill \
+                                     deadline before it could start the command"
+                                        .to_string(),
+                                    "the command was not started",
+                                )
+                            } else {
+                                (
+                                    format!(
+                                        "no renewal was confirmed in time (rlock stalled?); the \
+                                         guard killed the command {} before the lease's end",
+                                        human(super::kill_margin(self.lease.ttl))
+                                    ),
+                                    "killed every process of the command",
+                                )
+                            };
+                            on_event(Event::Lost { why: &why, action });
                             out.lost = Some(why);
                             self.stop_renewing();
                         }

@@ -968,6 +968,62 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
 }
 
 #[test]
+fn a_guard_stopped_before_the_start_stops_neither_the_renewals_nor_starts_the_command_late() {
+    // The guard is stopped before it reads rlock's request to start the
+    // command (here for certain; under load, the stop of the test above
+    // lands between the command's exec and the guard's report at times).
+    // rlock waited for "started" in a blocking read: it renewed nothing,
+    // and the lease ran out. It must renew on; and the guard, continued
+    // past the kill deadline it was given, must not start the command,
+    // whose lease may be over by then.
+    let r = Redis::shared();
+    let [ran] = paths("guard-stopped-before-start", ["ran"]);
+    let other = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let child = exec_sh(
+        &r,
+        &["-q", "--ttl", "6s"],
+        "k",
+        &format!("echo x > {}", ran.display()),
+    )
+    .spawn();
+    let rlock_pid = child.id();
+    r.await_waiters("k", 1);
+    let guard: i32 = read(Path::new(&format!(
+        "/proc/{rlock_pid}/task/{rlock_pid}/children"
+    )))
+    .trim()
+    .parse()
+    .expect("one child: the guard");
+    kill(guard, libc::SIGSTOP);
+    rlock(&r)
+        .args(["release", "k", "--token", &other])
+        .run()
+        .ok();
+    eventually(Duration::from_secs(10), "exec to hold the lock", || {
+        r.status_json("k")["holders"][0]["pid"].as_u64() == Some(u64::from(rlock_pid))
+    });
+    // More than a TTL: only renewals keep it held.
+    std::thread::sleep(Duration::from_secs(7));
+    let holder = r.status_json("k")["holders"][0]["pid"].as_u64();
+    kill(guard, libc::SIGCONT);
+    let run = finish(child, "exec");
+    assert_eq!(
+        holder,
+        Some(u64::from(rlock_pid)),
+        "the lease expired before the command started; rlock: {} {}",
+        run.code,
+        run.stderr
+    );
+    run.fails(79, "the command was not started");
+    assert!(read(&ran).is_empty());
+    assert!(!r.held("k"));
+}
+
+#[test]
 fn a_leftover_that_gets_the_commands_pid_is_not_the_command() {
     // The command is reaped at once, and its pid is free again once its
     // group is empty: a leftover that left the group (setsid) can start
