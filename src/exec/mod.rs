@@ -42,6 +42,16 @@
 //!   starts, the guard holds the kill deadline sent before the command
 //!   started, exactly as when renewals fail; a renewer that cannot start
 //!   is a renewer that confirms nothing, and the rules above apply.
+//! - **the guard stopped or starved** (SIGSTOP cannot be ignored; its
+//!   socket then fills and what rlock sends it is dropped): rlock needs
+//!   nothing from it to renew or to kill. The supervisor waits for the
+//!   guard's "started" report in its poll loop, not in a blocking read
+//!   (which, with the guard stopped between the command's exec and that
+//!   report, left the command running unrenewed past its lease); it sends
+//!   a loss's SIGTERM and SIGKILL through its own walk of the guard's tree;
+//!   and a guard that reads the go to start the command only after its
+//!   kill deadline does not start it. rlock and the guard both stopped
+//!   leave nothing to act (README, "Limits").
 //! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
 //!   which counts the suspended time, so the guard's timer fires first thing
 //!   after resume (the processes may run for a scheduling quantum before it
