@@ -14,6 +14,8 @@
 //!   (moved after every confirmed renewal), and SIGKILLs the whole tree when
 //!   it fires, whatever rlock is doing: stopped, starved, blocked on a full
 //!   stderr, or the machine just resumed from suspend;
+//! - does not start the command if that deadline passed before it read
+//!   the request to (it was stopped or starved meanwhile);
 //! - SIGKILLs the tree when rlock's end of the socket closes (rlock died);
 //! - reaps everything, reports the command's stops and exit, and reports
 //!   "empty" once no descendant is left, then exits.
@@ -317,6 +319,17 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
         let n = recv(sock, &mut buf);
         match buf.first().filter(|_| n > 0) {
             Some(b'D') => arm(timer, &buf[..n]),
+            Some(b'S') if expired(timer) => {
+                // The kill deadline passed before the go was read (this
+                // process was stopped or starved since rlock sent it): the
+                // lease may be over, and the lock another's. Started now,
+                // the command would run beside that holder until the timer
+                // is next looked at, so it never starts; rlock hears what
+                // it hears of a tree killed at the deadline.
+                send(sock, b"L");
+                send(sock, b"Z");
+                exit()
+            }
             Some(b'S') => break spawn(launch, &buf[1..n], &inherited),
             _ => exit(), // rlock gave up (busy, error) or died
         }
@@ -649,6 +662,13 @@ fn arm(timer: RawFd, msg: &[u8]) {
     };
     // SAFETY: plain syscall; a zero it_value disarms the timer.
     unsafe { libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+}
+
+/// Has the timer fired since it was last armed (and not been read)?
+fn expired(timer: RawFd) -> bool {
+    let mut ticks = 0u64;
+    // SAFETY: reads 8 bytes into a u64; the timer is non-blocking.
+    unsafe { libc::read(timer, (&mut ticks as *mut u64).cast(), 8) == 8 }
 }
 
 fn drain(sigfd: RawFd) {

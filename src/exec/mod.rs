@@ -23,9 +23,9 @@
 //! For each way rlock can fail to act, what still stops the tree in time:
 //! - **rlock healthy, lock lost** (renewal finds it gone or taken, or no
 //!   renewal confirmed with TTL/3 of validity left, e.g. Redis frozen or
-//!   unreachable): the supervisor (`supervisor.rs`) has the guard SIGTERM the tree and sets
-//!   the guard's deadline to min(now + `--grace`, kill deadline); at that
-//!   point both processes SIGKILL the tree.
+//!   unreachable): the supervisor (`supervisor.rs`) SIGTERMs the tree
+//!   itself and sets the guard's deadline to min(now + `--grace`, kill
+//!   deadline); at that point both processes SIGKILL the tree.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
 //!   the guard.
@@ -42,6 +42,16 @@
 //!   starts, the guard holds the kill deadline sent before the command
 //!   started, exactly as when renewals fail; a renewer that cannot start
 //!   is a renewer that confirms nothing, and the rules above apply.
+//! - **the guard stopped or starved** (SIGSTOP cannot be ignored; its
+//!   socket then fills and what rlock sends it is dropped): rlock needs
+//!   nothing from it to renew or to kill. The supervisor waits for the
+//!   guard's "started" report in its poll loop, not in a blocking read
+//!   (which, with the guard stopped between the command's exec and that
+//!   report, left the command running unrenewed past its lease); it sends
+//!   a loss's SIGTERM and SIGKILL through its own walk of the guard's tree;
+//!   and a guard that reads the go to start the command only after its
+//!   kill deadline does not start it. rlock and the guard both stopped
+//!   leave nothing to act (README, "Limits").
 //! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
 //!   which counts the suspended time, so the guard's timer fires first thing
 //!   after resume (the processes may run for a scheduling quantum before it
@@ -105,7 +115,7 @@ pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
-use guard::{Guard, Launch, Report};
+use guard::{Guard, Launch};
 use renew::Renewal;
 use supervisor::Supervisor;
 
@@ -308,33 +318,9 @@ pub fn run(
             return Err(e);
         }
     }
-    let pgid = match guard.recv() {
-        Report::Started(pid) => pid,
-        Report::SpawnFailed(source) => {
-            let _ = release(locker, false);
-            return Err(Error::Spawn {
-                program: spec.program.to_string_lossy().into_owned(),
-                code: match source.kind() {
-                    std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
-                    _ => exit_code::CANNOT_EXECUTE,
-                },
-                source,
-            });
-        }
-        // Killed after it was asked to spawn: the command may have started
-        // (and PR_SET_PDEATHSIG killed it, but a process that left its
-        // group could run on), so this is the same as a guard killed later.
-        Report::Gone => return Err(guard_killed(guard, key, || release(locker, false))),
-        other => {
-            let _ = release(locker, false);
-            return Err(Error::Protocol(format!(
-                "the guard process failed to start the command: {other:?}"
-            )));
-        }
-    };
-    if let Some(t) = term.as_ref().filter(|_| interactive) {
-        t.give(pgid);
-    }
+    // No blocking wait for the guard's "started" here: the supervisor
+    // takes that report in its loop, renewing and enforcing meanwhile
+    // (see `Report::Started` in supervisor.rs).
     let valid_until = Mutex::new(lease.valid_until);
     let stop = AtomicBool::new(false);
     let mut renewer = locker.detached();
@@ -352,7 +338,7 @@ pub fn run(
     let outcome = std::thread::scope(|s| {
         Supervisor {
             guard: &guard,
-            pgid,
+            pgid: None,
             lease: &lease,
             spec,
             interactive,
@@ -367,11 +353,27 @@ pub fn run(
         // sends from now on can extend what we give back below.
     });
     if let Some(t) = &term {
-        t.take_back(pgid);
+        if let Some(pgid) = outcome.pgid {
+            t.take_back(pgid);
+        }
         if interactive {
             t.take_back_from_the_dead();
         }
     }
+    if let Some(source) = outcome.spawn_failed {
+        let _ = release(locker, false);
+        return Err(Error::Spawn {
+            program: spec.program.to_string_lossy().into_owned(),
+            code: match source.kind() {
+                std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+                _ => exit_code::CANNOT_EXECUTE,
+            },
+            source,
+        });
+    }
+    // A guard killed after it was asked to spawn, started or not: the
+    // command may have started (and PR_SET_PDEATHSIG killed it, but a
+    // process that left its group could run on).
     if outcome.guard_killed {
         return Err(guard_killed(guard, key, || release(locker, false)));
     }

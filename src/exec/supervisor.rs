@@ -28,6 +28,10 @@ enum Msg {
 
 /// How the command ended.
 pub(crate) struct Outcome {
+    /// The command's pid and process group, once the guard reported it.
+    pub pgid: Option<libc::pid_t>,
+    /// The guard could not start the command (nothing ran).
+    pub spawn_failed: Option<std::io::Error>,
     /// The command's exit status (None: the guard vanished first).
     pub status: Option<ExitStatus>,
     /// Why the lock was lost, if it was.
@@ -42,8 +46,10 @@ pub(crate) struct Outcome {
 
 pub(crate) struct Supervisor<'a, 's, 'e> {
     pub guard: &'a Guard,
-    /// The command's pid, which is also its process group.
-    pub pgid: libc::pid_t,
+    /// The command's pid, which is also its process group: None until the
+    /// guard reports the start, which this loop waits for like any other
+    /// report (see `supervise`).
+    pub pgid: Option<libc::pid_t>,
     pub lease: &'a Lease,
     pub spec: &'a Spec,
     pub interactive: bool,
@@ -72,6 +78,8 @@ impl Supervisor<'_, '_, '_> {
         // before its validity deadline, leaving time to stop the command.
         let lead = self.lease.ttl / 3;
         let mut out = Outcome {
+            pgid: None,
+            spawn_failed: None,
             status: None,
             lost: None,
             guard_killed: false,
@@ -107,7 +115,7 @@ impl Supervisor<'_, '_, '_> {
                 match msg {
                     Some(Msg::Guard(Report::Exited(st))) => {
                         out.status = Some(st);
-                        if let Some(t) = self.term {
+                        if let Some((t, pgid)) = self.term.zip(self.pgid) {
                             // As a shell does once its job's processes
                             // exit: a leftover keeps running, but in the
                             // background. Left with the terminal, it took
@@ -116,7 +124,7 @@ impl Supervisor<'_, '_, '_> {
                             // script) could not be interrupted, and one
                             // stopped by Ctrl-Z was never continued, so
                             // rlock held the lock for ever.
-                            t.take_back(self.pgid);
+                            t.take_back(pgid);
                         }
                         if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
                             // Nothing the command left behind may outlive a
@@ -144,14 +152,35 @@ impl Supervisor<'_, '_, '_> {
                         let valid = || {
                             self.spec.on_lost == OnLost::Ignore || BootTime::now() < self.kill_by()
                         };
-                        if tty::suspend(self.term, self.pgid, sig, valid) {
+                        // (The guard reports the start before any stop.)
+                        let pgid = self.pgid.unwrap_or_default();
+                        if tty::suspend(self.term, pgid, sig, valid) {
                             // Continue the job, through the guard (see
                             // kill_tree on why not killpg).
                             self.guard.signal(libc::SIGCONT);
                         }
                     }
-                    Some(Msg::Guard(Report::Stopped(_) | Report::Started(_))) => {}
-                    Some(Msg::Guard(Report::SpawnFailed(_))) => {}
+                    Some(Msg::Guard(Report::Started(pid))) => {
+                        // Comes first of the guard's reports, but only when
+                        // the guard gets to send it: one stopped (or
+                        // starved) between the command's exec and this
+                        // report held rlock in a blocking wait for it, with
+                        // no renewal, no signal and no deadline looked at,
+                        // while the command ran and the lease expired under
+                        // it (two holders). Waited for here instead, every
+                        // rule of this loop applies from the start.
+                        self.pgid = Some(pid);
+                        out.pgid = Some(pid);
+                        if let Some(t) = self.term.filter(|_| self.interactive) {
+                            t.give(pid);
+                        }
+                    }
+                    Some(Msg::Guard(Report::Stopped(_))) => {}
+                    Some(Msg::Guard(Report::SpawnFailed(e))) => {
+                        // Nothing runs; the guard exits.
+                        out.spawn_failed = Some(e);
+                        return out;
+                    }
                     Some(Msg::Guard(Report::Empty)) => {
                         out.ended = Some(BootTime::now());
                         return out;
@@ -166,15 +195,27 @@ impl Supervisor<'_, '_, '_> {
                     }
                     Some(Msg::Guard(Report::Enforced)) => {
                         if out.lost.is_none() {
-                            let why = format!(
-                                "no renewal was confirmed in time (rlock stalled?); the guard \
-                             killed the command {} before the lease's end",
-                                human(super::kill_margin(self.lease.ttl))
-                            );
-                            on_event(Event::Lost {
-                                why: &why,
-                                action: "killed every process of the command",
-                            });
+                            // Before "started": the guard read the go only
+                            // after the kill deadline it had, and did not
+                            // start the command (see guard.rs).
+                            let (why, action) = if self.pgid.is_none() {
+                                (
+                                    "the guard process was stopped or starved past the kill \
+                                     deadline before it could start the command"
+                                        .to_string(),
+                                    "the command was not started",
+                                )
+                            } else {
+                                (
+                                    format!(
+                                        "no renewal was confirmed in time (rlock stalled?); the \
+                                         guard killed the command {} before the lease's end",
+                                        human(super::kill_margin(self.lease.ttl))
+                                    ),
+                                    "killed every process of the command",
+                                )
+                            };
+                            on_event(Event::Lost { why: &why, action });
                             out.lost = Some(why);
                             self.stop_renewing();
                         }
@@ -306,8 +347,15 @@ impl Supervisor<'_, '_, '_> {
         match self.spec.on_lost {
             OnLost::Term if at_least_1ms(now, self.kill_by()) => {
                 let at = (now + self.spec.grace).min(self.kill_by());
+                // rlock stops the tree itself: the SIGTERM from its own walk
+                // of the guard's tree, the SIGKILL at `at` (`kill`, from
+                // this loop), so a guard stopped or starved (whose socket
+                // may be full, dropping what we send) cannot delay either
+                // past the lease. The guard's deadline is the second line,
+                // for an rlock stopped from here on. The SIGTERM goes one
+                // way only: a command's TERM trap would run twice.
                 self.guard.deadline(Some(at));
-                self.guard.signal(libc::SIGTERM);
+                tree::signal_all(self.guard.pid(), libc::SIGTERM);
                 let action = format!(
                     "sent SIGTERM to the command, SIGKILL in {} if it is still running",
                     human(at - now)

@@ -904,26 +904,24 @@ fn a_guard_killed_before_it_reports_the_start_is_a_killed_guard() {
 }
 
 #[test]
-#[ignore = "open bug: under parallel load rlock sometimes stops renewing while the guard is \
-            stopped (\"no renewal confirmed for 4s\"), about 1 run in 6 with six copies at once; \
-            run with --ignored"]
 fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
     // Someone stops the guard (SIGSTOP cannot be ignored): its socket fills
     // up with rlock's messages (a forwarded signal each, a deadline per
     // renewal). A blocking send then froze rlock and its renewer in send,
     // and the lease expired under a running command while a rival took the
-    // lock. Renewals must go on, and rlock must stay able to kill.
+    // lock. Renewals must go on, and rlock must stay able to kill. Under
+    // load the stop can also land between the command's exec and the
+    // guard's "started" report, which rlock then waited for in a blocking
+    // read: no renewal, no kill, until the guard was continued.
     let r = Redis::shared();
     let [pidfile] = paths("guard-stopped-full", ["pid"]);
     let script = format!(
         "trap '' USR1; echo $$ > {}; while :; do sleep 0.05; done",
         pidfile.display()
     );
-    // A 6 s TTL: renewals every 2 s, with 2 s of slack each. Six copies of
-    // this test at once beside two busy loops still see "no renewal
-    // confirmed for 4s" in about 1 run of 6, and rlock's own kill not
-    // reaching the command until the guard is continued: an open bug
-    // (see CHANGELOG, Known issues), hence #[ignore].
+    // A 6 s TTL: renewals every 2 s, with 2 s of slack each, so that
+    // parallel load alone (six copies of this test beside two busy loops)
+    // does not make a renewal late.
     let child = exec_sh(&r, &["-q", "--ttl", "6s"], "k", &script).spawn();
     let rlock_pid = child.id();
     let cmd = wait_pid(&pidfile);
@@ -966,6 +964,62 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
         run.code,
         run.stderr
     );
+    assert!(!r.held("k"));
+}
+
+#[test]
+fn a_guard_stopped_before_the_start_stops_neither_the_renewals_nor_starts_the_command_late() {
+    // The guard is stopped before it reads rlock's request to start the
+    // command (here for certain; under load, the stop of the test above
+    // lands between the command's exec and the guard's report at times).
+    // rlock waited for "started" in a blocking read: it renewed nothing,
+    // and the lease ran out. It must renew on; and the guard, continued
+    // past the kill deadline it was given, must not start the command,
+    // whose lease may be over by then.
+    let r = Redis::shared();
+    let [ran] = paths("guard-stopped-before-start", ["ran"]);
+    let other = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let child = exec_sh(
+        &r,
+        &["-q", "--ttl", "6s"],
+        "k",
+        &format!("echo x > {}", ran.display()),
+    )
+    .spawn();
+    let rlock_pid = child.id();
+    r.await_waiters("k", 1);
+    let guard: i32 = read(Path::new(&format!(
+        "/proc/{rlock_pid}/task/{rlock_pid}/children"
+    )))
+    .trim()
+    .parse()
+    .expect("one child: the guard");
+    kill(guard, libc::SIGSTOP);
+    rlock(&r)
+        .args(["release", "k", "--token", &other])
+        .run()
+        .ok();
+    eventually(Duration::from_secs(10), "exec to hold the lock", || {
+        r.status_json("k")["holders"][0]["pid"].as_u64() == Some(u64::from(rlock_pid))
+    });
+    // More than a TTL: only renewals keep it held.
+    std::thread::sleep(Duration::from_secs(7));
+    let holder = r.status_json("k")["holders"][0]["pid"].as_u64();
+    kill(guard, libc::SIGCONT);
+    let run = finish(child, "exec");
+    assert_eq!(
+        holder,
+        Some(u64::from(rlock_pid)),
+        "the lease expired before the command started; rlock: {} {}",
+        run.code,
+        run.stderr
+    );
+    run.fails(79, "the command was not started");
+    assert!(read(&ran).is_empty());
     assert!(!r.held("k"));
 }
 
