@@ -402,9 +402,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn our_own_process_is_watchable_and_a_bogus_pid_is_not() {
-        let me = Watched::pid(std::process::id() as i32).unwrap();
-        assert!(!me.gone());
+    fn our_parent_is_watchable_and_we_init_and_a_bogus_pid_are_not() {
+        // SAFETY: plain syscall.
+        let parent = Watched::pid(unsafe { libc::getppid() }).unwrap();
+        assert!(!parent.gone());
+        // rlock itself exits at once; init never does.
+        assert!(Watched::pid(std::process::id() as i32).is_err());
+        assert!(Watched::pid(1).is_err());
         assert!(Watched::pid(0).is_err());
         assert!(Watched::pid(-5).is_err());
         // Beyond pid_max.
