@@ -145,7 +145,7 @@ pub fn spawn(
     let config = serde_json::to_vec(&config).map_err(|e| Error::Protocol(e.to_string()))?;
     program
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .current_dir("/");
     // SAFETY: only async-signal-safe syscalls between fork and exec.
@@ -176,8 +176,32 @@ pub fn spawn(
         let _ = child.wait();
         return Err(fail("cannot pass the settings to the keeper", e));
     }
+    // Return only once the keeper's guard exists (it says so on its
+    // stdout): until then, a keeper killed would leave nobody to stop the
+    // script before the lease ends, and the script must not start its work
+    // under the lock before that.
+    if !ready(child.stdout.take()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Error::Protocol(
+            "the keeper process did not start (nothing keeps the lock)".into(),
+        ));
+    }
     // Not waited for: it outlives us, and init (or a subreaper) reaps it.
     Ok(Started::Keeper(child.id()))
+}
+
+/// Did the keeper say it is ready (one byte on `out` within 5s)?
+fn ready(out: Option<std::process::ChildStdout>) -> bool {
+    let Some(mut out) = out else {
+        return false;
+    };
+    let mut fds = [crate::signals::pollin(out.as_raw_fd())];
+    if poll(&mut fds, Duration::from_secs(5)) <= 0 {
+        return false;
+    }
+    let mut b = [0u8; 1];
+    matches!(out.read(&mut b), Ok(1))
 }
 
 /// The keeper process: read the settings from stdin, then keep the lock
@@ -198,20 +222,25 @@ pub fn keeper_main() -> Result<u8> {
     }
     let config = serde_json::from_slice::<Config>(&raw).map_err(|_| typed())?;
     drop(raw);
-    detach(&config);
+    let ready = detach(&config);
     // Detached: nobody reads an error from here on.
-    Ok(match Keeper::new(config) {
+    Ok(match Keeper::new(config, ready) {
         Some(mut k) => k.run(),
         None => crate::exit_code::USAGE,
     })
 }
 
-/// The keeper's own name, no descriptor of the caller's but ours, stdin on
-/// /dev/null.
-fn detach(config: &Config) {
+/// The keeper's own name, no descriptor of the caller's but ours, stdio on
+/// /dev/null. Returns the pipe that was stdout, to say "ready" on (see
+/// `spawn`), or None.
+fn detach(config: &Config) -> Option<OwnedFd> {
     // SAFETY: the keeper owns every descriptor it has (it was just
     // started, single-threaded, from rlock's own binary).
     unsafe { crate::exec::close_all_but(&[0, 1, 2, config.listen, config.pidfd.unwrap_or(-1)]) };
+    // SAFETY: plain syscall; a new descriptor (3 or above) or -1.
+    let ready = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
+    // SAFETY: a fresh descriptor we own.
+    let ready = (ready >= 0).then(|| unsafe { OwnedFd::from_raw_fd(ready) });
     // SAFETY: plain syscalls on this process and its own descriptors.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"rlock-keeper".as_ptr());
@@ -225,6 +254,7 @@ fn detach(config: &Config) {
             }
         }
     }
+    ready
 }
 
 struct Keeper {
@@ -262,7 +292,7 @@ struct Keeper {
 const ENDS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Keeper {
-    fn new(c: Config) -> Option<Keeper> {
+    fn new(c: Config, ready: Option<OwnedFd>) -> Option<Keeper> {
         let opts = c.connect_options();
         let token = Token::parse(&c.token).ok()?;
         let name = LockName::new(&c.prefix, &c.key).ok()?;
@@ -294,9 +324,14 @@ impl Keeper {
             crate::exec::kill_point(valid_until, ttl),
             &watched,
             policy,
-            &[c.listen],
+            &[c.listen, ready.as_ref().map_or(-1, AsRawFd::as_raw_fd)],
         );
         let sigfd = end_signals()?;
+        // Guarded: `rlock acquire` may return (see `spawn`).
+        if let Some(r) = ready {
+            // SAFETY: one byte from a valid buffer to our own descriptor.
+            unsafe { libc::write(r.as_raw_fd(), b"1".as_ptr().cast(), 1) };
+        }
         // Connecting may fail now (Redis down): renewals retry, connect
         // included, until the lease's validity ends.
         let locker = Locker::connect(&opts, &c.prefix).ok();
@@ -493,6 +528,17 @@ impl Keeper {
     /// The watched process is gone: give our holds back, retrying while
     /// the lease lasts.
     fn release_and_exit(&mut self) -> u8 {
+        // A release announced to us is in progress: its verdict first. The
+        // script may have given back our hold just before it exited;
+        // giving back "ours" again would take another holder's (an
+        // enclosing exec's).
+        if let Some((s, until)) = &self.releasing {
+            let mut fds = [crate::signals::pollin(s.as_raw_fd())];
+            poll(&mut fds, until.remaining());
+            if let Some(code) = self.verdict() {
+                return code;
+            }
+        }
         while self.own > 0 {
             let (key, token) = (self.key.clone(), self.token.clone());
             // Honours a --min-hold given at the grant.
