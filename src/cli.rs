@@ -8,7 +8,9 @@ use std::ffi::OsString;
 
 use rlock::duration::{Seconds, Span};
 
-const AFTER_HELP: &str = "\
+/// The environment variables every subcommand reads (also in each
+/// subcommand's man page).
+pub(crate) const ENVIRONMENT: &str = "\
 Environment:
   RLOCK_URL            Redis URL(s), comma-separated (like --url)
   RLOCK_PASSWORD       Redis password; keeps the secret off argv
@@ -20,7 +22,9 @@ Environment:
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
   RLOCK_TLS_CA, RLOCK_TLS_CERT, RLOCK_TLS_KEY   like --tls-ca, --tls-cert, --tls-key
+";
 
+const AFTER_HELP: &str = "\
 Exit codes:
   0    success (exec: the command's own exit code is passed through)
   64   bad usage or input (also: key holds foreign data, --limit or lock
@@ -112,7 +116,7 @@ Keys:
     name = "rlock",
     version,
     about,
-    after_help = AFTER_HELP,
+    after_help = short_help(),
     after_long_help = concat_help()
 )]
 pub(crate) struct Cli {
@@ -636,8 +640,12 @@ pub(crate) struct TokenOpt {
     pub token: Option<String>,
 }
 
+fn short_help() -> String {
+    format!("{ENVIRONMENT}\n{AFTER_HELP}")
+}
+
 fn concat_help() -> String {
-    format!("{AFTER_HELP}\n\n{AFTER_LONG_HELP}")
+    format!("{}\n\n{AFTER_LONG_HELP}", short_help())
 }
 
 impl Command {

@@ -254,10 +254,16 @@ fn request(lock: &LockOpts) -> Request {
 fn print_token(
     g: &Global,
     key: &str,
-    req: Request,
+    mut req: Request,
     keep: Option<rlock::keep::Keep>,
 ) -> anyhow::Result<u8> {
     req.check()?;
+    // `status` names the holder: this process exits at once, so the script
+    // that runs it (as --keep finds it; the watched process with --keep).
+    req.info.pid = match &keep {
+        Some(k) => k.watched.process_id() as u32,
+        None => rlock::keep::script_pid(),
+    };
     if let Err(e) = stdout() {
         // Nobody could learn the token: do not take the lock at all.
         anyhow::bail!("cannot write the token to stdout: {e}; nothing acquired");
@@ -485,10 +491,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut req = request(lock);
             req.limit = slots.limit;
             let keep = keeper(keep)?;
-            if let Some(k) = &keep {
-                // Status names the process the lock is kept for.
-                req.info.pid = k.watched.process_id() as u32;
-            }
             print_token(g, key, req, keep)
         }
         Command::Exec {

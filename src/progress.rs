@@ -60,8 +60,9 @@ impl<'a> Progress<'a> {
         if matches!(*shown, Shown::Nothing) && waits_for_an_ancestor(busy) {
             say(format_args!(
                 "rlock: lock {:?} is held by pid {}, which started this rlock: it waits for \
-                 itself; to re-enter, export the holder's token (export RLOCK_TOKEN=$(rlock \
-                 acquire {:?} --keep))",
+                 itself; to re-enter, export the token it holds the lock with (export \
+                 RLOCK_TOKEN=\"$tok\" after tok=$(rlock acquire ...), or export \
+                 RLOCK_TOKEN=$(rlock acquire {:?} --keep))",
                 self.key,
                 busy.holder.as_ref().map_or(0, |h| h.pid),
                 self.key,

@@ -24,44 +24,26 @@ impl Watched {
     /// before the script's next line, nor one kept for a process that did
     /// not start this rlock.
     pub fn caller() -> Result<Watched> {
-        let me = std::process::id().cast_signed();
-        let ours = cmdline(me).unwrap_or_default();
-        // SAFETY: plain syscall.
-        let first = unsafe { libc::getppid() };
-        // `timeout 60 rlock ...`, `nice rlock ...`, `sudo rlock ...`: a
-        // wrapper runs our command line as the tail of its own, and exits
-        // when we do. Look through it (and a chain of them).
-        let (mut child, mut parent) = (me, first);
-        for _ in 0..8 {
-            match stat(parent) {
-                // (exec's guard, a fork of `rlock exec ... -- rlock acquire
-                // ...`, has our command line as its tail too: `usable`
-                // refuses it below.)
-                Some(s) if !is_guard(parent) && wraps(parent, &ours) => {
-                    (child, parent) = (parent, s.ppid);
-                }
-                _ => break,
-            }
-        }
+        let Found {
+            first,
+            child,
+            parent,
+            pid,
+            piped,
+        } = find();
         usable(parent, child)?;
-        let grand = stat(parent).map(|s| s.ppid);
-        let subshell = grand.filter(|&g| g > 1 && forked_copy(parent, g));
-        let pid = match subshell {
-            Some(g) if reads_our_output(g) => g,
+        if piped {
             // `$(rlock acquire k --keep | tail -n1)`, `( rlock acquire k
             // --keep | tee f; ... )`: the parent is a subshell that runs
             // a pipeline and, in the `$(...)`, ends with it: the lock
             // would go with it at once.
-            Some(_) if piped_to_sibling(parent, child) => {
-                return Err(Error::Usage(
-                    "--keep: rlock's output goes to a pipeline in a subshell, which ends \
-                     with it; use tok=$(rlock acquire KEY --keep) without a pipe, or \
-                     --keep-while PID"
-                        .into(),
-                ));
-            }
-            _ => parent,
-        };
+            return Err(Error::Usage(
+                "--keep: rlock's output goes to a pipeline in a subshell, which ends \
+                 with it; use tok=$(rlock acquire KEY --keep) without a pipe, or \
+                 --keep-while PID"
+                    .into(),
+            ));
+        }
         let w = Watched::open(pid).map_err(|_| {
             Error::Usage(format!(
                 "--keep: the calling process (pid {pid}) is already gone"
@@ -208,6 +190,66 @@ impl Watched {
             None => true,
         }
     }
+}
+
+/// What [`find`] found.
+struct Found {
+    /// rlock's parent, as it started.
+    first: libc::pid_t,
+    /// This rlock, or the outermost wrapper around it.
+    child: libc::pid_t,
+    /// The process that started `child`.
+    parent: libc::pid_t,
+    /// The script: `parent`, or the script whose `$(...)` subshell it is.
+    pid: libc::pid_t,
+    /// `parent` is a subshell that pipes our output to another stage.
+    piped: bool,
+}
+
+/// Find the script that runs this rlock (see the module doc, "Which
+/// process is watched"), without judging it.
+fn find() -> Found {
+    let me = std::process::id().cast_signed();
+    let ours = cmdline(me).unwrap_or_default();
+    // SAFETY: plain syscall.
+    let first = unsafe { libc::getppid() };
+    // `timeout 60 rlock ...`, `nice rlock ...`, `sudo rlock ...`: a
+    // wrapper runs our command line as the tail of its own, and exits
+    // when we do. Look through it (and a chain of them).
+    let (mut child, mut parent) = (me, first);
+    for _ in 0..8 {
+        match stat(parent) {
+            // (exec's guard, a fork of `rlock exec ... -- rlock acquire
+            // ...`, has our command line as its tail too: `usable` refuses
+            // it.)
+            Some(s) if !is_guard(parent) && wraps(parent, &ours) => {
+                (child, parent) = (parent, s.ppid);
+            }
+            _ => break,
+        }
+    }
+    let grand = stat(parent).map(|s| s.ppid);
+    let subshell = grand.filter(|&g| g > 1 && forked_copy(parent, g));
+    let (pid, piped) = match subshell {
+        Some(g) if reads_our_output(g) => (g, false),
+        Some(_) => (parent, piped_to_sibling(parent, child)),
+        None => (parent, false),
+    };
+    Found {
+        first,
+        child,
+        parent,
+        pid,
+        piped,
+    }
+}
+
+/// The script running this rlock, as `--keep` would find it; for a plain
+/// `acquire`, whose own process exits at once, the holder worth naming in
+/// `status` (and the one a later wait of the same script finds to be its
+/// own ancestor).
+pub fn script_pid() -> u32 {
+    u32::try_from(find().pid).unwrap_or(0)
 }
 
 /// `pid`'s command line, NUL-separated as /proc has it.

@@ -113,7 +113,7 @@ use std::time::Duration;
 
 use crate::exec::OnLost;
 pub use crate::lock::LostRecord;
-pub use caller::Watched;
+pub use caller::{Watched, script_pid};
 pub use keeper::{Started, keeper_main, record_loss, spawn};
 pub use protocol::{adopt, release};
 

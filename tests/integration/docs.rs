@@ -12,17 +12,26 @@ mod cli;
 
 fn generated() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let top = cli::command();
+    let mut top = cli::command();
+    // Propagates the global options (--url, --prefix, --connect-timeout,
+    // TLS, ...; each with its environment variable) to every subcommand,
+    // so that `man rlock-exec` lists them too.
+    top.build();
     let mut man = Vec::new();
     clap_mangen::Man::new(top.clone()).render(&mut man).unwrap();
     out.push(("man/rlock.1".to_string(), man));
     // One page per subcommand, as git and cargo do: `man rlock-exec`.
     for sub in top.get_subcommands() {
         let name = format!("rlock-{}", sub.get_name());
+        let extra = match sub.get_after_help() {
+            Some(h) => format!("{h}\n\n{}", cli::ENVIRONMENT),
+            None => cli::ENVIRONMENT.to_string(),
+        };
         let page = sub
             .clone()
             .name(&*name.clone().leak())
-            .bin_name(format!("rlock {}", sub.get_name()));
+            .bin_name(format!("rlock {}", sub.get_name()))
+            .after_help(extra);
         let mut man = Vec::new();
         clap_mangen::Man::new(page).render(&mut man).unwrap();
         out.push((format!("man/{name}.1"), man));

@@ -496,11 +496,16 @@ fn waiting_for_the_scripts_own_lock_says_so() {
         err.contains("waits for itself") && err.contains("RLOCK_TOKEN"),
         "{err}"
     );
-    // A lock held by someone else: no such hint.
-    let _holder = rlock(&r)
-        .args(["acquire", "busy", "--ttl", "5s"])
-        .run()
-        .ok();
+    // A lock held by someone else (a script that has ended): no such hint.
+    // (Taken by this test process itself, the lock would name it as its
+    // holder: a wait of its own would then rightly wait for itself.)
+    let _holder = Command::new("sh")
+        .args(["-c", "\"$0\" acquire busy --ttl 5s >/dev/null"])
+        .arg(env!("CARGO_BIN_EXE_rlock"))
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .status()
+        .unwrap();
     let run = rlock(&r)
         .args(["exec", "-w", "300ms", "busy", "--", "true"])
         .run();

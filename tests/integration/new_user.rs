@@ -133,3 +133,54 @@ fn connection_errors_say_what_to_do() {
     assert!(run.stderr.contains("rlock doctor"), "{}", run.stderr);
     r.assert_nothing_held(&[]);
 }
+
+#[test]
+fn every_subcommand_page_lists_the_connection_options() {
+    // README sends users to `man rlock-exec`, which lacked --url, --prefix,
+    // --connect-timeout, TLS and their environment variables.
+    let man = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    for page in ["rlock-exec.1", "rlock-acquire.1", "rlock-status.1"] {
+        let text = read(&man.join(page));
+        for want in [
+            "\\-\\-url",
+            "RLOCK_URL",
+            "\\-\\-prefix",
+            "\\-\\-connect\\-timeout",
+            "\\-\\-tls\\-ca",
+            "RLOCK_PASSWORD",
+        ] {
+            assert!(text.contains(want), "{page} lacks {want}");
+        }
+    }
+}
+
+#[test]
+fn a_plain_acquire_that_its_script_then_waits_for_says_so() {
+    // `tok=$(rlock acquire deploy --ttl 10m)` (the Usage example), then
+    // `rlock exec deploy ...` in the same script: it waited for itself
+    // without a word, and `status` named the long-gone acquire process.
+    let r = Redis::shared();
+    let d = crate::keep::tmp("plain-self-wait");
+    let mut sh = crate::keep::script(
+        &r,
+        "bash",
+        &d,
+        "tok=$(\"$B\" acquire deploy --ttl 20s) || exit 9
+         echo $$ > \"$D/pid\"
+         \"$B\" status deploy --json > \"$D/status\"
+         \"$B\" exec -w 1s deploy -- true 2>\"$D/err\"; echo $? > \"$D/rc\"
+         \"$B\" release deploy --token \"$tok\"",
+    );
+    let out = crate::keep::finish_child(&mut sh);
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert_eq!(read(&d.join("rc")).trim(), "75");
+    let err = read(&d.join("err"));
+    assert!(err.contains("waits for itself"), "{err}");
+    let st: serde_json::Value = serde_json::from_str(&read(&d.join("status"))).unwrap();
+    assert_eq!(
+        st["holders"][0]["pid"].to_string(),
+        read(&d.join("pid")).trim(),
+        "{st}"
+    );
+    r.assert_nothing_held(&[]);
+}
