@@ -105,6 +105,7 @@
 //!   where it cannot tell (see "Which process is watched").
 
 mod caller;
+mod detect;
 mod guard;
 mod keeper;
 mod protocol;

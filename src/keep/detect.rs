@@ -1,0 +1,609 @@
+//! Which process is the script: the decisions of caller detection (see the
+//! module doc of [`super`], "Which process is watched"), over what /proc
+//! shows ([`Procs`]: [`Live`] reads /proc; the unit tests below give a
+//! table of synthetic processes, so every rule is checked without
+//! spawning shells).
+
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+type Pid = libc::pid_t;
+
+/// What caller detection reads of a process.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Info {
+    pub ppid: Pid,
+    /// Session id.
+    pub sid: Pid,
+    /// startstack and arg_start (/proc stat fields 28, 48); zero where
+    /// /proc hides them.
+    pub layout: (u64, u64),
+}
+
+/// The processes as caller detection sees them.
+pub(super) trait Procs {
+    /// This rlock's pid.
+    fn me(&self) -> Pid;
+    fn info(&self, pid: Pid) -> Option<Info>;
+    /// NUL-separated, as /proc/PID/cmdline.
+    fn cmdline(&self, pid: Pid) -> Option<Vec<u8>>;
+    fn exe(&self, pid: Pid) -> Option<PathBuf>;
+    fn comm(&self, pid: Pid) -> Option<String>;
+    /// The pipe our stdout is ("pipe:[N]"), if it is one.
+    fn our_stdout_pipe(&self) -> Option<PathBuf>;
+    /// Does `pid` hold `pipe` open for reading? None: its descriptors
+    /// cannot be read.
+    fn reads(&self, pid: Pid, pipe: &Path) -> Option<bool>;
+    /// The children of `pid`.
+    fn children(&self, pid: Pid) -> Vec<Pid>;
+}
+
+/// What [`find`] found.
+pub(super) struct Found {
+    /// This rlock, or the outermost wrapper around it.
+    pub child: Pid,
+    /// The process that started `child`.
+    pub parent: Pid,
+    /// The script: `parent`, or the script whose `$(...)` subshell it is.
+    pub pid: Pid,
+    /// `parent` is a subshell that pipes our output to another stage.
+    pub piped: bool,
+}
+
+/// Find the script that runs this rlock, without judging it.
+pub(super) fn find(p: &impl Procs) -> Option<Found> {
+    let me = p.me();
+    let ours = p.cmdline(me).unwrap_or_default();
+    // `timeout 60 rlock ...`, `nice rlock ...`, `sudo rlock ...`: a
+    // wrapper runs our command line as the tail of its own, and exits
+    // when we do. Look through it (and a chain of them).
+    let (mut child, mut parent) = (me, p.info(me)?.ppid);
+    for _ in 0..8 {
+        match p.info(parent) {
+            // (exec's guard, a fork of `rlock exec ... -- rlock acquire
+            // ...`, has our command line as its tail too: `usable` refuses
+            // it.)
+            Some(s) if !is_guard(p, parent) && wraps(p, parent, &ours) => {
+                (child, parent) = (parent, s.ppid);
+            }
+            _ => break,
+        }
+    }
+    let grand = p.info(parent).map(|s| s.ppid);
+    let subshell = grand.filter(|&g| g > 1 && forked_copy(p, parent, g));
+    let (pid, piped) = match subshell {
+        Some(g) if reads_our_output(p, g) => (g, false),
+        Some(_) => (parent, piped_to_sibling(p, parent, child)),
+        None => (parent, false),
+    };
+    Some(Found {
+        child,
+        parent,
+        pid,
+        piped,
+    })
+}
+
+/// Is `pid` a wrapper that runs a command line ending in `ours` (`timeout
+/// 60 rlock acquire k --keep`, `nice -n 5 ...`, `sudo ...`)? Its command
+/// line is longer and ends with ours, argument for argument.
+fn wraps(p: &impl Procs, pid: Pid, ours: &[u8]) -> bool {
+    let Some(theirs) = p.cmdline(pid) else {
+        return false;
+    };
+    !ours.is_empty()
+        && theirs.len() > ours.len()
+        && theirs.ends_with(ours)
+        && theirs[theirs.len() - ours.len() - 1] == 0
+}
+
+/// Can `parent` (which started `child`, this rlock or the outermost
+/// wrapper around it) be the caller? Refused (usage): init and a process
+/// of another session (`child`'s parent exited and it was re-parented to
+/// init or a subreaper: `( rlock acquire k --keep & )`; a lock kept for
+/// init would be kept for ever, and a loss would signal every process
+/// init started), and `rlock exec`'s guard (rlock acquire as the exec's
+/// own command: no script).
+pub(super) fn usable(p: &impl Procs, parent: Pid, child: Pid) -> Result<()> {
+    let no = |why: String| {
+        Err(Error::Usage(format!(
+            "--keep: {why}; or use --keep-while PID"
+        )))
+    };
+    if is_guard(p, parent) {
+        return no(
+            "as rlock exec's own command (or orphaned inside it) there is no script to keep \
+             the lock for; use it inside the script"
+                .into(),
+        );
+    }
+    let (Some(ps), Some(cs)) = (p.info(parent), p.info(child)) else {
+        return no(format!(
+            "the calling process (pid {parent}) is already gone"
+        ));
+    };
+    // A session leader of its own (`setsid rlock ...`) starts a session:
+    // its parent is in another one.
+    if parent <= 1 || (ps.sid != cs.sid && cs.sid != child) {
+        return no(format!(
+            "the process that started rlock has already exited (rlock was re-parented to \
+             pid {parent}), so nothing can tell when the script ends"
+        ));
+    }
+    Ok(())
+}
+
+/// Does a child of `parent` other than `child` read our stdout (a wrapper
+/// passes it on): is `child` a stage of a pipeline?
+fn piped_to_sibling(p: &impl Procs, parent: Pid, child: Pid) -> bool {
+    let Some(ours) = p.our_stdout_pipe() else {
+        return false;
+    };
+    p.children(parent)
+        .into_iter()
+        .filter(|&c| c != child && c != p.me())
+        .any(|c| p.reads(c, &ours) == Some(true))
+}
+
+/// Does `pid` (a grandparent whose child is a forked copy of it) read our
+/// stdout, as the shell does the pipe of a `$(...)`? A `( ... )` subshell
+/// is a forked copy too, but its shell does not read its output: there the
+/// subshell itself is the caller, as flock(1)'s `( flock 9; ... ) 9>f`
+/// holds its lock until the subshell ends, not the script. If the
+/// grandparent's descriptors cannot be read, it is watched as before.
+fn reads_our_output(p: &impl Procs, pid: Pid) -> bool {
+    let Some(ours) = p.our_stdout_pipe() else {
+        return false;
+    };
+    // Its read end: a script whose own stdout is a pipe (`script |
+    // logger`, a CI runner) holds the write end of the one a `( ... )`
+    // subshell's rlock inherited and prints to; that subshell is still
+    // the caller.
+    p.reads(pid, &ours).unwrap_or(true)
+}
+
+/// Is `child` a forked copy of `parent` (a subshell), as far as /proc
+/// tells? Same executable, same command line, and the same stack and
+/// argument addresses where both are visible.
+fn forked_copy(p: &impl Procs, child: Pid, parent: Pid) -> bool {
+    let (Some(a), Some(b)) = (p.exe(child), p.exe(parent)) else {
+        return false;
+    };
+    let cmd = p.cmdline(child);
+    if a != b || cmd.is_none() || cmd != p.cmdline(parent) {
+        return false;
+    }
+    match (p.info(child), p.info(parent)) {
+        (Some(c), Some(q)) if c.layout.0 != 0 && q.layout.0 != 0 => c.layout == q.layout,
+        _ => true,
+    }
+}
+
+/// Is `pid` the guard of an `rlock exec` (see exec's guard.rs)?
+pub(super) fn is_guard(p: &impl Procs, pid: Pid) -> bool {
+    p.comm(pid).is_some_and(|c| c.trim_end() == "rlock-guard")
+}
+
+/// The guard of the nearest `rlock exec` this process runs under, if any.
+pub(super) fn enclosing_exec(p: &impl Procs) -> Option<Pid> {
+    let mut at = p.me();
+    for _ in 0..64 {
+        at = p.info(at)?.ppid;
+        if at <= 1 {
+            return None;
+        }
+        if is_guard(p, at) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// Is `ancestor` among `pid`'s ancestors?
+pub(super) fn descends_from(p: &impl Procs, pid: Pid, ancestor: Pid) -> bool {
+    let mut at = pid;
+    for _ in 0..64 {
+        match p.info(at).map(|s| s.ppid) {
+            Some(q) if q == ancestor => return true,
+            Some(q) if q > 1 => at = q,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The processes of this machine, from /proc.
+pub(super) struct Live;
+
+impl Procs for Live {
+    fn me(&self) -> Pid {
+        std::process::id().cast_signed()
+    }
+
+    fn info(&self, pid: Pid) -> Option<Info> {
+        crate::exec::tree::stat(pid).map(|s| Info {
+            ppid: s.ppid,
+            sid: s.sid,
+            layout: s.layout,
+        })
+    }
+
+    fn cmdline(&self, pid: Pid) -> Option<Vec<u8>> {
+        std::fs::read(format!("/proc/{pid}/cmdline")).ok()
+    }
+
+    fn exe(&self, pid: Pid) -> Option<PathBuf> {
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+    }
+
+    fn comm(&self, pid: Pid) -> Option<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()
+    }
+
+    fn our_stdout_pipe(&self) -> Option<PathBuf> {
+        let ours = std::fs::read_link("/proc/self/fd/1").ok()?;
+        ours.to_string_lossy().starts_with("pipe:").then_some(ours)
+    }
+
+    fn reads(&self, pid: Pid, pipe: &Path) -> Option<bool> {
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+        Some(fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l == pipe)
+                && !write_only(pid, &fd.file_name().to_string_lossy())
+        }))
+    }
+
+    fn children(&self, pid: Pid) -> Vec<Pid> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<Pid>().ok())
+            .filter(|&c| self.info(c).is_some_and(|s| s.ppid == pid))
+            .collect()
+    }
+}
+
+/// Is descriptor `fd` of `pid` open for writing only (/proc fdinfo
+/// flags)? False if that cannot be read.
+fn write_only(pid: Pid, fd: &str) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|f| f & libc::O_ACCMODE == libc::O_WRONLY)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// One synthetic process.
+    #[derive(Clone, Default)]
+    struct P {
+        ppid: Pid,
+        sid: Pid,
+        layout: (u64, u64),
+        exe: &'static str,
+        argv: Vec<&'static str>,
+        comm: &'static str,
+        /// Pipes it holds open for reading; None: unreadable.
+        reads: Option<Vec<&'static str>>,
+    }
+
+    /// A table of processes; pid 100 is rlock.
+    struct Table {
+        procs: HashMap<Pid, P>,
+        stdout: Option<&'static str>,
+    }
+
+    impl Procs for Table {
+        fn me(&self) -> Pid {
+            100
+        }
+        fn info(&self, pid: Pid) -> Option<Info> {
+            self.procs.get(&pid).map(|p| Info {
+                ppid: p.ppid,
+                sid: p.sid,
+                layout: p.layout,
+            })
+        }
+        fn cmdline(&self, pid: Pid) -> Option<Vec<u8>> {
+            let p = self.procs.get(&pid)?;
+            let mut v = Vec::new();
+            for a in &p.argv {
+                v.extend_from_slice(a.as_bytes());
+                v.push(0);
+            }
+            Some(v)
+        }
+        fn exe(&self, pid: Pid) -> Option<PathBuf> {
+            self.procs.get(&pid).map(|p| PathBuf::from(p.exe))
+        }
+        fn comm(&self, pid: Pid) -> Option<String> {
+            self.procs.get(&pid).map(|p| format!("{}\n", p.comm))
+        }
+        fn our_stdout_pipe(&self) -> Option<PathBuf> {
+            self.stdout.map(PathBuf::from)
+        }
+        fn reads(&self, pid: Pid, pipe: &Path) -> Option<bool> {
+            let r = self.procs.get(&pid)?.reads.as_ref()?;
+            Some(r.iter().any(|x| Path::new(x) == pipe))
+        }
+        fn children(&self, pid: Pid) -> Vec<Pid> {
+            let mut c: Vec<Pid> = self
+                .procs
+                .iter()
+                .filter(|(_, p)| p.ppid == pid)
+                .map(|(&k, _)| k)
+                .collect();
+            c.sort_unstable();
+            c
+        }
+    }
+
+    const RLOCK: [&str; 4] = ["rlock", "acquire", "k", "--keep"];
+
+    fn rlock(ppid: Pid) -> P {
+        P {
+            ppid,
+            sid: 10,
+            exe: "/usr/bin/rlock",
+            argv: RLOCK.to_vec(),
+            comm: "rlock",
+            reads: Some(vec![]),
+            ..P::default()
+        }
+    }
+
+    /// The script: bash, pid 50, in session 10, under init.
+    fn script() -> P {
+        P {
+            ppid: 1,
+            sid: 10,
+            layout: (7, 8),
+            exe: "/usr/bin/bash",
+            argv: vec!["bash", "deploy.sh"],
+            comm: "bash",
+            reads: Some(vec![]),
+        }
+    }
+
+    fn table(procs: Vec<(Pid, P)>, stdout: Option<&'static str>) -> Table {
+        Table {
+            procs: procs.into_iter().collect(),
+            stdout,
+        }
+    }
+
+    /// (the script found, whether a pipeline was seen), checked usable.
+    fn decide(t: &Table) -> Result<(Pid, bool)> {
+        let f = find(t).expect("found");
+        usable(t, f.parent, f.child)?;
+        Ok((f.pid, f.piped))
+    }
+
+    #[test]
+    fn a_plain_call_is_kept_for_its_parent() {
+        let t = table(vec![(50, script()), (100, rlock(50))], None);
+        assert_eq!(decide(&t).unwrap(), (50, false));
+    }
+
+    #[test]
+    fn command_substitution_that_stays_resolves_to_the_script() {
+        // `tok=$(rlock acquire k --keep; echo)`: 60 is the subshell, a
+        // forked copy of the script, which reads the $(...) pipe.
+        let mut script = script();
+        script.reads = Some(vec!["pipe:[9]"]);
+        let sub = P {
+            ppid: 50,
+            reads: Some(vec![]),
+            ..script.clone()
+        };
+        let t = table(
+            vec![(50, script), (60, sub), (100, rlock(60))],
+            Some("pipe:[9]"),
+        );
+        assert_eq!(decide(&t).unwrap(), (50, false));
+    }
+
+    #[test]
+    fn a_subshell_not_read_from_is_kept_for_itself() {
+        // `( rlock acquire k --keep; ... )`, and its variant under a
+        // script whose own stdout is that pipe's write end: the script
+        // does not *read* it.
+        let sub = P {
+            ppid: 50,
+            ..script()
+        };
+        let t = table(
+            vec![(50, script()), (60, sub), (100, rlock(60))],
+            Some("pipe:[9]"),
+        );
+        assert_eq!(decide(&t).unwrap(), (60, false));
+    }
+
+    #[test]
+    fn a_new_run_of_the_same_program_is_no_subshell() {
+        // `bash -c 'rlock ...'` from a bash script: same exe and (here)
+        // command line, but another stack layout: a new program.
+        let mut script = script();
+        script.reads = Some(vec!["pipe:[9]"]);
+        let inner = P {
+            ppid: 50,
+            layout: (3, 4),
+            ..script.clone()
+        };
+        let t = table(
+            vec![(50, script), (60, inner), (100, rlock(60))],
+            Some("pipe:[9]"),
+        );
+        assert_eq!(decide(&t).unwrap(), (60, false));
+    }
+
+    #[test]
+    fn wrappers_are_looked_through() {
+        // `tok=$(timeout 60 nice rlock acquire k --keep)`.
+        let wrap = |ppid, argv: Vec<&'static str>| P {
+            ppid,
+            sid: 10,
+            exe: "/usr/bin/wrapper",
+            argv,
+            comm: "wrapper",
+            reads: Some(vec![]),
+            ..P::default()
+        };
+        let mut t1 = vec!["timeout", "60", "nice"];
+        t1.extend(RLOCK);
+        let mut t2 = vec!["nice"];
+        t2.extend(RLOCK);
+        let t = table(
+            vec![
+                (50, script()),
+                (70, wrap(50, t1)),
+                (80, wrap(70, t2)),
+                (100, rlock(80)),
+            ],
+            None,
+        );
+        assert_eq!(decide(&t).unwrap(), (50, false));
+        // A command line that merely ends in the same words is no
+        // wrapper unless the words are whole arguments.
+        let t = table(
+            vec![
+                (50, script()),
+                (
+                    70,
+                    wrap(
+                        50,
+                        vec!["sh", "-c", "x", "xrlock", "acquire", "k", "--keep"],
+                    ),
+                ),
+                (100, rlock(70)),
+            ],
+            None,
+        );
+        assert_eq!(decide(&t).unwrap(), (70, false));
+    }
+
+    #[test]
+    fn a_pipeline_in_a_subshell_is_seen() {
+        // `tok=$(rlock acquire k --keep | tail -n1)`: the $(...) subshell
+        // (60) runs rlock and tail; tail reads our stdout.
+        let mut script = script();
+        script.reads = Some(vec!["pipe:[1]"]);
+        let sub = P {
+            ppid: 50,
+            reads: Some(vec![]),
+            ..script.clone()
+        };
+        let tail = P {
+            ppid: 60,
+            sid: 10,
+            exe: "/usr/bin/tail",
+            argv: vec!["tail", "-n1"],
+            comm: "tail",
+            reads: Some(vec!["pipe:[2]"]),
+            ..P::default()
+        };
+        let t = table(
+            vec![(50, script), (60, sub), (61, tail), (100, rlock(60))],
+            Some("pipe:[2]"),
+        );
+        assert_eq!(decide(&t).unwrap(), (60, true));
+    }
+
+    #[test]
+    fn orphans_and_exec_guards_are_refused() {
+        // Re-parented to init.
+        let t = table(vec![(1, script()), (100, rlock(1))], None);
+        assert!(decide(&t).is_err());
+        // Re-parented to a subreaper of another session.
+        let reaper = P {
+            sid: 77,
+            ..script()
+        };
+        let t = table(vec![(40, reaper), (100, rlock(40))], None);
+        let e = decide(&t).unwrap_err().to_string();
+        assert!(e.contains("re-parented to pid 40"), "{e}");
+        // `setsid rlock ...`: a session of its own, its parent elsewhere.
+        let mut own = rlock(50);
+        own.sid = 100;
+        let t = table(vec![(50, script()), (100, own)], None);
+        assert_eq!(decide(&t).unwrap(), (50, false));
+        // exec's guard (a fork of `rlock exec a -- rlock acquire ...`,
+        // whose command line ends like ours) is neither looked through nor
+        // kept for.
+        let mut argv = vec!["rlock", "exec", "a", "--"];
+        argv.extend(RLOCK);
+        let guard = P {
+            ppid: 50,
+            sid: 10,
+            exe: "/usr/bin/rlock",
+            argv,
+            comm: "rlock-guard",
+            reads: Some(vec![]),
+            ..P::default()
+        };
+        let t = table(vec![(50, script()), (90, guard), (100, rlock(90))], None);
+        let e = decide(&t).unwrap_err().to_string();
+        assert!(e.contains("rlock exec's own command"), "{e}");
+    }
+
+    #[test]
+    fn the_enclosing_exec_and_ancestry() {
+        let guard = P {
+            ppid: 50,
+            sid: 10,
+            exe: "/usr/bin/rlock",
+            argv: vec!["rlock", "exec", "a", "--", "sh"],
+            comm: "rlock-guard",
+            reads: Some(vec![]),
+            ..P::default()
+        };
+        let sh = P {
+            ppid: 90,
+            ..script()
+        };
+        let t = table(
+            vec![(50, script()), (90, guard), (95, sh), (100, rlock(95))],
+            None,
+        );
+        assert_eq!(enclosing_exec(&t), Some(90));
+        assert!(descends_from(&t, 95, 90));
+        assert!(!descends_from(&t, 50, 90));
+        let t = table(vec![(50, script()), (100, rlock(50))], None);
+        assert_eq!(enclosing_exec(&t), None);
+    }
+
+    #[test]
+    fn a_forked_copy_is_told_from_another_program() {
+        let me = std::process::id() as libc::pid_t;
+        // SAFETY: plain syscalls; the child only sleeps (async-signal-safe)
+        // until it is killed.
+        let child = unsafe {
+            match libc::fork() {
+                0 => loop {
+                    libc::pause();
+                },
+                pid => pid,
+            }
+        };
+        assert!(child > 0);
+        let copy = forked_copy(&Live, child, me);
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        assert!(copy, "a forked child is a copy");
+        // Our parent (cargo, or a shell) runs another program.
+        // SAFETY: plain syscall.
+        assert!(!forked_copy(&Live, me, unsafe { libc::getppid() }));
+    }
+}
