@@ -11,8 +11,9 @@ pub enum Error {
     Usage(String),
 
     /// Redis could not be reached, did not answer in time, or refused us
-    /// (authentication, ACL).
-    #[error("{context}: {cause}")]
+    /// (authentication, ACL, or a new lock while its memory is above
+    /// `maxmemory`).
+    #[error("{context}{}", cause_suffix(.cause))]
     Unavailable {
         /// What rlock was doing (`acquire "key"`, `connect to host:port`).
         context: String,
@@ -93,6 +94,23 @@ pub enum Error {
     Protocol(String),
 }
 
+/// ": <what redis-rs reported>", except for a refusal at maxmemory, which
+/// the context explains in full (Redis' own text names the script's SHA1
+/// and line, and on Redis 6.2 nests the error in another).
+fn cause_suffix(cause: &redis::RedisError) -> String {
+    if is_oom(cause) {
+        String::new()
+    } else {
+        format!(": {cause}")
+    }
+}
+
+/// What a Redis at `maxmemory` refuses, and what it still does (see
+/// lua/common.lua).
+pub(crate) const OUT_OF_MEMORY: &str = "Redis is out of memory (used memory above its maxmemory): \
+     it refuses new locks and waiters until memory is freed or maxmemory is raised; held locks \
+     still renew and release";
+
 fn holder_suffix(holder: &Option<String>) -> String {
     holder
         .as_ref()
@@ -107,6 +125,12 @@ impl Error {
     /// Classify an error from a Redis command on key `key`.
     pub(crate) fn from_redis(err: redis::RedisError, what: &str) -> Self {
         let text = err.to_string();
+        if is_oom(&err) {
+            return Error::Unavailable {
+                context: format!("{what}: {OUT_OF_MEMORY}"),
+                cause: err,
+            };
+        }
         if text.contains("WRONGTYPE") || text.contains("not an integer") {
             return Error::Conflict(format!(
                 "{what}: a key of this lock holds a value that is not an rlock lock \
@@ -157,6 +181,14 @@ pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
         || wants_auth(err)
 }
 
+/// Redis refused a write because its used memory is above `maxmemory`:
+/// "OOM command not allowed when used memory > 'maxmemory'", with the code
+/// OOM (Redis 7, Valkey), or inside a script error with the code ERR
+/// (Redis 6.2).
+pub(crate) fn is_oom(err: &redis::RedisError) -> bool {
+    err.code() == Some("OOM") || err.to_string().contains("OOM command not allowed")
+}
+
 /// The server wants a password and none was given: NOAUTH, or, for a
 /// command with many arguments (every script call), Redis 7's "Protocol
 /// error: unauthenticated multibulk length", which it sends instead of
@@ -169,6 +201,34 @@ pub(crate) fn wants_auth(err: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's error reply, as redis-rs hands it over.
+    fn server_error(reply: &str) -> redis::RedisError {
+        let v = redis::parse_redis_value(format!("-{reply}\r\n").as_bytes()).unwrap();
+        v.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn a_refusal_at_maxmemory_reads_the_same_on_every_server() {
+        // Redis 7.0 and Valkey 8 (code OOM), and Redis 6.2, which nests it
+        // in a script error (code ERR); as seen in tests/integration/oom.rs.
+        let seven = "OOM command not allowed when used memory > 'maxmemory'. script: \
+                     ff43b13a1533cd1ba173cf0d44368a16cf2b1790, on @user_script:109.";
+        let six = "ERR Error running script (call to f_ff43b13a1533cd1ba173cf0d44368a16cf2b1790): \
+                   @user_script:109: @user_script: 109: -OOM command not allowed when used \
+                   memory > 'maxmemory'.";
+        for reply in [seven, six] {
+            let e = Error::from_redis(server_error(reply), "acquire \"k\" on Redis at h:1");
+            assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!("acquire \"k\" on Redis at h:1: {OUT_OF_MEMORY}")
+            );
+            assert!(!e.to_string().contains("script"), "{e}");
+        }
+        let other = Error::from_redis(server_error("ERR something else"), "x");
+        assert!(matches!(other, Error::Protocol(_)));
+    }
 
     #[test]
     fn timeout_reads_like_a_person_wrote_it() {

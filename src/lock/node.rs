@@ -138,7 +138,7 @@ impl Node {
         if crate::error::is_unavailable(&err) {
             self.conn = None;
         }
-        let what = if crate::error::is_unavailable(&err) {
+        let what = if crate::error::is_unavailable(&err) || crate::error::is_oom(&err) {
             format!("{what} on Redis at {}", self.server.label)
         } else {
             what
