@@ -19,6 +19,7 @@ mod flock;
 mod install;
 mod keep;
 mod library;
+mod oom;
 mod redlock;
 mod rw;
 mod sentinel;
