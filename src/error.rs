@@ -137,7 +137,7 @@ impl Error {
                  (someone else wrote there; pick another key or --prefix)"
             ));
         }
-        if err.code() == Some("MOVED") {
+        if code(&err) == Some("MOVED") {
             return Error::Usage(format!(
                 "{what}: the server is a Redis Cluster node and another node serves this key; \
                  give --cluster (RLOCK_CLUSTER=1)"
@@ -175,18 +175,35 @@ pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
             ErrorKind::AuthenticationFailed | ErrorKind::Io | ErrorKind::InvalidClientConfig
         )
         || matches!(
-            err.code(),
+            code(err),
             Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "LOADING" | "MASTERDOWN" | "READONLY")
         )
         || wants_auth(err)
 }
 
 /// Redis refused a write because its used memory is above `maxmemory`:
-/// "OOM command not allowed when used memory > 'maxmemory'", with the code
-/// OOM (Redis 7, Valkey), or inside a script error with the code ERR
-/// (Redis 6.2).
+/// "OOM command not allowed when used memory > 'maxmemory'".
 pub(crate) fn is_oom(err: &redis::RedisError) -> bool {
-    err.code() == Some("OOM") || err.to_string().contains("OOM command not allowed")
+    code(err) == Some("OOM")
+}
+
+/// The code of a server's error reply (`READONLY`, `OOM`, `NOPERM`...),
+/// also when a command inside a script failed: Redis 7 and Valkey pass
+/// that command's code on, but Redis 6.2 wraps it in a script error of its
+/// own, `ERR Error running script (call to f_<sha1>): @user_script:12:
+/// @user_script: 12: -READONLY You can't write...`, whose code is ERR.
+/// Without this, a replica's READONLY or a full Redis' OOM inside a script
+/// was an "unexpected reply" (exit 70) on Redis 6.2 alone.
+pub(crate) fn code(err: &redis::RedisError) -> Option<&str> {
+    let outer = err.code()?;
+    if outer == "ERR"
+        && let Some(detail) = err.detail()
+        && detail.starts_with("Error running script")
+        && let Some((_, inner)) = detail.split_once(": -")
+    {
+        return inner.split_whitespace().next().or(Some(outer));
+    }
+    Some(outer)
 }
 
 /// The server wants a password and none was given: NOAUTH, or, for a
@@ -195,7 +212,7 @@ pub(crate) fn is_oom(err: &redis::RedisError) -> bool {
 /// NOAUTH before it closes the connection. Without this the script calls
 /// failed as an "unexpected reply" (exit 70) instead of a refusal (69).
 pub(crate) fn wants_auth(err: &redis::RedisError) -> bool {
-    err.code() == Some("NOAUTH") || err.to_string().contains("Protocol error: unauthenticated")
+    code(err) == Some("NOAUTH") || err.to_string().contains("Protocol error: unauthenticated")
 }
 
 #[cfg(test)]
@@ -228,6 +245,22 @@ mod tests {
         }
         let other = Error::from_redis(server_error("ERR something else"), "x");
         assert!(matches!(other, Error::Protocol(_)));
+    }
+
+    #[test]
+    fn a_command_failing_inside_a_script_gives_its_own_code_on_redis_6_2() {
+        let six = "ERR Error running script (call to f_eadaf7f31be273a4a8ca91dff22b5c76e1cc881f): \
+                   @user_script:111: @user_script: 111: -READONLY You can't write against a \
+                   read only replica.";
+        let e = server_error(six);
+        assert_eq!(e.code(), Some("ERR"));
+        assert_eq!(code(&e), Some("READONLY"));
+        assert!(is_unavailable(&e));
+        let seven = server_error("READONLY You can't write against a read only replica. script: x");
+        assert_eq!(code(&seven), Some("READONLY"));
+        // A script error of the script's own making keeps ERR.
+        let own = server_error("ERR Error running script (call to f_x): @user_script:3: boom");
+        assert_eq!(code(&own), Some("ERR"));
     }
 
     #[test]
