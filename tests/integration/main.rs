@@ -23,5 +23,6 @@ mod oom;
 mod redlock;
 mod rw;
 mod sentinel;
+mod server;
 mod tls_acl;
 mod waiting;

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 #[path = "../support/redis_server.rs"]
 mod redis_server;
-pub use redis_server::{CLUSTER_NODE, CLUSTER_NODE_FAST, free_port};
+pub use redis_server::{
+    CLUSTER_NODE, CLUSTER_NODE_FAST, free_port, redis_version, server_bin, server_version,
+};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -726,7 +728,7 @@ impl Sentinels {
                     ),
                 )
                 .unwrap();
-                let child = Command::new("redis-server")
+                let child = Command::new(redis_server::server_bin())
                     .arg(&conf)
                     .arg("--sentinel")
                     .args(["--logfile", dir.join("sentinel.log").to_str().unwrap()])
