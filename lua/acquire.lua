@@ -96,7 +96,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- back, and the key does not outlive its use.
 --
 -- The fence key is read, and the holders key written, before anything
--- else is written: a key of another type stops the script there.
+-- else is written: a key of another type stops the script there. That
+-- first write is one Redis refuses at maxmemory (ZADD), so the fast path
+-- grants nothing at maxmemory (see common.lua).
 local function grant()
   local v = redis.call('GET', KEYS[5])
   local last = tonumber(v)
@@ -142,6 +144,8 @@ end
 -- The lock is held, waited for, or was until its leases ran out.
 local cur_kind, foreign = lock_kind()
 if foreign then return foreign end
+-- At maxmemory: refused here, nothing written (see common.lua).
+refuse_at_maxmemory()
 prune(now)
 local supersede = ARGV[13] or '0'
 if supersede ~= '0' then

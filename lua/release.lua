@@ -67,6 +67,9 @@ if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
 end
 --@common
 
+-- A release goes on at maxmemory (see common.lua): it adds at most a
+-- request record.
+writes_at_maxmemory()
 clock()
 local exp = (first[1] == tok and first[2]) or redis.call('ZSCORE', HOLDERS, tok)
 local held = exp and tonumber(exp) > now

@@ -24,6 +24,7 @@ if exp and tonumber(exp) > now then
   exp = tonumber(exp)
   if now + ttl > exp then
     exp = now + ttl
+    writes_at_maxmemory() -- a renewal adds no memory (see common.lua)
     redis.call('ZADD', HOLDERS, exp, tok)
     tidy(now)
   end

@@ -24,6 +24,9 @@
 --@common
 local tok = ARGV[1]
 local now = now_ms()
+-- A queued waiter keeps its place at maxmemory (see common.lua); it is
+-- refused when its turn comes, by acquire.lua, if memory is still full.
+writes_at_maxmemory()
 -- XX: only refresh a place the caller has; CH: count it as done. A
 -- heartbeat never lands in the same millisecond as the one before.
 if redis.call('ZADD', ALIVE, 'XX', 'CH', now + tonumber(ARGV[2]), tok) == 0 then

@@ -29,7 +29,8 @@ Exit codes:
   0    success (exec: the command's own exit code is passed through)
   64   bad usage or input (also: key holds foreign data, --limit or lock
        kind mismatch, read-to-write upgrade)
-  69   Redis unreachable, not answering, or refusing us (auth, ACL)
+  69   Redis unreachable, not answering, or refusing us (auth, ACL; a new
+       lock or waiter while its memory is above maxmemory)
   70   unexpected reply from Redis, or stdout cannot be written
   75   busy (--no-wait), wait timed out, or superseded (--supersede);
        change with -E
@@ -366,8 +367,9 @@ Examples:
     #[command(after_help = "\
 Checks every server the connection flags name (one Redis, each RedLock
 master, the master the Sentinels name, every Cluster master) for:
-eviction (maxmemory-policy), persistence (AOF, appendfsync) and the delay a
-restart needs, replication (role, replicas, --min-replicas,
+eviction (maxmemory-policy), memory headroom (used memory against
+maxmemory: a warning under 10%, unsafe at the limit, where new locks are
+refused), persistence (AOF, appendfsync) and the delay a restart needs, replication (role, replicas, --min-replicas,
 min-replicas-to-write), Sentinel and Cluster topology, the clock (offset
 from the server's TIME, round trip) against rlock's drift margin,
 permissions (ACL DRYRUN or redis.acl_check_cmd: nothing is run on a lock

@@ -34,6 +34,12 @@ pub const MIN_VERSION: (u32, u32) = (6, 2);
 /// Clock samples taken per server (TIME round trips).
 const SAMPLES: usize = 5;
 
+/// Memory headroom below which doctor warns, in percent of `maxmemory`:
+/// a burst of writes (rlock's, or those of other users of the server) can
+/// take the rest, and at `maxmemory` Redis refuses every new lock and
+/// waiter (exit 69).
+pub const MEMORY_MARGIN_PERCENT: u64 = 10;
+
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -67,8 +73,9 @@ pub struct Finding {
     /// The server it is about (host:port, socket path, "cluster via ...",
     /// "RedLock"); never a password.
     pub server: String,
-    /// What was checked: version, eviction, persistence, replication,
-    /// sentinel, cluster, clock, permissions, redlock, connection.
+    /// What was checked: version, eviction, memory, persistence,
+    /// replication, sentinel, cluster, clock, permissions, redlock,
+    /// connection.
     pub check: &'static str,
     /// What was found, and why it matters.
     pub what: String,
@@ -93,6 +100,11 @@ pub struct Facts {
     /// The server's TIME minus this host's clock, in milliseconds
     /// (positive: the server is ahead).
     pub offset_ms: Option<f64>,
+    /// Memory in use as Redis weighs it against `maxmemory`, in bytes
+    /// (`used_memory` less `mem_not_counted_for_evict`).
+    pub used_memory: Option<u64>,
+    /// Its `maxmemory` in bytes (0: no limit).
+    pub maxmemory: Option<u64>,
 }
 
 /// Everything `rlock doctor` found.
@@ -691,6 +703,7 @@ fn node(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut Report) -> Facts {
             facts.run_id = info.get("run_id").cloned().filter(|s| !s.is_empty());
             version(&info, at, report);
             eviction(&info, at, report);
+            memory(&info, at, report, &mut facts);
             persistence(ctx, &info, probe, at, report);
             replication(ctx, &info, probe, at, report);
         }
@@ -811,6 +824,100 @@ fn eviction(info: &Info, at: &str, report: &mut Report) {
             ),
             fix,
         );
+    }
+}
+
+/// Memory in use against `maxmemory`: at the limit, Redis refuses every
+/// new lock and waiter (lua/common.lua), or with an eviction policy
+/// deletes keys to make room.
+fn memory(info: &Info, at: &str, report: &mut Report, facts: &mut Facts) {
+    let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
+    let (Some(used), Some(max)) = (num("used_memory"), num("maxmemory")) else {
+        return;
+    };
+    // What Redis weighs against maxmemory: replication and AOF buffers
+    // do not count.
+    let used = used.saturating_sub(num("mem_not_counted_for_evict").unwrap_or(0));
+    facts.used_memory = Some(used);
+    facts.maxmemory = Some(max);
+    if max == 0 {
+        report.add(
+            Severity::Ok,
+            at,
+            "memory",
+            format!(
+                "{} used, no maxmemory: Redis refuses nothing for memory (the host's memory \
+                 is the limit)",
+                bytes(used)
+            ),
+            None,
+        );
+        return;
+    }
+    let percent = used.saturating_mul(100) / max;
+    let measured = format!(
+        "{} used of maxmemory {} ({percent}%)",
+        bytes(used),
+        bytes(max)
+    );
+    let evicts = info
+        .get("maxmemory_policy")
+        .is_some_and(|p| p != "noeviction");
+    let at_limit = if evicts {
+        "Redis evicts keys to make room, held locks among them (see eviction)"
+    } else {
+        "Redis refuses every new lock and waiter (exit 69); held locks still renew and release"
+    };
+    let fix = || {
+        Some(
+            "free memory (delete what other programs left, or give locks a Redis of their \
+             own) or raise maxmemory (CONFIG SET maxmemory, and in redis.conf)"
+                .to_string(),
+        )
+    };
+    if used >= max {
+        report.add(
+            Severity::Unsafe,
+            at,
+            "memory",
+            format!("{measured}: at the limit, {at_limit}"),
+            fix(),
+        );
+    } else if (max - used).saturating_mul(100) < max * MEMORY_MARGIN_PERCENT {
+        report.add(
+            Severity::Warn,
+            at,
+            "memory",
+            format!(
+                "{measured}: headroom {} is under {MEMORY_MARGIN_PERCENT}% of maxmemory; at \
+                 the limit, {at_limit}",
+                bytes(max - used)
+            ),
+            fix(),
+        );
+    } else {
+        report.add(
+            Severity::Ok,
+            at,
+            "memory",
+            format!("{measured}: headroom {}", bytes(max - used)),
+            None,
+        );
+    }
+}
+
+/// A byte count for people: `812 B`, `64.0 KiB`, `1.50 MiB`, `2.00 GiB`.
+fn bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let x = n as f64;
+    if n < 1024 {
+        format!("{n} B")
+    } else if x < KIB * KIB {
+        format!("{:.1} KiB", x / KIB)
+    } else if x < KIB * KIB * KIB {
+        format!("{:.2} MiB", x / (KIB * KIB))
+    } else {
+        format!("{:.2} GiB", x / (KIB * KIB * KIB))
     }
 }
 
@@ -1422,6 +1529,37 @@ mod tests {
         assert!(parse_version("6.0.9").unwrap() < MIN_VERSION);
         assert!(parse_version("10.0.0").unwrap() >= MIN_VERSION);
         assert_eq!(parse_version("x"), None);
+    }
+
+    #[test]
+    fn memory_headroom_is_ok_warn_or_unsafe() {
+        let at = |used: u64, max: u64, policy: &str| {
+            let info = parse_info(&format!(
+                "used_memory:{used}\r\nmem_not_counted_for_evict:100\r\nmaxmemory:{max}\r\n\
+                 maxmemory_policy:{policy}\r\n"
+            ));
+            let mut r = Report::new(Duration::from_secs(30));
+            let mut facts = Facts::default();
+            memory(&info, "h:1", &mut r, &mut facts);
+            assert_eq!(facts.used_memory, Some(used - 100));
+            (r.findings[0].severity, r.findings[0].what.clone())
+        };
+        let mib = 1024 * 1024;
+        assert_eq!(at(5 * mib, 0, "noeviction").0, Severity::Ok);
+        assert_eq!(at(50 * mib, 100 * mib, "noeviction").0, Severity::Ok);
+        // 90% used, less what does not count: still 10% headroom.
+        assert_eq!(at(90 * mib + 100, 100 * mib, "noeviction").0, Severity::Ok);
+        let (sev, what) = at(90 * mib + 101, 100 * mib, "noeviction");
+        assert_eq!(sev, Severity::Warn);
+        assert!(what.contains("under 10% of maxmemory"), "{what}");
+        let (sev, what) = at(100 * mib + 100, 100 * mib, "noeviction");
+        assert_eq!(sev, Severity::Unsafe);
+        assert!(what.contains("refuses every new lock"), "{what}");
+        let (_, what) = at(101 * mib, 100 * mib, "allkeys-lru");
+        assert!(what.contains("evicts keys"), "{what}");
+        assert_eq!(bytes(812), "812 B");
+        assert_eq!(bytes(64 * 1024), "64.0 KiB");
+        assert_eq!(bytes(3 * mib / 2), "1.50 MiB");
     }
 
     #[test]

@@ -11,8 +11,9 @@ pub enum Error {
     Usage(String),
 
     /// Redis could not be reached, did not answer in time, or refused us
-    /// (authentication, ACL).
-    #[error("{context}: {cause}")]
+    /// (authentication, ACL, or a new lock while its memory is above
+    /// `maxmemory`).
+    #[error("{context}{}", cause_suffix(.cause))]
     Unavailable {
         /// What rlock was doing (`acquire "key"`, `connect to host:port`).
         context: String,
@@ -93,6 +94,23 @@ pub enum Error {
     Protocol(String),
 }
 
+/// ": <what redis-rs reported>", except for a refusal at maxmemory, which
+/// the context explains in full (Redis' own text names the script's SHA1
+/// and line, and on Redis 6.2 nests the error in another).
+fn cause_suffix(cause: &redis::RedisError) -> String {
+    if is_oom(cause) {
+        String::new()
+    } else {
+        format!(": {cause}")
+    }
+}
+
+/// What a Redis at `maxmemory` refuses, and what it still does (see
+/// lua/common.lua).
+pub(crate) const OUT_OF_MEMORY: &str = "Redis is out of memory (used memory above its maxmemory): \
+     it refuses new locks and waiters until memory is freed or maxmemory is raised; held locks \
+     still renew and release";
+
 fn holder_suffix(holder: &Option<String>) -> String {
     holder
         .as_ref()
@@ -107,6 +125,12 @@ impl Error {
     /// Classify an error from a Redis command on key `key`.
     pub(crate) fn from_redis(err: redis::RedisError, what: &str) -> Self {
         let text = err.to_string();
+        if is_oom(&err) {
+            return Error::Unavailable {
+                context: format!("{what}: {OUT_OF_MEMORY}"),
+                cause: err,
+            };
+        }
         if text.contains("WRONGTYPE")
             || text.contains("not an integer")
             || text.contains("NOTRLOCK")
@@ -116,7 +140,7 @@ impl Error {
                  (someone else wrote there; pick another key or --prefix)"
             ));
         }
-        if err.code() == Some("MOVED") {
+        if code(&err) == Some("MOVED") {
             return Error::Usage(format!(
                 "{what}: the server is a Redis Cluster node and another node serves this key; \
                  give --cluster (RLOCK_CLUSTER=1)"
@@ -154,10 +178,35 @@ pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
             ErrorKind::AuthenticationFailed | ErrorKind::Io | ErrorKind::InvalidClientConfig
         )
         || matches!(
-            err.code(),
+            code(err),
             Some("NOAUTH" | "WRONGPASS" | "NOPERM" | "LOADING" | "MASTERDOWN" | "READONLY")
         )
         || wants_auth(err)
+}
+
+/// Redis refused a write because its used memory is above `maxmemory`:
+/// "OOM command not allowed when used memory > 'maxmemory'".
+pub(crate) fn is_oom(err: &redis::RedisError) -> bool {
+    code(err) == Some("OOM")
+}
+
+/// The code of a server's error reply (`READONLY`, `OOM`, `NOPERM`...),
+/// also when a command inside a script failed: Redis 7 and Valkey pass
+/// that command's code on, but Redis 6.2 wraps it in a script error of its
+/// own, `ERR Error running script (call to f_<sha1>): @user_script:12:
+/// @user_script: 12: -READONLY You can't write...`, whose code is ERR.
+/// Without this, a replica's READONLY or a full Redis' OOM inside a script
+/// was an "unexpected reply" (exit 70) on Redis 6.2 alone.
+pub(crate) fn code(err: &redis::RedisError) -> Option<&str> {
+    let outer = err.code()?;
+    if outer == "ERR"
+        && let Some(detail) = err.detail()
+        && detail.starts_with("Error running script")
+        && let Some((_, inner)) = detail.split_once(": -")
+    {
+        return inner.split_whitespace().next().or(Some(outer));
+    }
+    Some(outer)
 }
 
 /// The server wants a password and none was given: NOAUTH, or, for a
@@ -166,12 +215,56 @@ pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {
 /// NOAUTH before it closes the connection. Without this the script calls
 /// failed as an "unexpected reply" (exit 70) instead of a refusal (69).
 pub(crate) fn wants_auth(err: &redis::RedisError) -> bool {
-    err.code() == Some("NOAUTH") || err.to_string().contains("Protocol error: unauthenticated")
+    code(err) == Some("NOAUTH") || err.to_string().contains("Protocol error: unauthenticated")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's error reply, as redis-rs hands it over.
+    fn server_error(reply: &str) -> redis::RedisError {
+        let v = redis::parse_redis_value(format!("-{reply}\r\n").as_bytes()).unwrap();
+        v.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn a_refusal_at_maxmemory_reads_the_same_on_every_server() {
+        // Redis 7.0 and Valkey 8 (code OOM), and Redis 6.2, which nests it
+        // in a script error (code ERR); as seen in tests/integration/oom.rs.
+        let seven = "OOM command not allowed when used memory > 'maxmemory'. script: \
+                     ff43b13a1533cd1ba173cf0d44368a16cf2b1790, on @user_script:109.";
+        let six = "ERR Error running script (call to f_ff43b13a1533cd1ba173cf0d44368a16cf2b1790): \
+                   @user_script:109: @user_script: 109: -OOM command not allowed when used \
+                   memory > 'maxmemory'.";
+        for reply in [seven, six] {
+            let e = Error::from_redis(server_error(reply), "acquire \"k\" on Redis at h:1");
+            assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!("acquire \"k\" on Redis at h:1: {OUT_OF_MEMORY}")
+            );
+            assert!(!e.to_string().contains("script"), "{e}");
+        }
+        let other = Error::from_redis(server_error("ERR something else"), "x");
+        assert!(matches!(other, Error::Protocol(_)));
+    }
+
+    #[test]
+    fn a_command_failing_inside_a_script_gives_its_own_code_on_redis_6_2() {
+        let six = "ERR Error running script (call to f_eadaf7f31be273a4a8ca91dff22b5c76e1cc881f): \
+                   @user_script:111: @user_script: 111: -READONLY You can't write against a \
+                   read only replica.";
+        let e = server_error(six);
+        assert_eq!(e.code(), Some("ERR"));
+        assert_eq!(code(&e), Some("READONLY"));
+        assert!(is_unavailable(&e));
+        let seven = server_error("READONLY You can't write against a read only replica. script: x");
+        assert_eq!(code(&seven), Some("READONLY"));
+        // A script error of the script's own making keeps ERR.
+        let own = server_error("ERR Error running script (call to f_x): @user_script:3: boom");
+        assert_eq!(code(&own), Some("ERR"));
+    }
 
     #[test]
     fn timeout_reads_like_a_person_wrote_it() {

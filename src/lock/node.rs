@@ -138,7 +138,7 @@ impl Node {
         if crate::error::is_unavailable(&err) {
             self.conn = None;
         }
-        let what = if crate::error::is_unavailable(&err) {
+        let what = if crate::error::is_unavailable(&err) || crate::error::is_oom(&err) {
             format!("{what} on Redis at {}", self.server.label)
         } else {
             what
@@ -284,7 +284,12 @@ impl Node {
                 .find_map(|l| l.strip_prefix("run_id:"))
                 .map(|id| id.trim().to_string())
                 .filter(|id| !id.is_empty())),
-            Err(e) if e.code() == Some("NOPERM") || !crate::error::is_unavailable(&e) => Ok(None),
+            Err(e)
+                if crate::error::code(&e) == Some("NOPERM")
+                    || !crate::error::is_unavailable(&e) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(self.fail(e, "INFO server".into())),
         }
     }
@@ -545,7 +550,10 @@ impl Node {
 
     /// Block on our wake-up list for at most `nap`. Whether we were woken.
     fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
-        let nap = nap.max(Duration::from_millis(1));
+        // At least 2 ms: Redis 6.2 turns a timeout of "0.001" seconds into
+        // 0.999... ms, truncates that to 0, and 0 blocks for ever (Redis 7
+        // rounds up); the read then timed out and the acquire failed.
+        let nap = nap.max(Duration::from_millis(2));
         let timeout = self.server.timeout;
         let conn = self.conn()?;
         let _ = conn.set_read_timeout(Some(nap + timeout));

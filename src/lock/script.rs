@@ -74,7 +74,7 @@ pub(crate) fn resendable(err: &redis::RedisError, cluster: bool, failover: bool)
     {
         return true;
     }
-    match err.code() {
+    match crate::error::code(err) {
         Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING") => true,
         Some("MASTERDOWN" | "READONLY") => failover,
         Some("MOVED" | "ASK") => cluster,

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 #[path = "../support/redis_server.rs"]
 mod redis_server;
-pub use redis_server::{CLUSTER_NODE, CLUSTER_NODE_FAST, free_port};
+pub use redis_server::{
+    CLUSTER_NODE, CLUSTER_NODE_FAST, free_port, redis_version, server_bin, server_version,
+};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -263,6 +265,26 @@ pub struct Run {
 }
 
 impl Rlock {
+    /// Run it from a shell that outlives it by nothing: a lock it takes
+    /// names that shell as its holder, not this test process, whose later
+    /// waits for the lock would rightly say they wait for themselves.
+    pub fn by_another_process(self) -> Self {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "\"$@\"; exit $?", "sh", env!("CARGO_BIN_EXE_rlock")]);
+        cmd.args(self.cmd.get_args());
+        for (k, v) in self.cmd.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.stdin(Stdio::null());
+        Rlock {
+            cmd,
+            desc: self.desc,
+        }
+    }
+
     pub fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -726,7 +748,7 @@ impl Sentinels {
                     ),
                 )
                 .unwrap();
-                let child = Command::new("redis-server")
+                let child = Command::new(redis_server::server_bin())
                     .arg(&conf)
                     .arg("--sentinel")
                     .args(["--logfile", dir.join("sentinel.log").to_str().unwrap()])

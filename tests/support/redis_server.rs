@@ -20,6 +20,62 @@ pub struct Redis {
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
+/// The server binary every server the tests start runs (Sentinels too):
+/// `$RLOCK_TEST_REDIS_SERVER` if set (a path, e.g. a Redis 6.2
+/// `redis-server` or a `valkey-server`: see scripts/compat.sh), else
+/// `redis-server` on PATH.
+pub fn server_bin() -> String {
+    std::env::var("RLOCK_TEST_REDIS_SERVER")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "redis-server".into())
+}
+
+/// The cli that goes with [`server_bin`] (for `--cluster create`):
+/// `$RLOCK_TEST_REDIS_CLI` if set, else the `-cli` beside a chosen server
+/// (`valkey-cli` beside `valkey-server`), else `redis-cli` on PATH.
+pub fn cli_bin() -> String {
+    if let Some(cli) = std::env::var("RLOCK_TEST_REDIS_CLI")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        return cli;
+    }
+    let server = server_bin();
+    match server.strip_suffix("-server") {
+        Some(base) if server.contains('/') => format!("{base}-cli"),
+        _ => "redis-cli".into(),
+    }
+}
+
+/// What [`server_bin`] says it is (`--version`): `Redis server v=6.2.14
+/// ...` or `Valkey server v=8.1.8 ...`, as (name, version).
+pub fn server_version() -> (String, String) {
+    let out = Command::new(server_bin())
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {:?} --version: {e}", server_bin()));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let name = text.split_whitespace().next().unwrap_or("").to_string();
+    let version = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or_else(|| panic!("no v= in {text:?}"))
+        .to_string();
+    (name, version)
+}
+
+/// The (major, minor) of Redis the server under test speaks as: its own
+/// for Redis, the `redis_version` Valkey reports (7.2 for Valkey 8).
+pub fn redis_version() -> (u32, u32) {
+    let (name, version) = server_version();
+    if name == "Valkey" {
+        return (7, 2);
+    }
+    let mut it = version.split('.').map(|p| p.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -68,7 +124,10 @@ impl Redis {
                 return r;
             }
         }
-        panic!("could not start redis-server on a free port after 5 tries");
+        panic!(
+            "could not start {} {extra:?} on a free port after 5 tries",
+            server_bin()
+        );
     }
 
     fn try_start(extra: &[&str]) -> Option<Redis> {
@@ -93,7 +152,7 @@ impl Redis {
             .iter()
             .map(|a| a.replace("{port}", &port.to_string()))
             .collect();
-        let child = Command::new("redis-server")
+        let child = Command::new(server_bin())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--dir", &at("")])
             .args([
@@ -107,7 +166,13 @@ impl Redis {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server not found on PATH: install it (apt-get install redis-server)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {:?} ({e}): install redis-server (apt-get install \
+                     redis-server), or set RLOCK_TEST_REDIS_SERVER to a server binary",
+                    server_bin()
+                )
+            });
         let mut r = Redis { child, port, dir };
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(5) {
@@ -197,13 +262,13 @@ pub fn create_cluster_with_replicas(nodes: &[&Redis], replicas: usize) -> Result
         .iter()
         .map(|r| format!("127.0.0.1:{}", r.port))
         .collect();
-    let out = Command::new("redis-cli")
+    let out = Command::new(cli_bin())
         .args(["--cluster", "create"])
         .args(&addrs)
         .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("could not run redis-cli --cluster create: {e}"))?;
+        .map_err(|e| format!("could not run {} --cluster create: {e}", cli_bin()))?;
     if !out.status.success() {
         return Err(format!(
             "redis-cli --cluster create: {}",
