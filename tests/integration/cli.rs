@@ -82,7 +82,11 @@ fn busy_no_wait_exits_75_or_the_conflict_code() {
 #[test]
 fn wait_times_out_with_75_and_leaves_the_queue() {
     let r = Redis::shared();
-    rlock(&r).args(["acquire", "k"]).by_another_process().run().ok();
+    rlock(&r)
+        .args(["acquire", "k"])
+        .by_another_process()
+        .run()
+        .ok();
     let run = rlock(&r)
         .args(["acquire", "-w", "300ms", "k"])
         .run()

@@ -269,9 +269,17 @@ impl Rlock {
     /// names that shell as its holder, not this test process, whose later
     /// waits for the lock would rightly say they wait for themselves.
     pub fn by_another_process(self) -> Self {
+        // One script string: a command line that ends with rlock's own
+        // would be a wrapper's, looked through.
+        let quote =
+            |a: &std::ffi::OsStr| format!("'{}'", a.to_string_lossy().replace('\'', "'\\''"));
+        let mut line = quote(std::ffi::OsStr::new(env!("CARGO_BIN_EXE_rlock")));
+        for a in self.cmd.get_args() {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", "\"$@\"; exit $?", "sh", env!("CARGO_BIN_EXE_rlock")]);
-        cmd.args(self.cmd.get_args());
+        cmd.args(["-c", &format!("{line}; exit $?")]);
         for (k, v) in self.cmd.get_envs() {
             match v {
                 Some(v) => cmd.env(k, v),
