@@ -124,7 +124,11 @@ fn ctrl_c_erases_the_terminal_line() {
 #[test]
 fn without_a_terminal_stderr_has_the_one_old_line() {
     let r = Redis::start();
-    rlock(&r).args(["acquire", "--ttl", "30s", "k"]).run().ok();
+    rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .by_another_process()
+        .run()
+        .ok();
     let pid = holder_pid(&r, "k");
     // --ttl 1s: a heartbeat every 400 ms, several in the wait.
     let run = rlock(&r)
