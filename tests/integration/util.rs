@@ -725,10 +725,14 @@ pub fn replica_of(master: &Redis) -> Redis {
     // And the master to count it: until it sees the replica online (its
     // first REPLCONF ACK), WAIT counts nobody, and a --min-replicas grant
     // right after this returned failed now and then under load.
-    eventually(Duration::from_secs(10), "the master to see its replica", || {
-        let info: String = master.cmd(&["INFO", "replication"]);
-        info.contains("state=online")
-    });
+    eventually(
+        Duration::from_secs(10),
+        "the master to see its replica",
+        || {
+            let info: String = master.cmd(&["INFO", "replication"]);
+            info.contains("state=online")
+        },
+    );
     replica
 }
 
