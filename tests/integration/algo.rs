@@ -353,15 +353,18 @@ fn a_late_grant_retried_does_not_supersede_a_newer_waiter() {
         &mut |_| {},
     );
     old_l.release("warm", &warm.unwrap().token).unwrap();
-    // Its grant of the free slot comes back 700 ms late, past its 200 ms
+    // Its grant of the free slot comes back 1.5 s late, past its 200 ms
     // lease; meanwhile a plain waiter, then a newer --supersede waiter
-    // queue for the slot.
-    *proxy.delay_next.lock().unwrap() = Some(Duration::from_millis(700));
+    // queue for the slot. (Both must have queued before the late reply
+    // arrives: 700 ms was too short for two process starts on a loaded
+    // 2-core machine; and within the client's 2 s reply timeout, after
+    // which the call would be resent instead.)
+    *proxy.delay_next.lock().unwrap() = Some(Duration::from_millis(1500));
     let old = std::thread::spawn(move || {
         let mut req = Request::new(Duration::from_millis(200));
         req.limit = 2;
         req.supersede = true;
-        req.wait = Wait::For(Duration::from_secs(5));
+        req.wait = Wait::For(Duration::from_secs(8));
         old_l
             .acquire("sup", &req, None, &mut |_| {})
             .map(|lease| lease.token)
