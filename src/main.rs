@@ -157,7 +157,7 @@ fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> String {
         }
         rlock::Error::Unavailable { cause, .. } if cause.code() == Some("NOPERM") => format!(
             "{text}; the user's ACL must allow the keys under --prefix {prefix:?} (~{prefix}*) \
-             and rlock's commands (README: \"TLS and least-privilege ACLs\")"
+             and rlock's commands (docs/deployments.md: \"TLS and least-privilege ACLs\")"
         ),
         // WAIT's shortfall (`--min-replicas`): redis-rs' own words for the
         // made-up cause ("too few replicas - Client") say nothing more.

@@ -84,16 +84,16 @@ pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report>
 mod tests {
     use super::*;
 
-    /// The commands doctor checks are those of the README's ACL line (the
+    /// The commands doctor checks are those of the ACL line of docs/deployments.md (the
     /// test suite runs every rlock command as that user), plus ROLE and
     /// CLUSTER SLOTS for Sentinel and Cluster connections.
     #[test]
     fn checks_the_readme_acl() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/deployments.md");
         let line = readme
             .lines()
             .find(|l| l.starts_with("ACL SETUSER rlock "))
-            .expect("the README's ACL line");
+            .expect("the ACL line of docs/deployments.md");
         let mut documented: Vec<&str> = line
             .split_whitespace()
             .filter_map(|w| w.strip_prefix('+'))

@@ -21,7 +21,7 @@ pub(super) enum Need {
     Recognize,
 }
 
-/// Every command rlock sends or its scripts run (the README's ACL line,
+/// Every command rlock sends or its scripts run (the ACL line of docs/deployments.md,
 /// plus what Sentinel and Cluster connections need), with arguments shaped
 /// as rlock uses them, on keys of a lock nobody uses.
 pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String>, Need)> {
@@ -106,7 +106,7 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
                      cannot be checked ({why})"
                 ),
                 Some(
-                    "ACL SETUSER <user> +eval (the README lists every command rlock needs)".into(),
+                    "ACL SETUSER <user> +eval (docs/deployments.md lists every command rlock needs)".into(),
                 ),
             );
             return;
@@ -164,7 +164,7 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
                 missing.join(", ")
             ),
             Some(format!(
-                "ACL SETUSER <user> {} (the README lists every command rlock needs)",
+                "ACL SETUSER <user> {} (docs/deployments.md lists every command rlock needs)",
                 plus(&missing)
             )),
         );

@@ -336,7 +336,7 @@ pub(super) fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result
 
 /// A cluster failover takes about 2-3 node timeouts; a running exec must
 /// land one renewal within the last TTL/3 of its lease, so TTL/3 should
-/// exceed it (README, "Size the TTL to the failover").
+/// exceed it (docs/deployments.md, "Size the TTL to the failover").
 #[cfg(feature = "cluster")]
 pub(super) fn failover_time(ctx: &Ctx, probe: &mut Probe, label: &str, report: &mut Report) {
     let Ok(ms) = probe

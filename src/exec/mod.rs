@@ -51,7 +51,7 @@
 //!   a loss's SIGTERM and SIGKILL through its own walk of the guard's tree;
 //!   and a guard that reads the go to start the command only after its
 //!   kill deadline does not start it. rlock and the guard both stopped
-//!   leave nothing to act (README, "Limits").
+//!   leave nothing to act (docs/guide.md, "Limits").
 //! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
 //!   which counts the suspended time, so the guard's timer fires first thing
 //!   after resume (the processes may run for a scheduling quantum before it
@@ -72,7 +72,7 @@
 //!   none is left alive (else the lease ends with its TTL); see
 //!   `guard_killed`. rlock and the guard killed *together* leave the
 //!   grandchildren to init: nothing is left to kill them, and the lease
-//!   expires under them (README, "Limits").
+//!   expires under them (docs/guide.md, "Limits").
 //!
 //! Beyond the command, the grant itself: acquire never returns a lease
 //! whose validity already passed (see `Node::acquire` in lock/node.rs); a nested exec of the same

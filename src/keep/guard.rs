@@ -31,7 +31,7 @@
 //!
 //! Not covered: the keeper and its guard killed *together* (`pkill -9
 //! rlock` matches both): nothing is left to act, and the lease ends under
-//! the script (README, "Limits"). Under `--on-lost ignore` there is no
+//! the script (docs/guide.md, "Limits"). Under `--on-lost ignore` there is no
 //! guard (nothing would be done).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

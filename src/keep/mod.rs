@@ -96,7 +96,7 @@
 //!   killed or stopped, its guard (see `guard.rs`) stops the script before
 //!   the lease ends; unreachable Redis, the keeper itself does at TTL/3
 //!   before the end; both killed together is the one uncovered case
-//!   (README, "Limits").
+//!   (docs/guide.md, "Limits").
 //! - The keeper releases while the script still works: only when the
 //!   watched process is gone, on the script's own release, or after
 //!   stopping the script (`Keeper::stop`).
