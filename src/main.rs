@@ -338,6 +338,33 @@ fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
     }))
 }
 
+/// `rlock exec k --tll 5s -- true`: an option rlock does not know, before
+/// the `--`, became the command (`--tll`, exit 127). When a `--` follows
+/// the key, everything between the key and it is rlock's options: a
+/// command that starts with a dash before the first `--` on the command
+/// line is such an option, mistyped. (`rlock exec k -- --cmd -- x` runs
+/// `--cmd`: it comes after the first `--`.)
+fn mistyped_option(command: &[std::ffi::OsString]) -> Result<(), rlock::Error> {
+    let Some(first) = command.first() else {
+        return Ok(());
+    };
+    if !first.to_string_lossy().starts_with('-') {
+        return Ok(());
+    }
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let Some(dd) = raw.iter().position(|a| a == "--") else {
+        return Ok(());
+    };
+    if raw[dd + 1..] == *command {
+        return Ok(());
+    }
+    Err(rlock::Error::Usage(format!(
+        "unknown option {:?} (everything between the key and `--` is rlock's options; \
+         see --help)",
+        first.to_string_lossy()
+    )))
+}
+
 /// `exec`, and `rw` with a command.
 fn exec(
     g: &Global,
@@ -346,6 +373,7 @@ fn exec(
     run: &RunOpts,
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
+    mistyped_option(command)?;
     req.check()?;
     req.info = HolderInfo::current(Some(rlock::conn::redact_command(command)));
     let mut locker = connect(g)?;

@@ -885,3 +885,26 @@ fn a_stdout_closed_at_start_is_an_error_and_nothing_is_held() {
     closed(&["status", "kc", "--json"]).fails(70, "stdout");
     r.assert_nothing_held(&[]);
 }
+
+#[test]
+fn a_mistyped_option_before_the_dashes_is_64_not_the_command() {
+    // `rlock exec k --tll 5s -- true` ran `--tll` as the command (127).
+    let r = Redis::shared();
+    for args in [
+        &["exec", "k", "--tll", "5s", "--", "true"][..],
+        &["rw", "read", "k", "--tll", "5s", "--", "true"][..],
+    ] {
+        rlock(&r).args(args).run().fails(64, "unknown option \"--tll\"");
+    }
+    // After the first `--`, a dash starts the command as before; and
+    // without `--`, a command's own `--` is its own.
+    rlock(&r)
+        .args(["exec", "k", "--", "sh", "-c", "exit 3", "--", "x"])
+        .run()
+        .code(3);
+    rlock(&r)
+        .args(["exec", "k", "sh", "-c", "exit 4", "--", "x"])
+        .run()
+        .code(4);
+    r.assert_nothing_held(&[]);
+}
