@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::caller::above_stdio;
 use super::guard::{Policy, Shared};
-use super::protocol::{ADOPT, RELEASE, socket_addr, trusted};
+use super::protocol::{Asked, Verdict, socket_addr, trusted};
 use super::{KEEPER_ARG, Keep, LOST_RECORD_TTL, LostRecord, Watched};
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server, Tls};
@@ -474,24 +474,17 @@ impl Keeper {
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let mut line = String::new();
-        let mut r = BufReader::new(&stream);
-        // A message about another lock with this token (the socket is
-        // named after the token alone) is none of ours: no "ok", so the
-        // releaser goes on without us; were it heard, its "nothing held"
-        // would end the keeper without a release, and the lease would run
-        // out under the script.
-        if r.read_line(&mut line).is_err() {
+        if BufReader::new(&stream).read_line(&mut line).is_err() {
             return;
         }
-        let lock = self.name.redis_key();
-        let line = line.trim_end_matches('\n');
-        if line == format!("{ADOPT} {lock}") {
-            if (&stream).write_all(b"ok\n").is_ok() {
-                self.own += 1;
-            }
+        let Some(asked) = Asked::parse(&line, &self.name.redis_key()) else {
+            return;
+        };
+        if (&stream).write_all(b"ok\n").is_err() {
             return;
         }
-        if line != format!("{RELEASE} {lock}") || (&stream).write_all(b"ok\n").is_err() {
+        if asked == Asked::Adopt {
+            self.own += 1;
             return;
         }
         // The releaser has its connect timeout per try: give it a few, but
@@ -508,19 +501,19 @@ impl Keeper {
         let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
         let mut line = String::new();
         let _ = BufReader::new(&stream).read_line(&mut line);
-        let line = line.trim();
-        if line == "released" {
-            return Some(0);
-        }
-        // "held N": one hold was given back, N remain. The script's
-        // release of its kept lock gives back one of ours; the rest are
-        // ours still, or other holders' (a re-entered exec's), which we
-        // must neither renew for ever nor give back.
-        if line.starts_with("held ") {
-            self.own = self.own.saturating_sub(1);
-            if self.own == 0 {
-                return Some(0);
+        match Verdict::parse(&line) {
+            Verdict::Released => return Some(0),
+            // One hold was given back, N remain. The script's release of
+            // its kept lock gives back one of ours; the rest are ours
+            // still, or other holders' (a re-entered exec's), which we
+            // must neither renew for ever nor give back.
+            Verdict::Held(_) => {
+                self.own = self.own.saturating_sub(1);
+                if self.own == 0 {
+                    return Some(0);
+                }
             }
+            Verdict::Failed => {}
         }
         None // held, or the release failed, or the releaser died: renew now
     }

@@ -66,20 +66,85 @@ pub fn release(
     let keeper = announce(&locker.name(key)?, token, locker.timeout());
     let res = locker.release_with(key, token, all, min_hold);
     if let Some(mut s) = keeper {
-        let verdict = match &res {
-            Ok(Released::Released | Released::NotHeld) => "released".to_string(),
-            Ok(Released::StillHeld(n)) => format!("held {n}"),
-            Err(_) => "held".to_string(),
-        };
-        let _ = s.write_all(format!("{verdict}\n").as_bytes());
+        let _ = s.write_all(Verdict::of(&res).line().as_bytes());
     }
     res
 }
 
 /// The release message: `release LOCK` (its Redis key).
-pub(super) const RELEASE: &str = "release";
+const RELEASE: &str = "release";
 /// The adopt message of a re-entered `acquire --keep`: `adopt LOCK`.
-pub(super) const ADOPT: &str = "adopt";
+const ADOPT: &str = "adopt";
+
+/// What a keeper is asked, on its socket.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// A release of our lock is about to run: pause, await the verdict.
+    Release,
+    /// A re-entry in the script added a hold: it is ours too.
+    Adopt,
+}
+
+impl Asked {
+    /// The request in `line`, if it is about `lock` (its Redis key). A
+    /// message about another lock with this token (the socket is named
+    /// after the token alone) is none of the keeper's: it gets no "ok", so
+    /// the releaser goes on without it; were it heard, its "nothing held"
+    /// would end the keeper without a release, and the lease would run out
+    /// under the script.
+    pub(super) fn parse(line: &str, lock: &str) -> Option<Asked> {
+        let (what, about) = line.trim_end_matches('\n').split_once(' ')?;
+        if about != lock {
+            return None;
+        }
+        match what {
+            RELEASE => Some(Asked::Release),
+            ADOPT => Some(Asked::Adopt),
+            _ => None,
+        }
+    }
+}
+
+/// How a release announced to the keeper ended, sent after it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// The lock is free (or was already).
+    Released,
+    /// One hold was given back; this many remain.
+    Held(u64),
+    /// The release failed (or the releaser said nothing): held as before.
+    Failed,
+}
+
+impl Verdict {
+    fn of(res: &Result<Released>) -> Verdict {
+        match res {
+            Ok(Released::Released | Released::NotHeld) => Verdict::Released,
+            Ok(Released::StillHeld(n)) => Verdict::Held(u64::from(*n)),
+            Err(_) => Verdict::Failed,
+        }
+    }
+
+    fn line(&self) -> String {
+        match self {
+            Verdict::Released => "released\n".into(),
+            Verdict::Held(n) => format!("held {n}\n"),
+            Verdict::Failed => "held\n".into(),
+        }
+    }
+
+    /// The verdict in `line` (anything else, a releaser that died
+    /// included, is [`Verdict::Failed`]: renew on).
+    pub(super) fn parse(line: &str) -> Verdict {
+        match line.trim() {
+            "released" => Verdict::Released,
+            l => l
+                .strip_prefix("held ")
+                .and_then(|n| n.parse().ok())
+                .map_or(Verdict::Failed, Verdict::Held),
+        }
+    }
+}
 
 /// Tell this host's keeper of `token` for `lock`, if there is one, that
 /// a re-entry in its script (`acquire`, `acquire --keep`, `rw` without a
@@ -116,6 +181,39 @@ fn ask(lock: &LockName, token: &Token, timeout: Duration, what: &str) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_heard_for_their_own_lock_only() {
+        let lock = "rlock:{k}";
+        assert_eq!(
+            Asked::parse("release rlock:{k}\n", lock),
+            Some(Asked::Release)
+        );
+        assert_eq!(Asked::parse("adopt rlock:{k}", lock), Some(Asked::Adopt));
+        assert_eq!(Asked::parse("release rlock:{other}\n", lock), None);
+        assert_eq!(Asked::parse("release\n", lock), None);
+        assert_eq!(Asked::parse("steal rlock:{k}\n", lock), None);
+        assert_eq!(Asked::parse("release rlock:{k} extra\n", lock), None);
+        assert_eq!(Asked::parse("", lock), None);
+    }
+
+    #[test]
+    fn verdicts_round_trip() {
+        for v in [
+            Verdict::Released,
+            Verdict::Held(0),
+            Verdict::Held(7),
+            Verdict::Failed,
+        ] {
+            assert_eq!(Verdict::parse(&v.line()), v);
+        }
+        assert_eq!(Verdict::of(&Ok(Released::NotHeld)), Verdict::Released);
+        assert_eq!(Verdict::of(&Ok(Released::StillHeld(2))), Verdict::Held(2));
+        // A releaser that died mid-way, or garbage: renew on.
+        assert_eq!(Verdict::parse(""), Verdict::Failed);
+        assert_eq!(Verdict::parse("held x"), Verdict::Failed);
+        assert_eq!(Verdict::parse("held"), Verdict::Failed);
+    }
 
     #[test]
     fn socket_names_hide_the_token() {

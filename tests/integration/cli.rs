@@ -894,7 +894,10 @@ fn a_mistyped_option_before_the_dashes_is_64_not_the_command() {
         &["exec", "k", "--tll", "5s", "--", "true"][..],
         &["rw", "read", "k", "--tll", "5s", "--", "true"][..],
     ] {
-        rlock(&r).args(args).run().fails(64, "unknown option \"--tll\"");
+        rlock(&r)
+            .args(args)
+            .run()
+            .fails(64, "unknown option \"--tll\"");
     }
     // After the first `--`, a dash starts the command as before; and
     // without `--`, a command's own `--` is its own.

@@ -165,7 +165,8 @@ fn rediss_with_a_client_certificate() {
 /// The ACL the README documents for an rlock user, word for word.
 pub(crate) fn readme_acl() -> Vec<String> {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
+            .unwrap();
     let line = readme
         .lines()
         .find(|l| l.trim_start().starts_with("ACL SETUSER rlock "))
