@@ -477,7 +477,7 @@ impl Keeper {
         if BufReader::new(&stream).read_line(&mut line).is_err() {
             return;
         }
-        let Some(asked) = Asked::parse(&line, &self.name.redis_key()) else {
+        let Some(asked) = Asked::parse(&line, self.name.redis_key()) else {
             return;
         };
         if (&stream).write_all(b"ok\n").is_err() {
