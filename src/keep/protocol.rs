@@ -120,7 +120,7 @@ impl Verdict {
     fn of(res: &Result<Released>) -> Verdict {
         match res {
             Ok(Released::Released | Released::NotHeld) => Verdict::Released,
-            Ok(Released::StillHeld(n)) => Verdict::Held(u64::from(*n)),
+            Ok(Released::StillHeld(n)) => Verdict::Held(*n),
             Err(_) => Verdict::Failed,
         }
     }
