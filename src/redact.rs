@@ -1,0 +1,475 @@
+//! Keeping secrets out of what rlock shows and stores: URLs with their
+//! passwords hidden, and command lines (stored with a lock for `rlock
+//! status`) with every password, token and credential replaced by `***`.
+//! Nothing here connects to anything; [`crate::conn`] re-exports these
+//! functions, where they have always been reachable.
+
+use std::ffi::OsString;
+
+/// The URL with any user:password replaced by `***`. Passwords may hold
+/// characters a URL should have escaped (`/`, `?`, `@`), so everything up to
+/// the last `@` counts as credentials; what does not look like a URL at all
+/// is not echoed if it holds an `@`. A query string (`?pass=...` works for
+/// unix sockets) is hidden too.
+pub fn redact(url: &str) -> String {
+    let hidden = match (url.split_once("://"), url.rfind('@')) {
+        (_, None) => url.to_string(),
+        (Some((scheme, rest)), Some(_)) => match rest.rfind('@') {
+            Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+            None => "<redacted URL>".to_string(),
+        },
+        (None, Some(_)) => "<redacted URL>".to_string(),
+    };
+    match hidden.split_once('?') {
+        Some((base, _)) => format!("{base}?***"),
+        None => hidden,
+    }
+}
+
+/// `text` with every word that looks like a URL redacted (for messages
+/// that may quote what the user typed, like clap's).
+pub fn redact_text(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            if w.contains("://") || w.contains('@') {
+                let t = w.trim_matches(|c| c == '\'' || c == '"');
+                w.replace(t, &redact(t))
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `argv` as one line safe to store in Redis and show in `rlock status`:
+/// the arguments joined with spaces, secrets replaced by `***`, and cut to
+/// 200 characters plus `...` (after redacting, so a cut never leaves half a
+/// password in view). Hidden are:
+///
+/// - a URL's user and password, and its query string (see [`redact`]),
+///   also inside an argument (`--url=redis://u:p@h` gives
+///   `--url=redis://***@h`); and `user:password@host` without a scheme;
+/// - the value of `NAME=value` or `--flag=value` whose name contains, in any
+///   case, PASSWORD, PASSWD, PASS, SECRET, TOKEN, AUTH, CREDENTIAL, APIKEY,
+///   API_KEY or PRIVATE (`-` counts as `_`): `RLOCK_PASSWORD=***`. When the
+///   whole argument is one such assignment, all of it after `=` is hidden,
+///   spaces included;
+/// - the argument after a flag that takes a secret: a flag named, or ending
+///   in, password, passwd, secret, token, apikey, api-key, private-key,
+///   credential(s); one named `pass` or `auth` or ending in `-pass`/`-auth`;
+///   redis-server's `--requirepass` and `--masterauth`; openssl's `-passin`
+///   and `-passout`; and `-a`, but only after redis-cli (or
+///   redis-benchmark, or valkey's and keydb's), as `-a` means something
+///   harmless to most programs (`cp -a`). `--no-...` flags take no value.
+///   The match is stricter than for `NAME=value` because a flag that takes
+///   no value would hide an innocent argument;
+/// - the value of an HTTP header with such a name (`Authorization: ***`,
+///   also after `Bearer` and the like).
+///
+/// A shell command in one argument (the one after `-c`, as in `sh -c '...'`
+/// or `bash -lc '...'`) is read word by word with the same rules; its
+/// quoting is not parsed, so a quoted secret with spaces in it can show past
+/// its first word. The rules err on the side of hiding: `AUTHOR=x` is shown
+/// as `AUTHOR=***`, and `ssh h 'PGPASSWORD=x psql'` as `ssh h PGPASSWORD=***`.
+pub fn redact_command(argv: &[OsString]) -> String {
+    let mut words = Words::default();
+    let line = argv
+        .iter()
+        .map(|a| words.arg(&a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line,
+    }
+}
+
+/// Names (of variables, `--flag=`s, headers) whose value is a secret when
+/// they contain one of these.
+const SECRET_NAMES: &[&str] = &[
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "SECRET",
+    "TOKEN",
+    "AUTH",
+    "CREDENTIAL",
+    "APIKEY",
+    "API_KEY",
+    "PRIVATE",
+];
+
+/// Flags ending in one of these take a secret as the next argument.
+const SECRET_FLAG_ENDINGS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "api-key",
+    "private-key",
+    "credential",
+    "credentials",
+];
+
+/// Flags named one of these, or ending in `-` and one of these, do too
+/// (`--bypass` and `--oauth` do not).
+const SECRET_FLAG_WORDS: &[&str] = &["pass", "auth"];
+
+/// And these flags, whole.
+const SECRET_FLAGS: &[&str] = &["requirepass", "masterauth", "passin", "passout"];
+
+/// Programs whose `-a` is a password.
+const REDIS_TOOLS: &[&str] = &[
+    "redis-cli",
+    "redis-benchmark",
+    "valkey-cli",
+    "valkey-benchmark",
+    "keydb-cli",
+    "keydb-benchmark",
+];
+
+/// Authorization schemes written before the secret in a header value.
+const AUTH_SCHEMES: &[&str] = &["bearer", "basic", "digest", "token", "negotiate"];
+
+/// What [`redact_command`] has seen so far.
+#[derive(Default)]
+struct Words {
+    hide: Hide,
+    /// The last argument was `-c` (or `-lc`...): this one is a shell
+    /// command.
+    script: bool,
+    /// A redis-cli came before: its `-a` takes a password.
+    redis_tool: bool,
+}
+
+#[derive(Default, PartialEq)]
+enum Hide {
+    #[default]
+    No,
+    /// The next word or argument is a secret.
+    Next,
+    /// The next word is a header's value: a secret, or an authorization
+    /// scheme with the secret after it.
+    Header,
+}
+
+impl Words {
+    fn arg(&mut self, arg: &str) -> String {
+        // `-c`, or `-lc`, `-ec`: the shell's flag for a command.
+        let shell_flag = arg
+            .strip_prefix('-')
+            .is_some_and(|f| f.ends_with('c') && f.chars().all(|c| c.is_ascii_lowercase()));
+        let script = std::mem::replace(&mut self.script, shell_flag);
+        if self.hide != Hide::No {
+            self.hide = Hide::No;
+            return "***".into();
+        }
+        // One assignment or header is hidden whole, spaces and all; not
+        // a shell command that starts with one.
+        if let Some((name, _)) = arg.split_once('=').filter(|_| !script)
+            && secret_name(name.trim_start_matches('-'))
+        {
+            return format!("{name}=***");
+        }
+        if let Some((name, value)) = arg.split_once(':').filter(|_| !script)
+            && value.starts_with(char::is_whitespace)
+            && secret_name(name)
+        {
+            return format!("{name}: ***");
+        }
+        let mut out = String::with_capacity(arg.len());
+        let mut rest = arg;
+        while !rest.is_empty() {
+            let space = rest.len() - rest.trim_start().len();
+            out.push_str(&rest[..space]);
+            rest = &rest[space..];
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            if end > 0 {
+                out.push_str(&self.word(&rest[..end]));
+            }
+            rest = &rest[end..];
+        }
+        out
+    }
+
+    fn word(&mut self, w: &str) -> String {
+        let bare = w.trim_matches(['\'', '"']);
+        match self.hide {
+            Hide::No => {}
+            Hide::Next => {
+                self.hide = Hide::No;
+                return "***".into();
+            }
+            Hide::Header => {
+                let scheme = AUTH_SCHEMES.iter().any(|s| bare.eq_ignore_ascii_case(s));
+                self.hide = if scheme { Hide::Next } else { Hide::No };
+                return "***".into();
+            }
+        }
+        let program = bare.rsplit('/').next().unwrap_or(bare);
+        if REDIS_TOOLS.contains(&program) {
+            self.redis_tool = true;
+        }
+        if self.takes_secret(bare) {
+            self.hide = Hide::Next;
+            return w.into();
+        }
+        if let Some(name) = bare.strip_suffix(':')
+            && secret_name(name)
+        {
+            self.hide = Hide::Header;
+            return w.into();
+        }
+        if let Some((name, value)) = w.split_once('=') {
+            let bare = name.trim_start_matches(['\'', '"', '-']);
+            if is_name(bare) {
+                if secret_name(bare) {
+                    return format!("{name}=***");
+                }
+                return format!("{name}={}", redact_value(value));
+            }
+        }
+        redact_value(w)
+    }
+
+    /// Whether `w` is a flag whose value, in the next word, is a secret.
+    fn takes_secret(&self, w: &str) -> bool {
+        let Some(flag) = w.strip_prefix('-') else {
+            return false;
+        };
+        if flag == "a" {
+            return self.redis_tool;
+        }
+        let name = flag
+            .trim_start_matches('-')
+            .to_ascii_lowercase()
+            .replace('_', "-");
+        if name.len() < 2 || !is_name(&name) || name.starts_with("no-") {
+            return false;
+        }
+        SECRET_FLAGS.contains(&name.as_str())
+            || SECRET_FLAG_ENDINGS.iter().any(|e| name.ends_with(e))
+            || SECRET_FLAG_WORDS
+                .iter()
+                .any(|e| name == *e || name.ends_with(&format!("-{e}")))
+    }
+}
+
+/// A variable, flag or header name (nothing that could be a URL or a path).
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+fn secret_name(name: &str) -> bool {
+    let name = name.to_ascii_uppercase().replace('-', "_");
+    is_name(&name) && SECRET_NAMES.iter().any(|s| name.contains(s))
+}
+
+/// A URL redacted; `user:password@host` without a scheme too.
+fn redact_value(v: &str) -> String {
+    if v.contains("://") {
+        return redact(v);
+    }
+    match v.rfind('@') {
+        Some(at) if v[..at].contains(':') => format!("***{}", &v[at..]),
+        _ => v.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_credentials() {
+        assert_eq!(redact("redis://u:s3cret@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(redact("redis://:s3cret@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("nonsense"), "nonsense");
+        assert_eq!(redact("redis://:se?cret@h"), "redis://***@h");
+        assert_eq!(redact("redis://user:se/cret@h:1"), "redis://***@h:1");
+        assert_eq!(redact("redis:/:secret@h"), "<redacted URL>");
+        assert_eq!(redact("redis//:secret@h"), "<redacted URL>");
+        assert_eq!(redact("unix:///x.sock?pass=hunter2"), "unix:///x.sock?***");
+        assert_eq!(
+            redact_text("unexpected argument 'redis://:hunter2@h' found"),
+            "unexpected argument 'redis://***@h' found"
+        );
+    }
+
+    fn cmd(args: &[&str]) -> String {
+        redact_command(&args.iter().map(OsString::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn harmless_commands_are_unchanged() {
+        for c in [
+            &["make", "deploy"][..],
+            &["./job", "--limit=3", "FOO=bar", "-v"],
+            &["redis-cli", "-h", "h", "-p", "6379", "--askpass", "ping"],
+            &["cp", "-a", "src", "dst"],
+            &["ssh", "deploy@web1", "./x"],
+            &["git", "clone", "git@github.com:o/r.git"],
+            &["docker", "pull", "img@sha256:abc"],
+            &["curl", "https://example.com/a", "-H", "Accept: text/plain"],
+            &["sh", "-c", "sleep 1;  echo\tdone"],
+            &[
+                "tool",
+                "--bypass",
+                "x",
+                "--no-password",
+                "y",
+                "--password-file",
+                "/p",
+            ],
+            &["tool", "--oauth", "x", "--key", "k"],
+            &[],
+        ] {
+            assert_eq!(cmd(c), c.join(" "));
+        }
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(b"caf\xe9".to_vec());
+        assert_eq!(redact_command(&["echo".into(), odd]), "echo caf\u{fffd}");
+    }
+
+    #[test]
+    fn hides_urls_passwords() {
+        assert_eq!(
+            cmd(&["redis-cli", "-u", "redis://user:secret@h:6379/0", "ping"]),
+            "redis-cli -u redis://***@h:6379/0 ping"
+        );
+        assert_eq!(
+            cmd(&["./job", "--url=redis://u:p@h", "x"]),
+            "./job --url=redis://***@h x"
+        );
+        assert_eq!(
+            cmd(&["job", "unix:///s.sock?pass=hunter2"]),
+            "job unix:///s.sock?***"
+        );
+        assert_eq!(
+            cmd(&["curl", "--proxy", "user:hunter2@proxy:3128", "x"]),
+            "curl --proxy ***@proxy:3128 x"
+        );
+    }
+
+    #[test]
+    fn hides_secret_assignments() {
+        assert_eq!(
+            cmd(&["env", "RLOCK_PASSWORD=hunter2", "./job"]),
+            "env RLOCK_PASSWORD=*** ./job"
+        );
+        for name in [
+            "PGPASSWORD",
+            "db_passwd",
+            "PASS",
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_TOKEN",
+            "BASIC_AUTH",
+            "GOOGLE_CREDENTIALS",
+            "APIKEY",
+            "x_api_key",
+            "PRIVATE_KEY",
+            "--password",
+            "--api-key",
+            "-token",
+        ] {
+            assert_eq!(
+                cmd(&["env", &format!("{name}=hunter2"), "x"]),
+                format!("env {name}=*** x")
+            );
+        }
+        // The whole value of one argument, spaces and all.
+        assert_eq!(
+            cmd(&["env", "PASSWORD=two words", "x"]),
+            "env PASSWORD=*** x"
+        );
+    }
+
+    #[test]
+    fn hides_the_argument_after_a_secret_flag() {
+        for flag in [
+            "--password",
+            "--pass",
+            "--token",
+            "--secret",
+            "--auth",
+            "--db-password",
+            "--client_secret",
+            "--access-token",
+            "--x-api-key",
+            "--basic-auth",
+            "--requirepass",
+            "--masterauth",
+            "-passin",
+            "-Password",
+        ] {
+            assert_eq!(
+                cmd(&["tool", flag, "hunter 2", "ping"]),
+                format!("tool {flag} *** ping")
+            );
+        }
+        assert_eq!(
+            cmd(&["redis-cli", "-a", "hunter2", "-p", "6380", "ping"]),
+            "redis-cli -a *** -p 6380 ping"
+        );
+        assert_eq!(
+            cmd(&["timeout", "5", "/usr/bin/redis-cli", "-a", "hunter2"]),
+            "timeout 5 /usr/bin/redis-cli -a ***"
+        );
+        // The flag last: nothing to hide, nothing lost.
+        assert_eq!(cmd(&["tool", "--token"]), "tool --token");
+    }
+
+    #[test]
+    fn hides_authorization_headers() {
+        assert_eq!(
+            cmd(&["curl", "-H", "Authorization: Bearer abc", "u"]),
+            "curl -H Authorization: *** u"
+        );
+        assert_eq!(
+            cmd(&["curl", "-H", "X-Api-Key: abc", "u"]),
+            "curl -H X-Api-Key: *** u"
+        );
+    }
+
+    #[test]
+    fn reads_shell_commands_word_by_word() {
+        assert_eq!(
+            cmd(&[
+                "sh",
+                "-c",
+                "PGPASSWORD=hunter2 psql; redis-cli -a hunter2 ping && \
+                 curl -H 'Authorization: Bearer abc' https://u:hunter2@h/x"
+            ]),
+            "sh -c PGPASSWORD=*** psql; redis-cli -a *** ping && \
+             curl -H 'Authorization: *** *** https://***@h/x"
+        );
+        assert_eq!(
+            cmd(&["bash", "-lc", "export FOO=1 TOKEN=abc; ./job --secret s"]),
+            "bash -lc export FOO=1 TOKEN=*** ./job --secret ***"
+        );
+        // Not after -c: one assignment, hidden whole.
+        assert_eq!(
+            cmd(&["ssh", "h", "PGPASSWORD=x psql"]),
+            "ssh h PGPASSWORD=***"
+        );
+        // Errs on the side of hiding.
+        assert_eq!(cmd(&["env", "AUTHOR=Ann", "x"]), "env AUTHOR=*** x");
+    }
+
+    #[test]
+    fn cuts_long_lines_after_redacting() {
+        let long = "x".repeat(185);
+        let line = cmd(&[&long, "redis://u:hunter2@host", "y"]);
+        // Cut first, it would have ended in "redis://u:hunt".
+        assert_eq!(line, format!("{long} redis://***@ho..."));
+        assert_eq!(line.chars().count(), 203);
+        let short = cmd(&[&"é".repeat(200)]);
+        assert_eq!(short, "é".repeat(200));
+        assert_eq!(cmd(&[&"é".repeat(201)]), format!("{}...", "é".repeat(200)));
+    }
+}
