@@ -1,0 +1,145 @@
+//! Sentinel: finding the master a set of Sentinels names, with a timeout
+//! on every step, and following it through failovers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{FromRedisValue, IntoConnectionInfo};
+
+use super::ConnectOptions;
+use super::options::Tls;
+use super::server::{Client, Server};
+use super::url::Seed;
+use crate::{Error, Result};
+
+/// What it takes to find and reach the master a set of Sentinels watches.
+/// Looked up by hand, with the connect timeout on every step: redis-rs'
+/// Sentinel client has no timeouts, and one frozen Sentinel or master would
+/// hang rlock for good.
+pub(super) struct Sentinels {
+    name: String,
+    sentinels: Vec<redis::Client>,
+    /// Credentials for the master (the Sentinels' are in their URLs).
+    master: redis::RedisConnectionInfo,
+    tls: Option<Tls>,
+}
+
+impl Sentinels {
+    pub(super) fn connect_master(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let mut last = redis::RedisError::from((redis::ErrorKind::Io, "no Sentinel answered"));
+        for sentinel in &self.sentinels {
+            match self.try_sentinel(sentinel, timeout) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn try_sentinel(
+        &self,
+        sentinel: &redis::Client,
+        timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let mut s = sentinel.get_connection_with_timeout(timeout)?;
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&self.name)
+            .query(&mut s)?;
+        let Some((host, port)) = addr else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "this Sentinel knows no master by that name",
+            )));
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        let info = format!("{scheme}://{host}:{port}")
+            .into_connection_info()?
+            .set_redis_settings(self.master.clone());
+        let client = match &self.tls {
+            // Without the feature, no rediss:// URL gets this far.
+            #[cfg(feature = "tls")]
+            Some(tls) if tls.is_set() => {
+                let certs = tls.certificates().map_err(|e| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "TLS files",
+                        e.to_string(),
+                    ))
+                })?;
+                redis::Client::build_with_tls(info, certs)?
+            }
+            _ => redis::Client::open(info)?,
+        };
+        let mut m = client.get_connection_with_timeout(timeout)?;
+        m.set_read_timeout(Some(timeout))?;
+        m.set_write_timeout(Some(timeout))?;
+        // A Sentinel can lag behind a failover: only a master will do.
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut m)?;
+        match role.first().map(|v| String::from_redis_value(v.clone())) {
+            Some(Ok(r)) if r == "master" => Ok(m),
+            _ => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the address a Sentinel gave is not a master (yet)",
+            ))),
+        }
+    }
+}
+
+impl Server {
+    pub(super) fn sentinel(seeds: Vec<Seed>, name: &str, opts: &ConnectOptions) -> Result<Server> {
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "invalid --sentinel master name {name:?}"
+            )));
+        }
+        let label = format!("master {name:?} via Sentinel {}", seeds[0].label);
+        let tls = seeds.iter().any(|s| s.tls);
+        // The master gets RLOCK_PASSWORD, or the first URL's credentials.
+        let mut master = seeds[0].info.redis_settings().clone();
+        if let Some(pw) = &opts.password {
+            master = master.set_password(pw);
+        }
+        let mut sentinels = Vec::new();
+        for seed in seeds {
+            if let Client::One(c) = Server::one(seed, opts)?.client {
+                sentinels.push(*c);
+            }
+        }
+        Ok(Server {
+            client: Client::Sentinel(Arc::new(Sentinels {
+                name: name.to_string(),
+                sentinels,
+                master,
+                tls: tls.then(|| opts.tls.clone()),
+            })),
+            url: label.clone(),
+            label,
+            timeout: opts.connect_timeout,
+            min_replicas: opts.min_replicas,
+        })
+    }
+
+    /// The Sentinels a `--sentinel` server asks (none for the others), for
+    /// `rlock doctor`.
+    pub(crate) fn sentinel_clients(&self) -> &[redis::Client] {
+        match &self.client {
+            Client::Sentinel(s) => &s.sentinels,
+            _ => &[],
+        }
+    }
+}
