@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::FromRedisValue;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
 use super::ConnectOptions;
@@ -150,34 +151,25 @@ impl ClusterConn {
         f(&mut self.conn)
     }
 
-    /// Every key matching `glob` of type `ty`, on every master.
-    pub(super) fn scan(&mut self, glob: &str, ty: &str) -> redis::RedisResult<Vec<String>> {
-        // SCAN is per node: walk every master in turn.
-        let slots = self.run(|c| {
+    /// The cluster's slot map, as a random node sees it (CLUSTER SLOTS),
+    /// through [`ClusterConn::run`]: a seed that knows no slots is passed
+    /// over.
+    pub(crate) fn slots(&mut self) -> redis::RedisResult<ClusterSlots> {
+        let reply = self.run(|c| {
             c.route_command(
                 &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
             )
         })?;
-        // Each range is [start, end, [host, port, id, ...], replicas...].
-        let ranges: Vec<Vec<redis::Value>> = redis::FromRedisValue::from_redis_value(slots)?;
-        let mut masters: Vec<(String, u16)> = Vec::new();
-        for r in ranges {
-            if let Some(node) = r.into_iter().nth(2) {
-                let node: Vec<redis::Value> = redis::FromRedisValue::from_redis_value(node)?;
-                let mut it = node.into_iter();
-                if let (Some(h), Some(p)) = (it.next(), it.next()) {
-                    masters.push((
-                        redis::FromRedisValue::from_redis_value(h)?,
-                        redis::FromRedisValue::from_redis_value(p)?,
-                    ));
-                }
-            }
-        }
-        masters.sort();
-        masters.dedup();
+        ClusterSlots::parse(reply)
+    }
+
+    /// Every key matching `glob` of type `ty`, on every master.
+    pub(super) fn scan(&mut self, glob: &str, ty: &str) -> redis::RedisResult<Vec<String>> {
+        // SCAN is per node: walk every master in turn.
+        let masters = self.slots()?.masters();
         let mut keys = Vec::new();
-        for (host, port) in masters {
+        for Master { host, port, .. } in masters {
             let mut cursor = 0;
             loop {
                 let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
@@ -264,5 +256,93 @@ impl Server {
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
         })
+    }
+}
+
+/// A CLUSTER SLOTS reply: which master serves which slots.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ClusterSlots {
+    pub(crate) ranges: Vec<SlotRange>,
+}
+
+/// Slots `start..=end`, and the master that serves them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SlotRange {
+    pub(crate) start: u16,
+    pub(crate) end: u16,
+    pub(crate) master: Master,
+}
+
+/// A master of a cluster: where it is, and how many replicas it has.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Master {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// The replicas CLUSTER SLOTS lists with it (for a master in several
+    /// ranges, the fewest any of its ranges lists).
+    pub(crate) replicas: usize,
+}
+
+impl ClusterSlots {
+    /// Parses a CLUSTER SLOTS reply. Each range is
+    /// `[start, end, [host, port, id, ...], replica...]`, each replica
+    /// shaped like the master; what Redis 7 adds after the id (hostname
+    /// metadata) is ignored. A range without a master, or a master without
+    /// a host and port, is passed over; a value of the wrong type is an
+    /// error (a reply from something that is not a cluster node).
+    pub(crate) fn parse(reply: redis::Value) -> redis::RedisResult<ClusterSlots> {
+        let ranges: Vec<Vec<redis::Value>> =
+            FromRedisValue::from_redis_value(reply.extract_error()?)?;
+        let mut out = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let mut it = range.into_iter();
+            let (Some(start), Some(end), Some(node)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            let node: Vec<redis::Value> = FromRedisValue::from_redis_value(node)?;
+            let mut node = node.into_iter();
+            let (Some(host), Some(port)) = (node.next(), node.next()) else {
+                continue;
+            };
+            out.push(SlotRange {
+                start: FromRedisValue::from_redis_value(start)?,
+                end: FromRedisValue::from_redis_value(end)?,
+                master: Master {
+                    host: FromRedisValue::from_redis_value(host)?,
+                    port: FromRedisValue::from_redis_value(port)?,
+                    replicas: it.count(),
+                },
+            });
+        }
+        Ok(ClusterSlots { ranges: out })
+    }
+
+    /// Every master once, sorted by host and port.
+    pub(crate) fn masters(&self) -> Vec<Master> {
+        let mut masters: Vec<Master> = Vec::new();
+        for r in &self.ranges {
+            let m = &r.master;
+            match masters
+                .iter_mut()
+                .find(|o| o.host == m.host && o.port == m.port)
+            {
+                Some(o) => o.replicas = o.replicas.min(m.replicas),
+                None => masters.push(m.clone()),
+            }
+        }
+        masters.sort();
+        masters
+    }
+
+    /// How many of the cluster's 16384 slots have a master.
+    #[allow(
+        dead_code,
+        reason = "for doctor.rs, which another change moves to it (#22); drop this allow then"
+    )]
+    pub(crate) fn covered(&self) -> u32 {
+        self.ranges
+            .iter()
+            .map(|r| u32::from(r.end.saturating_sub(r.start)) + 1)
+            .sum()
     }
 }

@@ -44,30 +44,13 @@ impl Sentinels {
         sentinel: &redis::Client,
         timeout: Duration,
     ) -> redis::RedisResult<redis::Connection> {
-        let mut s = sentinel.get_connection_with_timeout(timeout)?;
-        s.set_read_timeout(Some(timeout))?;
-        s.set_write_timeout(Some(timeout))?;
-        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(&self.name)
-            .query(&mut s)?;
-        let Some((host, port)) = addr else {
+        let Some((host, port)) = ask_master(sentinel, &self.name, timeout)?.0 else {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::Io,
                 "this Sentinel knows no master by that name",
             )));
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        let scheme = if self.tls.is_some() {
-            "rediss"
-        } else {
-            "redis"
-        };
-        let info = format!("{scheme}://{host}:{port}")
+        let info = master_url(&host, port, self.tls.is_some())
             .into_connection_info()?
             .set_redis_settings(self.master.clone());
         let client = match &self.tls {
@@ -135,11 +118,85 @@ impl Server {
     }
 
     /// The Sentinels a `--sentinel` server asks (none for the others), for
-    /// `rlock doctor`.
+    /// `rlock doctor`. Superseded by [`Server::ask_sentinels`]: remove it
+    /// once doctor.rs no longer calls it.
     pub(crate) fn sentinel_clients(&self) -> &[redis::Client] {
         match &self.client {
             Client::Sentinel(s) => &s.sentinels,
             _ => &[],
         }
+    }
+
+    /// Asks every Sentinel of a `--sentinel` server (none for the others)
+    /// where its master is, one after the other, each step bounded by the
+    /// connect timeout: what `rlock doctor` reports, Sentinel by Sentinel.
+    #[allow(
+        dead_code,
+        reason = "for doctor.rs, which another change moves to it (#22); drop this allow then"
+    )]
+    pub(crate) fn ask_sentinels(&self) -> Vec<SentinelAnswer> {
+        let Client::Sentinel(s) = &self.client else {
+            return Vec::new();
+        };
+        s.sentinels
+            .iter()
+            .map(|client| SentinelAnswer {
+                at: client.get_connection_info().addr().to_string(),
+                reply: ask_master(client, &s.name, self.timeout),
+            })
+            .collect()
+    }
+}
+
+/// What one Sentinel said when asked for the master (see
+/// [`Server::ask_sentinels`]).
+#[allow(
+    dead_code,
+    reason = "for doctor.rs, which another change moves to it (#22); drop this allow then"
+)]
+pub(crate) struct SentinelAnswer {
+    /// The Sentinel's address: host:port, or a socket path.
+    pub(crate) at: String,
+    /// What [`ask_master`] returned: the master's address (`None`: this
+    /// Sentinel knows no master by that name) and the connection to the
+    /// Sentinel, for more questions (SENTINEL CKQUORUM); or why it did not
+    /// answer.
+    pub(crate) reply: redis::RedisResult<(Option<(String, u16)>, redis::Connection)>,
+}
+
+/// Asks one Sentinel where the master `name` is (SENTINEL
+/// GET-MASTER-ADDR-BY-NAME), with `timeout` on connecting and on every
+/// reply: the master's host and port, or `None` when this Sentinel knows
+/// no master by that name. The connection comes back too, with its
+/// timeouts set, for more questions.
+pub(crate) fn ask_master(
+    sentinel: &redis::Client,
+    name: &str,
+    timeout: Duration,
+) -> redis::RedisResult<(Option<(String, u16)>, redis::Connection)> {
+    let mut conn = sentinel.get_connection_with_timeout(timeout)?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))?;
+    let reply: redis::Value = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(name)
+        .query(&mut conn)?;
+    Ok((master_addr(reply)?, conn))
+}
+
+/// A GET-MASTER-ADDR-BY-NAME reply: nil for a name the Sentinel does not
+/// monitor, else `[host, port]`, the port a string.
+fn master_addr(reply: redis::Value) -> redis::RedisResult<Option<(String, u16)>> {
+    Ok(FromRedisValue::from_redis_value(reply)?)
+}
+
+/// The URL of the master a Sentinel named: an IPv6 address goes in
+/// brackets, and the master speaks TLS when the Sentinels do.
+fn master_url(host: &str, port: u16, tls: bool) -> String {
+    let scheme = if tls { "rediss" } else { "redis" };
+    if host.contains(':') {
+        format!("{scheme}://[{host}]:{port}")
+    } else {
+        format!("{scheme}://{host}:{port}")
     }
 }
