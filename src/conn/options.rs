@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-#[cfg(feature = "tls")]
 use crate::{Error, Result};
 
 /// Where and how to connect.
@@ -97,6 +96,58 @@ pub(super) fn install_crypto_provider() {
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// The longest `--connect-timeout`.
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl ConnectOptions {
+    /// The checks made before any URL is parsed.
+    pub(super) fn check(&self) -> Result<()> {
+        if self.connect_timeout.is_zero() || self.connect_timeout > MAX_TIMEOUT {
+            return Err(Error::Usage(format!(
+                "--connect-timeout {} is out of range: use 1ms to 1h",
+                crate::duration::human(self.connect_timeout)
+            )));
+        }
+        if self.urls.is_empty() {
+            return Err(Error::Usage("no Redis URL given".into()));
+        }
+        Ok(())
+    }
+
+    /// The checks on Cluster and Sentinel, made once every URL has parsed
+    /// (so a bad URL is what a user hears of first, as always).
+    pub(super) fn check_mode(&self) -> Result<()> {
+        if self.cluster && self.sentinel.is_some() {
+            return Err(Error::Usage(
+                "--cluster and --sentinel exclude each other".into(),
+            ));
+        }
+        if self.cluster {
+            if !cfg!(feature = "cluster") {
+                return Err(Error::Usage(
+                    "--cluster: this rlock was built without Redis Cluster support (the \
+                     \"cluster\" feature)"
+                        .into(),
+                ));
+            }
+            if self.min_replicas > 0 {
+                // redis-rs sends WAIT to every master, not the key's own.
+                return Err(Error::Usage(
+                    "--min-replicas is not supported with --cluster".into(),
+                ));
+            }
+        }
+        if let Some(name) = &self.sentinel
+            && (name.is_empty() || name.chars().any(char::is_control))
+        {
+            return Err(Error::Usage(format!(
+                "invalid --sentinel master name {name:?}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ConnectOptions {

@@ -10,7 +10,7 @@ use super::ConnectOptions;
 use super::options::Tls;
 use super::server::{Client, Server};
 use super::url::Seed;
-use crate::{Error, Result};
+use crate::Result;
 
 /// What it takes to find and reach the master a set of Sentinels watches.
 /// Looked up by hand, with the connect timeout on every step: redis-rs'
@@ -85,11 +85,6 @@ impl Sentinels {
 
 impl Server {
     pub(super) fn sentinel(seeds: Vec<Seed>, name: &str, opts: &ConnectOptions) -> Result<Server> {
-        if name.is_empty() || name.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
-                "invalid --sentinel master name {name:?}"
-            )));
-        }
         let label = format!("master {name:?} via Sentinel {}", seeds[0].label);
         let tls = seeds.iter().any(|s| s.tls);
         // The master gets RLOCK_PASSWORD, or the first URL's credentials.

@@ -15,8 +15,6 @@ use super::sentinel::Sentinels;
 use super::url::Seed;
 use crate::{Error, Result};
 
-const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
-
 /// One Redis server, or one Redis Cluster: a client that can open
 /// connections to it.
 #[derive(Clone)]
@@ -46,15 +44,7 @@ impl Server {
     /// Every server named in `opts`: one, several for RedLock, or one
     /// cluster reached through several seed nodes.
     pub(crate) fn open_all(opts: &ConnectOptions) -> Result<Vec<Server>> {
-        if opts.connect_timeout.is_zero() || opts.connect_timeout > MAX_TIMEOUT {
-            return Err(Error::Usage(format!(
-                "--connect-timeout {} is out of range: use 1ms to 1h",
-                crate::duration::human(opts.connect_timeout)
-            )));
-        }
-        if opts.urls.is_empty() {
-            return Err(Error::Usage("no Redis URL given".into()));
-        }
+        opts.check()?;
         let seeds = opts
             .urls
             .iter()
@@ -67,26 +57,9 @@ impl Server {
                 "the same Redis is named twice; give each server once".into(),
             ));
         }
-        if opts.cluster && opts.sentinel.is_some() {
-            return Err(Error::Usage(
-                "--cluster and --sentinel exclude each other".into(),
-            ));
-        }
+        opts.check_mode()?;
+        #[cfg(feature = "cluster")]
         if opts.cluster {
-            #[cfg(not(feature = "cluster"))]
-            return Err(Error::Usage(
-                "--cluster: this rlock was built without Redis Cluster support (the \"cluster\" \
-                 feature)"
-                    .into(),
-            ));
-            #[cfg(feature = "cluster")]
-            if opts.min_replicas > 0 {
-                // redis-rs sends WAIT to every master, not the key's own.
-                return Err(Error::Usage(
-                    "--min-replicas is not supported with --cluster".into(),
-                ));
-            }
-            #[cfg(feature = "cluster")]
             return Ok(vec![Server::cluster(seeds, opts)?]);
         }
         if let Some(name) = &opts.sentinel {
