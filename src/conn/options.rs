@@ -163,3 +163,273 @@ impl Default for ConnectOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(res: Result<()>) -> String {
+        match res {
+            Err(Error::Usage(m)) => m,
+            other => panic!("not a usage error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let o = ConnectOptions::default();
+        assert_eq!(o.urls, ["redis://127.0.0.1:6379"]);
+        assert_eq!(o.connect_timeout, Duration::from_secs(2));
+        assert_eq!(o.password, None);
+        assert!(!o.cluster && o.sentinel.is_none() && o.min_replicas == 0);
+        assert!(!o.tls.is_set());
+        assert!(o.check().is_ok() && o.check_mode().is_ok());
+    }
+
+    #[test]
+    fn connect_timeout_is_1ms_to_1h() {
+        let with = |ms| ConnectOptions {
+            connect_timeout: Duration::from_millis(ms),
+            ..Default::default()
+        };
+        assert!(with(1).check().is_ok());
+        assert!(with(3_600_000).check().is_ok());
+        assert_eq!(
+            usage(with(0).check()),
+            "--connect-timeout 0ms is out of range: use 1ms to 1h"
+        );
+        assert_eq!(
+            usage(with(3_601_000).check()),
+            "--connect-timeout 1h 1s is out of range: use 1ms to 1h"
+        );
+    }
+
+    #[test]
+    fn at_least_one_url() {
+        let o = ConnectOptions {
+            urls: vec![],
+            ..Default::default()
+        };
+        assert_eq!(usage(o.check()), "no Redis URL given");
+    }
+
+    #[test]
+    fn cluster_and_sentinel_exclude_each_other() {
+        let o = ConnectOptions {
+            cluster: true,
+            sentinel: Some("mymaster".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            usage(o.check_mode()),
+            "--cluster and --sentinel exclude each other"
+        );
+    }
+
+    #[test]
+    fn min_replicas_goes_without_cluster() {
+        let o = ConnectOptions {
+            cluster: true,
+            min_replicas: 1,
+            ..Default::default()
+        };
+        let m = usage(o.check_mode());
+        if cfg!(feature = "cluster") {
+            assert_eq!(m, "--min-replicas is not supported with --cluster");
+        } else {
+            // Without the feature, --cluster is what is wrong.
+            assert!(
+                m.starts_with("--cluster: this rlock was built without"),
+                "{m}"
+            );
+        }
+        for o in [
+            ConnectOptions {
+                min_replicas: 2,
+                ..Default::default()
+            },
+            ConnectOptions {
+                min_replicas: 1,
+                sentinel: Some("m".into()),
+                ..Default::default()
+            },
+        ] {
+            assert!(o.check_mode().is_ok());
+        }
+    }
+
+    #[test]
+    fn sentinel_master_names() {
+        let named = |n: &str| ConnectOptions {
+            sentinel: Some(n.into()),
+            ..Default::default()
+        };
+        for good in ["mymaster", "my-master.1", "my master", "主"] {
+            assert!(named(good).check_mode().is_ok(), "{good}");
+        }
+        assert_eq!(
+            usage(named("").check_mode()),
+            "invalid --sentinel master name \"\""
+        );
+        assert_eq!(
+            usage(named("a\nb").check_mode()),
+            "invalid --sentinel master name \"a\\nb\""
+        );
+        assert_eq!(
+            usage(named("m\u{7f}").check_mode()),
+            "invalid --sentinel master name \"m\\u{7f}\""
+        );
+    }
+
+    #[test]
+    fn tls_is_set_by_any_file() {
+        assert!(!Tls::default().is_set());
+        for tls in [
+            Tls {
+                ca: Some("/ca".into()),
+                ..Default::default()
+            },
+            Tls {
+                cert: Some("/cert".into()),
+                ..Default::default()
+            },
+            Tls {
+                key: Some("/key".into()),
+                ..Default::default()
+            },
+        ] {
+            assert!(tls.is_set(), "{tls:?}");
+        }
+    }
+
+    /// A file of this test's own under the temporary directory, removed
+    /// when dropped.
+    #[cfg(feature = "tls")]
+    struct TempFile(PathBuf);
+
+    #[cfg(feature = "tls")]
+    impl TempFile {
+        fn new(name: &str, text: &str) -> TempFile {
+            let path =
+                std::env::temp_dir().join(format!("rlock-conn-test-{}-{name}", std::process::id()));
+            std::fs::write(&path, text).unwrap();
+            TempFile(path)
+        }
+    }
+
+    #[cfg(feature = "tls")]
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[cfg(feature = "tls")]
+    const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    #[cfg(feature = "tls")]
+    fn certificates_err(tls: &Tls) -> String {
+        match tls.certificates() {
+            Err(Error::Usage(m)) => m,
+            Err(e) => panic!("not a usage error: {e}"),
+            Ok(_) => panic!("accepted {tls:?}"),
+        }
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_client_certificate_needs_its_key() {
+        let cert = TempFile::new("lonely-cert.pem", PEM);
+        let key = TempFile::new("lonely-key.pem", "KEY");
+        for tls in [
+            Tls {
+                cert: Some(cert.0.clone()),
+                ..Default::default()
+            },
+            Tls {
+                key: Some(key.0.clone()),
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(
+                certificates_err(&tls),
+                "--tls-cert and --tls-key go together"
+            );
+        }
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn unreadable_tls_files() {
+        let tls = Tls {
+            ca: Some("/nonexistent/rlock-ca.pem".into()),
+            ..Default::default()
+        };
+        let m = certificates_err(&tls);
+        assert!(
+            m.starts_with("cannot read --tls-ca /nonexistent/rlock-ca.pem: "),
+            "{m}"
+        );
+        let cert = TempFile::new("unread-cert.pem", PEM);
+        let tls = Tls {
+            cert: Some(cert.0.clone()),
+            key: Some("/nonexistent/rlock-key.pem".into()),
+            ..Default::default()
+        };
+        let m = certificates_err(&tls);
+        assert!(
+            m.starts_with("cannot read --tls-key /nonexistent/rlock-key.pem: "),
+            "{m}"
+        );
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_certificate_file_must_hold_a_certificate() {
+        let key = TempFile::new("not-a-cert.pem", "-----BEGIN PRIVATE KEY-----\n");
+        let shown = key.0.display().to_string();
+        let tls = Tls {
+            ca: Some(key.0.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            certificates_err(&tls),
+            format!(
+                "--tls-ca {shown}: no certificate in it (want PEM, \"-----BEGIN CERTIFICATE-----\")"
+            )
+        );
+        let tls = Tls {
+            cert: Some(key.0.clone()),
+            key: Some(key.0.clone()),
+            ..Default::default()
+        };
+        assert!(certificates_err(&tls).starts_with(&format!("--tls-cert {shown}: no certificate")));
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_files_are_read_as_given() {
+        let ca = TempFile::new("good-ca.pem", PEM);
+        let cert = TempFile::new("good-cert.pem", &format!("subject=x\n{PEM}"));
+        let key = TempFile::new("good-key.pem", "-----BEGIN PRIVATE KEY-----\n");
+        let certs = Tls {
+            ca: Some(ca.0.clone()),
+            ..Default::default()
+        }
+        .certificates()
+        .unwrap();
+        assert_eq!(certs.root_cert.as_deref(), Some(PEM.as_bytes()));
+        assert!(certs.client_tls.is_none());
+        let certs = Tls {
+            ca: None,
+            cert: Some(cert.0.clone()),
+            key: Some(key.0.clone()),
+        }
+        .certificates()
+        .unwrap();
+        assert!(certs.root_cert.is_none());
+        let client = certs.client_tls.unwrap();
+        assert_eq!(client.client_cert, format!("subject=x\n{PEM}").as_bytes());
+        assert_eq!(client.client_key, b"-----BEGIN PRIVATE KEY-----\n");
+    }
+}
