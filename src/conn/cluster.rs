@@ -305,11 +305,11 @@ impl ClusterSlots {
                 continue;
             };
             out.push(SlotRange {
-                start: FromRedisValue::from_redis_value(start)?,
-                end: FromRedisValue::from_redis_value(end)?,
+                start: number(start, "slot", 16383)?,
+                end: number(end, "slot", 16383)?,
                 master: Master {
                     host: FromRedisValue::from_redis_value(host)?,
-                    port: FromRedisValue::from_redis_value(port)?,
+                    port: number(port, "port", u16::MAX)?,
                     replicas: it.count(),
                 },
             });
@@ -344,5 +344,205 @@ impl ClusterSlots {
             .iter()
             .map(|r| u32::from(r.end.saturating_sub(r.start)) + 1)
             .sum()
+    }
+}
+
+/// A slot number or a port in a CLUSTER SLOTS reply, refused when out of
+/// range (redis-rs would wrap an integer around into a u16).
+fn number(v: redis::Value, what: &'static str, max: u16) -> redis::RedisResult<u16> {
+    let n: i64 = FromRedisValue::from_redis_value(v)?;
+    u16::try_from(n).ok().filter(|n| *n <= max).ok_or_else(|| {
+        redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "CLUSTER SLOTS reply out of range",
+            format!("{what} {n}"),
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    /// `[host, port, id]`, as CLUSTER SLOTS lists a node.
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![bulk(host), Value::Int(port), bulk("0123abcd")])
+    }
+
+    fn range(start: i64, end: i64, nodes: Vec<Value>) -> Value {
+        let mut r = vec![Value::Int(start), Value::Int(end)];
+        r.extend(nodes);
+        Value::Array(r)
+    }
+
+    fn master(host: &str, port: u16, replicas: usize) -> Master {
+        Master {
+            host: host.into(),
+            port,
+            replicas,
+        }
+    }
+
+    #[test]
+    fn three_masters_with_replicas() {
+        let reply = Value::Array(vec![
+            range(
+                10923,
+                16383,
+                vec![node("10.0.0.3", 7002), node("10.0.0.6", 7005)],
+            ),
+            range(
+                0,
+                5460,
+                vec![node("10.0.0.1", 7000), node("10.0.0.4", 7003)],
+            ),
+            range(5461, 10922, vec![node("10.0.0.2", 7001)]),
+        ]);
+        let slots = ClusterSlots::parse(reply).unwrap();
+        assert_eq!(
+            slots.ranges[0],
+            SlotRange {
+                start: 10923,
+                end: 16383,
+                master: master("10.0.0.3", 7002, 1),
+            }
+        );
+        assert_eq!(
+            slots.masters(),
+            [
+                master("10.0.0.1", 7000, 1),
+                master("10.0.0.2", 7001, 0),
+                master("10.0.0.3", 7002, 1),
+            ]
+        );
+        assert_eq!(slots.covered(), 16384);
+    }
+
+    #[test]
+    fn a_master_of_several_ranges_is_listed_once_with_its_fewest_replicas() {
+        let reply = Value::Array(vec![
+            range(0, 99, vec![node("a", 1), node("r1", 1), node("r2", 1)]),
+            range(100, 199, vec![node("b", 2)]),
+            range(200, 299, vec![node("a", 1), node("r1", 1)]),
+        ]);
+        let slots = ClusterSlots::parse(reply).unwrap();
+        assert_eq!(slots.ranges.len(), 3);
+        assert_eq!(slots.masters(), [master("a", 1, 1), master("b", 2, 0)]);
+        assert_eq!(slots.covered(), 300);
+    }
+
+    #[test]
+    fn slots_without_a_master_are_not_covered() {
+        let reply = Value::Array(vec![
+            range(0, 0, vec![node("a", 1)]),
+            range(16383, 16383, vec![node("a", 1)]),
+            // No node at all, or a node without its port: passed over.
+            range(1, 5000, vec![]),
+            range(5001, 6000, vec![Value::Array(vec![bulk("b")])]),
+        ]);
+        let slots = ClusterSlots::parse(reply).unwrap();
+        assert_eq!(slots.covered(), 2);
+        assert_eq!(slots.masters(), [master("a", 1, 0)]);
+        let empty = ClusterSlots::parse(Value::Array(vec![])).unwrap();
+        assert_eq!((empty.covered(), empty.masters()), (0, vec![]));
+    }
+
+    #[test]
+    fn redis_7_node_metadata_is_ignored() {
+        // Redis 7: [ip, port, id, {hostname: ...}]; RESP3 may send a map.
+        let meta = Value::Map(vec![(bulk("hostname"), bulk("redis-1.internal"))]);
+        let n = Value::Array(vec![bulk("10.0.0.1"), Value::Int(7000), bulk("id"), meta]);
+        let reply = Value::Array(vec![range(0, 16383, vec![n])]);
+        let slots = ClusterSlots::parse(reply).unwrap();
+        assert_eq!(slots.masters(), [master("10.0.0.1", 7000, 0)]);
+    }
+
+    #[test]
+    fn a_reply_of_the_wrong_shape_is_an_error() {
+        let bad_port = Value::Array(vec![bulk("h"), Value::Int(70000)]);
+        for bad in [
+            Value::Int(1),
+            Value::Array(vec![Value::Int(3)]),
+            range(0, 10, vec![bulk("not a node")]),
+            Value::Array(vec![range(0, 10, vec![bad_port])]),
+            Value::Array(vec![range(-1, 10, vec![node("h", 1)])]),
+            Value::Array(vec![range(0, 70000, vec![node("h", 1)])]),
+            Value::Array(vec![range(0, 16384, vec![node("h", 1)])]),
+        ] {
+            assert!(ClusterSlots::parse(bad.clone()).is_err(), "{bad:?}");
+        }
+        // A node that refuses says why.
+        let refused =
+            redis::parse_redis_value(b"-ERR This instance has cluster support disabled\r\n")
+                .unwrap();
+        let e = ClusterSlots::parse(refused).unwrap_err();
+        assert!(e.to_string().contains("cluster support disabled"), "{e}");
+    }
+
+    fn cluster(urls: &[&str]) -> Result<Vec<Server>> {
+        Server::open_all(&ConnectOptions {
+            urls: urls.iter().map(|u| u.to_string()).collect(),
+            cluster: true,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn one_server_through_all_the_seeds() {
+        let servers = cluster(&[
+            "redis://:pw@n1:7000",
+            "redis://:pw@n2:7001",
+            "redis://:pw@n3:7002",
+        ])
+        .unwrap();
+        assert_eq!(servers.len(), 1);
+        let s = &servers[0];
+        assert_eq!(s.label, "cluster via n1:7000");
+        assert_eq!(s.url, s.label);
+        assert!(s.is_cluster() && s.follows_failovers());
+        let Client::Cluster(seeds) = &s.client else {
+            panic!("not a cluster: {}", s.label);
+        };
+        let labels: Vec<&str> = seeds.clients.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["n1:7000", "n2:7001", "n3:7002"]);
+    }
+
+    #[test]
+    fn seeds_agree_on_credentials() {
+        match cluster(&["redis://:pw@n1:7000", "redis://:other@n2:7001"]) {
+            Err(Error::Usage(m)) => assert_eq!(
+                m,
+                "cluster via n1:7000: Cannot use different password among initial nodes. - \
+                 InvalidClientConfig"
+            ),
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
+        // RLOCK_PASSWORD gives every seed the same one.
+        let opts = ConnectOptions {
+            urls: vec![
+                "redis://:pw@n1:7000".into(),
+                "redis://:other@n2:7001".into(),
+            ],
+            cluster: true,
+            password: Some("same".into()),
+            ..Default::default()
+        };
+        assert!(Server::open_all(&opts).is_ok());
+    }
+
+    #[test]
+    fn seeds_are_host_port_urls() {
+        match cluster(&["redis://n1:7000", "unix:///run/redis.sock"]) {
+            Err(Error::Usage(m)) => {
+                assert_eq!(m, "--cluster needs host:port URLs, not unix sockets")
+            }
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
     }
 }

@@ -138,3 +138,25 @@ impl redis::ConnectionLike for Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_step() {
+        let args: Vec<String> = scan_cmd(42, "rlock:*", "hash")
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "SCAN", "42", "MATCH", "rlock:*", "COUNT", "1000", "TYPE", "hash"
+            ]
+        );
+    }
+}

@@ -195,3 +195,145 @@ fn master_url(host: &str, port: u16, tls: bool) -> String {
         format!("{scheme}://{host}:{port}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    fn bulk(s: &str) -> redis::Value {
+        redis::Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn the_masters_url() {
+        assert_eq!(master_url("10.0.0.7", 6379, false), "redis://10.0.0.7:6379");
+        assert_eq!(
+            master_url("redis-1.internal", 6380, true),
+            "rediss://redis-1.internal:6380"
+        );
+        assert_eq!(master_url("::1", 6379, false), "redis://[::1]:6379");
+        assert_eq!(
+            master_url("2001:db8::7", 7000, true),
+            "rediss://[2001:db8::7]:7000"
+        );
+        // What the master is then dialed with.
+        let info = master_url("2001:db8::7", 7000, false)
+            .into_connection_info()
+            .unwrap();
+        assert_eq!(info.addr().to_string(), "2001:db8::7:7000");
+    }
+
+    #[test]
+    fn get_master_addr_by_name_replies() {
+        assert_eq!(master_addr(redis::Value::Nil).unwrap(), None);
+        // Sentinel sends the port as a string.
+        assert_eq!(
+            master_addr(redis::Value::Array(vec![bulk("10.0.0.7"), bulk("6380")])).unwrap(),
+            Some(("10.0.0.7".to_string(), 6380))
+        );
+        assert_eq!(
+            master_addr(redis::Value::Array(vec![
+                bulk("::1"),
+                redis::Value::Int(6379)
+            ]))
+            .unwrap(),
+            Some(("::1".to_string(), 6379))
+        );
+        for bad in [
+            redis::Value::Array(vec![bulk("h"), bulk("99999")]),
+            redis::Value::Array(vec![bulk("h"), bulk("port")]),
+            redis::Value::Array(vec![bulk("h")]),
+            redis::Value::Int(1),
+        ] {
+            assert!(master_addr(bad.clone()).is_err(), "{bad:?}");
+        }
+    }
+
+    fn sentinels(opts: &ConnectOptions) -> (Server, Arc<Sentinels>) {
+        let mut servers = Server::open_all(opts).unwrap();
+        assert_eq!(servers.len(), 1);
+        let server = servers.remove(0);
+        let Client::Sentinel(s) = &server.client else {
+            panic!("not a Sentinel server: {}", server.label);
+        };
+        let s = s.clone();
+        (server, s)
+    }
+
+    #[test]
+    fn one_server_through_all_the_sentinels() {
+        let opts = ConnectOptions {
+            urls: vec![
+                "redis://:sentinel-pw@s1:26379".into(),
+                "redis://s2:26379".into(),
+            ],
+            sentinel: Some("mymaster".into()),
+            password: Some("master-pw".into()),
+            ..Default::default()
+        };
+        let (server, s) = sentinels(&opts);
+        assert_eq!(server.label, "master \"mymaster\" via Sentinel s1:26379");
+        assert_eq!(server.url, server.label);
+        assert!(server.follows_failovers() && !server.is_cluster());
+        assert_eq!(s.name, "mymaster");
+        assert!(s.tls.is_none());
+        // RLOCK_PASSWORD is the master's; each Sentinel keeps its URL's.
+        assert_eq!(s.master.password(), Some("master-pw"));
+        let sentinel_pw: Vec<Option<&str>> = server
+            .sentinel_clients()
+            .iter()
+            .map(|c| c.get_connection_info().redis_settings().password())
+            .collect();
+        assert_eq!(sentinel_pw, [Some("sentinel-pw"), None]);
+    }
+
+    #[test]
+    fn without_rlock_password_the_master_gets_the_first_urls_credentials() {
+        let opts = ConnectOptions {
+            urls: vec![
+                "redis://alice:pw@s1:26379/2".into(),
+                "redis://s2:26379".into(),
+            ],
+            sentinel: Some("m".into()),
+            ..Default::default()
+        };
+        let (_, s) = sentinels(&opts);
+        assert_eq!(s.master.username(), Some("alice"));
+        assert_eq!(s.master.password(), Some("pw"));
+        assert_eq!(s.master.db(), 2);
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_sentinels_mean_a_tls_master() {
+        let opts = ConnectOptions {
+            urls: vec!["rediss://s1:26379".into()],
+            sentinel: Some("m".into()),
+            ..Default::default()
+        };
+        let (_, s) = sentinels(&opts);
+        assert!(s.tls.as_ref().is_some_and(|t| !t.is_set()));
+    }
+
+    #[test]
+    fn only_a_sentinel_server_has_sentinels_to_ask() {
+        let opts = ConnectOptions::default();
+        let server = Server::open_all(&opts).unwrap().remove(0);
+        assert!(server.ask_sentinels().is_empty());
+        assert!(server.sentinel_clients().is_empty());
+    }
+
+    #[test]
+    fn a_sentinel_server_refuses_a_bad_master_name() {
+        let opts = ConnectOptions {
+            urls: vec!["redis://s1:26379".into()],
+            sentinel: Some("my\tmaster".into()),
+            ..Default::default()
+        };
+        match Server::open_all(&opts) {
+            Err(Error::Usage(m)) => assert_eq!(m, "invalid --sentinel master name \"my\\tmaster\""),
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
+    }
+}

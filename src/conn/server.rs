@@ -157,6 +157,80 @@ mod tests {
         assert!(Server::open_all(&opts("redis://127.0.0.1:1")).is_ok());
     }
 
+    fn open(urls: &[&str]) -> Result<Vec<Server>> {
+        Server::open_all(&ConnectOptions {
+            urls: urls.iter().map(|u| u.to_string()).collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn one_server_per_url() {
+        let opts = ConnectOptions {
+            urls: vec!["redis://:pw@a:1".into(), "redis://b:2/0".into()],
+            connect_timeout: Duration::from_millis(250),
+            min_replicas: 1,
+            ..Default::default()
+        };
+        let servers = Server::open_all(&opts).unwrap();
+        let seen: Vec<(&str, &str)> = servers
+            .iter()
+            .map(|s| (s.label.as_str(), s.url.as_str()))
+            .collect();
+        assert_eq!(seen, [("a:1", "redis://***@a:1"), ("b:2", "redis://b:2/0")]);
+        for s in &servers {
+            assert_eq!(s.timeout, Duration::from_millis(250));
+            assert_eq!(s.min_replicas, 1);
+            // A plain server does not follow a failover by itself.
+            assert!(!s.is_cluster() && !s.follows_failovers());
+            assert!(s.sentinel_clients().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_same_server_twice_is_refused() {
+        for urls in [
+            &["redis://h:6379", "redis://h"][..],
+            &["redis://:a@h:1", "redis://:b@h:1/2"],
+            &["unix:///s.sock", "redis+unix:///s.sock?db=1"],
+            &["redis://a:1", "redis://b:1", "redis://a:1"],
+        ] {
+            match open(urls) {
+                Err(Error::Usage(m)) => {
+                    assert_eq!(m, "the same Redis is named twice; give each server once")
+                }
+                other => panic!("{urls:?}: {:?}", other.map(|s| s.len())),
+            }
+        }
+        assert_eq!(open(&["redis://h:1", "redis://h:2"]).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_first_bad_url_is_named() {
+        match open(&["redis://ok:1", "redis://:hunter2@h:port", "http://x"]) {
+            Err(Error::Usage(m)) => {
+                assert_eq!(m, "invalid Redis URL redis://***@h:port: does not parse")
+            }
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
+    }
+
+    #[test]
+    fn a_bad_url_is_heard_of_before_a_bad_mode() {
+        let opts = ConnectOptions {
+            urls: vec!["ftp://h".into()],
+            cluster: true,
+            sentinel: Some(String::new()),
+            ..Default::default()
+        };
+        match Server::open_all(&opts) {
+            Err(Error::Usage(m)) => {
+                assert!(m.starts_with("Redis URL ftp://h: unknown scheme"), "{m}")
+            }
+            other => panic!("{:?}", other.map(|s| s.len())),
+        }
+    }
+
     /// Built without TLS (`--no-default-features`): a rediss:// URL is bad
     /// usage, said in one line, not a panic or a plain-text connection.
     #[cfg(not(feature = "tls"))]
