@@ -417,4 +417,85 @@ mod tests {
         assert_eq!(short, "é".repeat(200));
         assert_eq!(cmd(&[&"é".repeat(201)]), format!("{}...", "é".repeat(200)));
     }
+
+    #[test]
+    fn url_encoded_and_raw_special_characters_in_passwords() {
+        for url in [
+            "redis://u:p%40ss%3Aw%2Frd@h:1",
+            "redis://u:p@ss@h:1",
+            "redis://u:p/a?s#s@h:1",
+            "redis://u%40corp:pw@h:1",
+        ] {
+            assert_eq!(redact(url), "redis://***@h:1", "{url}");
+            assert_eq!(cmd(&["rlock", "--url", url]), "rlock --url redis://***@h:1");
+        }
+    }
+
+    #[test]
+    fn rlocks_own_url_flag() {
+        assert_eq!(
+            cmd(&[
+                "rlock",
+                "--url",
+                "redis://u:hunter2@h:6379/0",
+                "exec",
+                "k",
+                "--",
+                "x"
+            ]),
+            "rlock --url redis://***@h:6379/0 exec k -- x"
+        );
+        assert_eq!(
+            cmd(&["rlock", "--url=rediss://:hunter2@h", "status", "k"]),
+            "rlock --url=rediss://***@h status k"
+        );
+        // Several URLs in one value, as RLOCK_URL takes them: everything up
+        // to the last `@` counts as credentials, so no password shows.
+        assert_eq!(
+            cmd(&["env", "RLOCK_URL=redis://:pw1@a,redis://:pw2@b", "x"]),
+            "env RLOCK_URL=redis://***@b x"
+        );
+    }
+
+    #[test]
+    fn redis_cli_passwords() {
+        assert_eq!(
+            cmd(&["redis-cli", "--user", "u", "--pass", "hunter2", "ping"]),
+            "redis-cli --user u --pass *** ping"
+        );
+        assert_eq!(
+            cmd(&["env", "REDISCLI_AUTH=hunter2", "redis-cli", "ping"]),
+            "env REDISCLI_AUTH=*** redis-cli ping"
+        );
+        assert_eq!(
+            cmd(&["valkey-cli", "-a", "hunter2", "--no-auth-warning"]),
+            "valkey-cli -a *** --no-auth-warning"
+        );
+        // -a before any redis-cli is not a password.
+        assert_eq!(cmd(&["cp", "-a", "x", "redis-cli"]), "cp -a x redis-cli");
+    }
+
+    #[test]
+    fn secrets_in_env_style_assignments() {
+        for (arg, shown) in [
+            ("REDIS_PASSWORD=hunter2", "REDIS_PASSWORD=***"),
+            ("password=hunter2", "password=***"),
+            ("--requirepass=hunter2", "--requirepass=***"),
+            ("--masterauth=hunter2", "--masterauth=***"),
+            ("RLOCK_TOKEN=0f1e2d3c", "RLOCK_TOKEN=***"),
+            ("RLOCK_URL=redis://u:hunter2@h", "RLOCK_URL=redis://***@h"),
+            (
+                "REDIS_URL=rediss://:hunter2@h:1/0",
+                "REDIS_URL=rediss://***@h:1/0",
+            ),
+            ("PROXY=user:hunter2@proxy:3128", "PROXY=***@proxy:3128"),
+            ("LEVEL=3", "LEVEL=3"),
+        ] {
+            assert_eq!(
+                cmd(&["docker", "run", "-e", arg, "img"]),
+                format!("docker run -e {shown} img"),
+                "{arg}"
+            );
+        }
+    }
 }

@@ -65,4 +65,44 @@ mod tests {
             "unexpected argument 'redis://***@h' found"
         );
     }
+
+    #[test]
+    fn redacts_every_kind_of_url() {
+        for (url, shown) in [
+            ("rediss://u:pw@h:6380/0", "rediss://***@h:6380/0"),
+            ("redis://:pw@[::1]:6380", "redis://***@[::1]:6380"),
+            ("redis://:pw@h#insecure", "redis://***@h#insecure"),
+            (
+                "rediss://u:pw@h:1/0?protocol=resp3",
+                "rediss://***@h:1/0?***",
+            ),
+            (
+                "redis+unix:///s.sock?db=1&pass=pw",
+                "redis+unix:///s.sock?***",
+            ),
+            ("redis://h:1/0?protocol=resp3", "redis://h:1/0?***"),
+            ("redis://h:1", "redis://h:1"),
+            ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn redact_text_hides_urls_inside_messages() {
+        assert_eq!(
+            redact_text("cannot use \"rediss://:hunter2@h:1\". retry"),
+            "cannot use \"rediss://***@h:1\". retry"
+        );
+        assert_eq!(
+            redact_text("a redis://:x@a and redis://:y@b"),
+            "a redis://***@a and redis://***@b"
+        );
+        // Not a URL, but credentials: not echoed at all.
+        assert_eq!(
+            redact_text("bad value u:hunter2@h"),
+            "bad value <redacted URL>"
+        );
+        assert_eq!(redact_text("nothing to hide"), "nothing to hide");
+    }
 }
