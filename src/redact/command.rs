@@ -26,6 +26,10 @@ use super::redact;
 ///   harmless to most programs (`cp -a`). `--no-...` flags take no value.
 ///   The match is stricter than for `NAME=value` because a flag that takes
 ///   no value would hide an innocent argument;
+/// - after redis-cli (and the like), every word after AUTH or AUTH2, user
+///   names included (`redis-cli AUTH *** ***`; also in `HELLO 3 AUTH ...`
+///   and `MIGRATE ... AUTH2 ...`), and the word after `requirepass` or
+///   `masterauth` (`CONFIG SET masterauth ***`);
 /// - the value of an HTTP header with such a name (`Authorization: ***`,
 ///   also after `Bearer` and the like).
 ///
@@ -92,6 +96,14 @@ const REDIS_TOOLS: &[&str] = &[
     "keydb-benchmark",
 ];
 
+/// Words that, after a redis-cli, start a command's credentials: AUTH
+/// [user] password, HELLO 3 AUTH user password, MIGRATE ... AUTH
+/// password or AUTH2 user password. What follows them is hidden.
+const REDIS_AUTH: &[&str] = &["auth", "auth2"];
+
+/// Settings whose value is a password (CONFIG SET masterauth ...).
+const REDIS_SECRET_CONFIGS: &[&str] = &["requirepass", "masterauth"];
+
 /// Authorization schemes written before the secret in a header value.
 const AUTH_SCHEMES: &[&str] = &["bearer", "basic", "digest", "token", "negotiate"];
 
@@ -112,6 +124,9 @@ enum Hide {
     No,
     /// The next word or argument is a secret.
     Next,
+    /// Every later word and argument: the credentials of a Redis command
+    /// (`redis-cli AUTH user password`).
+    Rest,
     /// The next word is a header's value: a secret, or an authorization
     /// scheme with the secret after it.
     Header,
@@ -124,6 +139,9 @@ impl Words {
             .strip_prefix('-')
             .is_some_and(|f| f.ends_with('c') && f.chars().all(|c| c.is_ascii_lowercase()));
         let script = std::mem::replace(&mut self.script, shell_flag);
+        if self.hide == Hide::Rest {
+            return "***".into();
+        }
         if self.hide != Hide::No {
             self.hide = Hide::No;
             return "***".into();
@@ -160,6 +178,7 @@ impl Words {
         let bare = w.trim_matches(['\'', '"']);
         match self.hide {
             Hide::No => {}
+            Hide::Rest => return "***".into(),
             Hide::Next => {
                 self.hide = Hide::No;
                 return "***".into();
@@ -173,6 +192,19 @@ impl Words {
         let program = bare.rsplit('/').next().unwrap_or(bare);
         if REDIS_TOOLS.contains(&program) {
             self.redis_tool = true;
+        }
+        if self.redis_tool {
+            if REDIS_AUTH.iter().any(|c| bare.eq_ignore_ascii_case(c)) {
+                self.hide = Hide::Rest;
+                return w.into();
+            }
+            if REDIS_SECRET_CONFIGS
+                .iter()
+                .any(|c| bare.eq_ignore_ascii_case(c))
+            {
+                self.hide = Hide::Next;
+                return w.into();
+            }
         }
         if self.takes_secret(bare) {
             self.hide = Hide::Next;
@@ -497,5 +529,60 @@ mod tests {
                 "{arg}"
             );
         }
+    }
+
+    #[test]
+    fn hides_the_credentials_of_redis_commands() {
+        for (argv, shown) in [
+            (&["redis-cli", "AUTH", "hunter2"][..], "redis-cli AUTH ***"),
+            (
+                &["redis-cli", "-h", "h", "auth", "alice", "hunter2"],
+                "redis-cli -h h auth *** ***",
+            ),
+            (
+                &["redis-cli", "HELLO", "3", "AUTH", "alice", "hunter2"],
+                "redis-cli HELLO 3 AUTH *** ***",
+            ),
+            (
+                &[
+                    "redis-cli",
+                    "MIGRATE",
+                    "h",
+                    "6379",
+                    "",
+                    "0",
+                    "5000",
+                    "AUTH2",
+                    "u",
+                    "pw",
+                    "KEYS",
+                    "k",
+                ],
+                "redis-cli MIGRATE h 6379  0 5000 AUTH2 *** *** *** ***",
+            ),
+            (
+                &["redis-cli", "CONFIG", "SET", "masterauth", "hunter2"],
+                "redis-cli CONFIG SET masterauth ***",
+            ),
+            (
+                &[
+                    "/usr/bin/valkey-cli",
+                    "config",
+                    "set",
+                    "requirepass",
+                    "hunter2",
+                ],
+                "/usr/bin/valkey-cli config set requirepass ***",
+            ),
+            (
+                &["sh", "-c", "redis-cli AUTH hunter2 && redis-cli ping"],
+                "sh -c redis-cli AUTH *** *** *** ***",
+            ),
+        ] {
+            assert_eq!(cmd(argv), shown);
+        }
+        // Not a redis-cli: AUTH is only a word.
+        assert_eq!(cmd(&["./deploy", "auth", "check"]), "./deploy auth check");
+        assert_eq!(cmd(&["redis-cli", "ping"]), "redis-cli ping");
     }
 }
