@@ -9,6 +9,7 @@
 //!   one;
 //! - `sentinel`: finding the master the Sentinels name;
 //! - `cluster`: a Redis Cluster and the seed nodes it is reached through;
+//!   `cluster/slots.rs` reads its CLUSTER SLOTS reply;
 //! - `handle`: the connection handle (one Redis or a cluster) and how long
 //!   an idle one may be reused.
 //!
