@@ -42,6 +42,7 @@ pub mod keep;
 pub mod lock;
 mod locker;
 mod quorum;
+mod redact;
 pub mod signals;
 
 pub use conn::ConnectOptions;
