@@ -112,23 +112,9 @@ impl Server {
         })
     }
 
-    /// The Sentinels a `--sentinel` server asks (none for the others), for
-    /// `rlock doctor`. Superseded by [`Server::ask_sentinels`]: remove it
-    /// once doctor.rs no longer calls it.
-    pub(crate) fn sentinel_clients(&self) -> &[redis::Client] {
-        match &self.client {
-            Client::Sentinel(s) => &s.sentinels,
-            _ => &[],
-        }
-    }
-
     /// Asks every Sentinel of a `--sentinel` server (none for the others)
     /// where its master is, one after the other, each step bounded by the
     /// connect timeout: what `rlock doctor` reports, Sentinel by Sentinel.
-    #[allow(
-        dead_code,
-        reason = "for doctor.rs, which another change moves to it (#22); drop this allow then"
-    )]
     pub(crate) fn ask_sentinels(&self) -> Vec<SentinelAnswer> {
         let Client::Sentinel(s) = &self.client else {
             return Vec::new();
@@ -145,10 +131,6 @@ impl Server {
 
 /// What one Sentinel said when asked for the master (see
 /// [`Server::ask_sentinels`]).
-#[allow(
-    dead_code,
-    reason = "for doctor.rs, which another change moves to it (#22); drop this allow then"
-)]
 pub(crate) struct SentinelAnswer {
     /// The Sentinel's address: host:port, or a socket path.
     pub(crate) at: String,
@@ -280,8 +262,8 @@ mod tests {
         assert!(s.tls.is_none());
         // RLOCK_PASSWORD is the master's; each Sentinel keeps its URL's.
         assert_eq!(s.master.password(), Some("master-pw"));
-        let sentinel_pw: Vec<Option<&str>> = server
-            .sentinel_clients()
+        let sentinel_pw: Vec<Option<&str>> = s
+            .sentinels
             .iter()
             .map(|c| c.get_connection_info().redis_settings().password())
             .collect();
@@ -321,7 +303,6 @@ mod tests {
         let opts = ConnectOptions::default();
         let server = Server::open_all(&opts).unwrap().remove(0);
         assert!(server.ask_sentinels().is_empty());
-        assert!(server.sentinel_clients().is_empty());
     }
 
     #[test]

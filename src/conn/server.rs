@@ -183,7 +183,7 @@ mod tests {
             assert_eq!(s.min_replicas, 1);
             // A plain server does not follow a failover by itself.
             assert!(!s.is_cluster() && !s.follows_failovers());
-            assert!(s.sentinel_clients().is_empty());
+            assert!(s.ask_sentinels().is_empty());
         }
     }
 

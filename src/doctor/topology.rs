@@ -116,19 +116,13 @@ pub(super) fn redlock(n: usize, ids: &[(String, Option<String>)], report: &mut R
 /// Sentinel: what each Sentinel says, then the master they name.
 pub(super) fn sentinel(ctx: &Ctx, server: &Server, name: &str, report: &mut Report) -> Result<()> {
     let label = server.label.clone();
-    let clients = server.sentinel_clients();
     let mut named: Vec<(String, String)> = Vec::new();
     let mut down = 0;
-    for client in clients {
-        let at = client.get_connection_info().addr().to_string();
-        let answer = (|| -> redis::RedisResult<(Option<(String, u16)>, String)> {
-            let mut c = client.get_connection_with_timeout(server.timeout)?;
-            c.set_read_timeout(Some(server.timeout))?;
-            c.set_write_timeout(Some(server.timeout))?;
-            let addr = redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(name)
-                .query(&mut c)?;
+    for a in server.ask_sentinels() {
+        let at = a.at;
+        // The master (conn's one Sentinel query), then CKQUORUM on the
+        // same connection.
+        let answer = a.reply.map(|(addr, mut c)| {
             let quorum = match redis::cmd("SENTINEL")
                 .arg("CKQUORUM")
                 .arg(name)
@@ -137,8 +131,8 @@ pub(super) fn sentinel(ctx: &Ctx, server: &Server, name: &str, report: &mut Repo
                 Ok(s) => s,
                 Err(e) => short(&e),
             };
-            Ok((addr, quorum))
-        })();
+            (addr, quorum)
+        });
         match answer {
             Ok((Some((host, port)), quorum)) => {
                 if !quorum.starts_with("OK") {
@@ -236,33 +230,11 @@ pub(super) fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result
         .run(|c| routed(c, redis::cmd("CLUSTER").arg("INFO"), random()))
         .map_err(|e| failed(e, "CLUSTER INFO"))?;
     let info = parse_info(&info);
+    // The one CLUSTER SLOTS parser (conn's), through `run` too.
+    let slots = c.slots().map_err(|e| failed(e, "CLUSTER SLOTS"))?;
+    let covered = slots.covered();
+    let masters = slots.masters();
     let c = c.inner();
-    let slots: Vec<Vec<redis::Value>> = routed(c, redis::cmd("CLUSTER").arg("SLOTS"), random())
-        .map_err(|e| failed(e, "CLUSTER SLOTS"))?;
-    // Each range is [start, end, [host, port, id, ...], replicas...].
-    let mut masters: Vec<(String, u16, usize)> = Vec::new();
-    let mut covered = 0u32;
-    for range in slots {
-        let mut it = range.into_iter();
-        let (Some(start), Some(end), Some(node)) = (it.next(), it.next(), it.next()) else {
-            continue;
-        };
-        let start = u32::from_redis_value(start).unwrap_or(0);
-        let end = u32::from_redis_value(end).unwrap_or(0);
-        covered += end.saturating_sub(start) + 1;
-        let replicas = it.count();
-        let node = Vec::<redis::Value>::from_redis_value(node).unwrap_or_default();
-        let mut n = node.into_iter();
-        if let (Some(h), Some(p)) = (n.next(), n.next())
-            && let (Ok(h), Ok(p)) = (String::from_redis_value(h), u16::from_redis_value(p))
-        {
-            match masters.iter_mut().find(|(mh, mp, _)| *mh == h && *mp == p) {
-                Some(m) => m.2 = m.2.min(replicas),
-                None => masters.push((h, p, replicas)),
-            }
-        }
-    }
-    masters.sort();
     let state = info.get("cluster_state").map_or("?", String::as_str);
     if state == "ok" && covered == 16384 {
         report.add(
@@ -289,7 +261,7 @@ pub(super) fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result
             ),
         );
     }
-    let lonely = masters.iter().filter(|m| m.2 == 0).count();
+    let lonely = masters.iter().filter(|m| m.replicas == 0).count();
     if lonely > 0 {
         report.add(
             Severity::Info,
@@ -304,12 +276,13 @@ pub(super) fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result
         );
     }
     let mut timeout_checked = false;
-    for (host, port, replicas) in &masters {
+    for m in &masters {
+        let (host, port, replicas) = (&m.host, m.port, m.replicas);
         let at = format!("{host}:{port}");
         let mut probe = Probe::Node {
             conn: c,
             host: host.clone(),
-            port: *port,
+            port,
         };
         if let Err(e) = probe.query::<redis::Value>(&redis::cmd("TIME")) {
             report.add(
@@ -324,7 +297,7 @@ pub(super) fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result
             );
             continue;
         }
-        if *replicas > 0 && !timeout_checked {
+        if replicas > 0 && !timeout_checked {
             timeout_checked = true;
             failover_time(ctx, &mut probe, &label, report);
         }

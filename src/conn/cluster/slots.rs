@@ -80,10 +80,6 @@ impl ClusterSlots {
     }
 
     /// How many of the cluster's 16384 slots have a master.
-    #[allow(
-        dead_code,
-        reason = "for doctor.rs, which another change moves to it (#22); drop this allow then"
-    )]
     pub(crate) fn covered(&self) -> u32 {
         self.ranges
             .iter()
