@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
 
+use super::backend::Backend;
 use super::keys::{LockName, WAKE_TTL_MS, escape_glob, request_id};
 use super::script::*;
 use super::types::*;
@@ -80,40 +81,6 @@ impl Node {
         self.answered |= self.server.is_cluster();
         self.last_used = Instant::now();
         Ok(())
-    }
-
-    /// Has the server answered this node? (Until then a failed attempt is
-    /// final, for a waiting acquire too.)
-    pub(crate) fn answered(&self) -> bool {
-        self.answered
-    }
-
-    /// Another node for the same server and prefix, with its own
-    /// connection (opened on first use).
-    pub(crate) fn detached(&self) -> Node {
-        Node {
-            server: self.server.clone(),
-            conn: None,
-            last_used: Instant::now(),
-            prefix: self.prefix.clone(),
-            resend_cap: self.resend_cap,
-            answered: self.answered,
-            resent: false,
-        }
-    }
-
-    /// Bound on connecting and on each reply (but blocking waits).
-    pub(crate) fn timeout(&self) -> Duration {
-        self.server.timeout
-    }
-
-    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
-        self.server.timeout = timeout;
-        self.conn = None;
-    }
-
-    pub(crate) fn name(&self, key: &str) -> Result<LockName> {
-        LockName::new(&self.prefix, key)
     }
 
     pub(super) fn conn(&mut self) -> Result<&mut Conn> {
@@ -332,10 +299,192 @@ impl Node {
         })
     }
 
-    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called at
-    /// every busy observation while we wait (see `Waiting::observe`).
-    /// `cancel`, if given, lets another thread stop the wait at once.
-    pub(crate) fn acquire(
+    /// After a failure of a waiting acquire: ride it out (see
+    /// [`Outage::ride_out`]) if this server has answered before and the
+    /// failure may pass.
+    fn ride_out(&self, e: &Error, outage: &mut Outage, w: &Waiting) -> bool {
+        self.answered && outage.ride_out(self.passing(e), w.waits(), w.deadline())
+    }
+
+    /// Is `e` an outage that may pass (see `resendable`)?
+    fn passing(&self, e: &Error) -> bool {
+        matches!(e, Error::Unavailable { cause, .. }
+            if resendable(cause, self.server.is_cluster(), self.server.follows_failovers()))
+    }
+
+    fn give_up(&mut self, lock: &LockName, token: &Token, w: &Waiting) -> Error {
+        let _ = self.abandon(lock, token);
+        w.interrupted()
+    }
+
+    /// Block on our wake-up list for at most `nap`. Whether we were woken.
+    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
+        // At least 2 ms: Redis 6.2 turns a timeout of "0.001" seconds into
+        // 0.999... ms, truncates that to 0, and 0 blocks for ever (Redis 7
+        // rounds up); the read then timed out and the acquire failed.
+        let nap = nap.max(Duration::from_millis(2));
+        let timeout = self.server.timeout;
+        let conn = self.conn()?;
+        let _ = conn.set_read_timeout(Some(nap + timeout));
+        let res: redis::RedisResult<Option<(String, String)>> = redis::cmd("BLPOP")
+            .arg(wake_key)
+            .arg(format!("{:.3}", nap.as_secs_f64()))
+            .query(conn);
+        let _ = conn.set_read_timeout(Some(timeout));
+        self.used();
+        res.map(|r| r.is_some())
+            .map_err(|e| self.fail(e, "wait for the lock".into()))
+    }
+
+    /// Leave the wait queue and drop every hold of `token`, at once (a
+    /// give-up: one timeout's worth of resends, no min-hold).
+    pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
+        let timeout = self.server.timeout;
+        self.release_script(lock, token, true, None, timeout)
+    }
+
+    /// One run of the release script (see lua/release.lua for the reply).
+    fn release_script(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<i64> {
+        let id = request_id();
+        let hold = millis(min_hold.unwrap_or_default()).to_string();
+        let reply: Vec<Value> = self.eval(
+            &RELEASE,
+            &lock.request_keys(token, &id),
+            &[
+                token.as_str(),
+                if all { "1" } else { "0" },
+                &id,
+                &hold,
+                if min_hold.is_some() { "1" } else { "0" },
+                &record_ms(self.server.timeout),
+            ],
+            || format!("release {:?}", lock.name()),
+            resend_for,
+        )?;
+        let n = reply
+            .first()
+            .and_then(|v| i64::from_redis_value(v.clone()).ok())
+            .ok_or_else(|| Error::Protocol(format!("release returned {reply:?}")))?;
+        self.wake(lock, &reply[1..]);
+        Ok(n)
+    }
+
+    /// Wake the waiters a script named (see lua/common.lua): push to each
+    /// one's wake-up list, in one round trip (lua/wake.lua, so that every
+    /// key is declared and a cluster routes it). Best effort, sent once: a
+    /// waiter that is not woken finds out at its next heartbeat.
+    fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
+        let keys: Vec<String> = tokens
+            .iter()
+            .filter_map(|t| String::from_redis_value(t.clone()).ok())
+            .map(|t| lock.wake_key_of(&t))
+            .collect();
+        if !keys.is_empty() {
+            let _: Result<i64> = self.eval(
+                &WAKE,
+                &keys,
+                &[&WAKE_TTL_MS.to_string()],
+                || format!("wake the waiters for {:?}", lock.name()),
+                Duration::ZERO,
+            );
+        }
+    }
+
+    /// A waiter's heartbeat (lua/wait.lua): keep `token`'s place in the
+    /// queue, and learn the holder's time left and, when the first holder
+    /// is no longer the one whose fingerprint is `known` (unless ""), who
+    /// holds it now. `None` if it must run the acquire script now (its
+    /// place is gone, or a lease ended).
+    fn heartbeat(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+        known: &str,
+    ) -> Result<Option<Beat>> {
+        let reply: Vec<Value> = self.eval(
+            &WAIT,
+            &lock.keys(None),
+            &[
+                token.as_str(),
+                &millis(waiter_lease(req.ttl)).to_string(),
+                known,
+            ],
+            || format!("wait for {:?}", lock.name()),
+            RESEND_WINDOW,
+        )?;
+        let int = |i: usize| {
+            reply
+                .get(i)
+                .and_then(|v| i64::from_redis_value(v.clone()).ok())
+                .ok_or_else(|| Error::Protocol(format!("wait returned {reply:?}")))
+        };
+        let quiet = int(0)?;
+        if quiet <= 0 {
+            return Ok(None);
+        }
+        let millis = |n: i64| Duration::from_millis(n.max(0) as u64);
+        let changed = if reply.len() >= 7 {
+            Some((
+                serde_json::from_str(&text(&reply, 3)).ok(),
+                int(4)?.max(0) as u64,
+                int(5)?.max(0) as u64,
+                int(6)?.max(0) as u64,
+            ))
+        } else {
+            None
+        };
+        Ok(Some(Beat {
+            quiet: millis(quiet),
+            holder_ttl: millis(int(1)?),
+            holder_id: text(&reply, 2),
+            changed,
+        }))
+    }
+}
+
+impl Backend for Node {
+    fn answered(&self) -> bool {
+        self.answered
+    }
+
+    fn is_single(&self) -> bool {
+        true
+    }
+
+    fn detached(&self) -> Box<dyn Backend> {
+        Box::new(Node {
+            server: self.server.clone(),
+            conn: None,
+            last_used: Instant::now(),
+            prefix: self.prefix.clone(),
+            resend_cap: self.resend_cap,
+            answered: self.answered,
+            resent: false,
+        })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.server.timeout
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        self.conn = None;
+    }
+
+    fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(&self.prefix, key)
+    }
+
+    fn acquire(
         &mut self,
         key: &str,
         req: &Request,
@@ -343,14 +492,8 @@ impl Node {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
         let lock = self.name(key)?;
-        let lease = |token: Token, fence, count, sent: BootTime| Lease {
-            key: key.to_string(),
-            token,
-            fence,
-            count,
-            ttl: req.ttl,
-            valid_until: valid_until(sent, req.ttl),
-        };
+        let lease =
+            |token, fence, count, sent| Lease::granted(key, token, fence, count, req.ttl, sent);
         if let Some(token) = &req.reenter {
             let mut late = 0;
             loop {
@@ -530,55 +673,7 @@ impl Node {
         }
     }
 
-    /// After a failure of a waiting acquire: ride it out (see
-    /// [`Outage::ride_out`]) if this server has answered before and the
-    /// failure may pass.
-    fn ride_out(&self, e: &Error, outage: &mut Outage, w: &Waiting) -> bool {
-        self.answered && outage.ride_out(self.passing(e), w.waits(), w.deadline())
-    }
-
-    /// Is `e` an outage that may pass (see `resendable`)?
-    fn passing(&self, e: &Error) -> bool {
-        matches!(e, Error::Unavailable { cause, .. }
-            if resendable(cause, self.server.is_cluster(), self.server.follows_failovers()))
-    }
-
-    fn give_up(&mut self, lock: &LockName, token: &Token, w: &Waiting) -> Error {
-        let _ = self.abandon(lock, token);
-        w.interrupted()
-    }
-
-    /// Block on our wake-up list for at most `nap`. Whether we were woken.
-    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
-        // At least 2 ms: Redis 6.2 turns a timeout of "0.001" seconds into
-        // 0.999... ms, truncates that to 0, and 0 blocks for ever (Redis 7
-        // rounds up); the read then timed out and the acquire failed.
-        let nap = nap.max(Duration::from_millis(2));
-        let timeout = self.server.timeout;
-        let conn = self.conn()?;
-        let _ = conn.set_read_timeout(Some(nap + timeout));
-        let res: redis::RedisResult<Option<(String, String)>> = redis::cmd("BLPOP")
-            .arg(wake_key)
-            .arg(format!("{:.3}", nap.as_secs_f64()))
-            .query(conn);
-        let _ = conn.set_read_timeout(Some(timeout));
-        self.used();
-        res.map(|r| r.is_some())
-            .map_err(|e| self.fail(e, "wait for the lock".into()))
-    }
-
-    /// Leave the wait queue and drop every hold of `token`, at once (a
-    /// give-up: one timeout's worth of resends, no min-hold).
-    pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
-        let timeout = self.server.timeout;
-        self.release_script(lock, token, true, None, timeout)
-    }
-
-    /// Release one hold of `token` on `key`, or with `all` every hold
-    /// (and any place in the wait queue). With `min_hold` Some(d), the last
-    /// hold's lease ends no sooner than d, or the min-hold given at the
-    /// grant, after the grant; None releases at once whatever was asked.
-    pub(crate) fn release(
+    fn release(
         &mut self,
         key: &str,
         token: &Token,
@@ -597,115 +692,7 @@ impl Node {
         }
     }
 
-    /// One run of the release script (see lua/release.lua for the reply).
-    fn release_script(
-        &mut self,
-        lock: &LockName,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        resend_for: Duration,
-    ) -> Result<i64> {
-        let id = request_id();
-        let hold = millis(min_hold.unwrap_or_default()).to_string();
-        let reply: Vec<Value> = self.eval(
-            &RELEASE,
-            &lock.request_keys(token, &id),
-            &[
-                token.as_str(),
-                if all { "1" } else { "0" },
-                &id,
-                &hold,
-                if min_hold.is_some() { "1" } else { "0" },
-                &record_ms(self.server.timeout),
-            ],
-            || format!("release {:?}", lock.name()),
-            resend_for,
-        )?;
-        let n = reply
-            .first()
-            .and_then(|v| i64::from_redis_value(v.clone()).ok())
-            .ok_or_else(|| Error::Protocol(format!("release returned {reply:?}")))?;
-        self.wake(lock, &reply[1..]);
-        Ok(n)
-    }
-
-    /// Wake the waiters a script named (see lua/common.lua): push to each
-    /// one's wake-up list, in one round trip (lua/wake.lua, so that every
-    /// key is declared and a cluster routes it). Best effort, sent once: a
-    /// waiter that is not woken finds out at its next heartbeat.
-    fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
-        let keys: Vec<String> = tokens
-            .iter()
-            .filter_map(|t| String::from_redis_value(t.clone()).ok())
-            .map(|t| lock.wake_key_of(&t))
-            .collect();
-        if !keys.is_empty() {
-            let _: Result<i64> = self.eval(
-                &WAKE,
-                &keys,
-                &[&WAKE_TTL_MS.to_string()],
-                || format!("wake the waiters for {:?}", lock.name()),
-                Duration::ZERO,
-            );
-        }
-    }
-
-    /// A waiter's heartbeat (lua/wait.lua): keep `token`'s place in the
-    /// queue, and learn the holder's time left and, when the first holder
-    /// is no longer the one whose fingerprint is `known` (unless ""), who
-    /// holds it now. `None` if it must run the acquire script now (its
-    /// place is gone, or a lease ended).
-    fn heartbeat(
-        &mut self,
-        lock: &LockName,
-        token: &Token,
-        req: &Request,
-        known: &str,
-    ) -> Result<Option<Beat>> {
-        let reply: Vec<Value> = self.eval(
-            &WAIT,
-            &lock.keys(None),
-            &[
-                token.as_str(),
-                &millis(waiter_lease(req.ttl)).to_string(),
-                known,
-            ],
-            || format!("wait for {:?}", lock.name()),
-            RESEND_WINDOW,
-        )?;
-        let int = |i: usize| {
-            reply
-                .get(i)
-                .and_then(|v| i64::from_redis_value(v.clone()).ok())
-                .ok_or_else(|| Error::Protocol(format!("wait returned {reply:?}")))
-        };
-        let quiet = int(0)?;
-        if quiet <= 0 {
-            return Ok(None);
-        }
-        let millis = |n: i64| Duration::from_millis(n.max(0) as u64);
-        let changed = if reply.len() >= 7 {
-            Some((
-                serde_json::from_str(&text(&reply, 3)).ok(),
-                int(4)?.max(0) as u64,
-                int(5)?.max(0) as u64,
-                int(6)?.max(0) as u64,
-            ))
-        } else {
-            None
-        };
-        Ok(Some(Beat {
-            quiet: millis(quiet),
-            holder_ttl: millis(int(1)?),
-            holder_id: text(&reply, 2),
-            changed,
-        }))
-    }
-
-    /// Extend the lease of `token` to `ttl` from now. Returns the point
-    /// (CLOCK_BOOTTIME) until which the lease is safe to rely on.
-    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let lock = self.name(key)?;
         let sent = BootTime::now();
         let timeout = self.server.timeout;
@@ -737,10 +724,7 @@ impl Node {
         }
     }
 
-    /// Does `token` hold `key` now? Its lease's time left and fence if so;
-    /// [`Error::Lost`] if it holds nothing, [`Error::NotOwner`] if another
-    /// owner holds the lock exclusively.
-    pub(crate) fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+    fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let lock = self.name(key)?;
         let reply: Vec<i64> = self.eval(
             &CHECK,
@@ -763,8 +747,7 @@ impl Node {
         }
     }
 
-    /// Who holds `key`, how long they keep it, who waits.
-    pub(crate) fn status(&mut self, key: &str) -> Result<Status> {
+    fn status(&mut self, key: &str) -> Result<Status> {
         let lock = self.name(key)?;
         let mut keys = lock.keys(None);
         keys.push(lock.lost_key());
@@ -778,8 +761,7 @@ impl Node {
         parse_status(key, reply)
     }
 
-    /// Every live lock whose key matches the glob `pattern`.
-    pub(crate) fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+    fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         if pattern.chars().any(char::is_control) {
             return Err(Error::Usage(format!(
                 "pattern {pattern:?} contains control characters"

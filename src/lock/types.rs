@@ -211,6 +211,29 @@ pub struct Lease {
     pub valid_until: BootTime,
 }
 
+impl Lease {
+    /// The lease a grant of `key` to `token` gives, at `fence` and re-entry
+    /// depth `count`, for a request of `ttl` sent at `sent`: safe to rely
+    /// on until [`valid_until`]`(sent, ttl)`.
+    pub(crate) fn granted(
+        key: &str,
+        token: Token,
+        fence: u64,
+        count: u64,
+        ttl: Duration,
+        sent: BootTime,
+    ) -> Lease {
+        Lease {
+            key: key.to_string(),
+            token,
+            fence,
+            count,
+            ttl,
+            valid_until: valid_until(sent, ttl),
+        }
+    }
+}
+
 /// How long a waiter for a lease of `ttl` keeps its place in the queue
 /// without checking in.
 pub fn waiter_lease(ttl: Duration) -> Duration {

@@ -9,8 +9,8 @@ use super::fanout::{Answers, SLACK};
 use super::masters::{Quorum, Turn, state};
 use super::tally::{agreed, count, is_grant, no_answer, undo_targets};
 use crate::clock::BootTime;
-use crate::lock::{Attempt, LockName, Waiting, valid_until};
-use crate::{Busy, Cancel, Error, Lease, Mode, Request, Result, Token, Wait};
+use crate::lock::{Attempt, Backend, LockName, Waiting, valid_until};
+use crate::{Busy, Error, Lease, Request, Result, Token, Wait};
 
 /// Attempts in a row without a majority answering before a wait gives up.
 const MAX_UNREACHABLE: u32 = 3;
@@ -166,14 +166,15 @@ impl Quorum {
             None if reentry => grants.iter().map(|g| g.0).max().unwrap_or(0),
             None => return None,
         };
-        Some(Lease {
-            key: key.to_string(),
-            token: token.clone(),
+        let count = grants.iter().map(|g| g.1).max().unwrap_or(1);
+        Some(Lease::granted(
+            key,
+            token.clone(),
             fence,
-            count: grants.iter().map(|g| g.1).max().unwrap_or(1),
-            ttl: req.ttl,
-            valid_until,
-        })
+            count,
+            req.ttl,
+            sent,
+        ))
     }
 
     /// Re-enter `key` with `token`. `Ok(None)` if a majority says the token
@@ -183,7 +184,7 @@ impl Quorum {
     /// is as it was -- and fails. (A master that did not answer may have
     /// added a hold too; the outermost holder's release of every hold
     /// clears it.)
-    fn reenter(
+    pub(super) fn reenter(
         &self,
         lock: &LockName,
         key: &str,
@@ -235,38 +236,16 @@ impl Quorum {
         })
     }
 
-    pub(crate) fn acquire(
-        &mut self,
+    /// Acquire afresh (a new token at every attempt) until a majority
+    /// grants it in time, or the wait `w` ends.
+    pub(super) fn acquire_fresh(
+        &self,
+        lock: &LockName,
         key: &str,
         req: &Request,
-        cancel: Option<&Cancel>,
+        mut w: Waiting,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        if req.mode != Mode::Exclusive || req.limit != 1 {
-            return Err(Error::Usage(
-                "read-write locks and --limit need one Redis; with several --url (RedLock) \
-                 only exclusive locks are supported"
-                    .into(),
-            ));
-        }
-        if req.supersede {
-            // Each master keeps its own queue, and RedLock never queues on
-            // them (it retries): there is no one queue in which a newer
-            // waiter could replace an older one.
-            return Err(Error::Usage(
-                "--supersede needs one Redis (or Sentinel, or Cluster): RedLock (several \
-                 --url) keeps no shared wait queue"
-                    .into(),
-            ));
-        }
-        self.check_twins()?;
-        let lock = self.name(key)?;
-        let mut w = Waiting::new(key, req.wait, cancel);
-        if let Some(token) = &req.reenter
-            && let Some(lease) = self.reenter(&lock, key, token, req)?
-        {
-            return Ok(lease);
-        }
         let m = self.majority();
         let mut unreachable = 0;
         let mut disagreed = 0;
@@ -276,20 +255,20 @@ impl Quorum {
             }
             let token = Token::generate();
             let sent = BootTime::now();
-            let (mut answers, ran) = self.attempt_all(&lock, &token, req, false);
+            let (mut answers, ran) = self.attempt_all(lock, &token, req, false);
             let undo = undo_targets(&answers, &ran);
             let twins = self.check_twins();
             if twins.is_ok()
                 && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
             {
                 if w.cancelled() {
-                    self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
+                    self.abandon_all(lock, &token, &answers, &undo, Some(patience(sent)));
                     return Err(w.interrupted());
                 }
                 return Ok(lease);
             }
             if let Err(e) = twins {
-                self.abandon_all(&lock, &token, &answers, &undo, Some(patience(sent)));
+                self.abandon_all(lock, &token, &answers, &undo, Some(patience(sent)));
                 return Err(e);
             }
             // Granted, but not at one fence: some master's counter was
@@ -299,7 +278,7 @@ impl Quorum {
             if count(&answers, is_grant) >= m && agreed(&answers, m).is_none() {
                 disagreed += 1;
                 if disagreed < MAX_DISAGREE {
-                    self.abandon_all(&lock, &token, &answers, &undo, None);
+                    self.abandon_all(lock, &token, &answers, &undo, None);
                     continue;
                 }
             } else {
@@ -356,7 +335,7 @@ impl Quorum {
             // have granted: give it back before trying again, and before
             // giving up wait a little for the give-backs to be sent.
             let last = matches!(next, Next::Fail(_)).then(|| patience(sent));
-            self.abandon_all(&lock, &token, &answers, &undo, last);
+            self.abandon_all(lock, &token, &answers, &undo, last);
             let delay = match next {
                 Next::Fail(e) => return Err(e),
                 Next::Retry(d) => d,

@@ -7,9 +7,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::identity::Id;
-use crate::Result;
 use crate::conn::Server;
-use crate::lock::{LockName, Node};
+use crate::lock::{Backend, Node};
 
 /// Longest wait for one master's answer (connect and reply each).
 pub(super) const NODE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -101,10 +100,10 @@ pub(super) fn lock(node: &Mutex<Node>) -> MutexGuard<'_, Node> {
 pub(crate) struct Quorum {
     pub(super) masters: Vec<Arc<Master>>,
     /// The same servers, to make new nodes without touching busy ones.
-    servers: Vec<Server>,
+    pub(super) servers: Vec<Server>,
     /// Their URLs, redacted, for messages.
     pub(super) urls: Arc<Vec<String>>,
-    prefix: String,
+    pub(super) prefix: String,
     /// Per-master timeout (kept here: asking a node would wait for its lock).
     pub(super) timeout: Duration,
     pub(super) shared: Arc<Mutex<Shared>>,
@@ -126,7 +125,7 @@ impl Quorum {
         Quorum::with_timeout(servers, prefix, timeout, shared)
     }
 
-    fn with_timeout(
+    pub(super) fn with_timeout(
         servers: Vec<Server>,
         prefix: &str,
         timeout: Duration,
@@ -157,34 +156,6 @@ impl Quorum {
 
     pub(super) fn majority(&self) -> usize {
         self.masters.len() / 2 + 1
-    }
-
-    /// Another quorum over the same masters, with connections of its own;
-    /// what one learns about the masters (who they are, the fence floor),
-    /// the other knows too.
-    pub(crate) fn detached(&self) -> Quorum {
-        Quorum::with_timeout(
-            self.servers.clone(),
-            &self.prefix,
-            self.timeout,
-            Arc::clone(&self.shared),
-        )
-    }
-
-    pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// Only for a quorum no call has used yet (it waits for each node).
-    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout.min(NODE_TIMEOUT);
-        for m in &self.masters {
-            lock(&m.node).set_timeout(self.timeout);
-        }
-    }
-
-    pub(crate) fn name(&self, key: &str) -> Result<LockName> {
-        LockName::new(&self.prefix, key)
     }
 
     pub(super) fn all(&self) -> Vec<bool> {

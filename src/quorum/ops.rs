@@ -1,19 +1,88 @@
-//! The operations on a held lock under RedLock: release, renew and check
-//! (each confirmed by a majority), and status and list (the first master
-//! that answers).
+//! The lock operations under RedLock (the contract is `lock::Backend`):
+//! acquire refuses what needs one Redis, then re-enters or acquires afresh
+//! (`acquire`); release, renew and check are confirmed by a majority;
+//! status and list take the first master that answers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::fanout::Answers;
-use super::masters::{Quorum, Turn};
+use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
 use super::tally::{count, no_answer};
 use crate::clock::BootTime;
-use crate::lock::{Held, Node};
-use crate::{Error, Released, Result, Status, Token};
+use crate::lock::{Backend, Held, LockName, Node, Waiting};
+use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
 
-impl Quorum {
+impl Backend for Quorum {
+    fn is_single(&self) -> bool {
+        false
+    }
+
+    fn answered(&self) -> bool {
+        true
+    }
+
+    fn detached(&self) -> Box<dyn Backend> {
+        Box::new(Quorum::with_timeout(
+            self.servers.clone(),
+            &self.prefix,
+            self.timeout,
+            Arc::clone(&self.shared),
+        ))
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.min(NODE_TIMEOUT);
+        for m in &self.masters {
+            lock(&m.node).set_timeout(self.timeout);
+        }
+    }
+
+    fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(&self.prefix, key)
+    }
+
+    fn acquire(
+        &mut self,
+        key: &str,
+        req: &Request,
+        cancel: Option<&Cancel>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        if req.mode != Mode::Exclusive || req.limit != 1 {
+            return Err(Error::Usage(
+                "read-write locks and --limit need one Redis; with several --url (RedLock) \
+                 only exclusive locks are supported"
+                    .into(),
+            ));
+        }
+        if req.supersede {
+            // Each master keeps its own queue, and RedLock never queues on
+            // them (it retries): there is no one queue in which a newer
+            // waiter could replace an older one.
+            return Err(Error::Usage(
+                "--supersede needs one Redis (or Sentinel, or Cluster): RedLock (several \
+                 --url) keeps no shared wait queue"
+                    .into(),
+            ));
+        }
+        self.check_twins()?;
+        let lock = self.name(key)?;
+        let w = Waiting::new(key, req.wait, cancel);
+        if let Some(token) = &req.reenter
+            && let Some(lease) = self.reenter(&lock, key, token, req)?
+        {
+            return Ok(lease);
+        }
+        self.acquire_fresh(&lock, key, req, w, on_wait)
+    }
+
     /// Release one hold of `token`, or with `all` every hold.
-    pub(crate) fn release(
+    fn release(
         &mut self,
         key: &str,
         token: &Token,
@@ -72,7 +141,7 @@ impl Quorum {
         }))
     }
 
-    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let (k, t) = (key.to_string(), token.clone());
         let mut valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl))?;
         // The lease holds while a majority holds it: until the m-th latest end.
@@ -82,7 +151,7 @@ impl Quorum {
 
     /// Does `token` hold `key` on a majority? For as long as the m-th
     /// longest lease, at the fence most of them report.
-    pub(crate) fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+    fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let (k, t) = (key.to_string(), token.clone());
         let mut held = self.confirmed("check", key, move |node| node.check(&k, &t))?;
         held.sort_by_key(|h| std::cmp::Reverse(h.ttl));
@@ -97,6 +166,18 @@ impl Quorum {
         Ok(Held { ttl, fence })
     }
 
+    fn status(&mut self, key: &str) -> Result<Status> {
+        let k = key.to_string();
+        self.first(move |node| node.status(&k))
+    }
+
+    fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        let p = pattern.to_string();
+        self.first(move |node| node.list(&p))
+    }
+}
+
+impl Quorum {
     /// Run `f` on every master until a majority said yes or can no longer:
     /// the yes answers, or why not (gone on a majority, taken by another,
     /// too few answers).
@@ -157,15 +238,5 @@ impl Quorum {
             }
         }
         Err(error.unwrap_or_else(|| no_answer("status", 0, self.len(), 1, None)))
-    }
-
-    pub(crate) fn status(&mut self, key: &str) -> Result<Status> {
-        let k = key.to_string();
-        self.first(move |node| node.status(&k))
-    }
-
-    pub(crate) fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
-        let p = pattern.to_string();
-        self.first(move |node| node.list(&p))
     }
 }
