@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use super::fanout::{Answers, SLACK};
 use super::masters::{Quorum, Turn, state};
-use super::tally::{agreed, count, is_grant, no_answer, undo_targets};
+use super::tally::{
+    attempt_decided, busy, count, disagree, failed_reentry, grant, granted_on, no_answer, refused,
+    undo_targets,
+};
 use crate::clock::BootTime;
-use crate::lock::{Attempt, Backend, LockName, Waiting, valid_until};
+use crate::lock::{Attempt, Backend, LockName, Waiting};
 use crate::{Busy, Error, Lease, Request, Result, Token, Wait};
 
 /// Attempts in a row without a majority answering before a wait gives up.
@@ -22,10 +25,19 @@ const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_millis(250);
 
 /// How long a failed acquire waits for a master that had not answered its
-/// attempt (sent at `sent`) to take the grant back: twice what the attempt
-/// has taken so far, plus [`SLACK`].
-fn patience(sent: BootTime) -> Duration {
-    sent.elapsed() * 2 + SLACK
+/// attempt to take the grant back: twice what the attempt has taken so far
+/// (`took`), plus [`SLACK`].
+fn patience(took: Duration) -> Duration {
+    took * 2 + SLACK
+}
+
+/// The pause before retrying a busy lock: uniform in [`RETRY_MIN`,
+/// `RETRY_MAX`) by `random`, against lockstep with other clients, and no
+/// longer than the wait has `left`.
+fn retry_delay(random: u64, left: Option<Duration>) -> Duration {
+    let spread = u64::try_from((RETRY_MAX - RETRY_MIN).as_micros()).unwrap_or(u64::MAX);
+    let delay = RETRY_MIN + Duration::from_micros(random % spread.max(1));
+    left.map_or(delay, |left| delay.min(left))
 }
 
 /// What an acquire does after a failed attempt.
@@ -70,30 +82,7 @@ impl Quorum {
                 }
                 a
             },
-            move |a, _| {
-                let unknown = a.iter().filter(|x| x.is_none()).count();
-                if reenter_only {
-                    // A failed re-entry waits for every answer: each hold
-                    // it added must be known, to be given back.
-                    return count(a, is_grant) >= m;
-                }
-                // The most grants at one fence value.
-                let best = a
-                    .iter()
-                    .filter_map(|x| match x {
-                        Some(Ok(Attempt::Granted { fence, .. })) => Some(*fence),
-                        _ => None,
-                    })
-                    .map(|f| {
-                        count(
-                            a,
-                            |y| matches!(y, Ok(Attempt::Granted { fence, .. }) if *fence == f),
-                        )
-                    })
-                    .max()
-                    .unwrap_or(0);
-                best >= m || best + unknown < m
-            },
+            move |a, _| attempt_decided(a, m, reenter_only),
         )
     }
 
@@ -115,10 +104,7 @@ impl Quorum {
         if !targets.contains(&true) {
             return;
         }
-        let granted: Vec<bool> = answers
-            .iter()
-            .map(|a| matches!(a, Some(Ok(Attempt::Granted { .. }))))
-            .collect();
+        let granted = granted_on(answers);
         let (l, t) = (lock.clone(), token.clone());
         self.on(
             targets,
@@ -147,34 +133,9 @@ impl Quorum {
         sent: BootTime,
         reentry: bool,
     ) -> Option<Lease> {
-        let grants: Vec<(u64, u64)> = answers
-            .iter()
-            .filter_map(|a| match a {
-                Some(Ok(Attempt::Granted { fence, count })) => Some((*fence, *count)),
-                _ => None,
-            })
-            .collect();
-        let valid_until = valid_until(sent, req.ttl);
-        if grants.len() < self.majority() || valid_until.passed() {
-            return None;
-        }
-        let fence = match agreed(answers, self.majority()) {
-            Some(f) => f,
-            // A re-entry keeps the fence of its grant, which the masters
-            // that granted it agree on; one that re-entered later on a
-            // master that had granted apart may show another.
-            None if reentry => grants.iter().map(|g| g.0).max().unwrap_or(0),
-            None => return None,
-        };
-        let count = grants.iter().map(|g| g.1).max().unwrap_or(1);
-        Some(Lease::granted(
-            key,
-            token.clone(),
-            fence,
-            count,
-            req.ttl,
-            sent,
-        ))
+        let (fence, count) = grant(answers, self.majority(), reentry)?;
+        let lease = Lease::granted(key, token.clone(), fence, count, req.ttl, sent);
+        (!lease.valid_until.passed()).then_some(lease)
     }
 
     /// Re-enter `key` with `token`. `Ok(None)` if a majority says the token
@@ -199,10 +160,7 @@ impl Quorum {
         {
             return Ok(Some(lease));
         }
-        let reentered: Vec<bool> = answers
-            .iter()
-            .map(|a| matches!(a, Some(Ok(Attempt::Granted { .. }))))
-            .collect();
+        let reentered = granted_on(&answers);
         let got = reentered.iter().filter(|r| **r).count();
         if got > 0 {
             let (k, t) = (key.to_string(), token.clone());
@@ -215,25 +173,8 @@ impl Quorum {
             );
         }
         twins?;
-        let (n, m) = (self.len(), self.majority());
-        if count(&answers, |a| matches!(a, Ok(Attempt::NotHeld))) >= m {
-            return Ok(None);
-        }
-        let foreign = answers
-            .iter()
-            .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
-        if let Some(Some(Err(e))) = foreign.and_then(|i| answers.into_iter().nth(i)) {
-            return Err(e);
-        }
-        let why = if got >= m {
-            "the re-entry arrived after its lease's validity deadline".to_string()
-        } else {
-            format!("{got} of {n} Redis masters re-entered, RedLock needs {m}")
-        };
-        Err(Error::Unavailable {
-            context: format!("re-enter {key:?}: {why}; given back"),
-            cause: redis::RedisError::from((redis::ErrorKind::Io, "re-entry not confirmed")),
-        })
+        failed_reentry(answers, got, self.majority(), key)?;
+        Ok(None)
     }
 
     /// Acquire afresh (a new token at every attempt) until a majority
@@ -262,20 +203,32 @@ impl Quorum {
                 && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
             {
                 if w.cancelled() {
-                    self.abandon_all(lock, &token, &answers, &undo, Some(patience(sent)));
+                    self.abandon_all(
+                        lock,
+                        &token,
+                        &answers,
+                        &undo,
+                        Some(patience(sent.elapsed())),
+                    );
                     return Err(w.interrupted());
                 }
                 return Ok(lease);
             }
             if let Err(e) = twins {
-                self.abandon_all(lock, &token, &answers, &undo, Some(patience(sent)));
+                self.abandon_all(
+                    lock,
+                    &token,
+                    &answers,
+                    &undo,
+                    Some(patience(sent.elapsed())),
+                );
                 return Err(e);
             }
             // Granted, but not at one fence: some master's counter was
             // ahead of the floor, which now covers it. Give it back and try
             // again at once; the masters agree this time unless others are
             // moving the counters meanwhile (contention, as good as busy).
-            if count(&answers, is_grant) >= m && agreed(&answers, m).is_none() {
+            if disagree(&answers, m) {
                 disagreed += 1;
                 if disagreed < MAX_DISAGREE {
                     self.abandon_all(lock, &token, &answers, &undo, None);
@@ -287,14 +240,8 @@ impl Quorum {
             // A refusal that is not about reachability (a foreign key, a
             // kind mismatch) is the real answer. Otherwise: if any master
             // said busy, it is busy; if none did, too few were reachable.
-            let foreign = answers
-                .iter()
-                .position(|a| matches!(a, Some(Err(e)) if !matches!(e, Error::Unavailable { .. })));
-            let busy = answers.iter().find_map(|a| match a {
-                Some(Ok(Attempt::Busy(b, ..))) => Some(b.clone()),
-                _ => None,
-            });
-            let next = if let Some(i) = foreign {
+            let busy = busy(&answers);
+            let next = if let Some(i) = refused(&answers) {
                 Next::Fail(match answers[i].take() {
                     Some(Err(e)) => e,
                     _ => Error::Protocol("RedLock: lost an answer".into()),
@@ -305,11 +252,7 @@ impl Quorum {
                 match w.busy(busy.as_ref(), on_wait) {
                     Err(e) => Next::Fail(e),
                     Ok(()) => {
-                        let spread =
-                            u64::try_from((RETRY_MAX - RETRY_MIN).as_micros()).unwrap_or(u64::MAX);
-                        let jitter = uuid::Uuid::new_v4().as_u64_pair().1 % spread.max(1);
-                        let delay = RETRY_MIN + Duration::from_micros(jitter);
-                        Next::Retry(w.left().map_or(delay, |left| delay.min(left)))
+                        Next::Retry(retry_delay(uuid::Uuid::new_v4().as_u64_pair().1, w.left()))
                     }
                 }
             } else {
@@ -334,7 +277,7 @@ impl Quorum {
             // A master that did not answer (or answered late) may still
             // have granted: give it back before trying again, and before
             // giving up wait a little for the give-backs to be sent.
-            let last = matches!(next, Next::Fail(_)).then(|| patience(sent));
+            let last = matches!(next, Next::Fail(_)).then(|| patience(sent.elapsed()));
             self.abandon_all(lock, &token, &answers, &undo, last);
             let delay = match next {
                 Next::Fail(e) => return Err(e),
@@ -349,5 +292,35 @@ impl Quorum {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patience_is_twice_the_attempt_plus_slack() {
+        assert_eq!(patience(Duration::ZERO), Duration::from_millis(20));
+        assert_eq!(
+            patience(Duration::from_millis(100)),
+            Duration::from_millis(220)
+        );
+    }
+
+    #[test]
+    fn retry_delays_spread_over_their_range_within_the_wait_left() {
+        let ms = Duration::from_millis;
+        assert_eq!(retry_delay(0, None), ms(50));
+        assert_eq!(
+            retry_delay(199_999, None),
+            ms(250) - Duration::from_micros(1)
+        );
+        // Wraps around: the range is 200 ms wide.
+        assert_eq!(retry_delay(200_000, None), ms(50));
+        assert_eq!(retry_delay(100_000, None), ms(150));
+        assert_eq!(retry_delay(100_000, Some(ms(10))), ms(10));
+        assert_eq!(retry_delay(100_000, Some(ms(1000))), ms(150));
+        assert_eq!(retry_delay(u64::MAX, Some(Duration::ZERO)), Duration::ZERO);
     }
 }

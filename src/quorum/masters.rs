@@ -155,7 +155,7 @@ impl Quorum {
     }
 
     pub(super) fn majority(&self) -> usize {
-        self.masters.len() / 2 + 1
+        super::tally::majority(self.masters.len())
     }
 
     pub(super) fn all(&self) -> Vec<bool> {

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::fanout::Answers;
 use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
-use super::tally::{count, no_answer};
+use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
 use crate::clock::BootTime;
 use crate::lock::{Backend, Held, LockName, Node, Waiting};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
@@ -92,15 +91,6 @@ impl Backend for Quorum {
         self.check_twins()?;
         let (k, t) = (key.to_string(), token.clone());
         let m = self.majority();
-        let tally = |a: &Answers<Released>| {
-            (
-                count(a, |x| {
-                    matches!(x, Ok(Released::Released | Released::StillHeld(_)))
-                }),
-                count(a, |x| matches!(x, Ok(Released::NotHeld))),
-                count(a, |x| matches!(x, Err(Error::NotOwner { .. }))),
-            )
-        };
         // Wait for every master (a grant left on one would sit there until
         // its TTL), but for a silent one (frozen, or still busy with an
         // earlier call) no longer than the per-master timeout once a
@@ -111,59 +101,19 @@ impl Backend for Quorum {
             move |a, late| late && a.iter().flatten().count() >= m,
         );
         self.check_twins()?;
-        let (held, not_held, not_owner) = tally(&answers);
-        // The lock was ours only if a majority still knew it.
-        if held >= m {
-            let still = answers
-                .iter()
-                .filter_map(|a| match a {
-                    Some(Ok(Released::StillHeld(n))) => Some(*n),
-                    _ => None,
-                })
-                .max();
-            return Ok(still.map_or(Released::Released, Released::StillHeld));
-        }
-        if not_owner >= m || (not_owner > not_held && not_owner + not_held + held >= m) {
-            return Err(Error::NotOwner { key: key.into() });
-        }
-        if not_held + not_owner + held >= m {
-            return Ok(Released::NotHeld);
-        }
-        let error = answers.into_iter().flatten().find_map(Result::err);
-        Err(error.unwrap_or_else(|| {
-            no_answer(
-                &format!("release {key:?}"),
-                held + not_held + not_owner,
-                self.len(),
-                m,
-                None,
-            )
-        }))
+        released(answers, m, key)
     }
 
     fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let (k, t) = (key.to_string(), token.clone());
-        let mut valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl))?;
-        // The lease holds while a majority holds it: until the m-th latest end.
-        valid.sort_by(|a, b| b.cmp(a));
-        Ok(valid[self.majority() - 1])
+        let valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl))?;
+        Ok(valid_on_majority(valid, self.majority()))
     }
 
-    /// Does `token` hold `key` on a majority? For as long as the m-th
-    /// longest lease, at the fence most of them report.
     fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let (k, t) = (key.to_string(), token.clone());
-        let mut held = self.confirmed("check", key, move |node| node.check(&k, &t))?;
-        held.sort_by_key(|h| std::cmp::Reverse(h.ttl));
-        let ttl = held[self.majority() - 1].ttl;
-        let mut fences: Vec<u64> = held.iter().map(|h| h.fence).collect();
-        fences.sort_unstable();
-        let fence = fences
-            .iter()
-            .max_by_key(|f| fences.iter().filter(|g| g == f).count())
-            .copied()
-            .unwrap_or(0);
-        Ok(Held { ttl, fence })
+        let held = self.confirmed("check", key, move |node| node.check(&k, &t))?;
+        Ok(held_on_majority(held, self.majority()))
     }
 
     fn status(&mut self, key: &str) -> Result<Status> {
@@ -188,36 +138,10 @@ impl Quorum {
         f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
     ) -> Result<Vec<T>> {
         self.check_twins()?;
-        let (n, m) = (self.len(), self.majority());
-        let answers = self.on_all(Turn::Skip, f, move |a, _| {
-            let ok = count(a, Result::is_ok);
-            let gone = count(a, |x| {
-                matches!(x, Err(Error::Lost { .. } | Error::NotOwner { .. }))
-            });
-            ok >= m || gone > n - m
-        });
+        let m = self.majority();
+        let answers = self.on_all(Turn::Skip, f, move |a, _| confirm_decided(a, m));
         self.check_twins()?;
-        let yes: Vec<T> = answers
-            .iter()
-            .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
-            .collect();
-        if yes.len() >= m {
-            return Ok(yes);
-        }
-        let lost = count(&answers, |a| matches!(a, Err(Error::Lost { .. })));
-        let taken = count(&answers, |a| matches!(a, Err(Error::NotOwner { .. })));
-        if lost + taken > n - m {
-            return Err(if taken > lost {
-                Error::NotOwner { key: key.into() }
-            } else {
-                Error::Lost {
-                    key: key.into(),
-                    why: "a majority of the Redis masters no longer hold it".into(),
-                }
-            });
-        }
-        let said = answers.iter().flatten().find_map(|a| a.as_ref().err());
-        Err(no_answer(&format!("{what} {key:?}"), yes.len(), n, m, said))
+        tally::confirmed(&answers, m, what, key)
     }
 
     /// The first answer any master gives.
@@ -230,13 +154,6 @@ impl Quorum {
             a.iter().any(|x| matches!(x, Some(Ok(_))))
         });
         self.check_twins()?;
-        let mut error = None;
-        for a in answers.into_iter().flatten() {
-            match a {
-                Ok(v) => return Ok(v),
-                Err(e) => error = error.or(Some(e)),
-            }
-        }
-        Err(error.unwrap_or_else(|| no_answer("status", 0, self.len(), 1, None)))
+        tally::first(answers)
     }
 }
