@@ -33,24 +33,37 @@ pub(super) fn identify(
     }
     let id = node.run_id()?;
     let mut s = state(shared);
-    let Some(id) = id else {
-        s.ids[i] = Id::Unknowable;
+    let Some(j) = learn(&mut s.ids, i, id) else {
         return Ok(());
+    };
+    let msg = twins_message(urls, i, j);
+    s.twins.get_or_insert_with(|| msg.clone());
+    Err(Error::Usage(msg))
+}
+
+/// Record that master `i` is the server with run_id `id` (`None`: it does
+/// not say), and return the master already known to be that server, if
+/// any.
+fn learn(ids: &mut [Id], i: usize, id: Option<String>) -> Option<usize> {
+    let Some(id) = id else {
+        ids[i] = Id::Unknowable;
+        return None;
     };
     let known = Id::Known(id);
-    let twin = s.ids.iter().position(|x| *x == known);
-    s.ids[i] = known;
-    let Some(j) = twin else {
-        return Ok(());
-    };
+    let twin = ids.iter().position(|x| *x == known);
+    ids[i] = known;
+    twin
+}
+
+/// The refusal of masters `i` and `j`, one server named twice: their
+/// URLs (redacted) in the order they were given.
+fn twins_message(urls: &[String], i: usize, j: usize) -> String {
     let (a, b) = (i.min(j), i.max(j));
-    let msg = format!(
+    format!(
         "{} and {} reach the same Redis server (same run_id); RedLock needs independent \
          masters: give each once",
         urls[a], urls[b]
-    );
-    s.twins.get_or_insert_with(|| msg.clone());
-    Err(Error::Usage(msg))
+    )
 }
 
 impl Quorum {
@@ -60,5 +73,54 @@ impl Quorum {
             Some(msg) => Err(Error::Usage(msg.clone())),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(id: &str) -> Id {
+        Id::Known(id.into())
+    }
+
+    #[test]
+    fn a_new_server_is_recorded_and_has_no_twin() {
+        let mut ids = vec![Id::Unknown; 3];
+        assert_eq!(learn(&mut ids, 1, Some("a".into())), None);
+        assert_eq!(learn(&mut ids, 0, Some("b".into())), None);
+        assert!(ids == [known("b"), known("a"), Id::Unknown]);
+    }
+
+    #[test]
+    fn a_server_already_known_is_a_twin() {
+        let mut ids = vec![known("a"), Id::Unknown, known("b")];
+        assert_eq!(learn(&mut ids, 1, Some("b".into())), Some(2));
+        assert!(ids[1] == known("b"));
+    }
+
+    #[test]
+    fn a_server_that_does_not_say_is_no_ones_twin() {
+        let mut ids = vec![Id::Unknowable, Id::Unknown, Id::Unknown];
+        assert_eq!(learn(&mut ids, 1, None), None);
+        assert!(ids[1] == Id::Unknowable);
+        // Two masters that do not say are not taken for one server.
+        assert_eq!(learn(&mut ids, 2, None), None);
+        // Nor is an unknown one (not asked yet) anyone's twin.
+        let mut ids = vec![Id::Unknown, Id::Unknown];
+        assert_eq!(learn(&mut ids, 0, Some("a".into())), None);
+    }
+
+    #[test]
+    fn twins_are_named_in_the_order_given() {
+        let urls: Vec<String> = ["redis://a:1", "redis://b:2", "redis://***@c:3"]
+            .map(String::from)
+            .into();
+        let msg = twins_message(&urls, 2, 0);
+        assert_eq!(msg, twins_message(&urls, 0, 2));
+        assert!(
+            msg.starts_with("redis://a:1 and redis://***@c:3 reach the same Redis server"),
+            "{msg}"
+        );
     }
 }
