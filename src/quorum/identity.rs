@@ -42,15 +42,17 @@ pub(super) fn identify(
 }
 
 /// Record that master `i` is the server with run_id `id` (`None`: it does
-/// not say), and return the master already known to be that server, if
-/// any.
+/// not say), and return the other master already known to be that server,
+/// if any. Master `i` itself may be known already: a quorum and its
+/// detached copy (exec's renewer) have a connection each, and both may
+/// ask a master that was unknown when each call began.
 fn learn(ids: &mut [Id], i: usize, id: Option<String>) -> Option<usize> {
     let Some(id) = id else {
         ids[i] = Id::Unknowable;
         return None;
     };
     let known = Id::Known(id);
-    let twin = ids.iter().position(|x| *x == known);
+    let twin = (0..ids.len()).find(|&j| j != i && ids[j] == known);
     ids[i] = known;
     twin
 }
@@ -109,6 +111,13 @@ mod tests {
         // Nor is an unknown one (not asked yet) anyone's twin.
         let mut ids = vec![Id::Unknown, Id::Unknown];
         assert_eq!(learn(&mut ids, 0, Some("a".into())), None);
+    }
+
+    #[test]
+    fn a_master_identified_twice_is_not_its_own_twin() {
+        let mut ids = vec![known("a"), Id::Unknown];
+        assert_eq!(learn(&mut ids, 0, Some("a".into())), None);
+        assert!(ids[0] == known("a"));
     }
 
     #[test]
