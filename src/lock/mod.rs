@@ -10,10 +10,12 @@
 //! - `keys`: the Redis keys of one lock;
 //! - `script`: the scripts, their reply codes, and the transport that runs
 //!   them (EVALSHA, NOSCRIPT, resends);
+//! - `decode`: the scripts' replies, decoded (pure);
 //! - `node`: one Redis server and the lock operations on it;
 //! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
 
 mod backend;
+mod decode;
 mod keys;
 mod node;
 mod script;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, Value};
 
 use super::backend::Backend;
+use super::decode::{self, Beat};
 use super::keys::{LockName, WAKE_TTL_MS, escape_glob, request_id};
 use super::script::*;
 use super::types::*;
@@ -13,19 +14,6 @@ use crate::clock::BootTime;
 use crate::conn::{Conn, IDLE_RECONNECT, Server};
 use crate::duration::{human, millis};
 use crate::{Busy, Cancel, Error, Result};
-
-/// What a waiter's heartbeat learnt (see lua/wait.lua).
-struct Beat {
-    /// Nothing can change for the waiter for this long unless it is woken.
-    quiet: Duration,
-    /// The first holder's lease time left.
-    holder_ttl: Duration,
-    /// The first holder's fingerprint.
-    holder_id: String,
-    /// The first holder changed: who holds it now, since when (server ms),
-    /// the waiter's place in the queue, and how many hold it.
-    changed: Option<(Option<HolderInfo>, u64, u64, u64)>,
-}
 
 pub(crate) enum Attempt {
     Granted {
@@ -168,75 +156,16 @@ impl Node {
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(resend_for),
         )?;
-        let int = |i: usize| -> Result<i64> {
-            reply
-                .get(i)
-                .and_then(|v| i64::from_redis_value(v.clone()).ok())
-                .ok_or_else(|| Error::Protocol(format!("acquire returned {reply:?}")))
-        };
-        let code = int(0)?;
         // Waiters the script says may now take the lock follow the answer.
-        let answer = match code {
-            reply::GRANTED => 3,
-            reply::BUSY => 9,
-            _ => reply.len(),
-        };
-        self.wake(lock, reply.get(answer..).unwrap_or_default());
-        match code {
-            reply::GRANTED => {
-                let (fence, count) = (int(1)? as u64, int(2)? as u64);
-                if count == 1 && self.server.min_replicas > 0 {
-                    self.confirm_replicas(lock, token)?;
-                }
-                Ok(Attempt::Granted { fence, count })
-            }
-            reply::BUSY => {
-                let busy = Busy {
-                    holder: serde_json::from_str(&text(&reply, 3)).ok(),
-                    expires_in: Duration::from_millis(int(1)?.max(0) as u64),
-                    position: int(2)?.max(0) as u64,
-                    since_ms: int(4)?.max(0) as u64,
-                    holders: int(5)?.max(0) as u64,
-                    holder_ttl: Duration::from_millis(int(7)?.max(0) as u64),
-                    waited: Duration::ZERO,
-                };
-                Ok(Attempt::Busy(busy, int(6)?.max(0) as u64, text(&reply, 8)))
-            }
-            reply::SUPERSEDED => Err(Error::Superseded {
-                key: lock.name().to_string(),
-                by: match serde_json::from_str::<HolderInfo>(&text(&reply, 1)) {
-                    Ok(h) => format!("host {} pid {}", h.host, h.pid),
-                    Err(_) => "a newer waiter".into(),
-                },
-            }),
-            reply::OTHER_LIMIT => Err(Error::Conflict(format!(
-                "lock {:?} is in use with --limit {}, not {}; every holder must agree",
-                lock.name(),
-                int(1)?,
-                req.limit
-            ))),
-            reply::NOT_HELD => Ok(Attempt::NotHeld),
-            reply::OTHER_KIND => {
-                let kind = text(&reply, 1);
-                // Only semaphores and read-write locks do not mix: an
-                // exclusive lock is a write lock (lua/acquire.lua).
-                let (rw, sem) = (
-                    "a read-write lock (rlock rw, exec -s)",
-                    "a semaphore (--limit above 1)",
-                );
-                let (is, asked) = if kind == "rw" { (rw, sem) } else { (sem, rw) };
-                Err(Error::Conflict(format!(
-                    "lock {:?} is in use as {is}; it cannot be taken as {asked}",
-                    lock.name()
-                )))
-            }
-            reply::NO_UPGRADE => Err(Error::Conflict(format!(
-                "lock {:?}: this owner holds it for reading and cannot upgrade to writing \
-                 (that would wait for itself); release the read lock first",
-                lock.name()
-            ))),
-            _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
+        let (attempt, wake) = decode::acquire(&reply, lock.name(), req.limit);
+        self.wake(lock, wake);
+        let attempt = attempt?;
+        if let Attempt::Granted { count: 1, .. } = attempt
+            && self.server.min_replicas > 0
+        {
+            self.confirm_replicas(lock, token)?;
         }
+        Ok(attempt)
     }
 
     /// The server's `run_id` (INFO server): two URLs that reach one server
@@ -368,11 +297,8 @@ impl Node {
             || format!("release {:?}", lock.name()),
             resend_for,
         )?;
-        let n = reply
-            .first()
-            .and_then(|v| i64::from_redis_value(v.clone()).ok())
-            .ok_or_else(|| Error::Protocol(format!("release returned {reply:?}")))?;
-        self.wake(lock, &reply[1..]);
+        let (n, wake) = decode::release(&reply)?;
+        self.wake(lock, wake);
         Ok(n)
     }
 
@@ -420,33 +346,7 @@ impl Node {
             || format!("wait for {:?}", lock.name()),
             RESEND_WINDOW,
         )?;
-        let int = |i: usize| {
-            reply
-                .get(i)
-                .and_then(|v| i64::from_redis_value(v.clone()).ok())
-                .ok_or_else(|| Error::Protocol(format!("wait returned {reply:?}")))
-        };
-        let quiet = int(0)?;
-        if quiet <= 0 {
-            return Ok(None);
-        }
-        let millis = |n: i64| Duration::from_millis(n.max(0) as u64);
-        let changed = if reply.len() >= 7 {
-            Some((
-                serde_json::from_str(&text(&reply, 3)).ok(),
-                int(4)?.max(0) as u64,
-                int(5)?.max(0) as u64,
-                int(6)?.max(0) as u64,
-            ))
-        } else {
-            None
-        };
-        Ok(Some(Beat {
-            quiet: millis(quiet),
-            holder_ttl: millis(int(1)?),
-            holder_id: text(&reply, 2),
-            changed,
-        }))
+        decode::beat(&reply)
     }
 }
 
@@ -681,15 +581,8 @@ impl Backend for Node {
         min_hold: Option<Duration>,
     ) -> Result<Released> {
         let lock = self.name(key)?;
-        match self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)? {
-            0 => Ok(Released::Released),
-            // Our first send may have released it (lua/release.lua, "Resends").
-            reply::NOT_HELD | reply::OTHER_OWNER if self.resent => Ok(Released::Released),
-            n if n > 0 => Ok(Released::StillHeld(n as u64)),
-            reply::NOT_HELD => Ok(Released::NotHeld),
-            reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),
-            n => Err(Error::Protocol(format!("release returned {n}"))),
-        }
+        let n = self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)?;
+        decode::released(n, self.resent, key)
     }
 
     fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
@@ -705,23 +598,13 @@ impl Backend for Node {
             || format!("renew {key:?}"),
             timeout,
         )?;
-        match n {
-            n if n > 0 => {
-                // With --min-replicas a renewal counts only once replicas
-                // have it, so a failover cannot roll it back unnoticed.
-                if self.server.min_replicas > 0 {
-                    self.wait_replicas(&format!("renew {key:?}"), "renewal")?;
-                }
-                let left = Duration::from_millis(n as u64);
-                Ok(valid_until(sent, left))
-            }
-            reply::NOT_HELD => Err(Error::Lost {
-                key: key.into(),
-                why: "this token holds it no more (it expired or was released)".into(),
-            }),
-            reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),
-            n => Err(Error::Protocol(format!("renew returned {n}"))),
+        let left = decode::renewed(n, key)?;
+        // With --min-replicas a renewal counts only once replicas have it,
+        // so a failover cannot roll it back unnoticed.
+        if self.server.min_replicas > 0 {
+            self.wait_replicas(&format!("renew {key:?}"), "renewal")?;
         }
+        Ok(valid_until(sent, left))
     }
 
     fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
@@ -733,18 +616,7 @@ impl Backend for Node {
             || format!("check {key:?}"),
             RESEND_WINDOW,
         )?;
-        match reply[..] {
-            [ms, fence] if ms >= 0 => Ok(Held {
-                ttl: Duration::from_millis(ms as u64),
-                fence: fence as u64,
-            }),
-            [reply::NOT_HELD] => Err(Error::Lost {
-                key: key.into(),
-                why: "this token holds it no more (it expired or was released)".into(),
-            }),
-            [reply::OTHER_OWNER] => Err(Error::NotOwner { key: key.into() }),
-            _ => Err(Error::Protocol(format!("check returned {reply:?}"))),
-        }
+        decode::held(&reply, key)
     }
 
     fn status(&mut self, key: &str) -> Result<Status> {
@@ -758,7 +630,7 @@ impl Backend for Node {
             || format!("status {key:?}"),
             RESEND_WINDOW,
         )?;
-        parse_status(key, reply)
+        decode::status(key, reply)
     }
 
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
@@ -794,67 +666,4 @@ impl Backend for Node {
         }
         Ok(out)
     }
-}
-
-/// The text at `i` of a script's reply ("" if none).
-fn text(reply: &[Value], i: usize) -> String {
-    reply
-        .get(i)
-        .and_then(|v| String::from_redis_value(v.clone()).ok())
-        .unwrap_or_default()
-}
-
-fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
-    let bad = || Error::Protocol(format!("status returned {reply:?}"));
-    let num = |v: &Value| u64::from_redis_value(v.clone()).ok();
-    let text = |v: Option<&Value>| {
-        v.and_then(|v| String::from_redis_value(v.clone()).ok())
-            .unwrap_or_default()
-    };
-    let head: Vec<u64> = reply.iter().skip(1).take(4).filter_map(num).collect();
-    let [limit, fence, waiters, waiting_writers] = head[..] else {
-        return Err(bad());
-    };
-    let kind = match (text(reply.first()).as_str(), limit) {
-        ("rw", _) => "rw",
-        ("x", 1) => "exclusive",
-        ("x", _) => "semaphore",
-        _ => "",
-    };
-    let last_lost = serde_json::from_str(&text(reply.get(5))).ok();
-    let mut holders = Vec::new();
-    for h in reply.get(6..).unwrap_or_default() {
-        let Value::Array(f) = h else {
-            return Err(bad());
-        };
-        let info: HolderInfo = serde_json::from_str(&text(f.first())).unwrap_or_default();
-        let n = |i: usize| f.get(i).and_then(num).unwrap_or(0);
-        let mode = match text(f.get(5)).as_str() {
-            "r" => "read",
-            "w" => "write",
-            _ => "exclusive",
-        };
-        holders.push(HolderStatus {
-            mode: mode.to_string(),
-            host: info.host,
-            pid: info.pid,
-            cmd: info.cmd,
-            since: format_ms(n(1)),
-            since_ms: n(1),
-            ttl_ms: n(2),
-            count: n(3),
-            fence: n(4),
-        });
-    }
-    Ok(Status {
-        key: key.to_string(),
-        kind: kind.to_string(),
-        held: !holders.is_empty(),
-        limit,
-        fence,
-        waiters,
-        waiting_writers,
-        holders,
-        last_lost,
-    })
 }
