@@ -465,31 +465,4 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_uuids_and_hidden_in_debug() {
-        let t = Token::generate();
-        assert_eq!(
-            uuid::Uuid::parse_str(t.as_str()).unwrap().get_version_num(),
-            4
-        );
-        assert_eq!(format!("{t:?}"), "Token(***)");
-        assert!(Token::parse("nope").is_err());
-        assert_eq!(Token::parse(t.as_str()).unwrap(), t);
-    }
-
-    #[test]
-    fn ttl_bounds() {
-        assert!(check_ttl(Duration::ZERO).is_err());
-        assert!(check_ttl(Duration::from_secs(30)).is_ok());
-        assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
-        assert_eq!(
-            check_ttl(Duration::from_micros(49_900))
-                .unwrap_err()
-                .to_string(),
-            "TTL 49ms is out of range: use 50ms to 7days"
-        );
-    }
-}
+mod tests;
