@@ -110,7 +110,7 @@ impl Locker {
     ) -> Result<Released> {
         if min_hold.is_some_and(|d| d > crate::lock::MAX_TTL) {
             return Err(crate::Error::Usage(format!(
-                "--min-hold is too long: at most {}",
+                "release_with's min_hold is too long: at most {}",
                 crate::duration::human(crate::lock::MAX_TTL)
             )));
         }

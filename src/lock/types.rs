@@ -155,21 +155,23 @@ impl Request {
     pub fn check(&self) -> Result<()> {
         check_ttl(self.ttl)?;
         if self.limit == 0 {
-            return Err(Error::Usage("--limit must be at least 1".into()));
+            return Err(Error::Usage("Request::limit must be at least 1".into()));
         }
         if self.limit != 1 && self.mode != Mode::Exclusive {
-            return Err(Error::Usage("read-write locks take no --limit".into()));
+            return Err(Error::Usage(
+                "read-write locks take no Request::limit (it must be 1)".into(),
+            ));
         }
         if self.supersede && matches!(self.wait, Wait::No | Wait::For(Duration::ZERO)) {
             return Err(Error::Usage(
-                "--supersede needs a wait: it replaces older waiters when it joins the \
-                 queue, which -n and -w 0 never do"
+                "Request::supersede needs a wait: it replaces older waiters when it joins \
+                 the queue, which Wait::No and Wait::For(0) never do"
                     .into(),
             ));
         }
         if self.min_hold > MAX_TTL {
             return Err(Error::Usage(format!(
-                "--min-hold {} is too long: at most {}",
+                "Request::min_hold {} is too long: at most {}",
                 human(self.min_hold),
                 human(MAX_TTL)
             )));

@@ -54,8 +54,8 @@ impl Backend for Quorum {
     ) -> Result<Lease> {
         if req.mode != Mode::Exclusive || req.limit != 1 {
             return Err(Error::Usage(
-                "read-write locks and --limit need one Redis; with several --url (RedLock) \
-                 only exclusive locks are supported"
+                "read-write locks and semaphores (Request::limit above 1) need one Redis: \
+                 RedLock (several ConnectOptions::urls) takes exclusive locks only"
                     .into(),
             ));
         }
@@ -64,8 +64,8 @@ impl Backend for Quorum {
             // them (it retries): there is no one queue in which a newer
             // waiter could replace an older one.
             return Err(Error::Usage(
-                "--supersede needs one Redis (or Sentinel, or Cluster): RedLock (several \
-                 --url) keeps no shared wait queue"
+                "Request::supersede needs one Redis (or Sentinel, or Cluster): RedLock \
+                 (several ConnectOptions::urls) keeps no shared wait queue"
                     .into(),
             ));
         }

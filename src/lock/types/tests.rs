@@ -99,3 +99,37 @@ fn waiters_check_in_well_within_their_lease() {
     assert_eq!(heartbeat(Duration::from_secs(1)), ms(400));
     assert_eq!(heartbeat(MIN_TTL), ms(20));
 }
+
+#[test]
+fn a_request_is_refused_in_the_librarys_terms() {
+    let refused = |r: &Request| match r.check() {
+        Err(Error::Usage(msg)) => msg,
+        other => panic!("not refused: {other:?}"),
+    };
+    let mut r = Request::new(Duration::from_secs(30));
+    assert!(r.check().is_ok());
+    r.limit = 0;
+    assert_eq!(refused(&r), "Request::limit must be at least 1");
+    r.limit = 2;
+    r.mode = Mode::Read;
+    assert_eq!(
+        refused(&r),
+        "read-write locks take no Request::limit (it must be 1)"
+    );
+    r.limit = 1;
+    r.supersede = true;
+    for wait in [Wait::No, Wait::For(Duration::ZERO)] {
+        r.wait = wait;
+        assert!(
+            refused(&r).starts_with("Request::supersede needs a wait:"),
+            "{wait:?}"
+        );
+    }
+    r.wait = Wait::For(Duration::from_secs(1));
+    assert!(r.check().is_ok());
+    r.min_hold = MAX_TTL + Duration::from_secs(1);
+    assert_eq!(
+        refused(&r),
+        "Request::min_hold 7days 1s is too long: at most 7days"
+    );
+}
