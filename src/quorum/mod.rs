@@ -28,7 +28,9 @@
 //!   master with a known run_id is refused (a usage error). On the first
 //!   call the outcome waits a moment for every master to say who it is;
 //!   a master that answers only later is checked then.
-//! - Read-write locks and `--limit` need one Redis and are refused here.
+//! - Read-write locks, semaphores (`Request::limit` above 1) and
+//!   `Request::supersede` need one Redis (one queue, one counter) and are
+//!   refused here.
 //!
 //! # Mutual exclusion
 //!
@@ -97,9 +99,11 @@
 //!   decided;
 //! - `identity`: twin detection (two URLs that reach one server);
 //! - `tally`: the pure decisions over the masters' answers (majorities,
-//!   fence agreement, what an attempt may have left to undo);
+//!   fence agreement, what an attempt may have left to undo, what a
+//!   release, renewal or check adds up to), unit-tested in `tally/tests.rs`;
 //! - `acquire`: attempts, give-backs, re-entry and the acquire loop;
-//! - `ops`: release, renew, check, status and list.
+//! - `ops`: the operations of `lock::Backend`: what an acquire refuses,
+//!   release, renew, check, status and list.
 
 mod acquire;
 mod fanout;
