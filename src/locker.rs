@@ -5,20 +5,15 @@ use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
-use crate::lock::{LockName, Node};
+use crate::lock::{Backend, LockName, Node};
 use crate::quorum::Quorum;
 use crate::{Busy, Cancel, Lease, Released, Request, Result, Status, Token};
 
 /// Lock operations against one Redis, or against several with RedLock.
-pub struct Locker(Inner);
-
-// One is the common case, and a Locker lives as long as the command: not
-// worth a box.
-#[allow(clippy::large_enum_variant)]
-enum Inner {
-    One(Node),
-    Many(Quorum),
-}
+///
+/// The operations are stated once, in `lock::Backend`; this handle checks
+/// the caller's input and forwards to its backend.
+pub struct Locker(Box<dyn Backend>);
 
 impl Locker {
     /// Check the options and connect. With one URL, the connection is made
@@ -29,56 +24,41 @@ impl Locker {
         if servers.len() == 1 {
             let mut node = Node::new(servers.remove(0), prefix);
             node.connect()?;
-            return Ok(Locker(Inner::One(node)));
+            return Ok(Locker(Box::new(node)));
         }
-        Ok(Locker(Inner::Many(Quorum::new(servers, prefix))))
+        Ok(Locker(Box::new(Quorum::new(servers, prefix))))
     }
 
     /// Another locker for the same servers and prefix, with connections of
     /// its own (opened on first use).
     pub fn detached(&self) -> Locker {
-        Locker(match &self.0 {
-            Inner::One(n) => Inner::One(n.detached()),
-            Inner::Many(q) => Inner::Many(q.detached()),
-        })
+        Locker(self.0.detached())
     }
 
     /// One server (or one cluster), not RedLock.
     pub(crate) fn is_single(&self) -> bool {
-        matches!(self.0, Inner::One(_))
+        self.0.is_single()
     }
 
     /// Has a server answered this locker (RedLock: assumed)? Until then,
     /// an acquire's failed first attempt is final whether it waits or not.
     pub(crate) fn answered(&self) -> bool {
-        match &self.0 {
-            Inner::One(n) => n.answered(),
-            Inner::Many(_) => true,
-        }
+        self.0.answered()
     }
 
     /// Bound on connecting and on each reply (but blocking waits).
     pub fn timeout(&self) -> Duration {
-        match &self.0 {
-            Inner::One(n) => n.timeout(),
-            Inner::Many(q) => q.timeout(),
-        }
+        self.0.timeout()
     }
 
     /// Change the bound on connecting and on each reply (see [`Locker::timeout`]).
     pub fn set_timeout(&mut self, timeout: Duration) {
-        match &mut self.0 {
-            Inner::One(n) => n.set_timeout(timeout),
-            Inner::Many(q) => q.set_timeout(timeout),
-        }
+        self.0.set_timeout(timeout)
     }
 
     /// Check a lock name and place it under this locker's prefix.
     pub fn name(&self, key: &str) -> Result<LockName> {
-        match &self.0 {
-            Inner::One(n) => n.name(key),
-            Inner::Many(q) => q.name(key),
-        }
+        self.0.name(key)
     }
 
     /// Acquire `key`, waiting as `req.wait` says. `cancel`, if given, lets
@@ -101,10 +81,7 @@ impl Locker {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
         req.check()?;
-        match &mut self.0 {
-            Inner::One(n) => n.acquire(key, req, cancel, on_wait),
-            Inner::Many(q) => q.acquire(key, req, cancel, on_wait),
-        }
+        self.0.acquire(key, req, cancel, on_wait)
     }
 
     /// Release one hold of `token` on `key` (honouring a min-hold given at
@@ -133,51 +110,36 @@ impl Locker {
     ) -> Result<Released> {
         if min_hold.is_some_and(|d| d > crate::lock::MAX_TTL) {
             return Err(crate::Error::Usage(format!(
-                "--min-hold is too long: at most {}",
+                "release_with's min_hold is too long: at most {}",
                 crate::duration::human(crate::lock::MAX_TTL)
             )));
         }
-        match &mut self.0 {
-            Inner::One(n) => n.release(key, token, all, min_hold),
-            Inner::Many(q) => q.release(key, token, all, min_hold),
-        }
+        self.0.release(key, token, all, min_hold)
     }
 
     /// Extend the lease of `token` to at least `ttl` from now. Returns the
     /// point (CLOCK_BOOTTIME) until which the lease is safe to rely on.
     pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         crate::lock::check_ttl(ttl)?;
-        match &mut self.0 {
-            Inner::One(n) => n.renew(key, token, ttl),
-            Inner::Many(q) => q.renew(key, token, ttl),
-        }
+        self.0.renew(key, token, ttl)
     }
 
     /// Does `token` hold `key` now (under RedLock: on a majority)? Its time
     /// left and fence; [`crate::Error::Lost`] if it holds nothing,
     /// [`crate::Error::NotOwner`] if another owner holds it.
     pub fn check(&mut self, key: &str, token: &Token) -> Result<crate::lock::Held> {
-        match &mut self.0 {
-            Inner::One(n) => n.check(key, token),
-            Inner::Many(q) => q.check(key, token),
-        }
+        self.0.check(key, token)
     }
 
     /// Who holds `key`, how long they keep it, who waits. Under RedLock,
     /// as the first server that answers sees it.
     pub fn status(&mut self, key: &str) -> Result<Status> {
-        match &mut self.0 {
-            Inner::One(n) => n.status(key),
-            Inner::Many(q) => q.status(key),
-        }
+        self.0.status(key)
     }
 
     /// Every live lock whose key matches the glob `pattern`. Under RedLock,
     /// as the first server that answers sees them.
     pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
-        match &mut self.0 {
-            Inner::One(n) => n.list(pattern),
-            Inner::Many(q) => q.list(pattern),
-        }
+        self.0.list(pattern)
     }
 }

@@ -167,6 +167,7 @@ fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> String {
             let text = text.trim_end_matches(" - Client");
             format!("{text}; are the replicas connected? (`rlock doctor` checks)")
         }
+        rlock::Error::Usage(_) => cli_terms(text),
         rlock::Error::Protocol(_) if text.contains("Parse error") => {
             "the server did not answer as Redis does (the URL may point at another \
              service's port; check --url or RLOCK_URL)"
@@ -174,6 +175,23 @@ fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> String {
         }
         _ => text.to_string(),
     }
+}
+
+/// The library's usage errors name its own fields and values; a user of
+/// the command line knows them as flags.
+fn cli_terms(text: &str) -> String {
+    const TERMS: [(&str, &str); 7] = [
+        ("release_with's min_hold", "--min-hold"),
+        ("Request::min_hold", "--min-hold"),
+        ("Request::supersede", "--supersede"),
+        ("Request::limit", "--limit"),
+        ("ConnectOptions::urls", "--url"),
+        ("Wait::No", "-n"),
+        ("Wait::For(0)", "-w 0"),
+    ];
+    TERMS
+        .iter()
+        .fold(text.to_string(), |t, (lib, flag)| t.replace(lib, flag))
 }
 
 /// Help and version go to stdout with 0; every usage error is one line on

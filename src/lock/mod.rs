@@ -3,20 +3,26 @@
 //! Every operation is one Lua script (see lua/), so each is atomic and one
 //! round trip; keys and tokens travel only as KEYS and ARGV. One file per
 //! job:
+//! - `backend`: the operations one Redis and RedLock both provide (the
+//!   contract [`crate::Locker`] forwards to);
 //! - [`types`]: the public types (tokens, requests, leases, status) and
 //!   the bounds on them;
 //! - `keys`: the Redis keys of one lock;
 //! - `script`: the scripts, their reply codes, and the transport that runs
 //!   them (EVALSHA, NOSCRIPT, resends);
+//! - `decode`: the scripts' replies, decoded (pure);
 //! - `node`: one Redis server and the lock operations on it;
 //! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
 
+mod backend;
+mod decode;
 mod keys;
 mod node;
 mod script;
 pub mod types;
 mod wait;
 
+pub(crate) use backend::Backend;
 pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
 pub use script::RESEND_WINDOW;

@@ -4,6 +4,8 @@ use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
 
+use super::backend::Backend;
+use super::decode::{self, Beat};
 use super::keys::{LockName, WAKE_TTL_MS, escape_glob, request_id};
 use super::script::*;
 use super::types::*;
@@ -12,19 +14,6 @@ use crate::clock::BootTime;
 use crate::conn::{Conn, IDLE_RECONNECT, Server};
 use crate::duration::{human, millis};
 use crate::{Busy, Cancel, Error, Result};
-
-/// What a waiter's heartbeat learnt (see lua/wait.lua).
-struct Beat {
-    /// Nothing can change for the waiter for this long unless it is woken.
-    quiet: Duration,
-    /// The first holder's lease time left.
-    holder_ttl: Duration,
-    /// The first holder's fingerprint.
-    holder_id: String,
-    /// The first holder changed: who holds it now, since when (server ms),
-    /// the waiter's place in the queue, and how many hold it.
-    changed: Option<(Option<HolderInfo>, u64, u64, u64)>,
-}
 
 pub(crate) enum Attempt {
     Granted {
@@ -80,40 +69,6 @@ impl Node {
         self.answered |= self.server.is_cluster();
         self.last_used = Instant::now();
         Ok(())
-    }
-
-    /// Has the server answered this node? (Until then a failed attempt is
-    /// final, for a waiting acquire too.)
-    pub(crate) fn answered(&self) -> bool {
-        self.answered
-    }
-
-    /// Another node for the same server and prefix, with its own
-    /// connection (opened on first use).
-    pub(crate) fn detached(&self) -> Node {
-        Node {
-            server: self.server.clone(),
-            conn: None,
-            last_used: Instant::now(),
-            prefix: self.prefix.clone(),
-            resend_cap: self.resend_cap,
-            answered: self.answered,
-            resent: false,
-        }
-    }
-
-    /// Bound on connecting and on each reply (but blocking waits).
-    pub(crate) fn timeout(&self) -> Duration {
-        self.server.timeout
-    }
-
-    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
-        self.server.timeout = timeout;
-        self.conn = None;
-    }
-
-    pub(crate) fn name(&self, key: &str) -> Result<LockName> {
-        LockName::new(&self.prefix, key)
     }
 
     pub(super) fn conn(&mut self) -> Result<&mut Conn> {
@@ -201,75 +156,16 @@ impl Node {
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(resend_for),
         )?;
-        let int = |i: usize| -> Result<i64> {
-            reply
-                .get(i)
-                .and_then(|v| i64::from_redis_value(v.clone()).ok())
-                .ok_or_else(|| Error::Protocol(format!("acquire returned {reply:?}")))
-        };
-        let code = int(0)?;
         // Waiters the script says may now take the lock follow the answer.
-        let answer = match code {
-            reply::GRANTED => 3,
-            reply::BUSY => 9,
-            _ => reply.len(),
-        };
-        self.wake(lock, reply.get(answer..).unwrap_or_default());
-        match code {
-            reply::GRANTED => {
-                let (fence, count) = (int(1)? as u64, int(2)? as u64);
-                if count == 1 && self.server.min_replicas > 0 {
-                    self.confirm_replicas(lock, token)?;
-                }
-                Ok(Attempt::Granted { fence, count })
-            }
-            reply::BUSY => {
-                let busy = Busy {
-                    holder: serde_json::from_str(&text(&reply, 3)).ok(),
-                    expires_in: Duration::from_millis(int(1)?.max(0) as u64),
-                    position: int(2)?.max(0) as u64,
-                    since_ms: int(4)?.max(0) as u64,
-                    holders: int(5)?.max(0) as u64,
-                    holder_ttl: Duration::from_millis(int(7)?.max(0) as u64),
-                    waited: Duration::ZERO,
-                };
-                Ok(Attempt::Busy(busy, int(6)?.max(0) as u64, text(&reply, 8)))
-            }
-            reply::SUPERSEDED => Err(Error::Superseded {
-                key: lock.name().to_string(),
-                by: match serde_json::from_str::<HolderInfo>(&text(&reply, 1)) {
-                    Ok(h) => format!("host {} pid {}", h.host, h.pid),
-                    Err(_) => "a newer waiter".into(),
-                },
-            }),
-            reply::OTHER_LIMIT => Err(Error::Conflict(format!(
-                "lock {:?} is in use with --limit {}, not {}; every holder must agree",
-                lock.name(),
-                int(1)?,
-                req.limit
-            ))),
-            reply::NOT_HELD => Ok(Attempt::NotHeld),
-            reply::OTHER_KIND => {
-                let kind = text(&reply, 1);
-                // Only semaphores and read-write locks do not mix: an
-                // exclusive lock is a write lock (lua/acquire.lua).
-                let (rw, sem) = (
-                    "a read-write lock (rlock rw, exec -s)",
-                    "a semaphore (--limit above 1)",
-                );
-                let (is, asked) = if kind == "rw" { (rw, sem) } else { (sem, rw) };
-                Err(Error::Conflict(format!(
-                    "lock {:?} is in use as {is}; it cannot be taken as {asked}",
-                    lock.name()
-                )))
-            }
-            reply::NO_UPGRADE => Err(Error::Conflict(format!(
-                "lock {:?}: this owner holds it for reading and cannot upgrade to writing \
-                 (that would wait for itself); release the read lock first",
-                lock.name()
-            ))),
-            _ => Err(Error::Protocol(format!("acquire returned {reply:?}"))),
+        let (attempt, wake) = decode::acquire(&reply, lock.name(), req.limit);
+        self.wake(lock, wake);
+        let attempt = attempt?;
+        if let Attempt::Granted { count: 1, .. } = attempt
+            && self.server.min_replicas > 0
+        {
+            self.confirm_replicas(lock, token)?;
         }
+        Ok(attempt)
     }
 
     /// The server's `run_id` (INFO server): two URLs that reach one server
@@ -332,10 +228,163 @@ impl Node {
         })
     }
 
-    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called at
-    /// every busy observation while we wait (see `Waiting::observe`).
-    /// `cancel`, if given, lets another thread stop the wait at once.
-    pub(crate) fn acquire(
+    /// After a failure of a waiting acquire: ride it out (see
+    /// [`Outage::ride_out`]) if this server has answered before and the
+    /// failure may pass.
+    fn ride_out(&self, e: &Error, outage: &mut Outage, w: &Waiting) -> bool {
+        self.answered && outage.ride_out(self.passing(e), w.waits(), w.deadline())
+    }
+
+    /// Is `e` an outage that may pass (see `resendable`)?
+    fn passing(&self, e: &Error) -> bool {
+        matches!(e, Error::Unavailable { cause, .. }
+            if resendable(cause, self.server.is_cluster(), self.server.follows_failovers()))
+    }
+
+    fn give_up(&mut self, lock: &LockName, token: &Token, w: &Waiting) -> Error {
+        let _ = self.abandon(lock, token);
+        w.interrupted()
+    }
+
+    /// Block on our wake-up list for at most `nap`. Whether we were woken.
+    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
+        // At least 2 ms: Redis 6.2 turns a timeout of "0.001" seconds into
+        // 0.999... ms, truncates that to 0, and 0 blocks for ever (Redis 7
+        // rounds up); the read then timed out and the acquire failed.
+        let nap = nap.max(Duration::from_millis(2));
+        let timeout = self.server.timeout;
+        let conn = self.conn()?;
+        let _ = conn.set_read_timeout(Some(nap + timeout));
+        let res: redis::RedisResult<Option<(String, String)>> = redis::cmd("BLPOP")
+            .arg(wake_key)
+            .arg(format!("{:.3}", nap.as_secs_f64()))
+            .query(conn);
+        let _ = conn.set_read_timeout(Some(timeout));
+        self.used();
+        res.map(|r| r.is_some())
+            .map_err(|e| self.fail(e, "wait for the lock".into()))
+    }
+
+    /// Leave the wait queue and drop every hold of `token`, at once (a
+    /// give-up: one timeout's worth of resends, no min-hold).
+    pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
+        let timeout = self.server.timeout;
+        self.release_script(lock, token, true, None, timeout)
+    }
+
+    /// One run of the release script (see lua/release.lua for the reply).
+    fn release_script(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<i64> {
+        let id = request_id();
+        let hold = millis(min_hold.unwrap_or_default()).to_string();
+        let reply: Vec<Value> = self.eval(
+            &RELEASE,
+            &lock.request_keys(token, &id),
+            &[
+                token.as_str(),
+                if all { "1" } else { "0" },
+                &id,
+                &hold,
+                if min_hold.is_some() { "1" } else { "0" },
+                &record_ms(self.server.timeout),
+            ],
+            || format!("release {:?}", lock.name()),
+            resend_for,
+        )?;
+        let (n, wake) = decode::release(&reply)?;
+        self.wake(lock, wake);
+        Ok(n)
+    }
+
+    /// Wake the waiters a script named (see lua/common.lua): push to each
+    /// one's wake-up list, in one round trip (lua/wake.lua, so that every
+    /// key is declared and a cluster routes it). Best effort, sent once: a
+    /// waiter that is not woken finds out at its next heartbeat.
+    fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
+        let keys: Vec<String> = tokens
+            .iter()
+            .filter_map(|t| String::from_redis_value(t.clone()).ok())
+            .map(|t| lock.wake_key_of(&t))
+            .collect();
+        if !keys.is_empty() {
+            let _: Result<i64> = self.eval(
+                &WAKE,
+                &keys,
+                &[&WAKE_TTL_MS.to_string()],
+                || format!("wake the waiters for {:?}", lock.name()),
+                Duration::ZERO,
+            );
+        }
+    }
+
+    /// A waiter's heartbeat (lua/wait.lua): keep `token`'s place in the
+    /// queue, and learn the holder's time left and, when the first holder
+    /// is no longer the one whose fingerprint is `known` (unless ""), who
+    /// holds it now. `None` if it must run the acquire script now (its
+    /// place is gone, or a lease ended).
+    fn heartbeat(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+        known: &str,
+    ) -> Result<Option<Beat>> {
+        let reply: Vec<Value> = self.eval(
+            &WAIT,
+            &lock.keys(None),
+            &[
+                token.as_str(),
+                &millis(waiter_lease(req.ttl)).to_string(),
+                known,
+            ],
+            || format!("wait for {:?}", lock.name()),
+            RESEND_WINDOW,
+        )?;
+        decode::beat(&reply)
+    }
+}
+
+impl Backend for Node {
+    fn answered(&self) -> bool {
+        self.answered
+    }
+
+    fn is_single(&self) -> bool {
+        true
+    }
+
+    fn detached(&self) -> Box<dyn Backend> {
+        Box::new(Node {
+            server: self.server.clone(),
+            conn: None,
+            last_used: Instant::now(),
+            prefix: self.prefix.clone(),
+            resend_cap: self.resend_cap,
+            answered: self.answered,
+            resent: false,
+        })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.server.timeout
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        self.conn = None;
+    }
+
+    fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(&self.prefix, key)
+    }
+
+    fn acquire(
         &mut self,
         key: &str,
         req: &Request,
@@ -343,14 +392,8 @@ impl Node {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
         let lock = self.name(key)?;
-        let lease = |token: Token, fence, count, sent: BootTime| Lease {
-            key: key.to_string(),
-            token,
-            fence,
-            count,
-            ttl: req.ttl,
-            valid_until: valid_until(sent, req.ttl),
-        };
+        let lease =
+            |token, fence, count, sent| Lease::granted(key, token, fence, count, req.ttl, sent);
         if let Some(token) = &req.reenter {
             let mut late = 0;
             loop {
@@ -530,55 +573,7 @@ impl Node {
         }
     }
 
-    /// After a failure of a waiting acquire: ride it out (see
-    /// [`Outage::ride_out`]) if this server has answered before and the
-    /// failure may pass.
-    fn ride_out(&self, e: &Error, outage: &mut Outage, w: &Waiting) -> bool {
-        self.answered && outage.ride_out(self.passing(e), w.waits(), w.deadline())
-    }
-
-    /// Is `e` an outage that may pass (see `resendable`)?
-    fn passing(&self, e: &Error) -> bool {
-        matches!(e, Error::Unavailable { cause, .. }
-            if resendable(cause, self.server.is_cluster(), self.server.follows_failovers()))
-    }
-
-    fn give_up(&mut self, lock: &LockName, token: &Token, w: &Waiting) -> Error {
-        let _ = self.abandon(lock, token);
-        w.interrupted()
-    }
-
-    /// Block on our wake-up list for at most `nap`. Whether we were woken.
-    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
-        // At least 2 ms: Redis 6.2 turns a timeout of "0.001" seconds into
-        // 0.999... ms, truncates that to 0, and 0 blocks for ever (Redis 7
-        // rounds up); the read then timed out and the acquire failed.
-        let nap = nap.max(Duration::from_millis(2));
-        let timeout = self.server.timeout;
-        let conn = self.conn()?;
-        let _ = conn.set_read_timeout(Some(nap + timeout));
-        let res: redis::RedisResult<Option<(String, String)>> = redis::cmd("BLPOP")
-            .arg(wake_key)
-            .arg(format!("{:.3}", nap.as_secs_f64()))
-            .query(conn);
-        let _ = conn.set_read_timeout(Some(timeout));
-        self.used();
-        res.map(|r| r.is_some())
-            .map_err(|e| self.fail(e, "wait for the lock".into()))
-    }
-
-    /// Leave the wait queue and drop every hold of `token`, at once (a
-    /// give-up: one timeout's worth of resends, no min-hold).
-    pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
-        let timeout = self.server.timeout;
-        self.release_script(lock, token, true, None, timeout)
-    }
-
-    /// Release one hold of `token` on `key`, or with `all` every hold
-    /// (and any place in the wait queue). With `min_hold` Some(d), the last
-    /// hold's lease ends no sooner than d, or the min-hold given at the
-    /// grant, after the grant; None releases at once whatever was asked.
-    pub(crate) fn release(
+    fn release(
         &mut self,
         key: &str,
         token: &Token,
@@ -586,126 +581,11 @@ impl Node {
         min_hold: Option<Duration>,
     ) -> Result<Released> {
         let lock = self.name(key)?;
-        match self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)? {
-            0 => Ok(Released::Released),
-            // Our first send may have released it (lua/release.lua, "Resends").
-            reply::NOT_HELD | reply::OTHER_OWNER if self.resent => Ok(Released::Released),
-            n if n > 0 => Ok(Released::StillHeld(n as u64)),
-            reply::NOT_HELD => Ok(Released::NotHeld),
-            reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),
-            n => Err(Error::Protocol(format!("release returned {n}"))),
-        }
+        let n = self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)?;
+        decode::released(n, self.resent, key)
     }
 
-    /// One run of the release script (see lua/release.lua for the reply).
-    fn release_script(
-        &mut self,
-        lock: &LockName,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        resend_for: Duration,
-    ) -> Result<i64> {
-        let id = request_id();
-        let hold = millis(min_hold.unwrap_or_default()).to_string();
-        let reply: Vec<Value> = self.eval(
-            &RELEASE,
-            &lock.request_keys(token, &id),
-            &[
-                token.as_str(),
-                if all { "1" } else { "0" },
-                &id,
-                &hold,
-                if min_hold.is_some() { "1" } else { "0" },
-                &record_ms(self.server.timeout),
-            ],
-            || format!("release {:?}", lock.name()),
-            resend_for,
-        )?;
-        let n = reply
-            .first()
-            .and_then(|v| i64::from_redis_value(v.clone()).ok())
-            .ok_or_else(|| Error::Protocol(format!("release returned {reply:?}")))?;
-        self.wake(lock, &reply[1..]);
-        Ok(n)
-    }
-
-    /// Wake the waiters a script named (see lua/common.lua): push to each
-    /// one's wake-up list, in one round trip (lua/wake.lua, so that every
-    /// key is declared and a cluster routes it). Best effort, sent once: a
-    /// waiter that is not woken finds out at its next heartbeat.
-    fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
-        let keys: Vec<String> = tokens
-            .iter()
-            .filter_map(|t| String::from_redis_value(t.clone()).ok())
-            .map(|t| lock.wake_key_of(&t))
-            .collect();
-        if !keys.is_empty() {
-            let _: Result<i64> = self.eval(
-                &WAKE,
-                &keys,
-                &[&WAKE_TTL_MS.to_string()],
-                || format!("wake the waiters for {:?}", lock.name()),
-                Duration::ZERO,
-            );
-        }
-    }
-
-    /// A waiter's heartbeat (lua/wait.lua): keep `token`'s place in the
-    /// queue, and learn the holder's time left and, when the first holder
-    /// is no longer the one whose fingerprint is `known` (unless ""), who
-    /// holds it now. `None` if it must run the acquire script now (its
-    /// place is gone, or a lease ended).
-    fn heartbeat(
-        &mut self,
-        lock: &LockName,
-        token: &Token,
-        req: &Request,
-        known: &str,
-    ) -> Result<Option<Beat>> {
-        let reply: Vec<Value> = self.eval(
-            &WAIT,
-            &lock.keys(None),
-            &[
-                token.as_str(),
-                &millis(waiter_lease(req.ttl)).to_string(),
-                known,
-            ],
-            || format!("wait for {:?}", lock.name()),
-            RESEND_WINDOW,
-        )?;
-        let int = |i: usize| {
-            reply
-                .get(i)
-                .and_then(|v| i64::from_redis_value(v.clone()).ok())
-                .ok_or_else(|| Error::Protocol(format!("wait returned {reply:?}")))
-        };
-        let quiet = int(0)?;
-        if quiet <= 0 {
-            return Ok(None);
-        }
-        let millis = |n: i64| Duration::from_millis(n.max(0) as u64);
-        let changed = if reply.len() >= 7 {
-            Some((
-                serde_json::from_str(&text(&reply, 3)).ok(),
-                int(4)?.max(0) as u64,
-                int(5)?.max(0) as u64,
-                int(6)?.max(0) as u64,
-            ))
-        } else {
-            None
-        };
-        Ok(Some(Beat {
-            quiet: millis(quiet),
-            holder_ttl: millis(int(1)?),
-            holder_id: text(&reply, 2),
-            changed,
-        }))
-    }
-
-    /// Extend the lease of `token` to `ttl` from now. Returns the point
-    /// (CLOCK_BOOTTIME) until which the lease is safe to rely on.
-    pub(crate) fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
         let lock = self.name(key)?;
         let sent = BootTime::now();
         let timeout = self.server.timeout;
@@ -718,29 +598,16 @@ impl Node {
             || format!("renew {key:?}"),
             timeout,
         )?;
-        match n {
-            n if n > 0 => {
-                // With --min-replicas a renewal counts only once replicas
-                // have it, so a failover cannot roll it back unnoticed.
-                if self.server.min_replicas > 0 {
-                    self.wait_replicas(&format!("renew {key:?}"), "renewal")?;
-                }
-                let left = Duration::from_millis(n as u64);
-                Ok(valid_until(sent, left))
-            }
-            reply::NOT_HELD => Err(Error::Lost {
-                key: key.into(),
-                why: "this token holds it no more (it expired or was released)".into(),
-            }),
-            reply::OTHER_OWNER => Err(Error::NotOwner { key: key.into() }),
-            n => Err(Error::Protocol(format!("renew returned {n}"))),
+        let left = decode::renewed(n, key)?;
+        // With --min-replicas a renewal counts only once replicas have it,
+        // so a failover cannot roll it back unnoticed.
+        if self.server.min_replicas > 0 {
+            self.wait_replicas(&format!("renew {key:?}"), "renewal")?;
         }
+        Ok(valid_until(sent, left))
     }
 
-    /// Does `token` hold `key` now? Its lease's time left and fence if so;
-    /// [`Error::Lost`] if it holds nothing, [`Error::NotOwner`] if another
-    /// owner holds the lock exclusively.
-    pub(crate) fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+    fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let lock = self.name(key)?;
         let reply: Vec<i64> = self.eval(
             &CHECK,
@@ -749,22 +616,10 @@ impl Node {
             || format!("check {key:?}"),
             RESEND_WINDOW,
         )?;
-        match reply[..] {
-            [ms, fence] if ms >= 0 => Ok(Held {
-                ttl: Duration::from_millis(ms as u64),
-                fence: fence as u64,
-            }),
-            [reply::NOT_HELD] => Err(Error::Lost {
-                key: key.into(),
-                why: "this token holds it no more (it expired or was released)".into(),
-            }),
-            [reply::OTHER_OWNER] => Err(Error::NotOwner { key: key.into() }),
-            _ => Err(Error::Protocol(format!("check returned {reply:?}"))),
-        }
+        decode::held(&reply, key)
     }
 
-    /// Who holds `key`, how long they keep it, who waits.
-    pub(crate) fn status(&mut self, key: &str) -> Result<Status> {
+    fn status(&mut self, key: &str) -> Result<Status> {
         let lock = self.name(key)?;
         let mut keys = lock.keys(None);
         keys.push(lock.lost_key());
@@ -775,11 +630,10 @@ impl Node {
             || format!("status {key:?}"),
             RESEND_WINDOW,
         )?;
-        parse_status(key, reply)
+        decode::status(key, reply)
     }
 
-    /// Every live lock whose key matches the glob `pattern`.
-    pub(crate) fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+    fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         if pattern.chars().any(char::is_control) {
             return Err(Error::Usage(format!(
                 "pattern {pattern:?} contains control characters"
@@ -812,67 +666,4 @@ impl Node {
         }
         Ok(out)
     }
-}
-
-/// The text at `i` of a script's reply ("" if none).
-fn text(reply: &[Value], i: usize) -> String {
-    reply
-        .get(i)
-        .and_then(|v| String::from_redis_value(v.clone()).ok())
-        .unwrap_or_default()
-}
-
-fn parse_status(key: &str, reply: Vec<Value>) -> Result<Status> {
-    let bad = || Error::Protocol(format!("status returned {reply:?}"));
-    let num = |v: &Value| u64::from_redis_value(v.clone()).ok();
-    let text = |v: Option<&Value>| {
-        v.and_then(|v| String::from_redis_value(v.clone()).ok())
-            .unwrap_or_default()
-    };
-    let head: Vec<u64> = reply.iter().skip(1).take(4).filter_map(num).collect();
-    let [limit, fence, waiters, waiting_writers] = head[..] else {
-        return Err(bad());
-    };
-    let kind = match (text(reply.first()).as_str(), limit) {
-        ("rw", _) => "rw",
-        ("x", 1) => "exclusive",
-        ("x", _) => "semaphore",
-        _ => "",
-    };
-    let last_lost = serde_json::from_str(&text(reply.get(5))).ok();
-    let mut holders = Vec::new();
-    for h in reply.get(6..).unwrap_or_default() {
-        let Value::Array(f) = h else {
-            return Err(bad());
-        };
-        let info: HolderInfo = serde_json::from_str(&text(f.first())).unwrap_or_default();
-        let n = |i: usize| f.get(i).and_then(num).unwrap_or(0);
-        let mode = match text(f.get(5)).as_str() {
-            "r" => "read",
-            "w" => "write",
-            _ => "exclusive",
-        };
-        holders.push(HolderStatus {
-            mode: mode.to_string(),
-            host: info.host,
-            pid: info.pid,
-            cmd: info.cmd,
-            since: format_ms(n(1)),
-            since_ms: n(1),
-            ttl_ms: n(2),
-            count: n(3),
-            fence: n(4),
-        });
-    }
-    Ok(Status {
-        key: key.to_string(),
-        kind: kind.to_string(),
-        held: !holders.is_empty(),
-        limit,
-        fence,
-        waiters,
-        waiting_writers,
-        holders,
-        last_lost,
-    })
 }

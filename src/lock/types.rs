@@ -155,21 +155,23 @@ impl Request {
     pub fn check(&self) -> Result<()> {
         check_ttl(self.ttl)?;
         if self.limit == 0 {
-            return Err(Error::Usage("--limit must be at least 1".into()));
+            return Err(Error::Usage("Request::limit must be at least 1".into()));
         }
         if self.limit != 1 && self.mode != Mode::Exclusive {
-            return Err(Error::Usage("read-write locks take no --limit".into()));
+            return Err(Error::Usage(
+                "read-write locks take no Request::limit (it must be 1)".into(),
+            ));
         }
         if self.supersede && matches!(self.wait, Wait::No | Wait::For(Duration::ZERO)) {
             return Err(Error::Usage(
-                "--supersede needs a wait: it replaces older waiters when it joins the \
-                 queue, which -n and -w 0 never do"
+                "Request::supersede needs a wait: it replaces older waiters when it joins \
+                 the queue, which Wait::No and Wait::For(0) never do"
                     .into(),
             ));
         }
         if self.min_hold > MAX_TTL {
             return Err(Error::Usage(format!(
-                "--min-hold {} is too long: at most {}",
+                "Request::min_hold {} is too long: at most {}",
                 human(self.min_hold),
                 human(MAX_TTL)
             )));
@@ -209,6 +211,29 @@ pub struct Lease {
     /// The lease is safe to rely on until this point (CLOCK_BOOTTIME, which
     /// keeps counting through a suspend): request sent + TTL − drift.
     pub valid_until: BootTime,
+}
+
+impl Lease {
+    /// The lease a grant of `key` to `token` gives, at `fence` and re-entry
+    /// depth `count`, for a request of `ttl` sent at `sent`: safe to rely
+    /// on until [`valid_until`]`(sent, ttl)`.
+    pub(crate) fn granted(
+        key: &str,
+        token: Token,
+        fence: u64,
+        count: u64,
+        ttl: Duration,
+        sent: BootTime,
+    ) -> Lease {
+        Lease {
+            key: key.to_string(),
+            token,
+            fence,
+            count,
+            ttl,
+            valid_until: valid_until(sent, ttl),
+        }
+    }
 }
 
 /// How long a waiter for a lease of `ttl` keeps its place in the queue
@@ -442,31 +467,4 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_uuids_and_hidden_in_debug() {
-        let t = Token::generate();
-        assert_eq!(
-            uuid::Uuid::parse_str(t.as_str()).unwrap().get_version_num(),
-            4
-        );
-        assert_eq!(format!("{t:?}"), "Token(***)");
-        assert!(Token::parse("nope").is_err());
-        assert_eq!(Token::parse(t.as_str()).unwrap(), t);
-    }
-
-    #[test]
-    fn ttl_bounds() {
-        assert!(check_ttl(Duration::ZERO).is_err());
-        assert!(check_ttl(Duration::from_secs(30)).is_ok());
-        assert!(check_ttl(MAX_TTL + Duration::from_secs(1)).is_err());
-        assert_eq!(
-            check_ttl(Duration::from_micros(49_900))
-                .unwrap_err()
-                .to_string(),
-            "TTL 49ms is out of range: use 50ms to 7days"
-        );
-    }
-}
+mod tests;

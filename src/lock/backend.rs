@@ -1,0 +1,89 @@
+//! The lock operations, stated once: one Redis server (`Node`) and RedLock
+//! over several (`crate::quorum::Quorum`) each implement them, and
+//! [`crate::Locker`] holds one and forwards to it.
+
+use std::time::Duration;
+
+use super::keys::LockName;
+use super::types::{Busy, Held, Lease, Released, Request, Status, Token};
+use super::wait::Cancel;
+use crate::Result;
+use crate::clock::BootTime;
+
+/// What a lock handle does, against one Redis (or one Sentinel-watched
+/// master, or one Cluster) or against several with RedLock. Bad input is
+/// refused by the caller (`Locker`) before any of these is called: a
+/// request is checked ([`Request::check`]), a TTL is in range.
+pub(crate) trait Backend: Send {
+    /// Another backend for the same servers and prefix, with connections
+    /// of its own (opened on first use). A RedLock copy shares what the
+    /// original learns about the masters (who they are, the fence floor).
+    fn detached(&self) -> Box<dyn Backend>;
+
+    /// One server (or one cluster), not RedLock.
+    fn is_single(&self) -> bool;
+
+    /// Has a server answered yet? Until then a failed attempt is final,
+    /// for a waiting acquire too (a wrong or silent address fails at once).
+    /// RedLock assumes so.
+    fn answered(&self) -> bool;
+
+    /// Bound on connecting and on each reply (but blocking waits); under
+    /// RedLock, per master, and short.
+    fn timeout(&self) -> Duration;
+
+    /// Change that bound. A quorum takes it only before its first call (it
+    /// waits for each node to be free).
+    fn set_timeout(&mut self, timeout: Duration);
+
+    /// Check a lock name and place it under the prefix.
+    fn name(&self, key: &str) -> Result<LockName>;
+
+    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called at
+    /// every busy observation while we wait (see `Waiting::observe`);
+    /// `cancel`, if given, lets another thread stop the wait at once.
+    /// RedLock refuses what needs one queue or one counter: read-write
+    /// locks, semaphores and `Request::supersede`.
+    fn acquire(
+        &mut self,
+        key: &str,
+        req: &Request,
+        cancel: Option<&Cancel>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease>;
+
+    /// Release one hold of `token` on `key`, or with `all` every hold
+    /// (and any place in the wait queue). With `min_hold` Some(d), the last
+    /// hold's lease ends no sooner than d, or the min-hold given at the
+    /// grant, after the grant; None releases at once whatever was asked.
+    /// Under RedLock the lock was ours only if a majority still knew it.
+    fn release(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+    ) -> Result<Released>;
+
+    /// Extend the lease of `token` to at least `ttl` from now (a lease is
+    /// never shortened). Returns the point (CLOCK_BOOTTIME) until which the
+    /// lease is safe to rely on: under RedLock, until the latest instant a
+    /// majority still holds it. [`crate::Error::Lost`] if the token holds
+    /// nothing, [`crate::Error::NotOwner`] if another owner holds the lock.
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime>;
+
+    /// Does `token` hold `key` now? Its lease's time left and fence if so
+    /// (under RedLock: on a majority, for as long as the m-th longest
+    /// lease, at the fence most of them report); [`crate::Error::Lost`] if
+    /// it holds nothing, [`crate::Error::NotOwner`] if another owner holds
+    /// the lock exclusively.
+    fn check(&mut self, key: &str, token: &Token) -> Result<Held>;
+
+    /// Who holds `key`, how long they keep it, who waits. Under RedLock, as
+    /// the first master that answers sees it.
+    fn status(&mut self, key: &str) -> Result<Status>;
+
+    /// Every live lock whose key matches the glob `pattern`. Under RedLock,
+    /// as the first master that answers sees them.
+    fn list(&mut self, pattern: &str) -> Result<Vec<Status>>;
+}

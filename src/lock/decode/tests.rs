@@ -1,0 +1,399 @@
+//! Every reply code of every script (lua/*.lua headers), decoded.
+
+use super::*;
+use crate::lock::LostRecord;
+
+fn i(n: i64) -> Value {
+    Value::Int(n)
+}
+
+fn s(text: &str) -> Value {
+    Value::BulkString(text.as_bytes().to_vec())
+}
+
+fn texts(values: &[Value]) -> Vec<String> {
+    (0..values.len()).map(|n| text(values, n)).collect()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The outcome of an acquire of "k" with limit `limit`.
+fn acquired(reply: &[Value], limit: u32) -> (Result<Attempt>, Vec<String>) {
+    let (outcome, wake) = acquire(reply, "k", limit);
+    (outcome, texts(wake))
+}
+
+fn conflict(r: Result<Attempt>) -> String {
+    match r {
+        Err(Error::Conflict(msg)) => msg,
+        Err(e) => panic!("not a conflict: {e}"),
+        Ok(_) => panic!("not a conflict: Ok"),
+    }
+}
+
+fn protocol<T>(r: Result<T>) -> String {
+    match r {
+        Err(Error::Protocol(msg)) => msg,
+        Err(e) => panic!("not a protocol error: {e}"),
+        Ok(_) => panic!("not a protocol error: Ok"),
+    }
+}
+
+#[test]
+fn a_grant_gives_its_fence_and_depth_then_the_waiters_to_wake() {
+    let (a, wake) = acquired(&[i(1), i(42), i(1), s("w1"), s("w2")], 1);
+    assert!(matches!(
+        a,
+        Ok(Attempt::Granted {
+            fence: 42,
+            count: 1
+        })
+    ));
+    assert_eq!(wake, ["w1", "w2"]);
+    let (a, wake) = acquired(&[i(1), i(42), i(3)], 1);
+    assert!(matches!(
+        a,
+        Ok(Attempt::Granted {
+            fence: 42,
+            count: 3
+        })
+    ));
+    assert!(wake.is_empty());
+}
+
+#[test]
+fn a_busy_answer_says_who_holds_it_and_how_long() {
+    let reply = [
+        i(0),
+        i(1500),
+        i(2),
+        s(r#"{"host":"h1","pid":7,"cmd":"make"}"#),
+        i(1_700_000_000_000),
+        i(2),
+        i(41),
+        i(900),
+        s("ab12"),
+        s("w9"),
+    ];
+    let (a, wake) = acquired(&reply, 1);
+    let Ok(Attempt::Busy(b, fence, id)) = a else {
+        panic!("not busy");
+    };
+    let holder = b.holder.unwrap();
+    assert_eq!((holder.host.as_str(), holder.pid), ("h1", 7));
+    assert_eq!(holder.cmd.as_deref(), Some("make"));
+    assert_eq!(b.expires_in, ms(1500));
+    assert_eq!(
+        (b.position, b.since_ms, b.holders),
+        (2, 1_700_000_000_000, 2)
+    );
+    assert_eq!((b.holder_ttl, b.waited), (ms(900), Duration::ZERO));
+    assert_eq!((fence, id.as_str()), (41, "ab12"));
+    assert_eq!(wake, ["w9"]);
+}
+
+#[test]
+fn a_busy_answer_with_nobody_holding_clamps_and_leaves_the_holder_out() {
+    let reply = [i(0), i(-5), i(-1), s(""), i(-1), i(0), i(0), i(-3), s("")];
+    let Ok(Attempt::Busy(b, fence, id)) = acquired(&reply, 1).0 else {
+        panic!("not busy");
+    };
+    assert!(b.holder.is_none());
+    assert_eq!(
+        (b.expires_in, b.holder_ttl),
+        (Duration::ZERO, Duration::ZERO)
+    );
+    assert_eq!((b.position, b.since_ms, b.holders, fence), (0, 0, 0, 0));
+    assert_eq!(id, "");
+}
+
+#[test]
+fn a_truncated_answer_is_a_protocol_error_that_wakes_nobody() {
+    let (a, wake) = acquired(&[i(0), i(1500)], 1);
+    assert!(protocol(a).starts_with("acquire returned"));
+    assert!(wake.is_empty());
+    let (a, wake) = acquired(&[i(1), i(42)], 1);
+    protocol(a);
+    assert!(wake.is_empty());
+}
+
+#[test]
+fn a_superseded_waiter_is_told_by_whom() {
+    let (a, wake) = acquired(&[i(-6), s(r#"{"host":"ci-2","pid":99}"#)], 1);
+    let Err(e @ Error::Superseded { .. }) = a else {
+        panic!("not superseded");
+    };
+    assert!(
+        e.to_string().starts_with(
+            "superseded by host ci-2 pid 99: a newer --supersede waiter for lock \"k\""
+        ),
+        "{e}"
+    );
+    assert!(wake.is_empty());
+    let Err(Error::Superseded { by, key }) = acquired(&[i(-6), s("")], 1).0 else {
+        panic!("not superseded");
+    };
+    assert_eq!((by.as_str(), key.as_str()), ("a newer waiter", "k"));
+}
+
+#[test]
+fn another_limit_names_both() {
+    assert_eq!(
+        conflict(acquired(&[i(-3), i(3)], 2).0),
+        "lock \"k\" is in use with --limit 3, not 2; every holder must agree"
+    );
+    protocol(acquired(&[i(-3)], 2).0);
+}
+
+#[test]
+fn a_reentry_of_a_token_that_holds_nothing_is_not_held() {
+    let (a, wake) = acquired(&[i(-1)], 1);
+    assert!(matches!(a, Ok(Attempt::NotHeld)));
+    assert!(wake.is_empty());
+}
+
+#[test]
+fn another_kind_says_what_the_lock_is_and_what_was_asked() {
+    assert_eq!(
+        conflict(acquired(&[i(-4), s("rw")], 3).0),
+        "lock \"k\" is in use as a read-write lock (rlock rw, exec -s); it cannot be taken \
+         as a semaphore (--limit above 1)"
+    );
+    assert_eq!(
+        conflict(acquired(&[i(-4), s("x")], 1).0),
+        "lock \"k\" is in use as a semaphore (--limit above 1); it cannot be taken as a \
+         read-write lock (rlock rw, exec -s)"
+    );
+}
+
+#[test]
+fn a_reader_cannot_upgrade() {
+    let msg = conflict(acquired(&[i(-5)], 1).0);
+    assert!(
+        msg.starts_with(
+            "lock \"k\": this owner holds it for reading and cannot upgrade to writing"
+        )
+    );
+}
+
+#[test]
+fn an_unknown_acquire_answer_is_a_protocol_error() {
+    for reply in [vec![i(7)], vec![], vec![s("granted")], vec![i(-7), i(1)]] {
+        let (a, wake) = acquired(&reply, 1);
+        assert!(protocol(a).starts_with("acquire returned"), "{reply:?}");
+        assert!(wake.is_empty(), "{reply:?}");
+    }
+}
+
+#[test]
+fn a_release_reply_is_a_count_then_the_waiters_to_wake() {
+    let reply = [i(2), s("a"), s("b")];
+    let (n, wake) = release(&reply).unwrap();
+    assert_eq!(
+        (n, texts(wake)),
+        (2, vec!["a".to_string(), "b".to_string()])
+    );
+    let reply = [i(-2)];
+    let (n, wake) = release(&reply).unwrap();
+    assert_eq!((n, wake.len()), (-2, 0));
+    assert!(protocol(release(&[])).starts_with("release returned"));
+    protocol(release(&[s("x")]));
+}
+
+#[test]
+fn a_release_counts_what_is_left() {
+    assert_eq!(released(0, false, "k").unwrap(), Released::Released);
+    assert_eq!(released(3, false, "k").unwrap(), Released::StillHeld(3));
+    assert_eq!(released(-1, false, "k").unwrap(), Released::NotHeld);
+    let e = released(-2, false, "k").unwrap_err();
+    assert!(
+        matches!(e, Error::NotOwner { ref key } if key == "k"),
+        "{e}"
+    );
+    assert_eq!(protocol(released(-3, false, "k")), "release returned -3");
+}
+
+#[test]
+fn a_resent_release_that_finds_nothing_had_released() {
+    assert_eq!(released(-1, true, "k").unwrap(), Released::Released);
+    assert_eq!(released(-2, true, "k").unwrap(), Released::Released);
+    assert_eq!(released(2, true, "k").unwrap(), Released::StillHeld(2));
+    assert_eq!(released(0, true, "k").unwrap(), Released::Released);
+}
+
+#[test]
+fn a_renewal_gives_the_time_left_or_why_not() {
+    assert_eq!(renewed(1500, "k").unwrap(), ms(1500));
+    let e = renewed(-1, "k").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "lock \"k\" was lost: this token holds it no more (it expired or was released)"
+    );
+    assert!(matches!(renewed(-2, "k"), Err(Error::NotOwner { .. })));
+    assert_eq!(protocol(renewed(0, "k")), "renew returned 0");
+    protocol(renewed(-4, "k"));
+}
+
+#[test]
+fn a_check_gives_the_hold_or_why_not() {
+    assert_eq!(
+        held(&[2500, 17], "k").unwrap(),
+        Held {
+            ttl: ms(2500),
+            fence: 17
+        }
+    );
+    assert_eq!(held(&[0, 3], "k").unwrap().ttl, Duration::ZERO);
+    assert!(matches!(held(&[-1], "k"), Err(Error::Lost { .. })));
+    assert!(matches!(held(&[-2], "k"), Err(Error::NotOwner { .. })));
+    for reply in [&[][..], &[-1, 5], &[1, 2, 3], &[-3]] {
+        assert!(
+            protocol(held(reply, "k")).starts_with("check returned"),
+            "{reply:?}"
+        );
+    }
+}
+
+#[test]
+fn a_heartbeat_that_must_look_again_says_so() {
+    assert_eq!(beat(&[i(0), i(800), s("abc")]).unwrap(), None);
+    assert_eq!(beat(&[i(-1)]).unwrap(), None);
+}
+
+#[test]
+fn a_heartbeat_without_a_new_holder_keeps_the_one_known() {
+    assert_eq!(
+        beat(&[i(1200), i(800), s("abc")]).unwrap(),
+        Some(Beat {
+            quiet: ms(1200),
+            holder_ttl: ms(800),
+            holder_id: "abc".into(),
+            changed: None,
+        })
+    );
+    // A holder_ttl below zero (nobody holds it) is zero.
+    assert_eq!(
+        beat(&[i(1200), i(-2), s("")]).unwrap().unwrap().holder_ttl,
+        Duration::ZERO
+    );
+}
+
+#[test]
+fn a_heartbeat_that_sees_a_new_holder_says_who_and_where_we_stand() {
+    let reply = [
+        i(1200),
+        i(800),
+        s("def"),
+        s(r#"{"host":"h2","pid":8}"#),
+        i(1_700_000_000_123),
+        i(1),
+        i(2),
+    ];
+    let b = beat(&reply).unwrap().unwrap();
+    let (holder, since, position, holders) = b.changed.unwrap();
+    assert_eq!(holder.map(|h| (h.host, h.pid)), Some(("h2".into(), 8)));
+    assert_eq!((since, position, holders), (1_700_000_000_123, 1, 2));
+    assert_eq!(b.holder_id, "def");
+}
+
+#[test]
+fn a_malformed_heartbeat_is_a_protocol_error() {
+    assert!(protocol(beat(&[])).starts_with("wait returned"));
+    protocol(beat(&[i(1200)]));
+    protocol(beat(&[i(1200), i(800), s("x"), s(""), i(1), s("no"), i(1)]));
+}
+
+fn holder(info: &str, since: i64, ttl: i64, count: i64, fence: i64, mode: &str) -> Value {
+    Value::Array(vec![s(info), i(since), i(ttl), i(count), i(fence), s(mode)])
+}
+
+#[test]
+fn status_of_an_exclusive_lock() {
+    let reply = vec![
+        s("x"),
+        i(1),
+        i(9),
+        i(2),
+        i(0),
+        s(""),
+        holder(r#"{"host":"h","pid":5,"cmd":"job"}"#, 0, 2500, 2, 9, ""),
+    ];
+    let st = status("k", reply).unwrap();
+    assert_eq!(
+        (st.key.as_str(), st.kind.as_str(), st.held),
+        ("k", "exclusive", true)
+    );
+    assert_eq!(
+        (st.limit, st.fence, st.waiters, st.waiting_writers),
+        (1, 9, 2, 0)
+    );
+    assert!(st.last_lost.is_none());
+    let h = &st.holders[0];
+    assert_eq!(
+        (h.mode.as_str(), h.host.as_str(), h.pid),
+        ("exclusive", "h", 5)
+    );
+    assert_eq!(h.cmd.as_deref(), Some("job"));
+    assert_eq!((h.since.as_str(), h.since_ms), ("1970-01-01T00:00:00Z", 0));
+    assert_eq!((h.ttl_ms, h.count, h.fence), (2500, 2, 9));
+}
+
+#[test]
+fn status_of_a_semaphore_and_of_a_read_write_lock() {
+    let sem = vec![s("x"), i(3), i(4), i(0), i(0), s("")];
+    assert_eq!(status("k", sem).unwrap().kind, "semaphore");
+    let rw = vec![
+        s("rw"),
+        i(0),
+        i(5),
+        i(1),
+        i(1),
+        s(""),
+        holder(r#"{"host":"a","pid":1}"#, 1000, 100, 1, 4, "r"),
+        holder(r#"{"host":"b","pid":2}"#, 2000, 200, 1, 5, "w"),
+    ];
+    let st = status("k", rw).unwrap();
+    assert_eq!((st.kind.as_str(), st.waiting_writers), ("rw", 1));
+    let modes: Vec<&str> = st.holders.iter().map(|h| h.mode.as_str()).collect();
+    assert_eq!(modes, ["read", "write"]);
+    assert_eq!(st.holders[1].since, "1970-01-01T00:00:02Z");
+}
+
+#[test]
+fn status_of_a_free_lock_with_a_recorded_loss() {
+    let lost = r#"{"host":"h","pid":3,"when":"2025-01-01T00:00:00Z","when_ms":1735689600000,"why":"expired","action":"sent TERM"}"#;
+    let st = status("k", vec![s(""), i(0), i(0), i(0), i(0), s(lost)]).unwrap();
+    assert_eq!(
+        (st.kind.as_str(), st.held, st.holders.len()),
+        ("", false, 0)
+    );
+    assert_eq!(
+        st.last_lost,
+        Some(LostRecord {
+            host: "h".into(),
+            pid: 3,
+            when: "2025-01-01T00:00:00Z".into(),
+            when_ms: 1_735_689_600_000,
+            why: "expired".into(),
+            action: "sent TERM".into(),
+        })
+    );
+}
+
+#[test]
+fn a_malformed_status_is_a_protocol_error() {
+    assert!(protocol(status("k", vec![s("x"), i(1)])).starts_with("status returned"));
+    protocol(status(
+        "k",
+        vec![s("x"), i(1), i(2), i(3), i(4), s(""), i(5)],
+    ));
+}
+
+#[test]
+fn text_past_the_end_is_empty() {
+    let reply = [s("a"), i(5)];
+    assert_eq!(texts(&reply), ["a", "5"]);
+    assert_eq!(text(&reply, 2), "");
+}

@@ -1,0 +1,326 @@
+//! Acquiring under RedLock: one attempt on every master, giving back what
+//! a failed attempt may have left, re-entry, and the acquire loop (random
+//! retries: there is no shared queue across masters).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::fanout::{Answers, SLACK};
+use super::masters::{Quorum, Turn, state};
+use super::tally::{
+    attempt_decided, busy, count, disagree, failed_reentry, grant, granted_on, no_answer, refused,
+    undo_targets,
+};
+use crate::clock::BootTime;
+use crate::lock::{Attempt, Backend, LockName, Waiting};
+use crate::{Busy, Error, Lease, Request, Result, Token, Wait};
+
+/// Attempts in a row without a majority answering before a wait gives up.
+const MAX_UNREACHABLE: u32 = 3;
+/// Attempts in a row whose grants disagree on the fence (others moving the
+/// counters meanwhile) before that counts as contention, like a busy lock.
+const MAX_DISAGREE: u32 = 3;
+/// Retry delays after a failed attempt: uniform in this range.
+const RETRY_MIN: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_millis(250);
+
+/// How long a failed acquire waits for a master that had not answered its
+/// attempt to take the grant back: twice what the attempt has taken so far
+/// (`took`), plus [`SLACK`].
+fn patience(took: Duration) -> Duration {
+    took * 2 + SLACK
+}
+
+/// The pause before retrying a busy lock: uniform in [`RETRY_MIN`,
+/// `RETRY_MAX`) by `random`, against lockstep with other clients, and no
+/// longer than the wait has `left`.
+fn retry_delay(random: u64, left: Option<Duration>) -> Duration {
+    let spread = u64::try_from((RETRY_MAX - RETRY_MIN).as_micros()).unwrap_or(u64::MAX);
+    let delay = RETRY_MIN + Duration::from_micros(random % spread.max(1));
+    left.map_or(delay, |left| delay.min(left))
+}
+
+/// What an acquire does after a failed attempt.
+enum Next {
+    Retry(Duration),
+    Fail(Error),
+}
+impl Quorum {
+    /// One attempt on every master: a fresh grant (decided when a majority
+    /// agrees on a fence, or can no longer), or with `reenter_only` a
+    /// re-entry (decided when a majority re-entered, or every master has
+    /// answered).
+    /// Every counter a master shows raises the floor for later attempts.
+    fn attempt_all(
+        &self,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+        reenter_only: bool,
+    ) -> (Answers<Attempt>, Vec<bool>) {
+        let (l, t, r) = (lock.clone(), token.clone(), req.clone());
+        let m = self.majority();
+        let floor = state(&self.shared).floor;
+        let shared = Arc::clone(&self.shared);
+        // A re-entry waits its turn on a master still busy with the
+        // previous call (the enclosing grant's bookkeeping, a give-back):
+        // skipping it would fail a re-entry every master can grant.
+        let turn = if reenter_only {
+            Turn::Queue
+        } else {
+            Turn::Skip
+        };
+        self.on(
+            &self.all(),
+            turn,
+            self.timeout,
+            move |node| {
+                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None, false);
+                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence, _)) = &a {
+                    let mut s = state(&shared);
+                    s.floor = s.floor.max(*fence);
+                }
+                a
+            },
+            move |a, _| attempt_decided(a, m, reenter_only),
+        )
+    }
+
+    /// Drop every hold of `token` and leave any queue, on the masters in
+    /// `targets`. Waits for those that granted (they answer at once); with
+    /// `last: Some(patience)` (the caller is about to return, and nothing
+    /// else would give the rest back before their TTL) also for the others,
+    /// for `patience`: a master that had not answered the attempt may be a
+    /// little late, or frozen, and then waiting helps nothing, as its give-
+    /// back could only be sent after its attempt timed out.
+    fn abandon_all(
+        &self,
+        lock: &LockName,
+        token: &Token,
+        answers: &Answers<Attempt>,
+        targets: &[bool],
+        last: Option<Duration>,
+    ) {
+        if !targets.contains(&true) {
+            return;
+        }
+        let granted = granted_on(answers);
+        let (l, t) = (lock.clone(), token.clone());
+        self.on(
+            targets,
+            Turn::Queue,
+            last.unwrap_or(self.timeout),
+            move |node| node.abandon(&l, &t),
+            move |a, late| {
+                let granted_done = granted
+                    .iter()
+                    .zip(a)
+                    .all(|(g, answer)| !g || answer.is_some());
+                granted_done && (late || last.is_none())
+            },
+        );
+    }
+
+    /// A lease if a majority granted `token` and the validity window is
+    /// open; for a fresh grant (not a re-entry), only if a majority agrees
+    /// on the fence.
+    fn granted(
+        &self,
+        answers: &Answers<Attempt>,
+        key: &str,
+        token: &Token,
+        req: &Request,
+        sent: BootTime,
+        reentry: bool,
+    ) -> Option<Lease> {
+        let (fence, count) = grant(answers, self.majority(), reentry)?;
+        let lease = Lease::granted(key, token.clone(), fence, count, req.ttl, sent);
+        (!lease.valid_until.passed()).then_some(lease)
+    }
+
+    /// Re-enter `key` with `token`. `Ok(None)` if a majority says the token
+    /// holds nothing: the caller then acquires afresh. A re-entry that too
+    /// few masters granted (or granted too late) is undone -- one hold given
+    /// back on each master that added one, so the enclosing holder's count
+    /// is as it was -- and fails. (A master that did not answer may have
+    /// added a hold too; the outermost holder's release of every hold
+    /// clears it.)
+    pub(super) fn reenter(
+        &self,
+        lock: &LockName,
+        key: &str,
+        token: &Token,
+        req: &Request,
+    ) -> Result<Option<Lease>> {
+        let sent = BootTime::now();
+        let (answers, _) = self.attempt_all(lock, token, req, true);
+        let twins = self.check_twins();
+        if twins.is_ok()
+            && let Some(lease) = self.granted(&answers, key, token, req, sent, true)
+        {
+            return Ok(Some(lease));
+        }
+        let reentered = granted_on(&answers);
+        let got = reentered.iter().filter(|r| **r).count();
+        if got > 0 {
+            let (k, t) = (key.to_string(), token.clone());
+            self.on(
+                &reentered,
+                Turn::Queue,
+                self.timeout,
+                move |node| node.release(&k, &t, false, None),
+                |_, late| late,
+            );
+        }
+        twins?;
+        failed_reentry(answers, got, self.majority(), key)?;
+        Ok(None)
+    }
+
+    /// Acquire afresh (a new token at every attempt) until a majority
+    /// grants it in time, or the wait `w` ends.
+    pub(super) fn acquire_fresh(
+        &self,
+        lock: &LockName,
+        key: &str,
+        req: &Request,
+        mut w: Waiting,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        let m = self.majority();
+        let mut unreachable = 0;
+        let mut disagreed = 0;
+        loop {
+            if w.cancelled() {
+                return Err(w.interrupted());
+            }
+            let token = Token::generate();
+            let sent = BootTime::now();
+            let (mut answers, ran) = self.attempt_all(lock, &token, req, false);
+            let undo = undo_targets(&answers, &ran);
+            let twins = self.check_twins();
+            if twins.is_ok()
+                && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
+            {
+                if w.cancelled() {
+                    self.abandon_all(
+                        lock,
+                        &token,
+                        &answers,
+                        &undo,
+                        Some(patience(sent.elapsed())),
+                    );
+                    return Err(w.interrupted());
+                }
+                return Ok(lease);
+            }
+            if let Err(e) = twins {
+                self.abandon_all(
+                    lock,
+                    &token,
+                    &answers,
+                    &undo,
+                    Some(patience(sent.elapsed())),
+                );
+                return Err(e);
+            }
+            // Granted, but not at one fence: some master's counter was
+            // ahead of the floor, which now covers it. Give it back and try
+            // again at once; the masters agree this time unless others are
+            // moving the counters meanwhile (contention, as good as busy).
+            if disagree(&answers, m) {
+                disagreed += 1;
+                if disagreed < MAX_DISAGREE {
+                    self.abandon_all(lock, &token, &answers, &undo, None);
+                    continue;
+                }
+            } else {
+                disagreed = 0;
+            }
+            // A refusal that is not about reachability (a foreign key, a
+            // kind mismatch) is the real answer. Otherwise: if any master
+            // said busy, it is busy; if none did, too few were reachable.
+            let busy = busy(&answers);
+            let next = if let Some(i) = refused(&answers) {
+                Next::Fail(match answers[i].take() {
+                    Some(Err(e)) => e,
+                    _ => Error::Protocol("RedLock: lost an answer".into()),
+                })
+            } else if busy.is_some() || disagreed >= MAX_DISAGREE {
+                disagreed = 0;
+                unreachable = 0;
+                match w.busy(busy.as_ref(), on_wait) {
+                    Err(e) => Next::Fail(e),
+                    Ok(()) => {
+                        Next::Retry(retry_delay(uuid::Uuid::new_v4().as_u64_pair().1, w.left()))
+                    }
+                }
+            } else {
+                // Too few masters answered in time. A caller willing to wait
+                // gets a few more tries (a loaded machine, a restart); -n
+                // gets the answer at once.
+                unreachable += 1;
+                if unreachable >= MAX_UNREACHABLE || matches!(req.wait, Wait::No) {
+                    let answered = count(&answers, Result::is_ok);
+                    let said = answers.iter().flatten().find_map(|a| a.as_ref().err());
+                    Next::Fail(no_answer(
+                        &format!("acquire {key:?}"),
+                        answered,
+                        self.len(),
+                        m,
+                        said,
+                    ))
+                } else {
+                    Next::Retry(RETRY_MIN * unreachable)
+                }
+            };
+            // A master that did not answer (or answered late) may still
+            // have granted: give it back before trying again, and before
+            // giving up wait a little for the give-backs to be sent.
+            let last = matches!(next, Next::Fail(_)).then(|| patience(sent.elapsed()));
+            self.abandon_all(lock, &token, &answers, &undo, last);
+            let delay = match next {
+                Next::Fail(e) => return Err(e),
+                Next::Retry(d) => d,
+            };
+            let until = Instant::now() + delay;
+            while Instant::now() < until && !w.cancelled() {
+                std::thread::sleep(
+                    until
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(10)),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patience_is_twice_the_attempt_plus_slack() {
+        assert_eq!(patience(Duration::ZERO), Duration::from_millis(20));
+        assert_eq!(
+            patience(Duration::from_millis(100)),
+            Duration::from_millis(220)
+        );
+    }
+
+    #[test]
+    fn retry_delays_spread_over_their_range_within_the_wait_left() {
+        let ms = Duration::from_millis;
+        assert_eq!(retry_delay(0, None), ms(50));
+        assert_eq!(
+            retry_delay(199_999, None),
+            ms(250) - Duration::from_micros(1)
+        );
+        // Wraps around: the range is 200 ms wide.
+        assert_eq!(retry_delay(200_000, None), ms(50));
+        assert_eq!(retry_delay(100_000, None), ms(150));
+        assert_eq!(retry_delay(100_000, Some(ms(10))), ms(10));
+        assert_eq!(retry_delay(100_000, Some(ms(1000))), ms(150));
+        assert_eq!(retry_delay(u64::MAX, Some(Duration::ZERO)), Duration::ZERO);
+    }
+}

@@ -1,0 +1,159 @@
+//! The lock operations under RedLock (the contract is `lock::Backend`):
+//! acquire refuses what needs one Redis, then re-enters or acquires afresh
+//! (`acquire`); release, renew and check are confirmed by a majority;
+//! status and list take the first master that answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
+use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
+use crate::clock::BootTime;
+use crate::lock::{Backend, Held, LockName, Node, Waiting};
+use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
+
+impl Backend for Quorum {
+    fn is_single(&self) -> bool {
+        false
+    }
+
+    fn answered(&self) -> bool {
+        true
+    }
+
+    fn detached(&self) -> Box<dyn Backend> {
+        Box::new(Quorum::with_timeout(
+            self.servers.clone(),
+            &self.prefix,
+            self.timeout,
+            Arc::clone(&self.shared),
+        ))
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.min(NODE_TIMEOUT);
+        for m in &self.masters {
+            lock(&m.node).set_timeout(self.timeout);
+        }
+    }
+
+    fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(&self.prefix, key)
+    }
+
+    fn acquire(
+        &mut self,
+        key: &str,
+        req: &Request,
+        cancel: Option<&Cancel>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        if req.mode != Mode::Exclusive || req.limit != 1 {
+            return Err(Error::Usage(
+                "read-write locks and semaphores (Request::limit above 1) need one Redis: \
+                 RedLock (several ConnectOptions::urls) takes exclusive locks only"
+                    .into(),
+            ));
+        }
+        if req.supersede {
+            // Each master keeps its own queue, and RedLock never queues on
+            // them (it retries): there is no one queue in which a newer
+            // waiter could replace an older one.
+            return Err(Error::Usage(
+                "Request::supersede needs one Redis (or Sentinel, or Cluster): RedLock \
+                 (several ConnectOptions::urls) keeps no shared wait queue"
+                    .into(),
+            ));
+        }
+        self.check_twins()?;
+        let lock = self.name(key)?;
+        let w = Waiting::new(key, req.wait, cancel);
+        if let Some(token) = &req.reenter
+            && let Some(lease) = self.reenter(&lock, key, token, req)?
+        {
+            return Ok(lease);
+        }
+        self.acquire_fresh(&lock, key, req, w, on_wait)
+    }
+
+    /// Release one hold of `token`, or with `all` every hold.
+    fn release(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+    ) -> Result<Released> {
+        self.check_twins()?;
+        let (k, t) = (key.to_string(), token.clone());
+        let m = self.majority();
+        // Wait for every master (a grant left on one would sit there until
+        // its TTL), but for a silent one (frozen, or still busy with an
+        // earlier call) no longer than the per-master timeout once a
+        // majority has answered.
+        let answers = self.on_all(
+            Turn::Queue,
+            move |node| node.release(&k, &t, all, min_hold),
+            move |a, late| late && a.iter().flatten().count() >= m,
+        );
+        self.check_twins()?;
+        released(answers, m, key)
+    }
+
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+        let (k, t) = (key.to_string(), token.clone());
+        let valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl))?;
+        Ok(valid_on_majority(valid, self.majority()))
+    }
+
+    fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+        let (k, t) = (key.to_string(), token.clone());
+        let held = self.confirmed("check", key, move |node| node.check(&k, &t))?;
+        Ok(held_on_majority(held, self.majority()))
+    }
+
+    fn status(&mut self, key: &str) -> Result<Status> {
+        let k = key.to_string();
+        self.first(move |node| node.status(&k))
+    }
+
+    fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        let p = pattern.to_string();
+        self.first(move |node| node.list(&p))
+    }
+}
+
+impl Quorum {
+    /// Run `f` on every master until a majority said yes or can no longer:
+    /// the yes answers, or why not (gone on a majority, taken by another,
+    /// too few answers).
+    fn confirmed<T: Copy + Send + 'static>(
+        &self,
+        what: &str,
+        key: &str,
+        f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
+    ) -> Result<Vec<T>> {
+        self.check_twins()?;
+        let m = self.majority();
+        let answers = self.on_all(Turn::Skip, f, move |a, _| confirm_decided(a, m));
+        self.check_twins()?;
+        tally::confirmed(&answers, m, what, key)
+    }
+
+    /// The first answer any master gives.
+    fn first<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
+    ) -> Result<T> {
+        self.check_twins()?;
+        let answers = self.on_all(Turn::Skip, f, |a, _| {
+            a.iter().any(|x| matches!(x, Some(Ok(_))))
+        });
+        self.check_twins()?;
+        tally::first(answers)
+    }
+}
