@@ -74,8 +74,9 @@ The guard (exec):
   machine was suspended.
   Leftovers: the lock is held, and renewed, until every process the command
   started has exited, as flock(1) holds it while any holder of its file
-  descriptor lives; --kill-leftovers ends them (TERM, KILL after --grace)
-  when the command exits instead. The exit code is the command's.
+  descriptor lives; --kill-leftovers ends them (TERM to each, those forked
+  meanwhile too; KILL after --grace) when the command exits instead. The
+  exit code is the command's.
   Interactive use (rlock in the foreground of its terminal): the command's
   group becomes the terminal's foreground group, as a shell starts a job.
   Ctrl-C and Ctrl-Z reach the command; when it stops, rlock stops its own

@@ -1325,6 +1325,35 @@ fn kill_leftovers_ends_them_with_the_command() {
     assert!(!done.exists(), "the leftover ran on");
 }
 
+/// `--kill-leftovers` sends SIGTERM to every process the command left,
+/// also one that a leftover forks while the tree is being walked. The walk
+/// was one /proc snapshot: a process forked after it got no SIGTERM, was
+/// re-parented to the guard when its parent died of the TERM, and held the
+/// lock for the whole `--grace`, after which rlock SIGKILLed it and said
+/// "the command did not exit in time" (`sh -c './lt & exit 6'` did so in 2
+/// of 12 runs). Here 16 leftovers each fork their long sleep a few ms
+/// apart, around the moment the command exits, so some fork falls inside
+/// the walk in most runs; any line on stderr is that SIGKILL.
+#[test]
+fn kill_leftovers_terms_what_a_leftover_forks_during_the_walk() {
+    let r = Redis::shared();
+    let delays: Vec<String> = (0..16).map(|i| format!("0.{:03}", 1 + 2 * i)).collect();
+    let script = format!(
+        "for d in {}; do (sleep $d; sleep 60; :) & done; exit 6",
+        delays.join(" ")
+    );
+    for i in 0..10 {
+        let run = exec_sh(&r, &["--kill-leftovers", "--grace", "10s"], "k", &script).run();
+        assert!(
+            run.code == 6 && run.stderr.is_empty(),
+            "run {i}: exit {}, a leftover outlived its SIGTERM: {}",
+            run.code,
+            run.stderr
+        );
+    }
+    assert!(!r.held("k"));
+}
+
 #[test]
 fn a_daemonized_leftover_dies_with_a_lost_lock() {
     let r = Redis::shared();
