@@ -56,7 +56,8 @@ Waiting:
 Signals (exec):
   INT TERM HUP QUIT USR1 USR2 sent to rlock are passed on to every process of
   the command. After a passed-on INT/TERM/HUP/QUIT the command has --grace to
-  exit, then gets SIGKILL; a second INT or TERM sends SIGKILL at once. While
+  exit, then gets SIGKILL; a second INT or TERM sends SIGKILL at once (one
+  line says which). While
   waiting for a lock, INT/TERM/HUP/QUIT end the wait with exit 128+N and leave
   nothing behind. rlock changes no signal disposition: the command starts
   with the ones rlock was started with, and a signal ignored then (nohup, a

@@ -171,8 +171,15 @@ pub enum Event<'a> {
     },
     /// A signal was passed on to the command.
     Forwarded(i32),
-    /// The command outlived its grace period and was killed.
-    Killed,
+    /// rlock sent SIGKILL to the command's tree. Not reported after a loss,
+    /// whose [`Event::Lost`] said that SIGKILL would follow.
+    Killed {
+        /// Why.
+        cause: KillCause,
+        /// The command itself still ran; else only what it left running
+        /// did (it had exited).
+        command: bool,
+    },
     /// The lock could not be released; it frees itself when its TTL ends.
     ReleaseFailed(&'a Error),
     /// `--on-lost ignore`: no renewal confirmed for this long; the command
@@ -183,6 +190,19 @@ pub enum Event<'a> {
     /// had exited this long before that deadline: not a loss, the exit
     /// status is the command's.
     ReleasedLate(Duration),
+}
+
+/// Why rlock sent SIGKILL to the command's tree (see [`Event::Killed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillCause {
+    /// The tree outlived `--grace` after this signal was passed on to it.
+    Grace(i32),
+    /// This signal (INT or TERM) was passed on a second time: SIGKILL at
+    /// once.
+    Again(i32),
+    /// `--kill-leftovers`: what the command left running outlived
+    /// `--grace` after the SIGTERM it got when the command exited.
+    Leftovers,
 }
 
 /// How the command ended.

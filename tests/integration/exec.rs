@@ -1354,6 +1354,88 @@ fn kill_leftovers_terms_what_a_leftover_forks_during_the_walk() {
     assert!(!r.held("k"));
 }
 
+/// Every SIGKILL rlock sends says why, and about what: the command, or
+/// what it left running. It always said "the command did not exit in
+/// time", also after a second TERM (sent at once, no time involved) and
+/// for a leftover of a command that had exited long before.
+#[test]
+fn each_sigkill_says_why() {
+    let r = Redis::shared();
+    let [ready, cmd] = paths("sigkill-why", ["ready", "cmd"]);
+    let stubborn = format!(
+        "trap '' TERM; touch {}; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let started = |child: &std::process::Child| {
+        eventually(Duration::from_secs(10), "the command to start", || {
+            ready.exists()
+        });
+        child.id()
+    };
+    let one_line = |run: &Run, needle: &str| {
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains(needle),
+            "{:?} lacks {needle:?}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("in time"), "{}", run.stderr);
+    };
+    // The command outlived --grace after a TERM passed on.
+    let child = exec_sh(&r, &["--grace", "300ms"], "k", &stubborn).spawn();
+    kill(started(&child), libc::SIGTERM);
+    let run = finish(child, "exec").code(137);
+    one_line(&run, "the command did not exit within 300ms of SIGTERM");
+
+    // A second TERM: SIGKILL at once.
+    let _ = std::fs::remove_file(&ready);
+    let child = exec_sh(&r, &["--grace", "1h"], "k", &stubborn).spawn();
+    let pid = started(&child);
+    kill(pid, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    kill(pid, libc::SIGTERM);
+    let run = finish(child, "exec").code(137);
+    one_line(&run, "a second SIGTERM");
+
+    // --kill-leftovers: the command exited at once, its leftover ignores
+    // the SIGTERM.
+    let _ = std::fs::remove_file(&ready);
+    let leftover = format!(
+        "(trap '' TERM; touch {}; exec sleep 60) & exit 3",
+        ready.display()
+    );
+    let run = exec_sh(
+        &r,
+        &["--kill-leftovers", "--grace", "300ms"],
+        "k",
+        &leftover,
+    )
+    .run()
+    .code(3);
+    one_line(
+        &run,
+        "what the command left running did not exit within 300ms",
+    );
+
+    // A TERM passed on after the command exited reaches what it left.
+    let _ = std::fs::remove_file(&ready);
+    let script = format!("echo $$ > {}; {leftover}", cmd.display());
+    let child = exec_sh(&r, &["--grace", "300ms"], "k", &script).spawn();
+    let pid = started(&child);
+    let sh = wait_pid(&cmd);
+    eventually(Duration::from_secs(10), "the command to be reaped", || {
+        !Path::new(&format!("/proc/{sh}")).exists()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    kill(pid, libc::SIGTERM);
+    let run = finish(child, "exec").code(3);
+    one_line(
+        &run,
+        "what the command left running did not exit within 300ms",
+    );
+    assert!(!r.held("k"));
+}
+
 #[test]
 fn a_daemonized_leftover_dies_with_a_lost_lock() {
     let r = Redis::shared();
