@@ -92,8 +92,9 @@ Lock loss (exec):
   sends SIGTERM to every process of the command, and SIGKILL after --grace
   but never after the kill deadline; kill sends SIGKILL at once; ignore lets
   the command finish. Whatever the command leaves running is killed when it
-  exits. rlock never re-acquires a lost lock and exits 79. A release that
-  finds the lock gone is a loss too, unless Redis answered it only after
+  exits. rlock never re-acquires a lost lock, says so in one line, and exits
+  79; its release then waits no longer than the lease has left. A release
+  that finds the lock gone is a loss too, unless Redis answered it only after
   the lease's end and every process of the command had exited before that
   end: then the exit code is the command's, and one line says the release
   came late. Renewals never shorten a lease. A grant whose reply arrives after its validity deadline

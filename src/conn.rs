@@ -669,7 +669,7 @@ impl Conn {
         }
     }
 
-    fn set_write_timeout(&mut self, d: Option<Duration>) -> redis::RedisResult<()> {
+    pub(crate) fn set_write_timeout(&mut self, d: Option<Duration>) -> redis::RedisResult<()> {
         match self {
             Conn::One(c) => c.set_write_timeout(d),
             #[cfg(feature = "cluster")]

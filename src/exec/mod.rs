@@ -397,12 +397,28 @@ pub fn run(
     if outcome.guard_killed {
         return Err(guard_killed(guard, key, || release(locker, false)));
     }
-    let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
-    let released = release(locker, succeeded);
-    let answered = BootTime::now();
     // The last validity deadline a grant or renewal confirmed (the renewer
     // is stopped: it moves no more).
     let valid_until = *valid_until.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = outcome.lost {
+        // The exit code is 79 whatever the release says, and the release
+        // can free at most what is left of the lease: send it once, wait
+        // no longer than that (nor the timeout), and send nothing once the
+        // lease is over (it ends on the server by itself). With Redis
+        // frozen or gone, the release's resends (5 s beyond the timeout)
+        // kept rlock running for seconds after the command was gone.
+        let left = valid_until.remaining();
+        if !left.is_zero() {
+            let _ = locker.release_within(key, &lease.token, lease.count == 1, None, left);
+        }
+        return Err(Error::Lost {
+            key: key.into(),
+            why,
+        });
+    }
+    let succeeded = outcome.status.is_some_and(|st| st.success());
+    let released = release(locker, succeeded);
+    let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),
         Err(Error::NotOwner { .. }) => Some("another owner held it when the command ended"),
@@ -434,12 +450,9 @@ pub fn run(
     // by the rule above, which is true of the lease as the client counted
     // it.)
     let late = gone.is_some()
-        && outcome.lost.is_none()
         && answered >= valid_until
         && outcome.ended.is_some_and(|ended| ended < valid_until);
-    let lost = outcome
-        .lost
-        .or_else(|| gone.filter(|_| !late).map(String::from));
+    let lost = gone.filter(|_| !late).map(String::from);
     if late && let Some(ended) = outcome.ended {
         on_event(Event::ReleasedLate(valid_until - ended));
     }

@@ -577,8 +577,48 @@ impl Node {
         all: bool,
         min_hold: Option<Duration>,
     ) -> Result<Released> {
+        self.release_for(key, token, all, min_hold, RESEND_WINDOW)
+    }
+
+    /// [`Node::release`] sent once, never again: connecting and the reply
+    /// are each waited for at most `within` (and the timeout).
+    pub(crate) fn release_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        let full = self.server.timeout;
+        let bounded = full.min(within).max(Duration::from_millis(1));
+        self.bound_replies(bounded);
+        let res = self.release_for(key, token, all, min_hold, Duration::ZERO);
+        self.bound_replies(full);
+        res
+    }
+
+    /// Wait at most `timeout` for a connection or a reply from now on.
+    fn bound_replies(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        if let Some(c) = &mut self.conn
+            && (c.set_read_timeout(Some(timeout)).is_err()
+                || c.set_write_timeout(Some(timeout)).is_err())
+        {
+            self.conn = None;
+        }
+    }
+
+    fn release_for(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<Released> {
         let lock = self.name(key)?;
-        match self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)? {
+        match self.release_script(&lock, token, all, min_hold, resend_for)? {
             0 => Ok(Released::Released),
             // Our first send may have released it (lua/release.lua, "Resends").
             reply::NOT_HELD | reply::OTHER_OWNER if self.resent => Ok(Released::Released),

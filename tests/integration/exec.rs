@@ -473,6 +473,53 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
     );
 }
 
+/// Redis frozen, or killed, 0.2 s into `exec --ttl 3s`: the lock is lost,
+/// the command stopped before the lease ends, and then rlock must end at
+/// once, with one line. It waited for the final release's resends to the
+/// dead Redis, about 6 s after the command was gone (exit at 9.2 s frozen,
+/// 6.7 s killed), and a command that outlived the loss's SIGTERM (here one
+/// that ignores it, as when rlock itself was started with TERM ignored)
+/// added "the command did not exit in time; sent SIGKILL" to the loss's
+/// own line, which had said that SIGKILL would follow.
+#[test]
+fn a_lost_lock_ends_rlock_promptly_with_one_line() {
+    for (how, sig) in [("frozen", libc::SIGSTOP), ("killed", libc::SIGKILL)] {
+        for cmd in ["exec sleep 30", "trap '' TERM; exec sleep 30"] {
+            let r = Redis::start();
+            let [pidfile] = paths("lost-promptly", ["pid"]);
+            let script = format!("echo $$ > {}; {cmd}", pidfile.display());
+            let mut child = exec_sh(&r, &["--ttl", "3s"], "k", &script).spawn();
+            let pid = wait_pid(&pidfile);
+            std::thread::sleep(Duration::from_millis(200));
+            kill(r.child_pid(), sig);
+            let mut gone = None;
+            while child.try_wait().unwrap().is_none() {
+                if gone.is_none() && !alive(pid) {
+                    gone = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let exited = Instant::now();
+            if sig == libc::SIGSTOP {
+                kill(r.child_pid(), libc::SIGCONT);
+            }
+            let run = finish(child, "exec").code(79);
+            let after = exited - gone.unwrap_or(exited);
+            assert_eq!(
+                run.stderr.lines().count(),
+                1,
+                "Redis {how}, `{cmd}`: {}",
+                run.stderr
+            );
+            assert!(run.stderr.contains("lost"), "{}", run.stderr);
+            assert!(
+                after < Duration::from_millis(2500),
+                "Redis {how}, `{cmd}`: rlock exited {after:?} after its command was gone"
+            );
+        }
+    }
+}
+
 #[test]
 fn rlock_killed_takes_its_child_along() {
     let r = Redis::shared();
