@@ -185,7 +185,8 @@ pub(crate) struct Global {
     )]
     pub prefix: String,
 
-    /// Give up connecting (or waiting for a reply) after this long
+    /// Give up connecting (or waiting for a reply) after this long: exit 69,
+    /// "Redis at HOST:PORT did not answer within D"
     #[arg(long, global = true, default_value = "2s", value_name = "D")]
     pub connect_timeout: Span,
 
