@@ -55,7 +55,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep-while -d 'With --keep: keep the lock while process PID lives instead' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l on-lost -d 'With --keep: what the keeper does to the watched process (and what it started) if the lock is lost [default: term]' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
-ignore\t'Let the command run on; only report the loss'"
+ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l grace -d 'With --keep and --on-lost term: time the script gets to exit after SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -79,7 +79,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
-ignore\t'Let the command run on; only report the loss'"
+ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s c -l command -d 'Run CMD through `sh -c`, as flock -c does' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l fd -d 'Refused: rlock locks are not file descriptors' -r
@@ -109,7 +109,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-hold -d 'Keep the
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
-ignore\t'Let the command run on; only report the loss'"
+ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r

@@ -91,10 +91,13 @@ Lock loss (exec):
   is confirmed with less than TTL/3 of validity left. Then --on-lost term
   sends SIGTERM to every process of the command, and SIGKILL after --grace
   but never after the kill deadline; kill sends SIGKILL at once; ignore lets
-  the command finish. Whatever the command leaves running is killed when it
-  exits. rlock never re-acquires a lost lock, says so in one line, and exits
-  79; its release then waits no longer than the lease has left. A release
-  that finds the lock gone is a loss too, unless Redis answered it only after
+  the command and everything it started finish. Under term and kill, what
+  the command leaves running when it exits after the loss is SIGKILLed then;
+  under ignore nothing is (--kill-leftovers still applies). rlock never
+  re-acquires a lost lock, says so in one line, and exits 79 once no
+  process of the command is left; its release then waits no longer than
+  the lease has left. A release that finds the lock gone is a loss too,
+  unless Redis answered it only after
   the lease's end and every process of the command had exited before that
   end: then the exit code is the command's, and one line says the release
   came late. Renewals never shorten a lease. A grant whose reply arrives after its validity deadline
@@ -607,7 +610,7 @@ pub enum OnLost {
     Term,
     /// SIGKILL to every process of the command at once
     Kill,
-    /// Let the command run on; only report the loss
+    /// Let the command, and what it started, run on; only report the loss
     Ignore,
 }
 

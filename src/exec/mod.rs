@@ -137,7 +137,7 @@ pub enum OnLost {
     Term,
     /// SIGKILL to every process of the command at once.
     Kill,
-    /// Let the command run on; only report the loss.
+    /// Let the command, and what it started, run on; only report the loss.
     Ignore,
 }
 

@@ -430,6 +430,39 @@ fn on_lost_ignore_lets_the_child_finish_but_reports_79() {
     );
 }
 
+/// `--on-lost ignore` leaves the command's whole tree alone, what it left
+/// running included: the leftover runs to its end, and rlock exits 79 only
+/// then, as the README says ("exits 79 when the command ends", the lock
+/// held for leftovers as for the command). `rlock --help` said instead
+/// that whatever the command leaves running is killed when it exits.
+#[test]
+fn on_lost_ignore_leaves_what_the_command_left_running_alone() {
+    let r = Redis::start();
+    let [done] = paths("ignore-leftover", ["done"]);
+    let script = format!("(sleep 1.5; touch {}) & sleep 0.5", done.display());
+    let child = exec_sh(&r, &["--ttl", "3s", "--on-lost", "ignore"], "k", &script).spawn();
+    eventually(Duration::from_secs(5), "the lock", || r.held("k"));
+    let _: () = r.cmd(&["FLUSHALL"]);
+    let run = finish(child, "exec").code(79);
+    assert!(
+        done.exists(),
+        "the leftover was killed, or rlock exited before it: {}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("runs on without the lock"),
+        "{}",
+        run.stderr
+    );
+    let help = rlock(&r).args(["--help"]).run().ok().stdout;
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("ignore lets the command and everything it started finish"),
+        "rlock --help does not say what ignore does to leftovers"
+    );
+}
+
 fn now_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
