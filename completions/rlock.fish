@@ -31,7 +31,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -l tls-ca -d 'CA certificate (
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_needs_command" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -55,7 +55,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l limit -d 'Let up
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep-while -d 'With --keep: keep the lock while process PID lives instead' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l on-lost -d 'With --keep: what the keeper does to the watched process (and what it started) if the lock is lost [default: term]' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
-ignore\t'Let the command run on; only report the loss'"
+ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l grace -d 'With --keep and --on-lost term: time the script gets to exit after SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -64,7 +64,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-ca -d 'CA ce
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep -d 'Leave a keeper process that renews the lock while the calling process (the script) lives and releases it when that exits'
@@ -79,7 +79,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -s E -l conflict-exit-
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l limit -d 'Let up to N holders in at once (counting semaphore)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
-ignore\t'Let the command run on; only report the loss'"
+ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s c -l command -d 'Run CMD through `sh -c`, as flock -c does' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l fd -d 'Refused: rlock locks are not file descriptors' -r
@@ -90,7 +90,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-ca -d 'CA certi
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
@@ -109,7 +109,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-hold -d 'Keep the
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s E -l conflict-exit-code -d 'Exit code when the lock is busy, the wait times out, or a newer --supersede waiter replaced this one' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to do with the command if the lock is lost while it runs' -r -f -a "term\t'SIGTERM to every process of the command, SIGKILL after --grace'
 kill\t'SIGKILL to every process of the command at once'
-ignore\t'Let the command run on; only report the loss'"
+ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -118,7 +118,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-ca -d 'CA certifi
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
@@ -135,7 +135,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-ca -d 'CA ce
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -149,7 +149,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-ca -d 'CA cert
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -162,7 +162,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-ca -d 'CA cert
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand check" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand check" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l json -d 'Print JSON on stdout'
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand check" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -175,7 +175,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-ca -d 'CA cer
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -189,7 +189,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-ca -d 'CA cer
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -202,7 +202,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-ca -d 'CA certi
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key rlock writes' -r
-complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON (one array) instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'

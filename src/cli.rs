@@ -61,7 +61,8 @@ Waiting:
 Signals (exec):
   INT TERM HUP QUIT USR1 USR2 sent to rlock are passed on to every process of
   the command. After a passed-on INT/TERM/HUP/QUIT the command has --grace to
-  exit, then gets SIGKILL; a second INT or TERM sends SIGKILL at once. While
+  exit, then gets SIGKILL; a second INT or TERM sends SIGKILL at once (one
+  line says which). While
   waiting for a lock, INT/TERM/HUP/QUIT end the wait with exit 128+N and leave
   nothing behind. rlock changes no signal disposition: the command starts
   with the ones rlock was started with, and a signal ignored then (nohup, a
@@ -79,8 +80,9 @@ The guard (exec):
   machine was suspended.
   Leftovers: the lock is held, and renewed, until every process the command
   started has exited, as flock(1) holds it while any holder of its file
-  descriptor lives; --kill-leftovers ends them (TERM, KILL after --grace)
-  when the command exits instead. The exit code is the command's.
+  descriptor lives; --kill-leftovers ends them (TERM to each, those forked
+  meanwhile too; KILL after --grace) when the command exits instead. The
+  exit code is the command's.
   Interactive use (rlock in the foreground of its terminal): the command's
   group becomes the terminal's foreground group, as a shell starts a job.
   Ctrl-C and Ctrl-Z reach the command; when it stops, rlock stops its own
@@ -94,9 +96,13 @@ Lock loss (exec):
   is confirmed with less than TTL/3 of validity left. Then --on-lost term
   sends SIGTERM to every process of the command, and SIGKILL after --grace
   but never after the kill deadline; kill sends SIGKILL at once; ignore lets
-  the command finish. Whatever the command leaves running is killed when it
-  exits. rlock never re-acquires a lost lock and exits 79. A release that
-  finds the lock gone is a loss too, unless Redis answered it only after
+  the command and everything it started finish. Under term and kill, what
+  the command leaves running when it exits after the loss is SIGKILLed then;
+  under ignore nothing is (--kill-leftovers still applies). rlock never
+  re-acquires a lost lock, says so in one line, and exits 79 once no
+  process of the command is left; its release then waits no longer than
+  the lease has left. A release that finds the lock gone is a loss too,
+  unless Redis answered it only after
   the lease's end and every process of the command had exited before that
   end: then the exit code is the command's, and one line says the release
   came late. Renewals never shorten a lease. A grant whose reply arrives after its validity deadline
@@ -187,7 +193,8 @@ pub(crate) struct Global {
     )]
     pub prefix: String,
 
-    /// Give up connecting (or waiting for a reply) after this long
+    /// Give up connecting (or waiting for a reply) after this long: exit 69,
+    /// "Redis at HOST:PORT did not answer within D"
     #[arg(long, global = true, default_value = "2s", value_name = "D")]
     pub connect_timeout: Span,
 
@@ -609,7 +616,7 @@ pub enum OnLost {
     Term,
     /// SIGKILL to every process of the command at once
     Kill,
-    /// Let the command run on; only report the loss
+    /// Let the command, and what it started, run on; only report the loss
     Ignore,
 }
 

@@ -165,6 +165,29 @@ impl Error {
     }
 }
 
+/// `err`, said plainly if it is a timeout: redis-rs reports a reply that
+/// did not come in time as the socket's "Resource temporarily unavailable
+/// (os error 11)", which names neither the server nor the wait. A timeout
+/// becomes "Redis at LABEL did not answer within TIMEOUT" (still a timeout
+/// to `is_timeout`); anything else is returned as it is.
+pub(crate) fn no_answer(
+    err: redis::RedisError,
+    label: &str,
+    timeout: Duration,
+) -> redis::RedisError {
+    if !err.is_timeout() {
+        return err;
+    }
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!(
+            "Redis at {label} did not answer within {}",
+            crate::duration::human(timeout)
+        ),
+    )
+    .into()
+}
+
 /// Connection trouble, timeouts and refusals (auth, ACL) all mean
 /// "Redis is not usable for us right now".
 pub(crate) fn is_unavailable(err: &redis::RedisError) -> bool {

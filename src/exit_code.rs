@@ -1,5 +1,5 @@
 //! Exit codes of the `rlock` binary. They follow sysexits(3) where one fits;
-//! the table is repeated in README.md and the man page.
+//! the table is repeated in docs/guide.md and the man page.
 
 use crate::Error;
 

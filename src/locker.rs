@@ -117,6 +117,23 @@ impl Locker {
         self.0.release(key, token, all, min_hold)
     }
 
+    /// [`Locker::release_with`], sent once and given up after `within`
+    /// (connecting and the reply are each waited for at most that long,
+    /// and never resent): for a release that can only free what is left of
+    /// a lease, such as after the lease was lost. RedLock's per-master
+    /// timeouts are short already: it releases as
+    /// [`Locker::release_with`] does.
+    pub fn release_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        self.0.release_within(key, token, all, min_hold, within)
+    }
+
     /// Extend the lease of `token` to at least `ttl` from now. Returns the
     /// point (CLOCK_BOOTTIME) until which the lease is safe to rely on.
     pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {

@@ -17,7 +17,7 @@ mod render;
 use clap::Parser;
 use cli::{Cli, Command, Global, KeepOpts, LockOpts, RunOpts, RwMode};
 use rlock::duration::human;
-use rlock::exec::{Event, HELD_ENV, Spec};
+use rlock::exec::{Event, HELD_ENV, KillCause, Spec};
 use rlock::{
     ConnectOptions, HolderInfo, Lease, Locker, Mode, Released, Request, Token, Wait, exit_code,
 };
@@ -431,8 +431,29 @@ fn exec(
             Event::Forwarded(sig) if g.verbose => {
                 say!("rlock: passed signal {sig} to the command")
             }
-            Event::Killed if !g.quiet => {
-                say!("rlock: the command did not exit in time; sent SIGKILL")
+            Event::Killed { cause, command } if !g.quiet => {
+                let what = if command {
+                    "the command"
+                } else {
+                    "what the command left running"
+                };
+                let grace = human(run.grace.0);
+                match cause {
+                    KillCause::Grace(sig) => say!(
+                        "rlock: {what} did not exit within {grace} of {} (--grace); sent SIGKILL",
+                        signal_name(sig)
+                    ),
+                    KillCause::Again(sig) => {
+                        say!(
+                            "rlock: a second {}: sent SIGKILL to {what}",
+                            signal_name(sig)
+                        )
+                    }
+                    KillCause::Leftovers => say!(
+                        "rlock: what the command left running did not exit within {grace} of \
+                         SIGTERM (--kill-leftovers); sent SIGKILL"
+                    ),
+                }
             }
             Event::Unconfirmed(d) if !g.quiet => say!(
                 "rlock: lock {key:?}: no renewal confirmed for {}; the command runs on \
@@ -466,6 +487,19 @@ fn exec(
         rlock::exec::tty::reraise_in_job(finished.signal);
     }
     Ok(finished.code)
+}
+
+/// "SIGTERM" for 15: the signals rlock passes on by name, others by number.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGQUIT => "SIGQUIT".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        _ => format!("signal {sig}"),
+    }
 }
 
 /// Acquire (or re-enter, inside an `rlock exec` of the same lock), with

@@ -31,7 +31,7 @@ impl Conn {
         }
     }
 
-    pub(super) fn set_write_timeout(&mut self, d: Option<Duration>) -> redis::RedisResult<()> {
+    pub(crate) fn set_write_timeout(&mut self, d: Option<Duration>) -> redis::RedisResult<()> {
         match self {
             Conn::One(c) => c.set_write_timeout(d),
             #[cfg(feature = "cluster")]

@@ -115,9 +115,15 @@ impl Server {
 
     /// A fresh connection whose replies are bounded by the connect timeout.
     pub(crate) fn connect(&self) -> Result<Conn> {
-        let unavailable = |cause| Error::Unavailable {
-            context: format!("cannot use Redis at {}", self.label),
-            cause,
+        let unavailable = |cause: redis::RedisError| match cause.is_timeout() {
+            true => Error::Unavailable {
+                context: "connect".into(),
+                cause: crate::error::no_answer(cause, &self.label, self.timeout),
+            },
+            false => Error::Unavailable {
+                context: format!("cannot use Redis at {}", self.label),
+                cause,
+            },
         };
         let mut conn = match &self.client {
             Client::One(c) => Conn::One(

@@ -422,7 +422,22 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
                 // Children left, but perhaps only keepers of an `acquire
                 // --keep` that ran in the command: not the command's work,
                 // and never waited for (see `tree::is_keeper`).
-                break (main_done || !rlock_alive) && tree::descendants(me).is_empty();
+                if (!main_done && rlock_alive) || !tree::descendants(me).is_empty() {
+                    break false;
+                }
+                // No live process is left, but some died since the waitpid
+                // above: zombies the walk does not count, children of ours
+                // or orphans re-parented to us as their parent died. Reap
+                // them before saying "empty": a zombie is still a member of
+                // its process group, and left to init (after we exit) it
+                // kept a dead sub-job's group, still the terminal's
+                // foreground group, looking alive to rlock, which then left
+                // the terminal there (the script after it could not read
+                // it). A zombie's children were re-parented before it died,
+                // so none can turn up after this.
+                // SAFETY: plain syscall; a null status pointer is allowed.
+                while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+                break true;
             }
             if pid < 0 {
                 break last_errno() == libc::ECHILD;

@@ -137,7 +137,7 @@ pub enum OnLost {
     Term,
     /// SIGKILL to every process of the command at once.
     Kill,
-    /// Let the command run on; only report the loss.
+    /// Let the command, and what it started, run on; only report the loss.
     Ignore,
 }
 
@@ -171,8 +171,15 @@ pub enum Event<'a> {
     },
     /// A signal was passed on to the command.
     Forwarded(i32),
-    /// The command outlived its grace period and was killed.
-    Killed,
+    /// rlock sent SIGKILL to the command's tree. Not reported after a loss,
+    /// whose [`Event::Lost`] said that SIGKILL would follow.
+    Killed {
+        /// Why.
+        cause: KillCause,
+        /// The command itself still ran; else only what it left running
+        /// did (it had exited).
+        command: bool,
+    },
     /// The lock could not be released; it frees itself when its TTL ends.
     ReleaseFailed(&'a Error),
     /// `--on-lost ignore`: no renewal confirmed for this long; the command
@@ -183,6 +190,19 @@ pub enum Event<'a> {
     /// had exited this long before that deadline: not a loss, the exit
     /// status is the command's.
     ReleasedLate(Duration),
+}
+
+/// Why rlock sent SIGKILL to the command's tree (see [`Event::Killed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillCause {
+    /// The tree outlived `--grace` after this signal was passed on to it.
+    Grace(i32),
+    /// This signal (INT or TERM) was passed on a second time: SIGKILL at
+    /// once.
+    Again(i32),
+    /// `--kill-leftovers`: what the command left running outlived
+    /// `--grace` after the SIGTERM it got when the command exited.
+    Leftovers,
 }
 
 /// How the command ended.
@@ -377,12 +397,28 @@ pub fn run(
     if outcome.guard_killed {
         return Err(guard_killed(guard, key, || release(locker, false)));
     }
-    let succeeded = outcome.lost.is_none() && outcome.status.is_some_and(|st| st.success());
-    let released = release(locker, succeeded);
-    let answered = BootTime::now();
     // The last validity deadline a grant or renewal confirmed (the renewer
     // is stopped: it moves no more).
     let valid_until = *valid_until.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = outcome.lost {
+        // The exit code is 79 whatever the release says, and the release
+        // can free at most what is left of the lease: send it once, wait
+        // no longer than that (nor the timeout), and send nothing once the
+        // lease is over (it ends on the server by itself). With Redis
+        // frozen or gone, the release's resends (5 s beyond the timeout)
+        // kept rlock running for seconds after the command was gone.
+        let left = valid_until.remaining();
+        if !left.is_zero() {
+            let _ = locker.release_within(key, &lease.token, lease.count == 1, None, left);
+        }
+        return Err(Error::Lost {
+            key: key.into(),
+            why,
+        });
+    }
+    let succeeded = outcome.status.is_some_and(|st| st.success());
+    let released = release(locker, succeeded);
+    let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),
         Err(Error::NotOwner { .. }) => Some("another owner held it when the command ended"),
@@ -414,12 +450,9 @@ pub fn run(
     // by the rule above, which is true of the lease as the client counted
     // it.)
     let late = gone.is_some()
-        && outcome.lost.is_none()
         && answered >= valid_until
         && outcome.ended.is_some_and(|ended| ended < valid_until);
-    let lost = outcome
-        .lost
-        .or_else(|| gone.filter(|_| !late).map(String::from));
+    let lost = gone.filter(|_| !late).map(String::from);
     if late && let Some(ended) = outcome.ended {
         on_event(Event::ReleasedLate(valid_until - ended));
     }

@@ -15,7 +15,7 @@ use crate::duration::human;
 
 use super::guard::{Guard, Report};
 use super::renew::Renewer;
-use super::{Event, OnLost, Spec, kill_point, tree, tty};
+use super::{Event, KillCause, OnLost, Spec, kill_point, tree, tty};
 
 /// Events for the supervisor.
 enum Msg {
@@ -25,6 +25,10 @@ enum Msg {
     /// The renewer found the lock gone.
     Lost(String),
 }
+
+/// A SIGKILL due at a time, and why: what to report when it is sent (None:
+/// nothing, it is a loss's, which the loss's own line announced).
+type Due = Option<(BootTime, Option<KillCause>)>;
 
 /// How the command ended.
 pub(crate) struct Outcome {
@@ -85,7 +89,7 @@ impl Supervisor<'_, '_, '_> {
             guard_killed: false,
             ended: None,
         };
-        let mut kill_at: Option<BootTime> = None;
+        let mut kill_at: Due = None;
         let mut interrupts = 0;
         let mut stalled = false;
         let mut msgs = Vec::new();
@@ -96,7 +100,7 @@ impl Supervisor<'_, '_, '_> {
             } else if stalled {
                 wake = wake.min(BootTime::now() + lead.min(Duration::from_secs(1)));
             }
-            if let Some(k) = kill_at {
+            if let Some((k, _)) = kill_at {
                 wake = wake.min(k);
             }
             if let Some(due) = self.renewer.due() {
@@ -132,7 +136,8 @@ impl Supervisor<'_, '_, '_> {
                             self.kill_tree();
                         } else if self.spec.kill_leftovers {
                             self.guard.signal(libc::SIGTERM);
-                            kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
+                            let at = BootTime::now() + self.spec.grace;
+                            kill_at = earliest(kill_at, at, Some(KillCause::Leftovers));
                         }
                     }
                     Some(Msg::Guard(Report::Stopped(sig)))
@@ -227,10 +232,11 @@ impl Supervisor<'_, '_, '_> {
                             interrupts += 1;
                         }
                         if interrupts >= 2 {
-                            self.kill(on_event);
+                            self.kill(on_event, Some(KillCause::Again(sig)), &out);
                             kill_at = None;
                         } else if crate::signals::ENDS_WAIT.contains(&sig) {
-                            kill_at = Some(earliest(kill_at, BootTime::now() + self.spec.grace));
+                            let at = BootTime::now() + self.spec.grace;
+                            kill_at = earliest(kill_at, at, Some(KillCause::Grace(sig)));
                         }
                     }
                     Some(Msg::Lost(why)) => {
@@ -258,8 +264,8 @@ impl Supervisor<'_, '_, '_> {
                             kill_at = self.lose(&why, kill_at, on_event);
                             out.lost = Some(why);
                         }
-                        if kill_at.is_some_and(|k| now >= k) {
-                            self.kill(on_event);
+                        if let Some((_, cause)) = kill_at.filter(|&(k, _)| now >= k) {
+                            self.kill(on_event, cause, &out);
                             kill_at = None;
                         }
                     }
@@ -327,21 +333,20 @@ impl Supervisor<'_, '_, '_> {
         tree::signal_all(self.guard.pid(), libc::SIGKILL);
     }
 
-    /// The command outlived its grace period: kill it, and say so.
-    fn kill(&mut self, on_event: &mut dyn FnMut(Event)) {
+    /// SIGKILL the tree, and say why (nothing for a loss's SIGKILL: the
+    /// loss's line said it would come, and a loss is one line).
+    fn kill(&mut self, on_event: &mut dyn FnMut(Event), cause: Option<KillCause>, out: &Outcome) {
         self.kill_tree();
-        self.report(on_event, Event::Killed);
+        if let Some(cause) = cause {
+            let command = out.status.is_none();
+            self.report(on_event, Event::Killed { cause, command });
+        }
     }
 
     /// Apply the lock-loss policy; returns the new SIGKILL deadline. The
     /// signals and the guard's deadline are set before the event is
     /// reported, so a blocked stderr cannot delay them.
-    fn lose(
-        &self,
-        why: &str,
-        kill_at: Option<BootTime>,
-        on_event: &mut dyn FnMut(Event),
-    ) -> Option<BootTime> {
+    fn lose(&self, why: &str, kill_at: Due, on_event: &mut dyn FnMut(Event)) -> Due {
         self.stop_renewing();
         let now = BootTime::now();
         match self.spec.on_lost {
@@ -364,7 +369,7 @@ impl Supervisor<'_, '_, '_> {
                     why,
                     action: &action,
                 });
-                Some(earliest(kill_at, at))
+                earliest(kill_at, at, None)
             }
             OnLost::Term => {
                 // No time left for a grace period (rlock was stopped or
@@ -399,6 +404,10 @@ fn at_least_1ms(now: BootTime, then: BootTime) -> bool {
     then - now >= Duration::from_millis(1)
 }
 
-fn earliest(a: Option<BootTime>, b: BootTime) -> BootTime {
-    a.map_or(b, |a| a.min(b))
+/// The sooner of `due` and a SIGKILL at `at` for `cause`.
+fn earliest(due: Due, at: BootTime, cause: Option<KillCause>) -> Due {
+    match due {
+        Some((k, _)) if k <= at => due,
+        _ => Some((at, cause)),
+    }
 }

@@ -10,6 +10,8 @@
 //! A walk is a snapshot: a process may fork after it. [`kill_all`] repeats
 //! walk-and-SIGKILL until nothing live is left; a process forked by one that
 //! is being killed is re-parented to the guard and found by the next walk.
+//! [`signal_all`] repeats walk-and-signal until a walk finds no process it
+//! has not signalled yet (see there why that one is enough).
 //! Pids come from the snapshot, so a process that exits and is reaped
 //! between the walk and the kill could in principle be reused by an
 //! unrelated process; only tree members are reaped by the guard or their
@@ -53,40 +55,52 @@ pub(crate) fn stat(pid: libc::pid_t) -> Option<Stat> {
 
 /// Live (not zombie) descendants of `root`, parents before children.
 pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
-    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
-    let mut zombies = HashSet::new();
+    walk(root).into_iter().map(|(pid, _)| pid).collect()
+}
+
+/// Live (not zombie) descendants of `root`, parents before children, each
+/// with its start time (which tells a reused pid apart).
+fn walk(root: libc::pid_t) -> Vec<(libc::pid_t, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Some(st) = stat(pid) else {
-            continue; // gone meanwhile
-        };
-        if st.dead {
-            zombies.insert(pid);
+    let mut procs: Vec<(libc::pid_t, Stat)> = dir
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
+            Some((pid, stat(pid)?)) // None: gone meanwhile
+        })
+        .collect();
+    // The stat files are read one after the other, not at one instant. A
+    // parent reaped after its child's stat was read (the child then named
+    // it) but before its own was is missing here, and its child was
+    // re-parented (to the subreaper) before it was reaped: read that
+    // child's stat again, or it would hang from no one and be missed.
+    let seen: HashSet<libc::pid_t> = procs.iter().map(|(pid, _)| *pid).collect();
+    for (pid, st) in &mut procs {
+        if !seen.contains(&st.ppid)
+            && let Some(again) = stat(*pid)
+        {
+            *st = again;
         }
-        children.entry(st.ppid).or_default().push(pid);
+    }
+    let mut children: HashMap<libc::pid_t, Vec<(libc::pid_t, &Stat)>> = HashMap::new();
+    for (pid, st) in &procs {
+        children.entry(st.ppid).or_default().push((*pid, st));
     }
     let mut out = Vec::new();
     let mut todo = vec![root];
     while let Some(p) = todo.pop() {
         if let Some(kids) = children.get(&p) {
-            for &k in kids {
+            for &(k, st) in kids {
                 // An `acquire --keep` keeper (and its guard) is rlock's own
                 // process, not the command's work: see [`is_keeper`].
                 if is_keeper(k) {
                     continue;
                 }
                 todo.push(k);
-                if !zombies.contains(&k) {
-                    out.push(k);
+                if !st.dead {
+                    out.push((k, st.start));
                 }
             }
         }
@@ -198,13 +212,41 @@ pub(crate) fn reap_children() {
     while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
 }
 
-/// Send `sig` to every live descendant of `root`, once.
+/// Walks [`signal_all`] makes at most: a tree that keeps forking new
+/// processes faster than they are signalled (a fork loop that ignores the
+/// signal) cannot hold the caller for ever.
+const MAX_WALKS: usize = 100;
+
+/// Send `sig` once to every live descendant of `root`, those forked while
+/// it walks included: walk and signal until a walk finds no process it has
+/// not signalled yet.
+///
+/// One walk was not enough: a process forked between the walk's reading of
+/// /proc and the signal to its parent got nothing, and when the parent died
+/// of it, it was re-parented to the guard and ran on (`--kill-leftovers`
+/// then held the lock for the whole `--grace` and SIGKILLed it). The walk
+/// after the signals sees every such child: the kernel aborts (and
+/// restarts) a fork in a process with a signal pending, so a child the
+/// parent forks after our kill returned can only come from a parent that
+/// survived the signal (handled or ignored it), which is that process's
+/// choice, as for any process that handles SIGTERM; and a child forked
+/// before that is in /proc when the next walk starts.
 pub(crate) fn signal_all(root: libc::pid_t, sig: i32) {
     let me = std::process::id().cast_signed();
-    // (Never ourselves: a keeper may have been re-parented under `root`.)
-    for pid in descendants(root).into_iter().filter(|&p| p != me) {
-        // SAFETY: plain syscall; see the module comment on pid reuse.
-        unsafe { libc::kill(pid, sig) };
+    let mut signalled = HashSet::new();
+    for _ in 0..MAX_WALKS {
+        let mut more = false;
+        // (Never ourselves: a keeper may have been re-parented under `root`.)
+        for (pid, start) in walk(root).into_iter().filter(|&(p, _)| p != me) {
+            if signalled.insert((pid, start)) {
+                more = true;
+                // SAFETY: plain syscall; see the module comment on pid reuse.
+                unsafe { libc::kill(pid, sig) };
+            }
+        }
+        if !more {
+            return;
+        }
     }
 }
 

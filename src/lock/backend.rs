@@ -65,6 +65,24 @@ pub(crate) trait Backend: Send {
         min_hold: Option<Duration>,
     ) -> Result<Released>;
 
+    /// [`Backend::release`], sent once and given up after `within`
+    /// (connecting and the reply are each waited for at most that long,
+    /// and never resent): for a release that can only free what is left of
+    /// a lease, such as after the lease was lost. By default as
+    /// [`Backend::release`] (RedLock's per-master timeouts are short
+    /// already).
+    fn release_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        let _ = within;
+        self.release(key, token, all, min_hold)
+    }
+
     /// Extend the lease of `token` to at least `ttl` from now (a lease is
     /// never shortened). Returns the point (CLOCK_BOOTTIME) until which the
     /// lease is safe to rely on: under RedLock, until the latest instant a

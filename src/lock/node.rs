@@ -15,6 +15,25 @@ use crate::conn::{Conn, IDLE_RECONNECT, Server};
 use crate::duration::{human, millis};
 use crate::{Busy, Cancel, Error, Result};
 
+/// lua/release.lua's ARGV: give back one hold of `token` (every hold with
+/// `all`) as request `id`; `min_hold` as [`Backend::release`] takes it.
+fn release_args(
+    token: &Token,
+    all: bool,
+    id: &str,
+    min_hold: Option<Duration>,
+    timeout: Duration,
+) -> [String; 6] {
+    [
+        token.as_str().to_string(),
+        if all { "1" } else { "0" }.to_string(),
+        id.to_string(),
+        millis(min_hold.unwrap_or_default()).to_string(),
+        if min_hold.is_some() { "1" } else { "0" }.to_string(),
+        record_ms(timeout),
+    ]
+}
+
 pub(crate) enum Attempt {
     Granted {
         fence: u64,
@@ -39,6 +58,13 @@ pub(crate) struct Node {
     pub(super) answered: bool,
     /// The last script call was sent more than once (see `eval`).
     pub(super) resent: bool,
+    /// The last script call was sent (it may have run): false when it
+    /// failed before, connecting.
+    pub(super) sent: bool,
+    /// The connection the last script call went unanswered on (a timeout),
+    /// still open: only ever used to queue a give-back behind that call
+    /// (see [`Node::abandon_unanswered`]), never to read from.
+    pub(super) silent: Option<Conn>,
 }
 
 impl Node {
@@ -52,6 +78,8 @@ impl Node {
             resend_cap: RESEND_WINDOW,
             answered: false,
             resent: false,
+            sent: false,
+            silent: None,
         }
     }
 
@@ -93,11 +121,15 @@ impl Node {
         if crate::error::is_unavailable(&err) {
             self.conn = None;
         }
-        let what = if crate::error::is_unavailable(&err) || crate::error::is_oom(&err) {
+        // A timeout names the server itself (see `no_answer`).
+        let what = if (crate::error::is_unavailable(&err) && !err.is_timeout())
+            || crate::error::is_oom(&err)
+        {
             format!("{what} on Redis at {}", self.server.label)
         } else {
             what
         };
+        let err = crate::error::no_answer(err, &self.server.label, self.server.timeout);
         Error::from_redis(err, &what)
     }
     /// One run of the acquire script. A new grant's fence is at least
@@ -272,6 +304,78 @@ impl Node {
         self.release_script(lock, token, true, None, timeout)
     }
 
+    /// [`Node::abandon`] after an acquire call that failed, without a
+    /// second wait where the first got no answer. If the call was never
+    /// sent (connecting failed), nothing was granted. If it went unanswered
+    /// on a connection that is still open (a server that accepted it and
+    /// is silent: frozen, overloaded, or not Redis), the give-back is queued
+    /// behind it on that very connection, and not waited for: Redis runs a
+    /// connection's commands in order, so if the acquire ever runs, the
+    /// give-back runs right after it. (On a new connection it waited for
+    /// an answer as long again, so `acquire` and `exec` gave up after twice
+    /// `--connect-timeout`.) Otherwise (the connection dropped), as before.
+    fn abandon_unanswered(&mut self, lock: &LockName, token: &Token) {
+        if !self.sent {
+            return;
+        }
+        if let Some(Conn::One(mut conn)) = self.silent.take() {
+            let id = request_id();
+            let keys = lock.request_keys(token, &id);
+            let args = release_args(token, true, &id, None, self.server.timeout);
+            let mut c = redis::cmd("EVAL");
+            c.arg(RELEASE.code)
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&args[..]);
+            if conn.send_packed_command(&c.get_packed_command()).is_ok() {
+                return; // closed now, after the give-back
+            }
+        }
+        let _ = self.abandon(lock, token);
+    }
+
+    /// [`Backend::release`] sent once, never again: connecting and the
+    /// reply are each waited for at most `within` (and the timeout).
+    pub(crate) fn release_once_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        let full = self.server.timeout;
+        let bounded = full.min(within).max(Duration::from_millis(1));
+        self.bound_replies(bounded);
+        let res = self.release_for(key, token, all, min_hold, Duration::ZERO);
+        self.bound_replies(full);
+        res
+    }
+
+    /// Wait at most `timeout` for a connection or a reply from now on.
+    fn bound_replies(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        if let Some(c) = &mut self.conn
+            && (c.set_read_timeout(Some(timeout)).is_err()
+                || c.set_write_timeout(Some(timeout)).is_err())
+        {
+            self.conn = None;
+        }
+    }
+
+    fn release_for(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<Released> {
+        let lock = self.name(key)?;
+        let n = self.release_script(&lock, token, all, min_hold, resend_for)?;
+        decode::released(n, self.resent, key)
+    }
+
     /// One run of the release script (see lua/release.lua for the reply).
     fn release_script(
         &mut self,
@@ -282,18 +386,12 @@ impl Node {
         resend_for: Duration,
     ) -> Result<i64> {
         let id = request_id();
-        let hold = millis(min_hold.unwrap_or_default()).to_string();
+        let args = release_args(token, all, &id, min_hold, self.server.timeout);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let reply: Vec<Value> = self.eval(
             &RELEASE,
             &lock.request_keys(token, &id),
-            &[
-                token.as_str(),
-                if all { "1" } else { "0" },
-                &id,
-                &hold,
-                if min_hold.is_some() { "1" } else { "0" },
-                &record_ms(self.server.timeout),
-            ],
+            &args,
             || format!("release {:?}", lock.name()),
             resend_for,
         )?;
@@ -368,6 +466,8 @@ impl Backend for Node {
             resend_cap: self.resend_cap,
             answered: self.answered,
             resent: false,
+            sent: false,
+            silent: None,
         })
     }
 
@@ -488,7 +588,7 @@ impl Backend for Node {
                     }
                     if !self.ride_out(&e, &mut outage, &w) {
                         if matches!(e, Error::Unavailable { .. }) {
-                            let _ = self.abandon(&lock, &token);
+                            self.abandon_unanswered(&lock, &token);
                         }
                         return Err(e);
                     }
@@ -580,9 +680,18 @@ impl Backend for Node {
         all: bool,
         min_hold: Option<Duration>,
     ) -> Result<Released> {
-        let lock = self.name(key)?;
-        let n = self.release_script(&lock, token, all, min_hold, RESEND_WINDOW)?;
-        decode::released(n, self.resent, key)
+        self.release_for(key, token, all, min_hold, RESEND_WINDOW)
+    }
+
+    fn release_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        self.release_once_within(key, token, all, min_hold, within)
     }
 
     fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {

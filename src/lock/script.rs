@@ -126,14 +126,18 @@ impl Node {
         };
         let mut tries = 0;
         self.resent = false;
+        self.sent = false;
+        self.silent = None;
         loop {
-            let conn = match self.conn() {
-                Ok(conn) => conn,
+            match self.conn() {
+                Ok(_) => {}
                 // Reconnecting during an outage: keep trying. A first
                 // connect fails at once.
                 Err(_) if tries > 0 && pause(&mut tries) => continue,
                 Err(e) => return Err(e),
-            };
+            }
+            self.sent = true;
+            let conn = self.conn.as_mut().expect("just connected");
             let mut res = call("EVALSHA", script.sha).query(conn);
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
@@ -153,7 +157,14 @@ impl Node {
                         return Err(self.fail(e, what()));
                     }
                 }
-                Err(e) => return Err(self.fail(e, what())),
+                Err(e) => {
+                    if e.is_timeout() {
+                        // Kept for a give-back queued behind this call
+                        // (see `Node::abandon_unanswered`).
+                        self.silent = self.conn.take();
+                    }
+                    return Err(self.fail(e, what()));
+                }
             }
         }
     }

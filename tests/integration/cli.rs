@@ -465,6 +465,45 @@ mod bad_input {
         assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
     }
 
+    /// A peer that accepts connections and never answers (a frozen Redis,
+    /// another service): every command gives up after one --connect-timeout
+    /// and says so in one line. acquire and exec took twice the timeout
+    /// (the grant was given back on a second connection, which waited as
+    /// long again), and every command said "Resource temporarily
+    /// unavailable (os error 11)".
+    #[test]
+    fn a_silent_server_is_given_up_on_after_one_timeout() {
+        // The kernel completes the connection (backlog); nobody reads.
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = format!("127.0.0.1:{}", silent.local_addr().unwrap().port());
+        let url = format!("redis://{addr}");
+        let tok = "0b0e8e3c-2c5a-4d38-9b43-3f0e5d6a7c21";
+        let commands: [&[&str]; 10] = [
+            &["acquire", "k"],
+            &["acquire", "-n", "k"],
+            &["exec", "k", "--", "true"],
+            &["rw", "read", "k", "--", "true"],
+            &["status", "k"],
+            &["list"],
+            &["doctor"],
+            &["release", "k", "--token", tok],
+            &["renew", "k", "--token", tok],
+            &["check", "k", "--token", tok],
+        ];
+        for args in commands {
+            let run = bare_rlock()
+                .args(["--url", &url, "--connect-timeout", "1s"])
+                .args(args)
+                .run()
+                .fails(69, &format!("Redis at {addr} did not answer within 1s"));
+            assert!(
+                run.elapsed < Duration::from_secs(2),
+                "{args:?} gave up after {:?}, more than the timeout",
+                run.elapsed
+            );
+        }
+    }
+
     #[test]
     fn malformed_urls_never_echo_the_password() {
         for url in [

@@ -407,7 +407,13 @@ fn a_frozen_server_does_not_answer() {
         .args(["--connect-timeout", "300ms", "doctor"])
         .run();
     kill(frozen.child_pid(), libc::SIGCONT);
-    let run = run.fails(69, "cannot use Redis");
+    let run = run.fails(
+        69,
+        &format!(
+            "Redis at 127.0.0.1:{} did not answer within 300ms",
+            frozen.port
+        ),
+    );
     assert!(run.stdout.is_empty(), "{}", run.stdout);
     let (a, b) = (safe_server(), safe_server());
     let urls = [a.url(), b.url(), frozen.url()].join(",");

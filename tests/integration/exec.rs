@@ -430,6 +430,39 @@ fn on_lost_ignore_lets_the_child_finish_but_reports_79() {
     );
 }
 
+/// `--on-lost ignore` leaves the command's whole tree alone, what it left
+/// running included: the leftover runs to its end, and rlock exits 79 only
+/// then, as the README says ("exits 79 when the command ends", the lock
+/// held for leftovers as for the command). `rlock --help` said instead
+/// that whatever the command leaves running is killed when it exits.
+#[test]
+fn on_lost_ignore_leaves_what_the_command_left_running_alone() {
+    let r = Redis::start();
+    let [done] = paths("ignore-leftover", ["done"]);
+    let script = format!("(sleep 1.5; touch {}) & sleep 0.5", done.display());
+    let child = exec_sh(&r, &["--ttl", "3s", "--on-lost", "ignore"], "k", &script).spawn();
+    eventually(Duration::from_secs(5), "the lock", || r.held("k"));
+    let _: () = r.cmd(&["FLUSHALL"]);
+    let run = finish(child, "exec").code(79);
+    assert!(
+        done.exists(),
+        "the leftover was killed, or rlock exited before it: {}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("runs on without the lock"),
+        "{}",
+        run.stderr
+    );
+    let help = rlock(&r).args(["--help"]).run().ok().stdout;
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("ignore lets the command and everything it started finish"),
+        "rlock --help does not say what ignore does to leftovers"
+    );
+}
+
 fn now_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -471,6 +504,53 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
         (expires_ns - term_ns) / 1_000_000,
         run.stderr.trim()
     );
+}
+
+/// Redis frozen, or killed, 0.2 s into `exec --ttl 3s`: the lock is lost,
+/// the command stopped before the lease ends, and then rlock must end at
+/// once, with one line. It waited for the final release's resends to the
+/// dead Redis, about 6 s after the command was gone (exit at 9.2 s frozen,
+/// 6.7 s killed), and a command that outlived the loss's SIGTERM (here one
+/// that ignores it, as when rlock itself was started with TERM ignored)
+/// added "the command did not exit in time; sent SIGKILL" to the loss's
+/// own line, which had said that SIGKILL would follow.
+#[test]
+fn a_lost_lock_ends_rlock_promptly_with_one_line() {
+    for (how, sig) in [("frozen", libc::SIGSTOP), ("killed", libc::SIGKILL)] {
+        for cmd in ["exec sleep 30", "trap '' TERM; exec sleep 30"] {
+            let r = Redis::start();
+            let [pidfile] = paths("lost-promptly", ["pid"]);
+            let script = format!("echo $$ > {}; {cmd}", pidfile.display());
+            let mut child = exec_sh(&r, &["--ttl", "3s"], "k", &script).spawn();
+            let pid = wait_pid(&pidfile);
+            std::thread::sleep(Duration::from_millis(200));
+            kill(r.child_pid(), sig);
+            let mut gone = None;
+            while child.try_wait().unwrap().is_none() {
+                if gone.is_none() && !alive(pid) {
+                    gone = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let exited = Instant::now();
+            if sig == libc::SIGSTOP {
+                kill(r.child_pid(), libc::SIGCONT);
+            }
+            let run = finish(child, "exec").code(79);
+            let after = exited - gone.unwrap_or(exited);
+            assert_eq!(
+                run.stderr.lines().count(),
+                1,
+                "Redis {how}, `{cmd}`: {}",
+                run.stderr
+            );
+            assert!(run.stderr.contains("lost"), "{}", run.stderr);
+            assert!(
+                after < Duration::from_millis(2500),
+                "Redis {how}, `{cmd}`: rlock exited {after:?} after its command was gone"
+            );
+        }
+    }
 }
 
 #[test]
@@ -1323,6 +1403,117 @@ fn kill_leftovers_ends_them_with_the_command() {
     assert!(!r.held("k"));
     std::thread::sleep(Duration::from_millis(2200));
     assert!(!done.exists(), "the leftover ran on");
+}
+
+/// `--kill-leftovers` sends SIGTERM to every process the command left,
+/// also one that a leftover forks while the tree is being walked. The walk
+/// was one /proc snapshot: a process forked after it got no SIGTERM, was
+/// re-parented to the guard when its parent died of the TERM, and held the
+/// lock for the whole `--grace`, after which rlock SIGKILLed it and said
+/// "the command did not exit in time" (`sh -c './lt & exit 6'` did so in 2
+/// of 12 runs). Here 16 leftovers each fork their long sleep a few ms
+/// apart, around the moment the command exits, so some fork falls inside
+/// the walk in most runs; any line on stderr is that SIGKILL.
+#[test]
+fn kill_leftovers_terms_what_a_leftover_forks_during_the_walk() {
+    let r = Redis::shared();
+    let delays: Vec<String> = (0..16).map(|i| format!("0.{:03}", 1 + 2 * i)).collect();
+    let script = format!(
+        "for d in {}; do (sleep $d; sleep 60; :) & done; exit 6",
+        delays.join(" ")
+    );
+    for i in 0..10 {
+        let run = exec_sh(&r, &["--kill-leftovers", "--grace", "10s"], "k", &script).run();
+        assert!(
+            run.code == 6 && run.stderr.is_empty(),
+            "run {i}: exit {}, a leftover outlived its SIGTERM: {}",
+            run.code,
+            run.stderr
+        );
+    }
+    assert!(!r.held("k"));
+}
+
+/// Every SIGKILL rlock sends says why, and about what: the command, or
+/// what it left running. It always said "the command did not exit in
+/// time", also after a second TERM (sent at once, no time involved) and
+/// for a leftover of a command that had exited long before.
+#[test]
+fn each_sigkill_says_why() {
+    let r = Redis::shared();
+    let [ready, cmd] = paths("sigkill-why", ["ready", "cmd"]);
+    let stubborn = format!(
+        "trap '' TERM; touch {}; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let started = |child: &std::process::Child| {
+        eventually(Duration::from_secs(10), "the command to start", || {
+            ready.exists()
+        });
+        child.id()
+    };
+    let one_line = |run: &Run, needle: &str| {
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains(needle),
+            "{:?} lacks {needle:?}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("in time"), "{}", run.stderr);
+    };
+    // The command outlived --grace after a TERM passed on.
+    let child = exec_sh(&r, &["--grace", "300ms"], "k", &stubborn).spawn();
+    kill(started(&child), libc::SIGTERM);
+    let run = finish(child, "exec").code(137);
+    one_line(&run, "the command did not exit within 300ms of SIGTERM");
+
+    // A second TERM: SIGKILL at once.
+    let _ = std::fs::remove_file(&ready);
+    let child = exec_sh(&r, &["--grace", "1h"], "k", &stubborn).spawn();
+    let pid = started(&child);
+    kill(pid, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    kill(pid, libc::SIGTERM);
+    let run = finish(child, "exec").code(137);
+    one_line(&run, "a second SIGTERM");
+
+    // --kill-leftovers: the command exited at once, its leftover ignores
+    // the SIGTERM.
+    let _ = std::fs::remove_file(&ready);
+    let leftover = format!(
+        "(trap '' TERM; touch {}; exec sleep 60) & exit 3",
+        ready.display()
+    );
+    let run = exec_sh(
+        &r,
+        &["--kill-leftovers", "--grace", "300ms"],
+        "k",
+        &leftover,
+    )
+    .run()
+    .code(3);
+    one_line(
+        &run,
+        "what the command left running did not exit within 300ms",
+    );
+
+    // A TERM passed on after the command exited reaches what it left.
+    let _ = std::fs::remove_file(&ready);
+    let script = format!("echo $$ > {}; {leftover}", cmd.display());
+    let child = exec_sh(&r, &["--grace", "300ms"], "k", &script).spawn();
+    let pid = started(&child);
+    let sh = wait_pid(&cmd);
+    eventually(Duration::from_secs(10), "the command to be reaped", || {
+        !Path::new(&format!("/proc/{sh}")).exists()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    kill(pid, libc::SIGTERM);
+    let run = finish(child, "exec").code(3);
+    one_line(
+        &run,
+        "what the command left running did not exit within 300ms",
+    );
+    assert!(!r.held("k"));
 }
 
 #[test]
