@@ -7,7 +7,7 @@ use std::path::Path;
 use clap_complete::Shell;
 
 #[allow(dead_code)]
-#[path = "../../src/cli.rs"]
+#[path = "../../src/bin/rlock/cli.rs"]
 mod cli;
 
 fn generated() -> Vec<(String, Vec<u8>)> {

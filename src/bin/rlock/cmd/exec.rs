@@ -1,0 +1,156 @@
+//! `exec`, and `rw` with a command.
+
+use std::io::Write;
+
+use rlock::duration::human;
+use rlock::exec::{Event, KillCause, Spec};
+use rlock::{HolderInfo, Request, exit_code};
+
+use crate::cli::{Global, RunOpts};
+use crate::setup::{connect, inherited, waiting};
+
+/// `rlock exec k --tll 5s -- true`: an option rlock does not know, before
+/// the `--`, became the command (`--tll`, exit 127). When a `--` follows
+/// the key, everything between the key and it is rlock's options: a
+/// command that starts with a dash before the first `--` on the command
+/// line is such an option, mistyped. (`rlock exec k -- --cmd -- x` runs
+/// `--cmd`: it comes after the first `--`.)
+pub(crate) fn mistyped_option(command: &[std::ffi::OsString]) -> Result<(), rlock::Error> {
+    let Some(first) = command.first() else {
+        return Ok(());
+    };
+    if !first.to_string_lossy().starts_with('-') {
+        return Ok(());
+    }
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let Some(dd) = raw.iter().position(|a| a == "--") else {
+        return Ok(());
+    };
+    if raw[dd + 1..] == *command {
+        return Ok(());
+    }
+    Err(rlock::Error::Usage(format!(
+        "unknown option {:?} (everything between the key and `--` is rlock's options; \
+         see --help)",
+        first.to_string_lossy()
+    )))
+}
+
+/// `exec`, and `rw` with a command.
+pub(crate) fn exec(
+    g: &Global,
+    key: &str,
+    mut req: Request,
+    run: &RunOpts,
+    command: &[std::ffi::OsString],
+) -> anyhow::Result<u8> {
+    mistyped_option(command)?;
+    req.check()?;
+    req.info = HolderInfo::current(Some(rlock::conn::redact_command(command)));
+    let mut locker = connect(g)?;
+    req.reenter = inherited(&locker, key)?;
+    let spec = Spec {
+        program: command[0].clone(),
+        args: command[1..].to_vec(),
+        on_lost: run.on_lost.into(),
+        grace: run.grace.0,
+        kill_leftovers: run.kill_leftovers,
+    };
+    // A loss is reported once, when it happens; the exit code says it again.
+    let mut reported = false;
+    let progress = waiting(g, key);
+    let result = rlock::exec::run(
+        &mut locker,
+        key,
+        &req,
+        &spec,
+        &mut |busy| progress.update(busy),
+        &mut |ev| match ev {
+            Event::Acquired(lease) => {
+                // Before the command writes anything.
+                progress.finish();
+                if g.verbose {
+                    say!(
+                        "rlock: acquired {key:?} (fence {}, ttl {})",
+                        lease.fence,
+                        human(lease.ttl)
+                    )
+                }
+            }
+            Event::Lost { why, action } => {
+                reported = true;
+                say!("rlock: lock {key:?} lost: {why}; {action}")
+            }
+            Event::Forwarded(sig) if g.verbose => {
+                say!("rlock: passed signal {sig} to the command")
+            }
+            Event::Killed { cause, command } if !g.quiet => {
+                let what = if command {
+                    "the command"
+                } else {
+                    "what the command left running"
+                };
+                let grace = human(run.grace.0);
+                match cause {
+                    KillCause::Grace(sig) => say!(
+                        "rlock: {what} did not exit within {grace} of {} (--grace); sent SIGKILL",
+                        signal_name(sig)
+                    ),
+                    KillCause::Again(sig) => {
+                        say!(
+                            "rlock: a second {}: sent SIGKILL to {what}",
+                            signal_name(sig)
+                        )
+                    }
+                    KillCause::Leftovers => say!(
+                        "rlock: what the command left running did not exit within {grace} of \
+                         SIGTERM (--kill-leftovers); sent SIGKILL"
+                    ),
+                }
+            }
+            Event::Unconfirmed(d) if !g.quiet => say!(
+                "rlock: lock {key:?}: no renewal confirmed for {}; the command runs on \
+                 (--on-lost ignore) and renewing goes on",
+                human(d)
+            ),
+            Event::ReleasedLate(margin) => say!(
+                "rlock: lock {key:?}: Redis answered the release only after the lease had \
+                 ended, but the command and everything it started had exited {} before \
+                 the lease's end; its exit status stands",
+                human(margin)
+            ),
+            Event::ReleaseFailed(e) => {
+                say!("rlock: could not release {key:?} (it frees itself when its TTL ends): {e}")
+            }
+            _ => {}
+        },
+    );
+    progress.finish();
+    let finished = match result {
+        Err(rlock::Error::Lost { .. }) if reported => return Ok(exit_code::LOST),
+        r => r?,
+    };
+    if g.verbose {
+        say!(
+            "rlock: released {key:?}; the command exited with {}",
+            finished.code
+        );
+    }
+    if finished.interactive {
+        rlock::exec::tty::reraise_in_job(finished.signal);
+    }
+    Ok(finished.code)
+}
+
+/// "SIGTERM" for 15: the signals rlock passes on by name, others by number.
+pub(crate) fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGQUIT => "SIGQUIT".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        _ => format!("signal {sig}"),
+    }
+}

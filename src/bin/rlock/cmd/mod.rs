@@ -1,0 +1,77 @@
+//! One function per subcommand; [`run`] dispatches.
+
+mod acquire;
+mod exec;
+mod query;
+mod release;
+
+use rlock::Mode;
+
+use crate::cli::{Cli, Command, RwMode};
+use crate::setup::request;
+
+/// Run the subcommand `cli` names; its exit code, or the error to report.
+pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
+    let g = &cli.global;
+    // Bad input is reported as such, before any connection is tried.
+    if let Some(key) = cli.command.key() {
+        rlock::lock::LockName::new(&g.prefix, key)?;
+    }
+    match &cli.command {
+        Command::Acquire {
+            key,
+            lock,
+            slots,
+            keep,
+        } => {
+            let mut req = request(lock);
+            req.limit = slots.limit;
+            let keep = acquire::keeper(keep)?;
+            acquire::print_token(g, key, req, keep)
+        }
+        Command::Exec {
+            key,
+            lock,
+            slots,
+            run,
+            flock,
+            command,
+        } => {
+            flock.refuse(key, command).map_err(rlock::Error::Usage)?;
+            let mut req = request(lock);
+            req.limit = slots.limit;
+            if flock.shared {
+                req.mode = Mode::Read;
+            }
+            exec::exec(g, key, req, run, &flock.command(command))
+        }
+        Command::Rw {
+            mode,
+            key,
+            lock,
+            run,
+            command,
+        } => {
+            let mut req = request(lock);
+            req.mode = match mode {
+                RwMode::Read => Mode::Read,
+                RwMode::Write => Mode::Write,
+            };
+            if command.is_empty() {
+                acquire::print_token(g, key, req, None)
+            } else {
+                exec::exec(g, key, req, run, command)
+            }
+        }
+        Command::Release {
+            key,
+            token,
+            min_hold,
+        } => release::release(g, key, token.token.as_deref(), min_hold.map(|d| d.0)),
+        Command::Renew { key, token, ttl } => release::renew(g, key, token.token.as_deref(), ttl.0),
+        Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
+        Command::Status { key, json } => query::status(g, key, *json),
+        Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
+        Command::List { pattern, json } => query::list(g, pattern, *json),
+    }
+}
