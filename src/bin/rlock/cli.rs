@@ -1,6 +1,11 @@
 //! The command-line definition, part of the binary (the library does not
 //! depend on clap). The docs test includes this file too, so the man pages
 //! and completions it generates are exactly what the binary parses.
+//!
+//! Over 500 lines, on purpose: it is one declaration (clap's derive) whose
+//! help texts are the `--help` and man pages users read; split, the docs
+//! test would have to include every part, and a flag's help would sit
+//! away from its definition.
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 

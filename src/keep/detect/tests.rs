@@ -1,0 +1,329 @@
+//! Caller detection on synthetic process tables.
+
+use std::collections::HashMap;
+
+use super::*;
+
+/// One synthetic process.
+#[derive(Clone, Default)]
+struct P {
+    ppid: Pid,
+    sid: Pid,
+    layout: (u64, u64),
+    exe: &'static str,
+    argv: Vec<&'static str>,
+    comm: &'static str,
+    /// Pipes it holds open for reading; None: unreadable.
+    reads: Option<Vec<&'static str>>,
+}
+
+/// A table of processes; pid 100 is rlock.
+struct Table {
+    procs: HashMap<Pid, P>,
+    stdout: Option<&'static str>,
+}
+
+impl Procs for Table {
+    fn me(&self) -> Pid {
+        100
+    }
+    fn info(&self, pid: Pid) -> Option<Info> {
+        self.procs.get(&pid).map(|p| Info {
+            ppid: p.ppid,
+            sid: p.sid,
+            layout: p.layout,
+        })
+    }
+    fn cmdline(&self, pid: Pid) -> Option<Vec<u8>> {
+        let p = self.procs.get(&pid)?;
+        let mut v = Vec::new();
+        for a in &p.argv {
+            v.extend_from_slice(a.as_bytes());
+            v.push(0);
+        }
+        Some(v)
+    }
+    fn exe(&self, pid: Pid) -> Option<PathBuf> {
+        self.procs.get(&pid).map(|p| PathBuf::from(p.exe))
+    }
+    fn comm(&self, pid: Pid) -> Option<String> {
+        self.procs.get(&pid).map(|p| format!("{}\n", p.comm))
+    }
+    fn our_stdout_pipe(&self) -> Option<PathBuf> {
+        self.stdout.map(PathBuf::from)
+    }
+    fn reads(&self, pid: Pid, pipe: &Path) -> Option<bool> {
+        let r = self.procs.get(&pid)?.reads.as_ref()?;
+        Some(r.iter().any(|x| Path::new(x) == pipe))
+    }
+    fn children(&self, pid: Pid) -> Vec<Pid> {
+        let mut c: Vec<Pid> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.ppid == pid)
+            .map(|(&k, _)| k)
+            .collect();
+        c.sort_unstable();
+        c
+    }
+}
+
+const RLOCK: [&str; 4] = ["rlock", "acquire", "k", "--keep"];
+
+fn rlock(ppid: Pid) -> P {
+    P {
+        ppid,
+        sid: 10,
+        exe: "/usr/bin/rlock",
+        argv: RLOCK.to_vec(),
+        comm: "rlock",
+        reads: Some(vec![]),
+        ..P::default()
+    }
+}
+
+/// The script: bash, pid 50, in session 10, under init.
+fn script() -> P {
+    P {
+        ppid: 1,
+        sid: 10,
+        layout: (7, 8),
+        exe: "/usr/bin/bash",
+        argv: vec!["bash", "deploy.sh"],
+        comm: "bash",
+        reads: Some(vec![]),
+    }
+}
+
+fn table(procs: Vec<(Pid, P)>, stdout: Option<&'static str>) -> Table {
+    Table {
+        procs: procs.into_iter().collect(),
+        stdout,
+    }
+}
+
+/// (the script found, whether a pipeline was seen), checked usable.
+fn decide(t: &Table) -> Result<(Pid, bool)> {
+    let f = find(t).expect("found");
+    usable(t, f.parent, f.child)?;
+    Ok((f.pid, f.piped))
+}
+
+#[test]
+fn a_plain_call_is_kept_for_its_parent() {
+    let t = table(vec![(50, script()), (100, rlock(50))], None);
+    assert_eq!(decide(&t).unwrap(), (50, false));
+}
+
+#[test]
+fn command_substitution_that_stays_resolves_to_the_script() {
+    // `tok=$(rlock acquire k --keep; echo)`: 60 is the subshell, a
+    // forked copy of the script, which reads the $(...) pipe.
+    let mut script = script();
+    script.reads = Some(vec!["pipe:[9]"]);
+    let sub = P {
+        ppid: 50,
+        reads: Some(vec![]),
+        ..script.clone()
+    };
+    let t = table(
+        vec![(50, script), (60, sub), (100, rlock(60))],
+        Some("pipe:[9]"),
+    );
+    assert_eq!(decide(&t).unwrap(), (50, false));
+}
+
+#[test]
+fn a_subshell_not_read_from_is_kept_for_itself() {
+    // `( rlock acquire k --keep; ... )`, and its variant under a
+    // script whose own stdout is that pipe's write end: the script
+    // does not *read* it.
+    let sub = P {
+        ppid: 50,
+        ..script()
+    };
+    let t = table(
+        vec![(50, script()), (60, sub), (100, rlock(60))],
+        Some("pipe:[9]"),
+    );
+    assert_eq!(decide(&t).unwrap(), (60, false));
+}
+
+#[test]
+fn a_new_run_of_the_same_program_is_no_subshell() {
+    // `bash -c 'rlock ...'` from a bash script: same exe and (here)
+    // command line, but another stack layout: a new program.
+    let mut script = script();
+    script.reads = Some(vec!["pipe:[9]"]);
+    let inner = P {
+        ppid: 50,
+        layout: (3, 4),
+        ..script.clone()
+    };
+    let t = table(
+        vec![(50, script), (60, inner), (100, rlock(60))],
+        Some("pipe:[9]"),
+    );
+    assert_eq!(decide(&t).unwrap(), (60, false));
+}
+
+#[test]
+fn wrappers_are_looked_through() {
+    // `tok=$(timeout 60 nice rlock acquire k --keep)`.
+    let wrap = |ppid, argv: Vec<&'static str>| P {
+        ppid,
+        sid: 10,
+        exe: "/usr/bin/wrapper",
+        argv,
+        comm: "wrapper",
+        reads: Some(vec![]),
+        ..P::default()
+    };
+    let mut t1 = vec!["timeout", "60", "nice"];
+    t1.extend(RLOCK);
+    let mut t2 = vec!["nice"];
+    t2.extend(RLOCK);
+    let t = table(
+        vec![
+            (50, script()),
+            (70, wrap(50, t1)),
+            (80, wrap(70, t2)),
+            (100, rlock(80)),
+        ],
+        None,
+    );
+    assert_eq!(decide(&t).unwrap(), (50, false));
+    // A command line that merely ends in the same words is no
+    // wrapper unless the words are whole arguments.
+    let t = table(
+        vec![
+            (50, script()),
+            (
+                70,
+                wrap(
+                    50,
+                    vec!["sh", "-c", "x", "xrlock", "acquire", "k", "--keep"],
+                ),
+            ),
+            (100, rlock(70)),
+        ],
+        None,
+    );
+    assert_eq!(decide(&t).unwrap(), (70, false));
+}
+
+#[test]
+fn a_pipeline_in_a_subshell_is_seen() {
+    // `tok=$(rlock acquire k --keep | tail -n1)`: the $(...) subshell
+    // (60) runs rlock and tail; tail reads our stdout.
+    let mut script = script();
+    script.reads = Some(vec!["pipe:[1]"]);
+    let sub = P {
+        ppid: 50,
+        reads: Some(vec![]),
+        ..script.clone()
+    };
+    let tail = P {
+        ppid: 60,
+        sid: 10,
+        exe: "/usr/bin/tail",
+        argv: vec!["tail", "-n1"],
+        comm: "tail",
+        reads: Some(vec!["pipe:[2]"]),
+        ..P::default()
+    };
+    let t = table(
+        vec![(50, script), (60, sub), (61, tail), (100, rlock(60))],
+        Some("pipe:[2]"),
+    );
+    assert_eq!(decide(&t).unwrap(), (60, true));
+}
+
+#[test]
+fn orphans_and_exec_guards_are_refused() {
+    // Re-parented to init.
+    let t = table(vec![(1, script()), (100, rlock(1))], None);
+    assert!(decide(&t).is_err());
+    // Re-parented to a subreaper of another session.
+    let reaper = P {
+        sid: 77,
+        ..script()
+    };
+    let t = table(vec![(40, reaper), (100, rlock(40))], None);
+    let e = decide(&t).unwrap_err().to_string();
+    assert!(e.contains("re-parented to pid 40"), "{e}");
+    // `setsid rlock ...`: a session of its own, its parent elsewhere.
+    let mut own = rlock(50);
+    own.sid = 100;
+    let t = table(vec![(50, script()), (100, own)], None);
+    assert_eq!(decide(&t).unwrap(), (50, false));
+    // exec's guard (a fork of `rlock exec a -- rlock acquire ...`,
+    // whose command line ends like ours) is neither looked through nor
+    // kept for.
+    let mut argv = vec!["rlock", "exec", "a", "--"];
+    argv.extend(RLOCK);
+    let guard = P {
+        ppid: 50,
+        sid: 10,
+        exe: "/usr/bin/rlock",
+        argv,
+        comm: "rlock-guard",
+        reads: Some(vec![]),
+        ..P::default()
+    };
+    let t = table(vec![(50, script()), (90, guard), (100, rlock(90))], None);
+    let e = decide(&t).unwrap_err().to_string();
+    assert!(e.contains("rlock exec's own command"), "{e}");
+}
+
+#[test]
+fn the_enclosing_exec_and_ancestry() {
+    let guard = P {
+        ppid: 50,
+        sid: 10,
+        exe: "/usr/bin/rlock",
+        argv: vec!["rlock", "exec", "a", "--", "sh"],
+        comm: "rlock-guard",
+        reads: Some(vec![]),
+        ..P::default()
+    };
+    let sh = P {
+        ppid: 90,
+        ..script()
+    };
+    let t = table(
+        vec![(50, script()), (90, guard), (95, sh), (100, rlock(95))],
+        None,
+    );
+    assert_eq!(enclosing_exec(&t), Some(90));
+    assert!(descends_from(&t, 95, 90));
+    assert!(!descends_from(&t, 50, 90));
+    let t = table(vec![(50, script()), (100, rlock(50))], None);
+    assert_eq!(enclosing_exec(&t), None);
+}
+
+#[test]
+fn a_forked_copy_is_told_from_another_program() {
+    let me = std::process::id() as libc::pid_t;
+    // SAFETY: plain syscalls; the child only sleeps (async-signal-safe)
+    // until it is killed.
+    let child = unsafe {
+        match libc::fork() {
+            0 => loop {
+                libc::pause();
+            },
+            pid => pid,
+        }
+    };
+    assert!(child > 0);
+    let copy = forked_copy(&Live, child, me);
+    // SAFETY: plain syscalls on our own child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    assert!(copy, "a forked child is a copy");
+    // Our parent (cargo, or a shell) runs another program.
+    // SAFETY: plain syscall.
+    assert!(!forked_copy(&Live, me, unsafe { libc::getppid() }));
+}
