@@ -206,7 +206,7 @@ impl Server {
             .any(|s| matches!(s.info.addr(), redis::ConnectionAddr::Unix(_)))
         {
             return Err(Error::Usage(
-                "--cluster needs host:port URLs, not unix sockets".into(),
+                "ConnectOptions::cluster needs host:port URLs, not unix sockets".into(),
             ));
         }
         let label = format!("cluster via {}", seeds[0].label);
@@ -321,7 +321,10 @@ mod tests {
     fn seeds_are_host_port_urls() {
         match cluster(&["redis://n1:7000", "unix:///run/redis.sock"]) {
             Err(Error::Usage(m)) => {
-                assert_eq!(m, "--cluster needs host:port URLs, not unix sockets")
+                assert_eq!(
+                    m,
+                    "ConnectOptions::cluster needs host:port URLs, not unix sockets"
+                )
             }
             other => panic!("{:?}", other.map(|s| s.len())),
         }

@@ -67,16 +67,16 @@ impl Tls {
         };
         let client_tls = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-                client_cert: certs("--tls-cert", cert)?,
-                client_key: read("--tls-key", key)?,
+                client_cert: certs("Tls::cert", cert)?,
+                client_key: read("Tls::key", key)?,
             }),
             (None, None) => None,
-            _ => return Err(Error::Usage("--tls-cert and --tls-key go together".into())),
+            _ => return Err(Error::Usage("Tls::cert and Tls::key go together".into())),
         };
         let root_cert = self
             .ca
             .as_ref()
-            .map(|ca| certs("--tls-ca", ca))
+            .map(|ca| certs("Tls::ca", ca))
             .transpose()?;
         Ok(redis::TlsCertificates {
             client_tls,
@@ -106,7 +106,7 @@ impl ConnectOptions {
     pub(super) fn check(&self) -> Result<()> {
         if self.connect_timeout.is_zero() || self.connect_timeout > MAX_TIMEOUT {
             return Err(Error::Usage(format!(
-                "--connect-timeout {} is out of range: use 1ms to 1h",
+                "ConnectOptions::connect_timeout {} is out of range: use 1ms to 1h",
                 crate::duration::human(self.connect_timeout)
             )));
         }
@@ -121,13 +121,13 @@ impl ConnectOptions {
     pub(super) fn check_mode(&self) -> Result<()> {
         if self.cluster && self.sentinel.is_some() {
             return Err(Error::Usage(
-                "--cluster and --sentinel exclude each other".into(),
+                "ConnectOptions::cluster and ConnectOptions::sentinel exclude each other".into(),
             ));
         }
         if self.cluster {
             if !cfg!(feature = "cluster") {
                 return Err(Error::Usage(
-                    "--cluster: this rlock was built without Redis Cluster support (the \
+                    "ConnectOptions::cluster: this rlock was built without Redis Cluster support (the \
                      \"cluster\" feature)"
                         .into(),
                 ));
@@ -135,7 +135,8 @@ impl ConnectOptions {
             if self.min_replicas > 0 {
                 // redis-rs sends WAIT to every master, not the key's own.
                 return Err(Error::Usage(
-                    "--min-replicas is not supported with --cluster".into(),
+                    "ConnectOptions::min_replicas is not supported with ConnectOptions::cluster"
+                        .into(),
                 ));
             }
         }
@@ -143,7 +144,7 @@ impl ConnectOptions {
             && (name.is_empty() || name.chars().any(char::is_control))
         {
             return Err(Error::Usage(format!(
-                "invalid --sentinel master name {name:?}"
+                "invalid ConnectOptions::sentinel master name {name:?}"
             )));
         }
         Ok(())
@@ -196,11 +197,11 @@ mod tests {
         assert!(with(3_600_000).check().is_ok());
         assert_eq!(
             usage(with(0).check()),
-            "--connect-timeout 0ms is out of range: use 1ms to 1h"
+            "ConnectOptions::connect_timeout 0ms is out of range: use 1ms to 1h"
         );
         assert_eq!(
             usage(with(3_601_000).check()),
-            "--connect-timeout 1h 1s is out of range: use 1ms to 1h"
+            "ConnectOptions::connect_timeout 1h 1s is out of range: use 1ms to 1h"
         );
     }
 
@@ -222,7 +223,7 @@ mod tests {
         };
         assert_eq!(
             usage(o.check_mode()),
-            "--cluster and --sentinel exclude each other"
+            "ConnectOptions::cluster and ConnectOptions::sentinel exclude each other"
         );
     }
 
@@ -235,11 +236,14 @@ mod tests {
         };
         let m = usage(o.check_mode());
         if cfg!(feature = "cluster") {
-            assert_eq!(m, "--min-replicas is not supported with --cluster");
+            assert_eq!(
+                m,
+                "ConnectOptions::min_replicas is not supported with ConnectOptions::cluster"
+            );
         } else {
             // Without the feature, --cluster is what is wrong.
             assert!(
-                m.starts_with("--cluster: this rlock was built without"),
+                m.starts_with("ConnectOptions::cluster: this rlock was built without"),
                 "{m}"
             );
         }
@@ -269,15 +273,15 @@ mod tests {
         }
         assert_eq!(
             usage(named("").check_mode()),
-            "invalid --sentinel master name \"\""
+            "invalid ConnectOptions::sentinel master name \"\""
         );
         assert_eq!(
             usage(named("a\nb").check_mode()),
-            "invalid --sentinel master name \"a\\nb\""
+            "invalid ConnectOptions::sentinel master name \"a\\nb\""
         );
         assert_eq!(
             usage(named("m\u{7f}").check_mode()),
-            "invalid --sentinel master name \"m\\u{7f}\""
+            "invalid ConnectOptions::sentinel master name \"m\\u{7f}\""
         );
     }
 
@@ -351,10 +355,7 @@ mod tests {
                 ..Default::default()
             },
         ] {
-            assert_eq!(
-                certificates_err(&tls),
-                "--tls-cert and --tls-key go together"
-            );
+            assert_eq!(certificates_err(&tls), "Tls::cert and Tls::key go together");
         }
     }
 
@@ -367,7 +368,7 @@ mod tests {
         };
         let m = certificates_err(&tls);
         assert!(
-            m.starts_with("cannot read --tls-ca /nonexistent/rlock-ca.pem: "),
+            m.starts_with("cannot read Tls::ca /nonexistent/rlock-ca.pem: "),
             "{m}"
         );
         let cert = TempFile::new("unread-cert.pem", PEM);
@@ -378,7 +379,7 @@ mod tests {
         };
         let m = certificates_err(&tls);
         assert!(
-            m.starts_with("cannot read --tls-key /nonexistent/rlock-key.pem: "),
+            m.starts_with("cannot read Tls::key /nonexistent/rlock-key.pem: "),
             "{m}"
         );
     }
@@ -395,7 +396,7 @@ mod tests {
         assert_eq!(
             certificates_err(&tls),
             format!(
-                "--tls-ca {shown}: no certificate in it (want PEM, \"-----BEGIN CERTIFICATE-----\")"
+                "Tls::ca {shown}: no certificate in it (want PEM, \"-----BEGIN CERTIFICATE-----\")"
             )
         );
         let tls = Tls {
@@ -403,7 +404,7 @@ mod tests {
             key: Some(key.0.clone()),
             ..Default::default()
         };
-        assert!(certificates_err(&tls).starts_with(&format!("--tls-cert {shown}: no certificate")));
+        assert!(certificates_err(&tls).starts_with(&format!("Tls::cert {shown}: no certificate")));
     }
 
     #[cfg(feature = "tls")]

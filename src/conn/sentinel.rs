@@ -313,7 +313,10 @@ mod tests {
             ..Default::default()
         };
         match Server::open_all(&opts) {
-            Err(Error::Usage(m)) => assert_eq!(m, "invalid --sentinel master name \"my\\tmaster\""),
+            Err(Error::Usage(m)) => assert_eq!(
+                m,
+                "invalid ConnectOptions::sentinel master name \"my\\tmaster\""
+            ),
             other => panic!("{:?}", other.map(|s| s.len())),
         }
     }

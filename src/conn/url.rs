@@ -25,7 +25,7 @@ impl Seed {
         match scheme {
             "redis" | "unix" | "redis+unix" if opts.tls.is_set() => {
                 return Err(Error::Usage(format!(
-                    "Redis URL {shown}: --tls-ca/--tls-cert/--tls-key need a rediss:// URL"
+                    "Redis URL {shown}: Tls::ca/Tls::cert/Tls::key need a rediss:// URL"
                 )));
             }
             "redis" | "unix" | "redis+unix" => {}
@@ -230,7 +230,7 @@ mod tests {
             assert_eq!(
                 usage(Seed::parse(url, &opts, true)),
                 format!(
-                    "Redis URL {}: --tls-ca/--tls-cert/--tls-key need a rediss:// URL",
+                    "Redis URL {}: Tls::ca/Tls::cert/Tls::key need a rediss:// URL",
                     redact(url)
                 )
             );

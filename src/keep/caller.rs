@@ -35,7 +35,7 @@ impl Watched {
         }) = find(&Live)
         else {
             return Err(Error::Usage(
-                "--keep: the calling process is already gone".into(),
+                "Watched::caller: the calling process is already gone".into(),
             ));
         };
         usable(&Live, parent, child)?;
@@ -45,15 +45,15 @@ impl Watched {
             // a pipeline and, in the `$(...)`, ends with it: the lock
             // would go with it at once.
             return Err(Error::Usage(
-                "--keep: rlock's output goes to a pipeline in a subshell, which ends \
+                "Watched::caller: rlock's output goes to a pipeline in a subshell, which ends \
                  with it; use tok=$(rlock acquire KEY --keep) without a pipe, or \
-                 --keep-while PID"
+                 name the process with Watched::pid PID"
                     .into(),
             ));
         }
         let w = Watched::open(pid).map_err(|_| {
             Error::Usage(format!(
-                "--keep: the calling process (pid {pid}) is already gone"
+                "Watched::caller: the calling process (pid {pid}) is already gone"
             ))
         })?;
         // The pidfd is ours now; make sure it names the process we meant,
@@ -70,7 +70,7 @@ impl Watched {
         // SAFETY: plain syscall.
         if unsafe { libc::getppid() } != first || at != pid {
             return Err(Error::Usage(
-                "--keep: the calling process exited before the keeper could start".into(),
+                "Watched::caller: the calling process exited before the keeper could start".into(),
             ));
         }
         Ok(w)
@@ -80,10 +80,10 @@ impl Watched {
     pub fn pid(pid: i32) -> Result<Watched> {
         if pid <= 0 {
             return Err(Error::Usage(format!(
-                "--keep-while {pid}: not a process id"
+                "Watched::pid {pid}: not a process id"
             )));
         }
-        let no = |why: &str| Err(Error::Usage(format!("--keep-while {pid}: {why}")));
+        let no = |why: &str| Err(Error::Usage(format!("Watched::pid {pid}: {why}")));
         if pid == 1 {
             return no("pid 1 (init) never exits, so the lock would be kept for ever");
         }
@@ -106,7 +106,7 @@ impl Watched {
                  exec's command's processes",
             );
         }
-        Watched::open(pid).map_err(|_| Error::Usage(format!("--keep-while {pid}: no such process")))
+        Watched::open(pid).map_err(|_| Error::Usage(format!("Watched::pid {pid}: no such process")))
     }
 
     fn open(pid: libc::pid_t) -> std::result::Result<Watched, ()> {

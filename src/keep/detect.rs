@@ -108,7 +108,7 @@ fn wraps(p: &impl Procs, pid: Pid, ours: &[u8]) -> bool {
 pub(super) fn usable(p: &impl Procs, parent: Pid, child: Pid) -> Result<()> {
     let no = |why: String| {
         Err(Error::Usage(format!(
-            "--keep: {why}; or use --keep-while PID"
+            "Watched::caller: {why}; or name the process with Watched::pid PID"
         )))
     };
     if is_guard(p, parent) {

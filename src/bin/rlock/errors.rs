@@ -44,7 +44,16 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
 /// The library's usage errors name its own fields and values; a user of
 /// the command line knows them as flags.
 pub(crate) fn cli_terms(text: &str) -> String {
-    const TERMS: [(&str, &str); 7] = [
+    const TERMS: [(&str, &str); 16] = [
+        ("ConnectOptions::connect_timeout", "--connect-timeout"),
+        ("ConnectOptions::min_replicas", "--min-replicas"),
+        ("ConnectOptions::sentinel", "--sentinel"),
+        ("ConnectOptions::cluster", "--cluster"),
+        ("Tls::cert", "--tls-cert"),
+        ("Tls::key", "--tls-key"),
+        ("Tls::ca", "--tls-ca"),
+        ("Watched::caller", "--keep"),
+        ("Watched::pid", "--keep-while"),
         ("release_with's min_hold", "--min-hold"),
         ("Request::min_hold", "--min-hold"),
         ("Request::supersede", "--supersede"),
