@@ -99,12 +99,12 @@ fn wraps(p: &impl Procs, pid: Pid, ours: &[u8]) -> bool {
 }
 
 /// Can `parent` (which started `child`, this rlock or the outermost
-/// wrapper around it) be the caller? Refused (usage): init and a process
-/// of another session (`child`'s parent exited and it was re-parented to
-/// init or a subreaper: `( rlock acquire k --keep & )`; a lock kept for
-/// init would be kept for ever, and a loss would signal every process
-/// init started), and `rlock exec`'s guard (rlock acquire as the exec's
-/// own command: no script).
+/// wrapper around it) be the caller? Refused (usage): a process of another
+/// session (`child`'s parent exited and it was re-parented to init or a
+/// subreaper: `( rlock acquire k --keep & )`; a lock kept for init would be
+/// kept for ever, and a loss would signal every process init started), and
+/// `rlock exec`'s guard (rlock acquire as the exec's own command: no
+/// script).
 pub(super) fn usable(p: &impl Procs, parent: Pid, child: Pid) -> Result<()> {
     let no = |why: String| {
         Err(Error::Usage(format!(
@@ -124,8 +124,13 @@ pub(super) fn usable(p: &impl Procs, parent: Pid, child: Pid) -> Result<()> {
         ));
     };
     // A session leader of its own (`setsid rlock ...`) starts a session:
-    // its parent is in another one.
-    if parent <= 1 || (ps.sid != cs.sid && cs.sid != child) {
+    // its parent is in another one. Init is refused the same way: the
+    // machine's init (or a subreaper such as `systemd --user`) is in a
+    // session of its own, apart from the user's; but a container's pid 1
+    // that is the script itself (`docker run img sh -c 'rlock acquire k
+    // --keep && job'`) shares its session with what it starts, and is
+    // kept for, as any script.
+    if parent < 1 || (ps.sid != cs.sid && cs.sid != child) {
         return no(format!(
             "the process that started rlock has already exited (rlock was re-parented to \
              pid {parent}), so nothing can tell when the script ends"

@@ -130,7 +130,11 @@ fn an_orphaned_keep_and_keep_while_init_are_refused() {
     // namespace's and nothing outside can be touched.
     let r = Redis::shared();
     let d = tmp("orphan");
-    let body = "( \"$B\" acquire ko --keep >/dev/null 2>\"$D/err\" & )
+    // The namespace's init (this sh) stays in the test's session; the
+    // script runs in a session of its own (setsid), as a user's shell is
+    // apart from the machine's init. (A container whose pid 1 is the
+    // script itself shares one session with it: kept for, see detect.rs.)
+    let body = "setsid sh -c '( \"$B\" acquire ko --keep >/dev/null 2>\"$D/err\" & )'
                 for i in $(seq 200); do [ -s \"$D/err\" ] && break; sleep 0.05; done";
     let out = std::process::Command::new("unshare")
         .args(["-fp", "--mount-proc", "sh", "-c", body])
@@ -153,6 +157,26 @@ fn an_orphaned_keep_and_keep_while_init_are_refused() {
         .args(["acquire", "ko", "--keep", "--keep-while", "1"])
         .run()
         .fails(64, "init");
+    // A container whose pid 1 is the script itself: kept for it. (When
+    // pid 1 exits, the kernel kills every process of the namespace, the
+    // keeper too: the lock then ends with its TTL, as README says.)
+    let body = "tok=$(\"$B\" acquire kc --keep --ttl 2s) || exit 9
+                sleep 0.5; \"$B\" check kc --token \"$tok\" || exit 8";
+    let out = std::process::Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", body])
+        .env("B", env!("CARGO_BIN_EXE_rlock"))
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .env_remove("RLOCK_TOKEN")
+        .env_remove("RLOCK_HELD")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    eventually(
+        Duration::from_secs(8),
+        "kc free after the container",
+        || !r.held("kc"),
+    );
     r.assert_nothing_held(&[]);
 }
 

@@ -241,9 +241,14 @@ fn a_pipeline_in_a_subshell_is_seen() {
 
 #[test]
 fn orphans_and_exec_guards_are_refused() {
-    // Re-parented to init.
-    let t = table(vec![(1, script()), (100, rlock(1))], None);
+    // Re-parented to the machine's init, in a session of its own.
+    let init = P { sid: 1, ..script() };
+    let t = table(vec![(1, init), (100, rlock(1))], None);
     assert!(decide(&t).is_err());
+    // A container's pid 1 that is the script itself (one session): kept
+    // for, as any script.
+    let t = table(vec![(1, script()), (100, rlock(1))], None);
+    assert_eq!(decide(&t).unwrap(), (1, false));
     // Re-parented to a subreaper of another session.
     let reaper = P {
         sid: 77,
