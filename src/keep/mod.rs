@@ -51,8 +51,9 @@
 //! through a pipe it holds: it is watched itself, as flock(1)'s lock in `(
 //! flock 9; ... ) 9>f` ends with the subshell. Refused: a subshell whose
 //! pipeline reads our output (`$(rlock ... | tail -n1)`: it ends with the
-//! pipeline), an orphan (our parent is init, or in another session: we
-//! were re-parented to a subreaper), exec's guard. `--keep-while PID`
+//! pipeline), an orphan (our parent is in another session: we were
+//! re-parented to init or a subreaper; a container's pid 1 that is the
+//! script shares its session), exec's guard. `--keep-while PID`
 //! names the process outright (not init; inside `rlock exec`, one of the
 //! exec's command's processes).
 //!
