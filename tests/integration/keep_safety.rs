@@ -13,6 +13,16 @@ fn log_lines(d: &std::path::Path) -> Vec<String> {
     read(&d.join("out")).lines().map(str::to_string).collect()
 }
 
+/// A rival of the script: `rlock exec -w WAIT KEY` that writes "rival" to
+/// `$D/out` once it holds the lock.
+fn rival(r: &Redis, key: &str, wait: &str, d: &std::path::Path) -> Rlock {
+    rlock(r).args(["exec", "-w", wait, key, "--"]).args([
+        "sh",
+        "-c",
+        &format!("echo rival >>{}/out", d.display()),
+    ])
+}
+
 /// Where `what` first appears in `lines` (panics if it does not).
 #[track_caller]
 fn at(lines: &[String], what: &str) -> usize {
@@ -39,11 +49,7 @@ fn the_keeper_never_gives_back_a_background_execs_hold() {
     );
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(0), "{}", out.1);
-    rlock(&r)
-        .args(["exec", "-w", "10s", "kb", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
-        .run()
-        .ok();
+    rival(&r, "kb", "10s", &d).run().ok();
     let lines = log_lines(&d);
     assert!(at(&lines, "job-end") < at(&lines, "rival"), "{lines:?}");
     r.assert_nothing_held(&[]);
@@ -77,11 +83,7 @@ fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
         alive(keeper),
         "the keeper got a signal meant for the command"
     );
-    rlock(&r)
-        .args(["exec", "-w", "10s", "B", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
-        .run()
-        .ok();
+    rival(&r, "B", "10s", &d).run().ok();
     let lines = log_lines(&d);
     assert!(at(&lines, "done") < at(&lines, "rival"), "{lines:?}");
     let out = finish_child(&mut sh);
@@ -224,10 +226,7 @@ fn a_stopped_keeper_has_its_guard_kill_the_script_before_the_lease_ends() {
     wait_line(&d, "out");
     let keeper = keeper_pid(&d);
     kill(keeper, libc::SIGSTOP);
-    let rival = rlock(&r)
-        .args(["exec", "-w", "20s", "ks", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
-        .spawn();
+    let rival = rival(&r, "ks", "20s", &d).spawn();
     let out = finish_child(&mut sh);
     kill(keeper, libc::SIGCONT);
     assert_eq!(out.0, None, "the script was not killed: {}", out.1);
@@ -309,11 +308,7 @@ fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
     wait_line(&d, "out");
     let keeper = keeper_pid(&d);
     kill(keeper, libc::SIGTERM);
-    rlock(&r)
-        .args(["exec", "-w", "10s", "kt", "--"])
-        .args(["sh", "-c", &format!("echo rival >>{}/out", d.display())])
-        .run()
-        .ok();
+    rival(&r, "kt", "10s", &d).run().ok();
     let out = finish_child(&mut sh);
     assert_eq!(out.0, None, "not killed: {}", out.1);
     let lines = log_lines(&d);
