@@ -158,47 +158,55 @@ impl Node {
         decode::beat(&reply)
     }
 
-    /// [`Backend::acquire`] on this server: re-enter with `req.reenter`,
-    /// else take the lock with a new token, waiting as `req.wait` says.
-    pub(super) fn acquire_lease(
+    /// Re-enter with `token` (`req.reenter`): the lease of the hold it
+    /// added, or None when the token holds nothing here (then the lock is
+    /// taken anew, see [`Node::acquire_new`]).
+    pub(super) fn reenter(
         &mut self,
         key: &str,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+    ) -> Result<Option<Lease>> {
+        let mut late = 0;
+        loop {
+            let sent = BootTime::now();
+            let Attempt::Granted { fence, count } =
+                self.attempt(lock, token, req, false, true, 0, None, false)?
+            else {
+                return Ok(None);
+            };
+            let lease = Lease::granted(key, token.clone(), fence, count, req.ttl, sent);
+            if !lease.valid_until.passed() {
+                return Ok(Some(lease));
+            }
+            // The re-entry's reply came after its validity deadline: the
+            // same path to two holders as a late fresh grant (see
+            // `acquire_new`) -- the lease may have run out on the server,
+            // and another client taken the lock, while the reply was on
+            // its way. Give back the hold it added (release one) and
+            // re-enter again; if that release fails, stop rather than
+            // pile up holds nobody releases (they end with the TTL).
+            let took = sent.elapsed();
+            late += 1;
+            let released = self.release(key, token, false, None);
+            if late >= MAX_FAILURES || released.is_err() {
+                return Err(late_grant(key, took, req.ttl));
+            }
+            std::thread::sleep(backoff(late));
+        }
+    }
+
+    /// Take the lock with a new token, waiting as `req.wait` says (see
+    /// [`Backend::acquire`]).
+    pub(super) fn acquire_new(
+        &mut self,
+        key: &str,
+        lock: &LockName,
         req: &Request,
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        let lock = self.name(key)?;
-        let lease =
-            |token, fence, count, sent| Lease::granted(key, token, fence, count, req.ttl, sent);
-        if let Some(token) = &req.reenter {
-            let mut late = 0;
-            loop {
-                let sent = BootTime::now();
-                let Attempt::Granted { fence, count } =
-                    self.attempt(&lock, token, req, false, true, 0, None, false)?
-                else {
-                    break;
-                };
-                let lease = lease(token.clone(), fence, count, sent);
-                if !lease.valid_until.passed() {
-                    return Ok(lease);
-                }
-                // The re-entry's reply came after its validity deadline: the
-                // same path to two holders as a late fresh grant (see the
-                // loop below) -- the lease may have run out on the server,
-                // and another client taken the lock, while the reply was on
-                // its way. Give back the hold it added (release one) and
-                // re-enter again; if that release fails, stop rather than
-                // pile up holds nobody releases (they end with the TTL).
-                let took = sent.elapsed();
-                late += 1;
-                let released = self.release(key, token, false, None);
-                if late >= MAX_FAILURES || released.is_err() {
-                    return Err(late_grant(key, took, req.ttl));
-                }
-                std::thread::sleep(backoff(late));
-            }
-        }
         let mut w = Waiting::new(key, req.wait, cancel);
         let heartbeat = heartbeat(req.ttl);
         let mut token = Token::generate();
@@ -208,18 +216,17 @@ impl Node {
         let mut later = false;
         loop {
             if w.cancelled() {
-                return Err(self.give_up(&lock, &token, &w));
+                return Err(self.give_up(lock, &token, &w));
             }
             let sent = BootTime::now();
-            let attempt =
-                self.attempt(&lock, &token, req, w.waits(), false, 0, w.deadline(), later);
+            let attempt = self.attempt(lock, &token, req, w.waits(), false, 0, w.deadline(), later);
             later = true;
             let (mut busy, mut holder_id) = match attempt {
                 Ok(Attempt::Granted { fence, count }) => {
                     if w.cancelled() {
-                        return Err(self.give_up(&lock, &token, &w));
+                        return Err(self.give_up(lock, &token, &w));
                     }
-                    let lease = lease(token, fence, count, sent);
+                    let lease = Lease::granted(key, token, fence, count, req.ttl, sent);
                     if !lease.valid_until.passed() {
                         return Ok(lease);
                     }
@@ -235,7 +242,7 @@ impl Node {
                     // transient failure: bounded retries, for -n too; a
                     // waiting acquire also stops at its deadline.
                     let took = sent.elapsed();
-                    let _ = self.abandon(&lock, &lease.token);
+                    let _ = self.abandon(lock, &lease.token);
                     failures += 1;
                     let out_of_time = w.waits() && w.left() == Some(Duration::ZERO);
                     if failures >= MAX_FAILURES || out_of_time {
@@ -260,11 +267,11 @@ impl Node {
                     // acquire's token holds nothing else), so no grant is
                     // left orphaned. Giving up, the token is given back.
                     if w.cancelled() {
-                        return Err(self.give_up(&lock, &token, &w));
+                        return Err(self.give_up(lock, &token, &w));
                     }
                     if !self.ride_out(&e, &mut outage, &w) {
                         if matches!(e, Error::Unavailable { .. }) {
-                            self.abandon_unanswered(&lock, &token);
+                            self.abandon_unanswered(lock, &token);
                         }
                         return Err(e);
                     }
@@ -275,7 +282,7 @@ impl Node {
             outage.over();
             if let Err(e) = w.busy(Some(&busy), on_wait) {
                 if matches!(e, Error::Timeout { .. }) {
-                    let _ = self.abandon(&lock, &token);
+                    let _ = self.abandon(lock, &token);
                 }
                 return Err(e);
             }
@@ -287,7 +294,7 @@ impl Node {
                 c.watch(&self.server, &lock.wake_key(&token));
             }
             if w.cancelled() {
-                return Err(self.give_up(&lock, &token, &w));
+                return Err(self.give_up(lock, &token, &w));
             }
             // Sleep until woken through Redis, but never past the end of
             // the first lease of a holder or another waiter (a crashed one
@@ -308,7 +315,7 @@ impl Node {
                         // With several holders the first by lease end may
                         // change at every renewal: do not ask then.
                         let known = if busy.holders == 1 { &*holder_id } else { "" };
-                        self.heartbeat(&lock, &token, req, known)
+                        self.heartbeat(lock, &token, req, known)
                     }
                     Ok(_) => break, // woken, cancelled or out of time: look
                     Err(e) => Err(e),
@@ -336,10 +343,10 @@ impl Node {
                         // failover. The connection is gone either way:
                         // look again with a new one.
                         if w.cancelled() {
-                            return Err(self.give_up(&lock, &token, &w));
+                            return Err(self.give_up(lock, &token, &w));
                         }
                         if !self.ride_out(&e, &mut outage, &w) {
-                            let _ = self.abandon(&lock, &token);
+                            let _ = self.abandon(lock, &token);
                             return Err(e);
                         }
                         break;

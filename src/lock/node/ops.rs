@@ -181,7 +181,13 @@ impl Backend for Node {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        self.acquire_lease(key, req, cancel, on_wait)
+        let lock = self.name(key)?;
+        if let Some(token) = &req.reenter
+            && let Some(lease) = self.reenter(key, &lock, token, req)?
+        {
+            return Ok(lease);
+        }
+        self.acquire_new(key, &lock, req, cancel, on_wait)
     }
 
     fn release(
