@@ -1,6 +1,6 @@
 //! Giving holds back, and [`Backend`] for one server.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::Value;
 
@@ -148,17 +148,10 @@ impl Backend for Node {
     }
 
     fn detached(&self) -> Box<dyn Backend> {
-        Box::new(Node {
-            server: self.server.clone(),
-            conn: None,
-            last_used: Instant::now(),
-            prefix: self.prefix.clone(),
-            resend_cap: self.resend_cap,
-            answered: self.answered,
-            resent: false,
-            sent: false,
-            silent: None,
-        })
+        let mut node = Node::new(self.server.clone(), &self.prefix);
+        node.resend_cap = self.resend_cap;
+        node.answered = self.answered;
+        Box::new(node)
     }
 
     fn timeout(&self) -> Duration {
