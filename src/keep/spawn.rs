@@ -241,15 +241,7 @@ fn detach(config: &Config) -> Option<OwnedFd> {
     // SAFETY: plain syscalls on this process and its own descriptors.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"rlock-keeper".as_ptr());
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-            if null > 2 {
-                libc::close(null);
-            }
-        }
+        crate::fd::stdio_to_null();
     }
     ready
 }
