@@ -38,6 +38,7 @@ pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod exit_code;
+mod fd;
 pub mod keep;
 pub mod lock;
 mod locker;

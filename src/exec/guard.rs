@@ -348,18 +348,8 @@ fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     // no Redis connection of rlock's) but the guard's own descriptors.
     // SAFETY: the guard owns every descriptor it has.
     unsafe { close_all_but(&[sock, sigfd, timer, launch.tty.unwrap_or(-1)]) };
-    // SAFETY: plain syscalls on our own descriptors.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-            if null > 2 {
-                libc::close(null);
-            }
-        }
-    }
+    // SAFETY: as above.
+    unsafe { crate::fd::stdio_to_null() };
     let me = std::process::id() as libc::pid_t;
     let mut rlock_alive = true;
     let mut main_done = false;

@@ -75,9 +75,10 @@
 //!   expires under them (docs/guide.md, "Limits").
 //!
 //! Beyond the command, the grant itself: acquire never returns a lease
-//! whose validity already passed (see `Node::acquire` in lock/node.rs); a nested exec of the same
-//! lock re-enters, and the outermost exec gives back every hold of its
-//! token at the end, so a crashed inner exec cannot keep the lock held.
+//! whose validity already passed (see `Node::acquire_new` in
+//! lock/node/acquire.rs); a nested exec of the same lock re-enters, and
+//! the outermost exec gives back every hold of its token at the end, so a
+//! crashed inner exec cannot keep the lock held.
 //!
 //! # Signal policy
 //!

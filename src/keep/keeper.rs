@@ -1,263 +1,28 @@
-//! The keeper process: started by [`spawn`], run by [`keeper_main`].
+//! The keeper's loop: renew, watch the process, answer the release socket,
+//! act on a loss or a stop signal. Started by [`super::spawn`].
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
-use super::caller::above_stdio;
 use super::guard::{Policy, Shared};
-use super::protocol::{Asked, Verdict, socket_addr, trusted};
-use super::{KEEPER_ARG, Keep, LOST_RECORD_TTL, LostRecord, Watched};
+use super::protocol::{Asked, Verdict, trusted};
+use super::spawn::Config;
+use super::{LOST_RECORD_TTL, LostRecord, Watched};
 use crate::clock::BootTime;
-use crate::conn::{ConnectOptions, Server, Tls};
+use crate::conn::{ConnectOptions, Server};
 use crate::exec::OnLost;
 use crate::lock::LockName;
 use crate::lock::RenewalSchedule;
-use crate::{Error, Lease, Locker, Released, Result, Token};
+use crate::{Error, Locker, Released, Result, Token};
 
 /// How often the keeper looks at the watched process without a pidfd.
 const FALLBACK_POLL: Duration = Duration::from_millis(250);
 
-/// What the keeper needs, sent on its stdin (the token must not be on
-/// argv).
-#[derive(Serialize, Deserialize)]
-struct Config {
-    urls: Vec<String>,
-    password: Option<String>,
-    connect_timeout_ms: u64,
-    cluster: bool,
-    sentinel: Option<String>,
-    min_replicas: u32,
-    tls: (Option<String>, Option<String>, Option<String>),
-    prefix: String,
-    key: String,
-    token: String,
-    ttl_ms: u64,
-    /// The lease's validity deadline, CLOCK_BOOTTIME ns.
-    valid_until_ns: u64,
-    on_lost: String,
-    grace_ms: u64,
-    /// The start time of the `rlock acquire` that made the grant (/proc
-    /// stat field 22): processes started before it are never signalled.
-    since: u64,
-    pid: i32,
-    start: u64,
-    pidfd: Option<i32>,
-    listen: i32,
-}
-
-impl Config {
-    fn connect_options(&self) -> ConnectOptions {
-        let path = |p: &Option<String>| p.as_ref().map(std::path::PathBuf::from);
-        ConnectOptions {
-            urls: self.urls.clone(),
-            password: self.password.clone(),
-            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
-            cluster: self.cluster,
-            sentinel: self.sentinel.clone(),
-            min_replicas: self.min_replicas,
-            tls: Tls {
-                ca: path(&self.tls.0),
-                cert: path(&self.tls.1),
-                key: path(&self.tls.2),
-            },
-        }
-    }
-}
-
-/// How a keeper was started.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Started {
-    /// A new keeper, with this pid.
-    Keeper(u32),
-    /// A keeper of this token runs already (a re-entered `acquire --keep`):
-    /// it took the new hold, and gives it back with its own.
-    Already,
-}
-
-/// Start the keeper of `lease`. `program` runs the keeper: a command that
-/// ends in [`keeper_main`] (the binary: `rlock __keep`). The keeper gets
-/// the settings on its stdin, its stdout and stderr on /dev/null, and a
-/// session of its own.
-pub fn spawn(
-    mut program: Command,
-    opts: &ConnectOptions,
-    prefix: &str,
-    lease: &Lease,
-    keep: &Keep,
-) -> Result<Started> {
-    let fail = |what: &str, e: std::io::Error| Error::Protocol(format!("{what}: {e}"));
-    // Bound here, so a second keeper of one token is seen at once, and a
-    // release right after we exit finds the socket.
-    let listener = match UnixListener::bind_addr(&socket_addr(&lease.token)?) {
-        Ok(l) => l,
-        // A keeper of this token runs: the grant re-entered its lock
-        // (`acquire --keep` again in the script). Its hold is the
-        // keeper's to give back too; if the keeper does not take it, the
-        // caller gives it back.
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            let lock = LockName::new(prefix, &lease.key)?;
-            return if super::protocol::adopt(&lock, &lease.token, opts.connect_timeout) {
-                Ok(Started::Already)
-            } else {
-                Err(Error::Protocol(
-                    "the keeper of this token did not take the re-entered hold".into(),
-                ))
-            };
-        }
-        Err(e) => return Err(fail("cannot create the keeper's socket", e)),
-    };
-    let listener = above_stdio(listener.into());
-    let listen = listener.as_raw_fd();
-    let pidfd = keep.watched.pidfd.as_ref().map(|f| f.as_raw_fd());
-    let tls = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
-    let config = Config {
-        urls: opts.urls.clone(),
-        password: opts.password.clone(),
-        connect_timeout_ms: crate::duration::millis(opts.connect_timeout),
-        cluster: opts.cluster,
-        sentinel: opts.sentinel.clone(),
-        min_replicas: opts.min_replicas,
-        tls: (tls(&opts.tls.ca), tls(&opts.tls.cert), tls(&opts.tls.key)),
-        prefix: prefix.to_string(),
-        key: lease.key.clone(),
-        token: lease.token.as_str().to_string(),
-        ttl_ms: crate::duration::millis(lease.ttl),
-        valid_until_ns: crate::duration::nanos(lease.valid_until.since_boot()),
-        on_lost: match keep.on_lost {
-            OnLost::Term => "term",
-            OnLost::Kill => "kill",
-            OnLost::Ignore => "ignore",
-        }
-        .into(),
-        grace_ms: crate::duration::millis(keep.grace),
-        since: crate::exec::tree::stat(std::process::id().cast_signed()).map_or(0, |s| s.start),
-        pid: keep.watched.pid,
-        start: keep.watched.start,
-        pidfd,
-        listen,
-    };
-    let config = serde_json::to_vec(&config).map_err(|e| Error::Protocol(e.to_string()))?;
-    program
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .current_dir("/");
-    // SAFETY: only async-signal-safe syscalls between fork and exec.
-    unsafe {
-        program.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Hand these two on through exec.
-            for fd in [Some(listen), pidfd].into_iter().flatten() {
-                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    let mut child = program
-        .spawn()
-        .map_err(|e| fail("cannot start the keeper process", e))?;
-    let sent = child
-        .stdin
-        .take()
-        .map(|mut s| s.write_all(&config))
-        .unwrap_or_else(|| Err(std::io::ErrorKind::BrokenPipe.into()));
-    if let Err(e) = sent {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(fail("cannot pass the settings to the keeper", e));
-    }
-    // Return only once the keeper's guard exists (it says so on its
-    // stdout): until then, a keeper killed would leave nobody to stop the
-    // script before the lease ends, and the script must not start its work
-    // under the lock before that.
-    if !ready(child.stdout.take()) {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(Error::Protocol(
-            "the keeper process did not start (nothing keeps the lock)".into(),
-        ));
-    }
-    // Not waited for: it outlives us, and init (or a subreaper) reaps it.
-    Ok(Started::Keeper(child.id()))
-}
-
-/// Did the keeper say it is ready (one byte on `out` within 5s)?
-fn ready(out: Option<std::process::ChildStdout>) -> bool {
-    let Some(mut out) = out else {
-        return false;
-    };
-    let mut fds = [crate::signals::pollin(out.as_raw_fd())];
-    if poll(&mut fds, Duration::from_secs(5)) <= 0 {
-        return false;
-    }
-    let mut b = [0u8; 1];
-    matches!(out.read(&mut b), Ok(1))
-}
-
-/// The keeper process: read the settings from stdin, then keep the lock
-/// (see the module doc). Returns the exit code; never prints.
-pub fn keeper_main() -> Result<u8> {
-    let typed = || {
-        Error::Usage(format!(
-            "`{KEEPER_ARG}` is internal: the keeper that `rlock acquire --keep` starts"
-        ))
-    };
-    // SAFETY: plain syscall. Someone typed `rlock __keep`: nothing to read.
-    if unsafe { libc::isatty(0) } == 1 {
-        return Err(typed());
-    }
-    let mut raw = Vec::new();
-    if std::io::stdin().lock().read_to_end(&mut raw).is_err() {
-        return Err(typed());
-    }
-    let config = serde_json::from_slice::<Config>(&raw).map_err(|_| typed())?;
-    drop(raw);
-    let ready = detach(&config);
-    // Detached: nobody reads an error from here on.
-    Ok(match Keeper::new(config, ready) {
-        Some(mut k) => k.run(),
-        None => crate::exit_code::USAGE,
-    })
-}
-
-/// The keeper's own name, no descriptor of the caller's but ours, stdio on
-/// /dev/null. Returns the pipe that was stdout, to say "ready" on (see
-/// `spawn`), or None.
-fn detach(config: &Config) -> Option<OwnedFd> {
-    // SAFETY: the keeper owns every descriptor it has (it was just
-    // started, single-threaded, from rlock's own binary).
-    unsafe { crate::exec::close_all_but(&[0, 1, 2, config.listen, config.pidfd.unwrap_or(-1)]) };
-    // SAFETY: plain syscall; a new descriptor (3 or above) or -1.
-    let ready = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
-    // SAFETY: a fresh descriptor we own.
-    let ready = (ready >= 0).then(|| unsafe { OwnedFd::from_raw_fd(ready) });
-    // SAFETY: plain syscalls on this process and its own descriptors.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"rlock-keeper".as_ptr());
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-            if null > 2 {
-                libc::close(null);
-            }
-        }
-    }
-    ready
-}
-
-struct Keeper {
+/// The keeper as it runs: the lock it keeps, the process it watches,
+/// what it listens on.
+pub(super) struct Keeper {
     /// None until a connect succeeds.
     locker: Option<Locker>,
     prefix: String,
@@ -292,7 +57,7 @@ struct Keeper {
 const ENDS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Keeper {
-    fn new(c: Config, ready: Option<OwnedFd>) -> Option<Keeper> {
+    pub(super) fn new(c: Config, ready: Option<OwnedFd>) -> Option<Keeper> {
         let opts = c.connect_options();
         let token = Token::parse(&c.token).ok()?;
         let name = LockName::new(&c.prefix, &c.key).ok()?;
@@ -357,7 +122,7 @@ impl Keeper {
     }
 
     /// Keep the lock, then tell the guard we ended cleanly.
-    fn run(&mut self) -> u8 {
+    pub(super) fn run(&mut self) -> u8 {
         let code = self.keep();
         if let Some((shared, _)) = &self.guard {
             shared.finish();
@@ -650,7 +415,7 @@ impl Keeper {
 
 /// poll(2) on `fds` for at most `timeout` (rounded up to 1ms, so that a
 /// deadline less than 1ms away does not spin).
-fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
+pub(super) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
     let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
     // SAFETY: a valid array of pollfds.

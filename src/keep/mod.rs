@@ -110,14 +110,16 @@ mod detect;
 mod guard;
 mod keeper;
 mod protocol;
+mod spawn;
 
 use std::time::Duration;
 
 use crate::exec::OnLost;
 pub use crate::lock::LostRecord;
 pub use caller::{Watched, script_pid};
-pub use keeper::{Started, keeper_main, record_loss, spawn};
+pub use keeper::record_loss;
 pub use protocol::{adopt, release};
+pub use spawn::{Started, keeper_main, spawn};
 
 /// The binary's first argument that runs [`keeper_main`] (internal).
 pub const KEEPER_ARG: &str = "__keep";

@@ -117,8 +117,8 @@ impl Outage {
     }
 }
 
-/// One acquire's wait, as the single-Redis loop (`Node::acquire`) and the
-/// RedLock loop (`crate::quorum`) share it: the deadline, whether to wait
+/// One acquire's wait, as the single-Redis loop (`Node::acquire_new`) and
+/// the RedLock loop (`crate::quorum`) share it: the deadline, whether to wait
 /// at all, cancellation, reporting each busy observation, and the error
 /// that ends a wait on a lock that stays busy.
 pub(crate) struct Waiting<'a> {

@@ -198,23 +198,19 @@ impl Quorum {
             let sent = BootTime::now();
             let (mut answers, ran) = self.attempt_all(lock, &token, req, false);
             let undo = undo_targets(&answers, &ran);
-            let twins = self.check_twins();
-            if twins.is_ok()
-                && let Some(lease) = self.granted(&answers, key, &token, req, sent, false)
-            {
-                if w.cancelled() {
-                    self.abandon_all(
-                        lock,
-                        &token,
-                        &answers,
-                        &undo,
-                        Some(patience(sent.elapsed())),
-                    );
-                    return Err(w.interrupted());
-                }
-                return Ok(lease);
-            }
-            if let Err(e) = twins {
+            // Two ends that give the grant back wherever it may have been
+            // made: two URLs of one master (Some(the error)), or a wait
+            // cancelled as the grant came in (None: the interruption, taken
+            // once the grant is given back).
+            let give_back = match self.check_twins() {
+                Err(e) => Some(Some(e)),
+                Ok(()) => match self.granted(&answers, key, &token, req, sent, false) {
+                    Some(_) if w.cancelled() => Some(None),
+                    Some(lease) => return Ok(lease),
+                    None => None,
+                },
+            };
+            if let Some(err) = give_back {
                 self.abandon_all(
                     lock,
                     &token,
@@ -222,7 +218,7 @@ impl Quorum {
                     &undo,
                     Some(patience(sent.elapsed())),
                 );
-                return Err(e);
+                return Err(err.unwrap_or_else(|| w.interrupted()));
             }
             // Granted, but not at one fence: some master's counter was
             // ahead of the floor, which now covers it. Give it back and try

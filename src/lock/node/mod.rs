@@ -1,0 +1,196 @@
+//! One Redis server and a connection to it, with the lock operations. One
+//! file per job:
+//! - here: the [`Node`] itself and its connection (connecting, reuse after
+//!   idling, what a failure does to it), and what several operations share:
+//!   the server's identity, the replica WAIT, waking waiters;
+//! - `acquire`: one run of the acquire script ([`Node::attempt`], RedLock's
+//!   building block too) and the single-Redis acquire around it: re-entry,
+//!   late grants, riding out an outage, waiting for a busy lock;
+//! - `ops`: giving holds back (release, the give-backs after a failed or
+//!   abandoned acquire) and [`Backend`] for one server: renew, check,
+//!   status, list.
+//!
+//! [`Backend`]: super::backend::Backend
+
+mod acquire;
+mod ops;
+
+use std::time::{Duration, Instant};
+
+use redis::{FromRedisValue, Value};
+
+use super::keys::{LockName, WAKE_TTL_MS};
+use super::script::*;
+use crate::conn::{Conn, IDLE_RECONNECT, Server};
+use crate::duration::{human, millis};
+use crate::{Busy, Error, Result};
+
+pub(crate) enum Attempt {
+    Granted {
+        fence: u64,
+        count: u64,
+    },
+    /// Busy, the lock's fencing counter on that server, and the first
+    /// holder's fingerprint (see lua/wait.lua; "" when nobody holds it).
+    Busy(Busy, u64, String),
+    NotHeld,
+}
+
+/// One Redis server and a connection to it, with the lock operations.
+pub(crate) struct Node {
+    pub(super) server: Server,
+    pub(super) conn: Option<Conn>,
+    pub(super) last_used: Instant,
+    pub(super) prefix: String,
+    /// Upper bound on any call's resend window.
+    pub(super) resend_cap: Duration,
+    /// The server has answered this process before: only then is a failure
+    /// an outage worth riding out (a wrong or silent address fails at once).
+    pub(super) answered: bool,
+    /// The last script call was sent more than once (see `eval`).
+    pub(super) resent: bool,
+    /// The last script call was sent (it may have run): false when it
+    /// failed before, connecting.
+    pub(super) sent: bool,
+    /// The connection the last script call went unanswered on (a timeout),
+    /// still open: only ever used to queue a give-back behind that call
+    /// (see [`Node::abandon_unanswered`]), never to read from.
+    pub(super) silent: Option<Conn>,
+}
+
+impl Node {
+    /// A node for `server`; it connects on first use.
+    pub(crate) fn new(server: Server, prefix: &str) -> Node {
+        Node {
+            server,
+            conn: None,
+            last_used: Instant::now(),
+            prefix: prefix.to_string(),
+            resend_cap: RESEND_WINDOW,
+            answered: false,
+            resent: false,
+            sent: false,
+            silent: None,
+        }
+    }
+
+    /// Send each call once, never again after a failure: for RedLock, whose
+    /// masters each get one short attempt and whose retries are its own.
+    pub(crate) fn without_resends(mut self) -> Node {
+        self.resend_cap = Duration::ZERO;
+        self
+    }
+
+    /// Connect now, to report an unusable server at once.
+    pub(crate) fn connect(&mut self) -> Result<()> {
+        self.conn = Some(self.server.connect()?);
+        // A cluster connection has read the slot map from a node.
+        self.answered |= self.server.is_cluster();
+        self.last_used = Instant::now();
+        Ok(())
+    }
+
+    pub(super) fn conn(&mut self) -> Result<&mut Conn> {
+        if self.resend_cap.is_zero() && self.last_used.elapsed() > IDLE_RECONNECT {
+            self.conn = None;
+        }
+        self.last_used = Instant::now();
+        if self.conn.is_none() {
+            self.conn = Some(self.server.connect()?);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    /// Note that a command just finished, so the connection is fresh.
+    pub(super) fn used(&mut self) {
+        self.last_used = Instant::now();
+    }
+
+    pub(super) fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
+        // After an I/O error or timeout the reply stream may be out of step:
+        // never reuse that connection.
+        if crate::error::is_unavailable(&err) {
+            self.conn = None;
+        }
+        // A timeout names the server itself (see `no_answer`).
+        let what = if (crate::error::is_unavailable(&err) && !err.is_timeout())
+            || crate::error::is_oom(&err)
+        {
+            format!("{what} on Redis at {}", self.server.label)
+        } else {
+            what
+        };
+        let err = crate::error::no_answer(err, &self.server.label, self.server.timeout);
+        Error::from_redis(err, &what)
+    }
+
+    /// The server's `run_id` (INFO server): two URLs that reach one server
+    /// give the same. `None` when the server does not say (an ACL without
+    /// +info, a server that is no redis-server).
+    pub(crate) fn run_id(&mut self) -> Result<Option<String>> {
+        let res: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query(self.conn()?);
+        self.used();
+        match res {
+            Ok(info) => Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("run_id:"))
+                .map(|id| id.trim().to_string())
+                .filter(|id| !id.is_empty())),
+            Err(e)
+                if crate::error::code(&e) == Some("NOPERM")
+                    || !crate::error::is_unavailable(&e) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(self.fail(e, "INFO server".into())),
+        }
+    }
+
+    /// WAIT until `min_replicas` replicas have every write this connection
+    /// made (the grant or renewal just done), within 4/5 of the timeout.
+    /// WAIT is not consensus: it says the replicas received the write, not
+    /// that a failover will promote one of them, nor that they keep it.
+    fn wait_replicas(&mut self, what: &str, write: &str) -> Result<()> {
+        let want = self.server.min_replicas;
+        let within = self.server.timeout * 4 / 5;
+        let res: redis::RedisResult<i64> = redis::cmd("WAIT")
+            .arg(want)
+            .arg(millis(within))
+            .query(self.conn()?);
+        self.used();
+        let acked = res.map_err(|e| self.fail(e, format!("{what}: WAIT")))?;
+        if acked >= i64::from(want) {
+            return Ok(());
+        }
+        Err(Error::Unavailable {
+            context: format!(
+                "{what}: the {write} reached {acked} of the {want} replicas \
+                 --min-replicas asks for within {}",
+                human(within)
+            ),
+            // Not an outage: nothing to ride out or resend for.
+            cause: redis::RedisError::from((redis::ErrorKind::Client, "too few replicas")),
+        })
+    }
+
+    /// Wake the waiters a script named (see lua/common.lua): push to each
+    /// one's wake-up list, in one round trip (lua/wake.lua, so that every
+    /// key is declared and a cluster routes it). Best effort, sent once: a
+    /// waiter that is not woken finds out at its next heartbeat.
+    fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
+        let keys: Vec<String> = tokens
+            .iter()
+            .filter_map(|t| String::from_redis_value(t.clone()).ok())
+            .map(|t| lock.wake_key_of(&t))
+            .collect();
+        if !keys.is_empty() {
+            let _: Result<i64> = self.eval(
+                &WAKE,
+                &keys,
+                &[&WAKE_TTL_MS.to_string()],
+                || format!("wake the waiters for {:?}", lock.name()),
+                Duration::ZERO,
+            );
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Giving holds back, and [`Backend`] for one server.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::Node;
+use crate::clock::BootTime;
+use crate::conn::Conn;
+use crate::duration::millis;
+use crate::lock::backend::Backend;
+use crate::lock::decode;
+use crate::lock::keys::{LockName, escape_glob, request_id};
+use crate::lock::script::*;
+use crate::lock::types::*;
+use crate::{Busy, Cancel, Error, Result};
+
+/// lua/release.lua's ARGV: give back one hold of `token` (every hold with
+/// `all`) as request `id`; `min_hold` as [`Backend::release`] takes it.
+fn release_args(
+    token: &Token,
+    all: bool,
+    id: &str,
+    min_hold: Option<Duration>,
+    timeout: Duration,
+) -> [String; 6] {
+    [
+        token.as_str().to_string(),
+        if all { "1" } else { "0" }.to_string(),
+        id.to_string(),
+        millis(min_hold.unwrap_or_default()).to_string(),
+        if min_hold.is_some() { "1" } else { "0" }.to_string(),
+        record_ms(timeout),
+    ]
+}
+impl Node {
+    /// Leave the wait queue and drop every hold of `token`, at once (a
+    /// give-up: one timeout's worth of resends, no min-hold).
+    pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
+        let timeout = self.server.timeout;
+        self.release_script(lock, token, true, None, timeout)
+    }
+
+    /// [`Node::abandon`] after an acquire call that failed, without a
+    /// second wait where the first got no answer. If the call was never
+    /// sent (connecting failed), nothing was granted. If it went unanswered
+    /// on a connection that is still open (a server that accepted it and
+    /// is silent: frozen, overloaded, or not Redis), the give-back is queued
+    /// behind it on that very connection, and not waited for: Redis runs a
+    /// connection's commands in order, so if the acquire ever runs, the
+    /// give-back runs right after it. (On a new connection it waited for
+    /// an answer as long again, so `acquire` and `exec` gave up after twice
+    /// `--connect-timeout`.) Otherwise (the connection dropped), as before.
+    pub(super) fn abandon_unanswered(&mut self, lock: &LockName, token: &Token) {
+        if !self.sent {
+            return;
+        }
+        if let Some(Conn::One(mut conn)) = self.silent.take() {
+            let id = request_id();
+            let keys = lock.request_keys(token, &id);
+            let args = release_args(token, true, &id, None, self.server.timeout);
+            let mut c = redis::cmd("EVAL");
+            c.arg(RELEASE.code)
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&args[..]);
+            if conn.send_packed_command(&c.get_packed_command()).is_ok() {
+                return; // closed now, after the give-back
+            }
+        }
+        let _ = self.abandon(lock, token);
+    }
+
+    /// [`Backend::release`] sent once, never again: connecting and the
+    /// reply are each waited for at most `within` (and the timeout).
+    pub(crate) fn release_once_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        let full = self.server.timeout;
+        let bounded = full.min(within).max(Duration::from_millis(1));
+        self.bound_replies(bounded);
+        let res = self.release_for(key, token, all, min_hold, Duration::ZERO);
+        self.bound_replies(full);
+        res
+    }
+
+    /// Wait at most `timeout` for a connection or a reply from now on.
+    fn bound_replies(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        if let Some(c) = &mut self.conn
+            && (c.set_read_timeout(Some(timeout)).is_err()
+                || c.set_write_timeout(Some(timeout)).is_err())
+        {
+            self.conn = None;
+        }
+    }
+
+    fn release_for(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<Released> {
+        let lock = self.name(key)?;
+        let n = self.release_script(&lock, token, all, min_hold, resend_for)?;
+        decode::released(n, self.resent, key)
+    }
+
+    /// One run of the release script (see lua/release.lua for the reply).
+    fn release_script(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        resend_for: Duration,
+    ) -> Result<i64> {
+        let id = request_id();
+        let args = release_args(token, all, &id, min_hold, self.server.timeout);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply: Vec<Value> = self.eval(
+            &RELEASE,
+            &lock.request_keys(token, &id),
+            &args,
+            || format!("release {:?}", lock.name()),
+            resend_for,
+        )?;
+        let (n, wake) = decode::release(&reply)?;
+        self.wake(lock, wake);
+        Ok(n)
+    }
+}
+
+impl Backend for Node {
+    fn answered(&self) -> bool {
+        self.answered
+    }
+
+    fn is_single(&self) -> bool {
+        true
+    }
+
+    fn detached(&self) -> Box<dyn Backend> {
+        let mut node = Node::new(self.server.clone(), &self.prefix);
+        node.resend_cap = self.resend_cap;
+        node.answered = self.answered;
+        Box::new(node)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.server.timeout
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        self.conn = None;
+    }
+
+    fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(&self.prefix, key)
+    }
+
+    fn acquire(
+        &mut self,
+        key: &str,
+        req: &Request,
+        cancel: Option<&Cancel>,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        let lock = self.name(key)?;
+        if let Some(token) = &req.reenter
+            && let Some(lease) = self.reenter(key, &lock, token, req)?
+        {
+            return Ok(lease);
+        }
+        self.acquire_new(key, &lock, req, cancel, on_wait)
+    }
+
+    fn release(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+    ) -> Result<Released> {
+        self.release_for(key, token, all, min_hold, RESEND_WINDOW)
+    }
+
+    fn release_within(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        within: Duration,
+    ) -> Result<Released> {
+        self.release_once_within(key, token, all, min_hold, within)
+    }
+
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+        let lock = self.name(key)?;
+        let sent = BootTime::now();
+        let timeout = self.server.timeout;
+        // Naturally idempotent (it sets the lease end to at least now +
+        // TTL), and validity counts from the first send: resend freely.
+        let n: i64 = self.eval(
+            &RENEW,
+            &lock.keys(None),
+            &[token.as_str(), &millis(ttl).to_string()],
+            || format!("renew {key:?}"),
+            timeout,
+        )?;
+        let left = decode::renewed(n, key)?;
+        // With --min-replicas a renewal counts only once replicas have it,
+        // so a failover cannot roll it back unnoticed.
+        if self.server.min_replicas > 0 {
+            self.wait_replicas(&format!("renew {key:?}"), "renewal")?;
+        }
+        Ok(valid_until(sent, left))
+    }
+
+    fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
+        let lock = self.name(key)?;
+        let reply: Vec<i64> = self.eval(
+            &CHECK,
+            &lock.keys(None),
+            &[token.as_str()],
+            || format!("check {key:?}"),
+            RESEND_WINDOW,
+        )?;
+        decode::held(&reply, key)
+    }
+
+    fn status(&mut self, key: &str) -> Result<Status> {
+        let lock = self.name(key)?;
+        let mut keys = lock.keys(None);
+        keys.push(lock.lost_key());
+        let reply: Vec<Value> = self.eval(
+            &STATUS,
+            &keys,
+            &[],
+            || format!("status {key:?}"),
+            RESEND_WINDOW,
+        )?;
+        decode::status(key, reply)
+    }
+
+    fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        if pattern.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "pattern {pattern:?} contains control characters"
+            )));
+        }
+        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
+        let res = self.conn()?.scan(&glob, "hash");
+        self.used();
+        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
+        let start = self.prefix.len() + 1;
+        let mut names: Vec<String> = keys
+            .into_iter()
+            .filter(|k| k.len() > start && k.ends_with('}'))
+            .map(|k| k[start..k.len() - 1].to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut out = Vec::new();
+        for n in names {
+            // Skip hashes that merely look like ours (an empty name, a
+            // foreign key under the prefix).
+            let s = match self.status(&n) {
+                Ok(s) => s,
+                Err(Error::Usage(_) | Error::Conflict(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if s.held || s.waiters > 0 {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+}
