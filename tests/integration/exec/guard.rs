@@ -2,6 +2,42 @@
 
 use super::*;
 
+/// The set-up of the tests that stop the guard before it starts the
+/// command: `exec OPTS k -- sh -c SCRIPT` waits behind another holder of
+/// k, its guard (rlock's one child while it waits) is SIGSTOPped, and
+/// the other holder releases. Returns once the exec holds k: the exec,
+/// and the stopped guard's pid.
+#[track_caller]
+fn guard_stopped_before_the_start(
+    r: &Redis,
+    opts: &[&str],
+    script: &str,
+) -> (std::process::Child, i32) {
+    let other = rlock(r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let child = exec_sh(r, opts, "k", script).spawn();
+    let rlock_pid = child.id();
+    r.await_waiters("k", 1);
+    let guard: i32 = read(Path::new(&format!(
+        "/proc/{rlock_pid}/task/{rlock_pid}/children"
+    )))
+    .trim()
+    .parse()
+    .expect("one child: the guard");
+    kill(guard, libc::SIGSTOP);
+    rlock(r)
+        .args(["release", "k", "--token", &other])
+        .run()
+        .ok();
+    eventually(Duration::from_secs(10), "exec to hold the lock", || {
+        r.status_json("k")["holders"][0]["pid"].as_u64() == Some(u64::from(rlock_pid))
+    });
+    (child, guard)
+}
+
 #[test]
 fn a_killed_guard_kills_the_whole_tree_before_the_lock_goes() {
     // PR_SET_PDEATHSIG kills only the command; its children, in its group
@@ -37,28 +73,8 @@ fn a_guard_killed_before_it_reports_the_start_is_a_killed_guard() {
     // (79, the tree killed first), not a failed start that releases at once.
     let r = Redis::shared();
     let [ran] = paths("guard-killed-early", ["ran"]);
-    let other = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "k"])
-        .run()
-        .ok()
-        .token();
-    let child = exec_sh(&r, &["-q"], "k", &format!("echo x > {}", ran.display())).spawn();
-    let rlock_pid = child.id();
-    r.await_waiters("k", 1);
-    let guard: i32 = read(Path::new(&format!(
-        "/proc/{rlock_pid}/task/{rlock_pid}/children"
-    )))
-    .trim()
-    .parse()
-    .expect("one child: the guard");
-    kill(guard, libc::SIGSTOP);
-    rlock(&r)
-        .args(["release", "k", "--token", &other])
-        .run()
-        .ok();
-    eventually(Duration::from_secs(10), "exec to hold the lock", || {
-        r.status_json("k")["holders"][0]["pid"].as_u64() == Some(u64::from(rlock_pid))
-    });
+    let (child, guard) =
+        guard_stopped_before_the_start(&r, &["-q"], &format!("echo x > {}", ran.display()));
     // Time to send the spawn request to the stopped guard.
     std::thread::sleep(Duration::from_millis(300));
     kill(guard, libc::SIGKILL);
@@ -142,34 +158,12 @@ fn a_guard_stopped_before_the_start_stops_neither_the_renewals_nor_starts_the_co
     // whose lease may be over by then.
     let r = Redis::shared();
     let [ran] = paths("guard-stopped-before-start", ["ran"]);
-    let other = rlock(&r)
-        .args(["acquire", "--ttl", "30s", "k"])
-        .run()
-        .ok()
-        .token();
-    let child = exec_sh(
+    let (child, guard) = guard_stopped_before_the_start(
         &r,
         &["-q", "--ttl", "6s"],
-        "k",
         &format!("echo x > {}", ran.display()),
-    )
-    .spawn();
+    );
     let rlock_pid = child.id();
-    r.await_waiters("k", 1);
-    let guard: i32 = read(Path::new(&format!(
-        "/proc/{rlock_pid}/task/{rlock_pid}/children"
-    )))
-    .trim()
-    .parse()
-    .expect("one child: the guard");
-    kill(guard, libc::SIGSTOP);
-    rlock(&r)
-        .args(["release", "k", "--token", &other])
-        .run()
-        .ok();
-    eventually(Duration::from_secs(10), "exec to hold the lock", || {
-        r.status_json("k")["holders"][0]["pid"].as_u64() == Some(u64::from(rlock_pid))
-    });
     // More than a TTL: only renewals keep it held.
     std::thread::sleep(Duration::from_secs(7));
     let holder = r.status_json("k")["holders"][0]["pid"].as_u64();

@@ -3,33 +3,66 @@
 
 use super::*;
 
-/// Run `inner` (a shell command line) under a pseudo-terminal, as from an
-/// interactive shell: script(1) gives it a pty as its controlling terminal.
-fn under_pty(r: &Redis, inner: &str) -> std::process::Child {
-    std::process::Command::new("script")
-        .args(["-qec", inner, "/dev/null"])
-        .env("RLOCK_URL", r.url())
-        .env("RLOCK_PREFIX", &r.prefix)
-        .env("BIN", env!("CARGO_BIN_EXE_rlock"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
-}
+/// A shell command line run under a pseudo-terminal, as from an
+/// interactive shell: script(1) gives it a pty as its controlling
+/// terminal, and what the test types reaches it through script's stdin.
+/// `$BIN` is the rlock binary. The one set-up of every test here.
+struct Pty(std::process::Child);
 
-/// [`under_pty`], then the pid of the command, once it wrote it to `pidfile`.
-fn under_pty_with_pid(r: &Redis, inner: &str, pidfile: &Path) -> (std::process::Child, i32) {
-    let child = under_pty(r, inner);
-    (child, wait_pid(pidfile))
-}
+impl Pty {
+    fn run(r: &Redis, inner: &str) -> Pty {
+        let child = std::process::Command::new("script")
+            .args(["-qec", inner, "/dev/null"])
+            .env("RLOCK_URL", r.url())
+            .env("RLOCK_PREFIX", &r.prefix)
+            .env("BIN", env!("CARGO_BIN_EXE_rlock"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Pty(child)
+    }
 
-/// Type `bytes` at the pseudo-terminal of a child started by [`under_pty`].
-fn type_into(child: &mut std::process::Child, bytes: &[u8]) {
-    use std::io::Write;
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(bytes).unwrap();
-    stdin.flush().unwrap();
+    /// A real interactive bash (no rc files), to type command lines at.
+    fn bash(r: &Redis) -> Pty {
+        Pty::run(r, "bash --norc --noprofile -i")
+    }
+
+    /// Type `text` at the terminal.
+    fn say(&mut self, text: impl AsRef<[u8]>) {
+        use std::io::Write;
+        let stdin = self.0.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_ref()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The shell's `$?` (the status of the job it ran last), through
+    /// `echo $? > file`.
+    #[track_caller]
+    fn status(&mut self, file: &Path) -> String {
+        self.say(format!("echo $? > {}\n", file.display()));
+        await_written(file, Duration::from_secs(10), "the exit code");
+        read(file).trim().to_string()
+    }
+
+    /// Type Ctrl-Z, and wait for `pid` (rlock, whose job it stops) to
+    /// stop.
+    #[track_caller]
+    fn ctrl_z(&mut self, pid: i32, what: &str) {
+        self.say("\x1a");
+        eventually(Duration::from_secs(20), what, || stopped(pid));
+    }
+
+    /// Type `exit` at the shell, and wait for it to end.
+    fn exit(mut self) {
+        self.say("exit\n");
+        self.wait();
+    }
+
+    fn wait(mut self) {
+        self.0.wait().unwrap();
+    }
 }
 
 #[test]
@@ -42,8 +75,8 @@ fn interactive_command_owns_the_terminal_in_its_own_group() {
          echo \"$$ $3 $6\" > {o}'; echo $? >> {o}",
         o = out.display()
     );
-    let mut child = under_pty(&r, &inner);
-    child.wait().unwrap();
+    let child = Pty::run(&r, &inner);
+    child.wait();
     let got = read(&out);
     let mut l = got.lines();
     let f: Vec<&str> = l.next().unwrap_or("").split(' ').collect();
@@ -71,7 +104,7 @@ fn interactive_loss_stops_grandchildren_too() {
         t = ticks.display(),
         c = code.display()
     );
-    let mut child = under_pty(&r, &inner);
+    let child = Pty::run(&r, &inner);
     eventually(Duration::from_secs(10), "ticks", || lines(&ticks) >= 3);
     delete_lock(&r, "k");
     await_written(&code, Duration::from_secs(10), "rlock to exit");
@@ -81,7 +114,7 @@ fn interactive_loss_stops_grandchildren_too() {
         Duration::from_millis(500),
         "the grandchild ran on after the loss",
     );
-    child.wait().unwrap();
+    child.wait();
 }
 
 #[test]
@@ -92,7 +125,8 @@ fn interactive_rlock_killed_takes_grandchildren_along() {
         "$BIN exec k -- sh -c 'echo $$ > {p}; sh -c \"sleep 30\"'",
         p = pidfile.display()
     );
-    let (mut child, cmd) = under_pty_with_pid(&r, &inner, &pidfile);
+    let child = Pty::run(&r, &inner);
+    let cmd = wait_pid(&pidfile);
     eventually(Duration::from_secs(5), "the grandchild", || {
         !descendants_of(cmd).is_empty()
     });
@@ -101,7 +135,7 @@ fn interactive_rlock_killed_takes_grandchildren_along() {
     eventually(Duration::from_secs(5), "the tree to die", || {
         !alive(cmd) && gc.iter().all(|&p| !alive(p))
     });
-    child.wait().unwrap();
+    child.wait();
 }
 
 #[test]
@@ -111,32 +145,26 @@ fn interactive_job_control_stops_and_continues_the_job() {
     // its own job so bash sees it stopped, and on `fg` continue the command.
     let r = Redis::shared();
     let [pidfile, out, code] = paths("tty-tstp", ["pid", "out", "code"]);
-    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
+    let mut bash = Pty::bash(&r);
     // The command is bash, not dash: dash starts each `sleep` with vfork,
     // and a Ctrl-Z landing between that vfork and the exec stops the child
     // while dash waits for it with every signal blocked, so the job is
     // never seen stopped (by rlock or, without rlock, by the shell).
-    say(&format!(
+    bash.say(format!(
         "$BIN exec k -- bash -c 'echo $$ > {p}; for i in $(seq 20); do sleep 0.05; done; echo done > {o}'\n",
         p = pidfile.display(),
         o = out.display(),
     ));
     let cmd = wait_pid(&pidfile);
     let rl = rlock_of(cmd);
-    say("\x1a"); // Ctrl-Z
-    eventually(Duration::from_secs(20), "rlock to stop its job", || {
-        stopped(rl)
-    });
+    bash.ctrl_z(rl, "rlock to stop its job");
     assert!(stopped(cmd));
     assert!(read(&out).is_empty());
-    say("fg\n");
+    bash.say("fg\n");
     await_written(&out, Duration::from_secs(10), "the command to finish");
-    say(&format!("echo $? > {c}; exit\n", c = code.display()));
-    await_written(&code, Duration::from_secs(10), "the exit code");
-    assert_eq!(read(&code).trim(), "0");
+    assert_eq!(bash.status(&code), "0");
     assert_eq!(read(&out).trim(), "done");
-    bash.wait().unwrap();
+    bash.exit();
     r.assert_nothing_held(&[]);
 }
 
@@ -152,9 +180,10 @@ fn ctrl_c_in_a_terminal_stops_the_script_that_ran_exec() {
         p = pidfile.display(),
         a = after.display()
     );
-    let (mut child, _) = under_pty_with_pid(&r, &inner, &pidfile);
-    type_into(&mut child, b"\x03"); // Ctrl-C
-    child.wait().unwrap();
+    let mut child = Pty::run(&r, &inner);
+    wait_pid(&pidfile);
+    child.say(b"\x03"); // Ctrl-C
+    child.wait();
     assert!(
         read(&after).is_empty(),
         "the script went on after Ctrl-C: {}",
@@ -171,12 +200,12 @@ fn a_command_reading_the_terminal_works_with_stdin_redirected() {
         "echo | $BIN exec k -- sh -c 'read x < /dev/tty; echo got $x > {o}'",
         o = out.display()
     );
-    let mut child = under_pty(&r, &inner);
+    let mut child = Pty::run(&r, &inner);
     eventually(Duration::from_secs(5), "the command to run", || r.held("k"));
-    type_into(&mut child, b"hello\n");
+    child.say(b"hello\n");
     await_written(&out, Duration::from_secs(10), "the command to read");
     assert_eq!(read(&out).trim(), "got hello");
-    child.wait().unwrap();
+    child.wait();
     r.assert_nothing_held(&[]);
 }
 
@@ -188,7 +217,7 @@ fn an_exit_code_of_130_is_not_a_ctrl_c() {
         "$BIN exec k -- sh -c 'exit 130'; echo after=$? > {a}",
         a = after.display()
     );
-    under_pty(&r, &inner).wait().unwrap();
+    Pty::run(&r, &inner).wait();
     assert_eq!(read(&after).trim(), "after=130");
 }
 
@@ -201,15 +230,16 @@ fn a_killed_interactive_rlock_gives_the_terminal_back() {
         p = pidfile.display(),
         o = out.display()
     );
-    let (mut child, cmd) = under_pty_with_pid(&r, &inner, &pidfile);
+    let mut child = Pty::run(&r, &inner);
+    let cmd = wait_pid(&pidfile);
     kill(rlock_of(cmd) as u32, libc::SIGKILL);
     eventually(Duration::from_secs(5), "the command to die", || !alive(cmd));
     // The terminal's hand-back to the script is not observable from here.
     std::thread::sleep(Duration::from_millis(200));
-    type_into(&mut child, b"typed\n");
+    child.say(b"typed\n");
     await_written(&out, Duration::from_secs(10), "the script to read");
     assert_eq!(read(&out).trim(), "got=typed");
-    child.wait().unwrap();
+    child.wait();
 }
 
 #[test]
@@ -222,9 +252,8 @@ fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
     // ignores it (a script's `&`): rlock could not be interrupted.
     let r = Redis::shared();
     let [left, code] = paths("tty-leftover", ["left", "code"]);
-    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
-    say(&format!(
+    let mut bash = Pty::bash(&r);
+    bash.say(format!(
         "$BIN exec --grace 1s k -- bash -c 'sleep 30 & echo $! > {l}; exit 3'\n",
         l = left.display(),
     ));
@@ -247,10 +276,10 @@ fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
         "rlock to take the terminal back",
         || stat(lo).get(5) == Some(&rlock_group),
     );
-    say("\x1a"); // Ctrl-Z: stops rlock's job, not the leftover
-    eventually(Duration::from_secs(20), "rlock to stop", || stopped(rl));
+    // Ctrl-Z: stops rlock's job, not the leftover
+    bash.ctrl_z(rl, "rlock to stop");
     assert!(!stopped(lo));
-    say("fg\n");
+    bash.say("fg\n");
     eventually(Duration::from_secs(20), "rlock to run again", || {
         !stopped(rl)
     });
@@ -260,16 +289,13 @@ fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
         || stat(lo).get(5) == Some(&rlock_group),
     );
     assert!(r.held("k"));
-    say("\x03"); // Ctrl-C: rlock passes it on; SIGKILL after the grace
+    bash.say("\x03"); // Ctrl-C: rlock passes it on; SIGKILL after the grace
     eventually(Duration::from_secs(20), "rlock to exit", || !alive(rl));
     // `fg` returns the job's exit status.
-    say(&format!("echo $? > {c}\n", c = code.display()));
-    await_written(&code, Duration::from_secs(10), "the exit code");
-    assert_eq!(read(&code).trim(), "3");
+    assert_eq!(bash.status(&code), "3");
     assert!(!alive(lo), "the leftover runs on");
     assert!(!r.held("k"));
-    say("exit\n");
-    bash.wait().unwrap();
+    bash.exit();
 }
 
 #[test]
@@ -281,9 +307,8 @@ fn after_bg_and_fg_the_command_gets_the_terminal_when_it_reads() {
     // brought to the foreground (the user had to type `fg` twice).
     let r = Redis::shared();
     let [pidfile, go, out] = paths("tty-bg-fg", ["pid", "go", "out"]);
-    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
-    say(&format!(
+    let mut bash = Pty::bash(&r);
+    bash.say(format!(
         "$BIN exec k -- bash -c 'echo $$ > {p}; while [ ! -e {g} ]; do sleep 0.05; done; \
          read x; echo got=$x > {o}'\n",
         p = pidfile.display(),
@@ -293,15 +318,12 @@ fn after_bg_and_fg_the_command_gets_the_terminal_when_it_reads() {
     let cmd = wait_pid(&pidfile);
     let rl = rlock_of(cmd);
     let rlock_group = stat(rl)[2].clone();
-    say("\x1a"); // Ctrl-Z
-    eventually(Duration::from_secs(20), "rlock to stop its job", || {
-        stopped(rl)
-    });
-    say("bg\n");
+    bash.ctrl_z(rl, "rlock to stop its job");
+    bash.say("bg\n");
     eventually(Duration::from_secs(20), "the job to run again", || {
         !stopped(rl) && !stopped(cmd)
     });
-    say("fg\n");
+    bash.say("fg\n");
     eventually(
         Duration::from_secs(20),
         "bash to give rlock the terminal",
@@ -313,11 +335,10 @@ fn after_bg_and_fg_the_command_gets_the_terminal_when_it_reads() {
         "the command to own the terminal",
         || stat(cmd).get(5) == stat(cmd).get(2),
     );
-    say("typed\n");
+    bash.say("typed\n");
     await_written(&out, Duration::from_secs(20), "the command to read");
     assert_eq!(read(&out).trim(), "got=typed");
-    say("exit\n");
-    bash.wait().unwrap();
+    bash.exit();
     r.assert_nothing_held(&[]);
 }
 
@@ -329,9 +350,8 @@ fn exec_in_the_background_of_a_script_leaves_the_script_the_terminal() {
     // (SIGTTIN) at its next read, and the user's shell showed it stopped.
     let r = Redis::shared();
     let [pidfile, out] = paths("tty-script-bg", ["pid", "out"]);
-    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
-    say(&format!(
+    let mut bash = Pty::bash(&r);
+    bash.say(format!(
         "bash -c '$BIN exec k -- sh -c \"echo \\$\\$ > {p}; sleep 5\" & read x; echo got=$x > {o}; wait'\n",
         p = pidfile.display(),
         o = out.display()
@@ -340,11 +360,10 @@ fn exec_in_the_background_of_a_script_leaves_the_script_the_terminal() {
     let script = ppid(rlock_of(cmd));
     let script_group = stat(script)[2].clone();
     assert_eq!(stat(cmd).get(5), Some(&script_group), "{:?}", stat(cmd));
-    say("typed\n");
+    bash.say("typed\n");
     await_written(&out, Duration::from_secs(20), "the script to read");
     assert_eq!(read(&out).trim(), "got=typed");
-    say("exit\n");
-    bash.wait().unwrap();
+    bash.exit();
 }
 
 #[test]
@@ -355,9 +374,8 @@ fn a_nested_exec_stops_and_continues_with_its_job() {
     // command must end up reading the terminal, in one `fg`.
     let r = Redis::shared();
     let [pidfile, out, code] = paths("tty-nested", ["pid", "out", "code"]);
-    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
-    say(&format!(
+    let mut bash = Pty::bash(&r);
+    bash.say(format!(
         "$BIN exec k -- $BIN exec k -- bash -c 'echo $$ > {p}; read x; echo got=$x > {o}'\n",
         p = pidfile.display(),
         o = out.display(),
@@ -370,26 +388,20 @@ fn a_nested_exec_stops_and_continues_with_its_job() {
         "the command to own the terminal",
         || stat(cmd).get(5) == stat(cmd).get(2),
     );
-    say("\x1a"); // Ctrl-Z
-    eventually(Duration::from_secs(20), "the outer rlock to stop", || {
-        stopped(outer)
-    });
-    say("fg\n");
+    bash.ctrl_z(outer, "the outer rlock to stop");
+    bash.say("fg\n");
     eventually(
         Duration::from_secs(20),
         "the command to own the terminal",
         || stat(cmd).get(5) == stat(cmd).get(2) && [outer, inner, cmd].iter().all(|&p| !stopped(p)),
     );
-    say("typed\n");
+    bash.say("typed\n");
     await_written(&out, Duration::from_secs(20), "the command to read");
     assert_eq!(read(&out).trim(), "got=typed");
     eventually(Duration::from_secs(20), "rlock to exit", || !alive(outer));
-    say(&format!("echo $? > {c}\n", c = code.display()));
-    await_written(&code, Duration::from_secs(10), "the exit code");
-    assert_eq!(read(&code).trim(), "0");
+    assert_eq!(bash.status(&code), "0");
     assert!(!r.held("k"));
-    say("exit\n");
-    bash.wait().unwrap();
+    bash.exit();
 }
 
 #[test]
@@ -408,12 +420,9 @@ fn a_lost_lock_gives_the_terminal_back_from_a_killed_sub_job() {
         c = code.display(),
         o = out.display()
     );
-    let mut child = under_pty(&r, &inner);
+    let mut child = Pty::run(&r, &inner);
     eventually(Duration::from_secs(10), "the lock", || r.held("k"));
-    type_into(
-        &mut child,
-        format!("sleep 100 & echo $! > {p}; fg\n", p = pidfile.display()).as_bytes(),
-    );
+    child.say(format!("sleep 100 & echo $! > {p}; fg\n", p = pidfile.display()).as_bytes());
     let sl = wait_pid(&pidfile);
     eventually(
         Duration::from_secs(10),
@@ -426,10 +435,10 @@ fn a_lost_lock_gives_the_terminal_back_from_a_killed_sub_job() {
     delete_lock(&r, "k");
     await_written(&code, Duration::from_secs(20), "rlock to exit");
     assert_eq!(read(&code).trim(), "79");
-    type_into(&mut child, b"typed\n");
+    child.say(b"typed\n");
     await_written(&out, Duration::from_secs(10), "the script to read");
     assert_eq!(read(&out).trim(), "got=typed");
-    child.wait().unwrap();
+    child.wait();
 }
 
 #[test]
@@ -439,9 +448,8 @@ fn on_lost_ignore_a_job_stopped_past_its_lease_still_resumes() {
     // leave it stopped for ever under a running rlock.
     let r = Redis::shared();
     let [pidfile, go, out, code] = paths("tty-ignore-stop", ["pid", "go", "out", "code"]);
-    let mut bash = under_pty(&r, "bash --norc --noprofile -i");
-    let mut say = |s: &str| type_into(&mut bash, s.as_bytes());
-    say(&format!(
+    let mut bash = Pty::bash(&r);
+    bash.say(format!(
         "$BIN exec --ttl 1s --on-lost ignore k -- bash -c 'echo $$ > {p}; \
          while [ ! -e {g} ]; do sleep 0.05; done; echo done > {o}'\n",
         p = pidfile.display(),
@@ -450,22 +458,16 @@ fn on_lost_ignore_a_job_stopped_past_its_lease_still_resumes() {
     ));
     let cmd = wait_pid(&pidfile);
     let rl = rlock_of(cmd);
-    say("\x1a"); // Ctrl-Z
-    eventually(Duration::from_secs(20), "rlock to stop its job", || {
-        stopped(rl)
-    });
+    bash.ctrl_z(rl, "rlock to stop its job");
     // Well past the 1 s lease.
     eventually(Duration::from_secs(20), "the lease to run out", || {
         !r.held("k")
     });
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(&go, "").unwrap();
-    say("fg\n");
+    bash.say("fg\n");
     await_written(&out, Duration::from_secs(20), "the command to finish");
     eventually(Duration::from_secs(20), "rlock to exit", || !alive(rl));
-    say(&format!("echo $? > {c}\n", c = code.display()));
-    await_written(&code, Duration::from_secs(10), "the exit code");
-    assert_eq!(read(&code).trim(), "79");
-    say("exit\n");
-    bash.wait().unwrap();
+    assert_eq!(bash.status(&code), "79");
+    bash.exit();
 }
