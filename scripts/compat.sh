@@ -31,16 +31,16 @@ TESTS=(
   server:: cli:: rw:: algo:: library:: oom:: doctor:: keep::
   cluster:: redlock:: sentinel:: failover::
   waiting::supersede
-  exec::exit_codes_pass_through
-  exec::child_sees_key_token_and_fence
-  exec::releases_as_soon_as_the_child_exits
-  exec::renews_while_the_child_runs_past_the_ttl
-  exec::busy_exec_honours_no_wait_and_conflict_code
-  exec::lock_deleted_by_an_admin_stops_the_child_with_79
-  exec::another_owner_taking_over_stops_the_child
-  exec::nested_exec_of_the_same_key_reenters
-  exec::nested_exec_of_a_semaphore_reenters
-  exec::min_hold_keeps_the_lock_taken_after_a_quick_success_only
+  exec::basics::exit_codes_pass_through
+  exec::basics::child_sees_key_token_and_fence
+  exec::basics::releases_as_soon_as_the_child_exits
+  exec::basics::renews_while_the_child_runs_past_the_ttl
+  exec::basics::busy_exec_honours_no_wait_and_conflict_code
+  exec::loss::lock_deleted_by_an_admin_stops_the_child_with_79
+  exec::loss::another_owner_taking_over_stops_the_child
+  exec::nesting::nested_exec_of_the_same_key_reenters
+  exec::nesting::nested_exec_of_a_semaphore_reenters
+  exec::basics::min_hold_keeps_the_lock_taken_after_a_quick_success_only
   tls_acl::every_command_works_as_the_least_privileged_acl_user
 )
 DEST=target/compat-servers

@@ -11,7 +11,7 @@
 //! # Who enforces it
 //!
 //! Three processes take part: rlock, the command, and the *guard* (see
-//! `guard.rs`), a small process forked by rlock before anything else, which
+//! `guard/`), a small process forked by rlock before anything else, which
 //! is the command's parent, a child subreaper for its whole tree, in a
 //! process group of its own, and holds a CLOCK_BOOTTIME timer at the *kill
 //! deadline*. The kill deadline is `kill_point(valid_until)`: the lease's
@@ -283,7 +283,7 @@ pub fn run(
     // Before the guard exists, so that its orphans come to us if it is
     // killed (see `guard_killed`).
     let _subreaper = tree::Subreaper::new();
-    // First, while this process has one thread: see guard.rs.
+    // First, while this process has one thread: see guard/mod.rs.
     let guard = Guard::fork(&Launch {
         program: &spec.program,
         args: &spec.args,

@@ -202,7 +202,7 @@ impl Supervisor<'_, '_, '_> {
                         if out.lost.is_none() {
                             // Before "started": the guard read the go only
                             // after the kill deadline it had, and did not
-                            // start the command (see guard.rs).
+                            // start the command (see guard/process.rs).
                             let (why, action) = if self.pgid.is_none() {
                                 (
                                     "the guard process was stopped or starved past the kill \

@@ -185,7 +185,7 @@ fn forked_copy(p: &impl Procs, child: Pid, parent: Pid) -> bool {
     }
 }
 
-/// Is `pid` the guard of an `rlock exec` (see exec's guard.rs)?
+/// Is `pid` the guard of an `rlock exec` (see exec's guard/)?
 pub(super) fn is_guard(p: &impl Procs, pid: Pid) -> bool {
     p.comm(pid).is_some_and(|c| c.trim_end() == "rlock-guard")
 }

@@ -119,6 +119,31 @@ pub fn finish_child(c: &mut Child) -> (Option<i32>, String) {
     (st.code(), err)
 }
 
+/// Let a script that waits for `$D/go` end.
+fn go(dir: &Path) {
+    std::fs::write(dir.join("go"), "").unwrap();
+}
+
+/// Wait for a script that must exit 0; `who` (its shell, where a test
+/// runs several) prefixes its stderr in the failure.
+#[track_caller]
+fn exits_0(sh: &mut Child, who: &str) {
+    let (code, err) = finish_child(sh);
+    if who.is_empty() {
+        assert_eq!(code, Some(0), "{err}");
+    } else {
+        assert_eq!(code, Some(0), "{who}: {err}");
+    }
+}
+
+/// The end of most tests here: the script exits 0 ([`exits_0`]), and
+/// `key` is free within `limit` after it, let go by its keeper.
+#[track_caller]
+fn exits_0_then_free(r: &Redis, sh: &mut Child, who: &str, key: &str, limit: Duration) {
+    exits_0(sh, who);
+    eventually(limit, "free after the script", || !r.held(key));
+}
+
 #[test]
 fn a_killed_script_frees_the_lock_at_once() {
     let r = Redis::shared();
@@ -165,12 +190,11 @@ fn release_ends_the_keeper_and_signals_nobody() {
     let keeper = keeper_pid(&d);
     std::thread::sleep(Duration::from_millis(1500)); // renewed at least once
     assert!(r.held("k"));
-    std::fs::write(d.join("go"), "").unwrap();
+    go(&d);
     wait_line(&d, "released");
     assert!(!r.held("k"));
     eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
-    let out = finish_child(&mut sh);
-    assert_eq!(out.0, Some(0), "{}", out.1);
+    exits_0(&mut sh, "");
     assert_eq!(read(&d.join("signalled")), "", "the script was signalled");
     assert!(
         r.status_json("k").get("last_lost").is_none(),
@@ -238,9 +262,8 @@ fn on_lost_ignore_only_records_the_loss() {
             .contains("ignore"),
         "{st}"
     );
-    std::fs::write(d.join("go"), "").unwrap();
-    let out = finish_child(&mut sh);
-    assert_eq!(out.0, Some(0), "{}", out.1);
+    go(&d);
+    exits_0(&mut sh, "");
     assert_eq!(read(&d.join("signalled")), "");
 }
 
@@ -293,7 +316,7 @@ fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
             std::thread::sleep(Duration::from_millis(1500));
             assert!(r.held(&key), "{shell} {subst}");
             assert_eq!(holder_pid(&r, &key).to_string(), pid, "{shell} {subst}");
-            std::fs::write(d.join("go"), "").unwrap();
+            go(&d);
             let _ = sh.wait();
             eventually(Duration::from_secs(1), "free after the script", || {
                 !r.held(&key)
@@ -328,9 +351,8 @@ fn a_subshell_keeps_the_lock_until_the_subshell_ends() {
                 || !r.held(key),
             );
         }
-        std::fs::write(d.join("go"), "").unwrap();
-        let out = finish_child(&mut sh);
-        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+        go(&d);
+        exits_0(&mut sh, shell);
     }
     r.assert_nothing_held(&[]);
 }
@@ -439,12 +461,8 @@ fn the_script_re_enters_with_its_exported_token() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(r.held("k"));
     assert!(alive(keeper));
-    std::fs::write(d.join("go"), "").unwrap();
-    let out = finish_child(&mut sh);
-    assert_eq!(out.0, Some(0), "{}", out.1);
-    eventually(Duration::from_secs(1), "free after the script", || {
-        !r.held("k")
-    });
+    go(&d);
+    exits_0_then_free(&r, &mut sh, "", "k", Duration::from_secs(1));
     r.assert_nothing_held(&[]);
 }
 
@@ -465,11 +483,7 @@ fn the_exported_token_re_enters_inside_an_exec_of_another_lock() {
              \"$B\" exec -w 2s b -- \"$B\" exec -w 2s c -- \"$B\" exec -w 2s k -- true || exit 2
              \"$B\" exec -w 2s b -- sh -c '\"$B\" release k --token $(\"$B\" acquire -w 2s k)' || exit 3",
         );
-        let out = finish_child(&mut sh);
-        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
-        eventually(Duration::from_secs(2), "free after the script", || {
-            !r.held("k")
-        });
+        exits_0_then_free(&r, &mut sh, shell, "k", Duration::from_secs(2));
     }
     r.assert_nothing_held(&[]);
 }
@@ -488,8 +502,7 @@ fn waiting_for_the_scripts_own_lock_says_so() {
          \"$B\" exec -w 500ms k -- true 2>\"$D/err\"; echo $? > \"$D/rc\"
          \"$B\" exec -w 500ms other -- true 2>\"$D/err2\" || exit 1",
     );
-    let out = finish_child(&mut sh);
-    assert_eq!(out.0, Some(0), "{}", out.1);
+    exits_0(&mut sh, "");
     assert_eq!(read(&d.join("rc")).trim(), "75");
     let err = read(&d.join("err"));
     assert!(
@@ -605,14 +618,10 @@ fn a_release_of_another_key_with_the_token_leaves_the_keeper_keeping() {
     // Well past the 1s TTL: still kept.
     std::thread::sleep(Duration::from_millis(3000));
     let (held, kept) = (r.held("k"), alive(keeper));
-    std::fs::write(d.join("go"), "").unwrap();
-    let out = finish_child(&mut sh);
-    assert_eq!(out.0, Some(0), "{}", out.1);
+    go(&d);
+    exits_0_then_free(&r, &mut sh, "", "k", Duration::from_secs(2));
     assert!(held, "the lock expired under the script");
     assert!(kept, "the keeper exited");
-    eventually(Duration::from_secs(2), "free after the script", || {
-        !r.held("k")
-    });
     r.assert_nothing_held(&[]);
 }
 
@@ -663,13 +672,9 @@ fn a_subshell_printing_to_the_scripts_pipe_keeps_the_lock_for_itself() {
             }
             !r.held("a")
         };
-        std::fs::write(d.join("go"), "").unwrap();
-        let out = finish_child(&mut sh);
-        assert_eq!(out.0, Some(0), "{shell}: {}", out.1);
+        go(&d);
+        exits_0_then_free(&r, &mut sh, shell, "a", Duration::from_secs(2));
         assert!(freed, "{shell}: a still held after its subshell ended");
-        eventually(Duration::from_secs(2), "free after the script", || {
-            !r.held("a")
-        });
     }
     r.assert_nothing_held(&[]);
 }

@@ -45,7 +45,7 @@ use rlock::exit_code;
 /// "stack overflow" message. What the rest of the program relies on is
 /// kept here: SIGPIPE ignored (a closed stderr or stdout is an EPIPE, not
 /// a death; the command gets SIGPIPE back at its default, see
-/// exec/guard.rs), standard descriptors 0-2 opened on /dev/null when
+/// exec/guard/spawn.rs), standard descriptors 0-2 opened on /dev/null when
 /// closed (so that no socket of ours becomes stdout; a closed stdout is
 /// remembered, see [`out::STDOUT_CLOSED`]), and stdout flushed at exit. std::env::args works without std's entry on Linux/glibc (it reads
 /// them from the C start-up).

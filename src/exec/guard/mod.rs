@@ -1,0 +1,46 @@
+//! The guard: a small process that is the command's parent, a child
+//! subreaper for its whole tree, and a dead-man switch on the lease.
+//!
+//! rlock forks it first thing in [`super::run`], before any thread exists,
+//! and talks to it over a SOCK_SEQPACKET socket pair (one datagram per
+//! message, so no framing). The guard:
+//! - sits in a process group of its own and ignores job-control and
+//!   terminal signals, so neither Ctrl-Z nor a kill of rlock's job (a CI
+//!   runner killing the process group) stops or kills it with rlock;
+//! - is PR_SET_CHILD_SUBREAPER, and starts the command (in a new process
+//!   group, the terminal's foreground group in interactive use), so every
+//!   descendant stays in its tree until it exits (see [`super::tree`]);
+//! - holds a CLOCK_BOOTTIME timer at the kill deadline rlock last sent
+//!   (moved after every confirmed renewal), and SIGKILLs the whole tree when
+//!   it fires, whatever rlock is doing: stopped, starved, blocked on a full
+//!   stderr, or the machine just resumed from suspend;
+//! - does not start the command if that deadline passed before it read
+//!   the request to (it was stopped or starved meanwhile);
+//! - SIGKILLs the tree when rlock's end of the socket closes (rlock died);
+//! - reaps everything, reports the command's stops and exit, and reports
+//!   "empty" once no descendant is left, then exits.
+//!
+//! The guard never prints, reads the environment only through the C
+//! library's `environ` (no lock), and takes no lock that another thread of
+//! the forking process could hold: in the binary it is forked while rlock
+//! has one thread; a library caller with other threads relies on glibc's
+//! fork-safe malloc for the few allocations it makes.
+//!
+//! The parts: [`wire`] the messages both ways (encode and decode side by
+//! side), [`handle`] rlock's side (the [`Guard`] handle), [`process`] the
+//! guard's side (its loop), [`spawn`] how the guard starts the command.
+
+mod handle;
+mod process;
+mod spawn;
+mod wire;
+
+pub(crate) use handle::{Guard, Launch};
+pub(crate) use process::close_all_but;
+pub(crate) use wire::Report;
+
+use super::tree;
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
