@@ -137,13 +137,13 @@ impl Error {
         {
             return Error::Conflict(format!(
                 "{what}: a key of this lock holds a value that is not an rlock lock \
-                 (someone else wrote there; pick another key or --prefix)"
+                 (someone else wrote there; pick another key or prefix)"
             ));
         }
         if code(&err) == Some("MOVED") {
             return Error::Usage(format!(
                 "{what}: the server is a Redis Cluster node and another node serves this key; \
-                 give --cluster (RLOCK_CLUSTER=1)"
+                 connect with ConnectOptions::cluster"
             ));
         }
         if wants_auth(&err) {

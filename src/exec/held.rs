@@ -68,7 +68,7 @@ pub fn owner_token(
     match exported {
         Some(t) => Token::parse(t),
         None => Err(crate::Error::Usage(
-            "no token: give --token TOKEN or set RLOCK_TOKEN (inside `rlock exec` of the \
+            "no token: give one (owner_token's flag) or set RLOCK_TOKEN (inside `rlock exec` of the \
              lock, the key is enough)"
                 .into(),
         )),

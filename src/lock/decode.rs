@@ -95,7 +95,7 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt>
             },
         }),
         reply::OTHER_LIMIT => Err(Error::Conflict(format!(
-            "lock {key:?} is in use with --limit {}, not {limit}; every holder must agree",
+            "lock {key:?} is in use with Request::limit {}, not {limit}; every holder must agree",
             at(1)?
         ))),
         reply::NOT_HELD => Ok(Attempt::NotHeld),
@@ -104,8 +104,8 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt>
             // Only semaphores and read-write locks do not mix: an
             // exclusive lock is a write lock (lua/acquire.lua).
             let (rw, sem) = (
-                "a read-write lock (rlock rw, exec -s)",
-                "a semaphore (--limit above 1)",
+                "a read-write lock (Mode::Read or Mode::Write)",
+                "a semaphore (Request::limit above 1)",
             );
             let (is, asked) = if kind == "rw" { (rw, sem) } else { (sem, rw) };
             Err(Error::Conflict(format!(

@@ -99,7 +99,7 @@ fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
     let mut two = three.clone();
     two.limit = 2;
     let err = l.acquire("sem", &two, None, &mut |_| {}).unwrap_err();
-    assert!(err.to_string().contains("--limit 3, not 2"), "{err}");
+    assert!(err.to_string().contains("Request::limit 3, not 2"), "{err}");
     let st = l.status("sem").unwrap();
     assert_eq!((st.limit, st.holders.len()), (3, 3));
     l.release("sem", &leases[1].token).unwrap();

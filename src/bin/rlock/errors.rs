@@ -11,6 +11,7 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
     let Some(e) = lib else {
         return text.to_string();
     };
+    let text = &cli_terms(text);
     match e {
         rlock::Error::Unavailable { cause, .. }
             if cause.kind() == redis::ErrorKind::Io && text.contains("Connection refused") =>
@@ -31,7 +32,6 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
             let text = text.trim_end_matches(" - Client");
             format!("{text}; are the replicas connected? (`rlock doctor` checks)")
         }
-        rlock::Error::Usage(_) => cli_terms(text),
         rlock::Error::Protocol(_) if text.contains("Parse error") => {
             "the server did not answer as Redis does (the URL may point at another \
              service's port; check --url or RLOCK_URL)"
@@ -41,10 +41,19 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
     }
 }
 
-/// The library's usage errors name its own fields and values; a user of
-/// the command line knows them as flags.
+/// The library's errors name its own fields and values; a user of the
+/// command line knows them as flags.
 pub(crate) fn cli_terms(text: &str) -> String {
-    const TERMS: [(&str, &str); 16] = [
+    const TERMS: [(&str, &str); 19] = [
+        ("give one (owner_token's flag)", "give --token TOKEN"),
+        (
+            "a read-write lock (Mode::Read or Mode::Write)",
+            "a read-write lock (rlock rw, exec -s)",
+        ),
+        (
+            "connect with ConnectOptions::cluster",
+            "give --cluster (RLOCK_CLUSTER=1)",
+        ),
         ("ConnectOptions::connect_timeout", "--connect-timeout"),
         ("ConnectOptions::min_replicas", "--min-replicas"),
         ("ConnectOptions::sentinel", "--sentinel"),

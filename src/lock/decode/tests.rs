@@ -142,7 +142,7 @@ fn a_superseded_waiter_is_told_by_whom() {
 fn another_limit_names_both() {
     assert_eq!(
         conflict(acquired(&[i(-3), i(3)], 2).0),
-        "lock \"k\" is in use with --limit 3, not 2; every holder must agree"
+        "lock \"k\" is in use with Request::limit 3, not 2; every holder must agree"
     );
     protocol(acquired(&[i(-3)], 2).0);
 }
@@ -158,13 +158,13 @@ fn a_reentry_of_a_token_that_holds_nothing_is_not_held() {
 fn another_kind_says_what_the_lock_is_and_what_was_asked() {
     assert_eq!(
         conflict(acquired(&[i(-4), s("rw")], 3).0),
-        "lock \"k\" is in use as a read-write lock (rlock rw, exec -s); it cannot be taken \
-         as a semaphore (--limit above 1)"
+        "lock \"k\" is in use as a read-write lock (Mode::Read or Mode::Write); it cannot be taken \
+         as a semaphore (Request::limit above 1)"
     );
     assert_eq!(
         conflict(acquired(&[i(-4), s("x")], 1).0),
-        "lock \"k\" is in use as a semaphore (--limit above 1); it cannot be taken as a \
-         read-write lock (rlock rw, exec -s)"
+        "lock \"k\" is in use as a semaphore (Request::limit above 1); it cannot be taken as a \
+         read-write lock (Mode::Read or Mode::Write)"
     );
 }
 

@@ -165,7 +165,7 @@ impl Node {
         Err(Error::Unavailable {
             context: format!(
                 "{what}: the {write} reached {acked} of the {want} replicas \
-                 --min-replicas asks for within {}",
+                 ConnectOptions::min_replicas asks for within {}",
                 human(within)
             ),
             // Not an outage: nothing to ride out or resend for.
