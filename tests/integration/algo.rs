@@ -353,18 +353,19 @@ fn a_late_grant_retried_does_not_supersede_a_newer_waiter() {
         &mut |_| {},
     );
     old_l.release("warm", &warm.unwrap().token).unwrap();
-    // Its grant of the free slot comes back 1.5 s late, past its 200 ms
-    // lease; meanwhile a plain waiter, then a newer --supersede waiter
-    // queue for the slot. (Both must have queued before the late reply
-    // arrives: 700 ms was too short for two process starts on a loaded
-    // 2-core machine; and within the client's 2 s reply timeout, after
-    // which the call would be resent instead.)
-    *proxy.delay_next.lock().unwrap() = Some(Duration::from_millis(1500));
+    // Its grant of the free slot comes back 4 s late, past its 2 s lease;
+    // meanwhile a plain waiter, then a newer --supersede waiter queue for
+    // the slot. Both must queue while the old grant's lease lasts (once it
+    // runs out, the plain waiter takes the slot): 200 ms was too short for
+    // two process starts on a loaded 2-core machine. The old client waits
+    // up to 10 s for a reply, so the late one is read, not resent.
+    old_l.set_timeout(Duration::from_secs(10));
+    *proxy.delay_next.lock().unwrap() = Some(Duration::from_secs(4));
     let old = std::thread::spawn(move || {
-        let mut req = Request::new(Duration::from_millis(200));
+        let mut req = Request::new(Duration::from_secs(2));
         req.limit = 2;
         req.supersede = true;
-        req.wait = Wait::For(Duration::from_secs(8));
+        req.wait = Wait::For(Duration::from_secs(15));
         old_l
             .acquire("sup", &req, None, &mut |_| {})
             .map(|lease| lease.token)
