@@ -83,7 +83,8 @@ fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
     }
     assert!(
         alive(keeper),
-        "the keeper got a signal meant for the command"
+        "the keeper got a signal meant for the command (or: {})",
+        r.status_json("B")["last_lost"]
     );
     rival(&r, "B", "10s", &d).run().ok();
     let lines = log_lines(&d);
