@@ -1,5 +1,7 @@
 //! Descriptor chores that the exec guard and the keeper share.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
 /// Point stdin, stdout and stderr at /dev/null: a process that has cut
 /// itself off from its caller (exec's guard, the keeper) holds no end of
 /// the caller's pipes or terminal, and a stray write still succeeds. If
@@ -23,5 +25,34 @@ pub(crate) unsafe fn stdio_to_null() {
                 libc::close(null);
             }
         }
+    }
+}
+
+/// A pidfd for `pid` (close-on-exec): it names that process even after it
+/// has exited and its pid was reused, and is readable the moment it
+/// exits. ESRCH: no such process; ENOSYS (Linux < 5.3) or EPERM (a seccomp
+/// filter): no pidfds here.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // A descriptor fits a RawFd; -1 (failure) too.
+    match RawFd::try_from(fd).unwrap_or(-1) {
+        -1 => Err(std::io::Error::last_os_error()),
+        // SAFETY: a fresh descriptor we own.
+        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+    }
+}
+
+/// `sig` to the process `pidfd` names, whatever its pid is now.
+pub(crate) fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) {
+    // SAFETY: plain syscall on a pidfd we own.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        );
     }
 }

@@ -108,8 +108,8 @@ impl<'s, 'e> Renewer<'s, 'e> {
         let p = self.lost.as_mut()?;
         let mut b = [0u8; 1];
         let why = match p.read(&mut b) {
-            Ok(1) if b[0] == b'O' => "another owner holds it now",
-            Ok(1) => "it expired or was deleted",
+            Ok(1) if b[0] == b'O' => crate::lock::LOST_TAKEN,
+            Ok(1) => crate::lock::LOST_GONE,
             // The thread ended without a word (stopped): nothing more.
             _ => {
                 self.lost = None;

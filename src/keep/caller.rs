@@ -111,17 +111,14 @@ impl Watched {
 
     fn open(pid: libc::pid_t) -> std::result::Result<Watched, ()> {
         let start = stat(pid).map(|s| s.start).ok_or(())?;
-        // SAFETY: plain syscall; the kernel returns a new descriptor
-        // (O_CLOEXEC) or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        // A descriptor fits a RawFd; -1 (failure) too.
-        let fd = RawFd::try_from(fd).unwrap_or(-1);
-        if fd >= 0 {
-            // SAFETY: a fresh descriptor we own.
-            let pidfd = Some(above_stdio(unsafe { OwnedFd::from_raw_fd(fd) }));
-            return Ok(Watched { pid, start, pidfd });
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
+        let e = match crate::fd::pidfd_open(pid) {
+            Ok(fd) => {
+                let pidfd = Some(above_stdio(fd));
+                return Ok(Watched { pid, start, pidfd });
+            }
+            Err(e) => e,
+        };
+        match e.raw_os_error() {
             Some(libc::ESRCH) => Err(()),
             // No pidfd_open (Linux < 5.3, or a seccomp filter): poll.
             _ => Ok(Watched {
@@ -162,16 +159,7 @@ impl Watched {
             .filter(|&p| p != me && stat(p).is_some_and(|s| s.start >= since))
             .collect();
         match &self.pidfd {
-            // SAFETY: plain syscall on our pidfd.
-            Some(fd) => unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    sig,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                );
-            },
+            Some(fd) => crate::fd::pidfd_send_signal(fd, sig),
             // SAFETY: plain syscall; `gone` has just checked the pid's
             // start time (the window is this one call).
             None => unsafe {

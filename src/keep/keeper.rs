@@ -166,10 +166,10 @@ impl Keeper {
                         return 0;
                     }
                     Err(Error::Lost { .. }) => {
-                        return self.lost("it expired or was deleted", true);
+                        return self.lost(crate::lock::LOST_GONE, true);
                     }
                     Err(Error::NotOwner { .. }) => {
-                        return self.lost("another owner holds it now", true);
+                        return self.lost(crate::lock::LOST_TAKEN, true);
                     }
                     Err(_) => next = BootTime::now() + retry,
                 }

@@ -258,6 +258,12 @@ pub fn valid_until(sent: BootTime, ttl: Duration) -> BootTime {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
+/// Why a held lock is lost, as a renewal finds it: the words exec and the
+/// keeper both report.
+pub(crate) const LOST_GONE: &str = "it expired or was deleted";
+/// See [`LOST_GONE`].
+pub(crate) const LOST_TAKEN: &str = "another owner holds it now";
+
 /// When a holder renews a lease of `ttl` (exec's renewer, the keeper):
 /// every TTL/3, the first TTL/3 after the grant's request (as `valid_until`
 /// counts, from the lease's validity deadline), and `retry` after a

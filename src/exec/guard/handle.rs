@@ -136,9 +136,8 @@ impl Drop for Guard {
             if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
                 return; // the usual case: it had exited already
             }
-            // A descriptor fits a RawFd; -1 (failure) too.
-            let pidfd =
-                RawFd::try_from(libc::syscall(libc::SYS_pidfd_open, self.pid, 0)).unwrap_or(-1);
+            let pidfd = crate::fd::pidfd_open(self.pid).ok();
+            let pidfd = pidfd.as_ref().map_or(-1, AsRawFd::as_raw_fd);
             let patience = 3000;
             for _ in 0..patience {
                 if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
@@ -158,9 +157,6 @@ impl Drop for Guard {
                 } else {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-            }
-            if pidfd >= 0 {
-                libc::close(pidfd);
             }
             if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
                 libc::kill(self.pid, libc::SIGKILL);
