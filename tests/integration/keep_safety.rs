@@ -23,6 +23,22 @@ fn rival(r: &Redis, key: &str, wait: &str, d: &std::path::Path) -> Rlock {
     ])
 }
 
+/// Run `sh -c body` as pid 1 of a pid namespace of its own (`unshare`,
+/// root), with `$B`, `$D` and this test's Redis; it must exit 0.
+fn in_pid_namespace(r: &Redis, d: &std::path::Path, body: &str) {
+    let out = std::process::Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", body])
+        .env("B", env!("CARGO_BIN_EXE_rlock"))
+        .env("D", d)
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .env_remove("RLOCK_TOKEN")
+        .env_remove("RLOCK_HELD")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// Where `what` first appears in `lines` (panics if it does not).
 #[track_caller]
 fn at(lines: &[String], what: &str) -> usize {
@@ -141,17 +157,7 @@ fn an_orphaned_keep_and_keep_while_init_are_refused() {
     // script itself shares one session with it: kept for, see detect.rs.)
     let body = "setsid sh -c '( \"$B\" acquire ko --keep >/dev/null 2>\"$D/err\" & )'
                 for i in $(seq 200); do [ -s \"$D/err\" ] && break; sleep 0.05; done";
-    let out = std::process::Command::new("unshare")
-        .args(["-fp", "--mount-proc", "sh", "-c", body])
-        .env("B", env!("CARGO_BIN_EXE_rlock"))
-        .env("D", &d)
-        .env("RLOCK_URL", r.url())
-        .env("RLOCK_PREFIX", &r.prefix)
-        .env_remove("RLOCK_TOKEN")
-        .env_remove("RLOCK_HELD")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    in_pid_namespace(&r, &d, body);
     let err = read(&d.join("err"));
     assert!(
         err.contains("re-parented") && err.lines().count() == 1,
@@ -167,16 +173,7 @@ fn an_orphaned_keep_and_keep_while_init_are_refused() {
     // keeper too: the lock then ends with its TTL, as README says.)
     let body = "tok=$(\"$B\" acquire kc --keep --ttl 2s) || exit 9
                 sleep 0.5; \"$B\" check kc --token \"$tok\" || exit 8";
-    let out = std::process::Command::new("unshare")
-        .args(["-fp", "--mount-proc", "sh", "-c", body])
-        .env("B", env!("CARGO_BIN_EXE_rlock"))
-        .env("RLOCK_URL", r.url())
-        .env("RLOCK_PREFIX", &r.prefix)
-        .env_remove("RLOCK_TOKEN")
-        .env_remove("RLOCK_HELD")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    in_pid_namespace(&r, &d, body);
     eventually(
         Duration::from_secs(8),
         "kc free after the container",

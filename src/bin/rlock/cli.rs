@@ -2,10 +2,13 @@
 //! depend on clap). The docs test includes this file too, so the man pages
 //! and completions it generates are exactly what the binary parses.
 //!
-//! Over 500 lines, on purpose: it is one declaration (clap's derive) whose
-//! help texts are the `--help` and man pages users read; split, the docs
-//! test would have to include every part, and a flag's help would sit
-//! away from its definition.
+//! Over 600 lines, on purpose, as one file: it is one declaration (clap's
+//! derive) whose help texts are the `--help` and man pages users read, and
+//! nothing else (no logic: the subcommands are in `cmd/`). The docs test
+//! includes it with `#[path]`, under which a child module would be looked
+//! for in another folder than the binary's build looks: split, both could
+//! not read the same files. And a flag's help belongs beside its
+//! definition.
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 

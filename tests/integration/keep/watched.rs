@@ -157,6 +157,10 @@ fn bad_keep_input_is_refused_and_nothing_is_held() {
             "maybe",
         ),
         (&["release", "k", "--keep"][..], "--keep"),
+        // --grace is keep's (and exec's); a duration needs a unit.
+        (&["acquire", "k", "--grace", "1s"][..], "--keep"),
+        (&["acquire", "k", "--keep", "--grace", "5"][..], "5"),
+        (&["acquire", "k", "--keep", "--grace", "soon"][..], "soon"),
     ] {
         rlock(&r).args(args).run().fails(64, needle);
     }
