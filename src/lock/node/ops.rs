@@ -71,24 +71,6 @@ impl Node {
         let _ = self.abandon(lock, token);
     }
 
-    /// [`Backend::release`] sent once, never again: connecting and the
-    /// reply are each waited for at most `within` (and the timeout).
-    pub(crate) fn release_once_within(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        within: Duration,
-    ) -> Result<Released> {
-        let full = self.server.timeout;
-        let bounded = full.min(within).max(Duration::from_millis(1));
-        self.bound_replies(bounded);
-        let res = self.release_for(key, token, all, min_hold, Duration::ZERO);
-        self.bound_replies(full);
-        res
-    }
-
     /// Wait at most `timeout` for a connection or a reply from now on.
     fn bound_replies(&mut self, timeout: Duration) {
         self.server.timeout = timeout;
@@ -201,7 +183,14 @@ impl Backend for Node {
         min_hold: Option<Duration>,
         within: Duration,
     ) -> Result<Released> {
-        self.release_once_within(key, token, all, min_hold, within)
+        // Sent once, never again: connecting and the reply are each waited
+        // for at most `within` (and the timeout).
+        let full = self.server.timeout;
+        let bounded = full.min(within).max(Duration::from_millis(1));
+        self.bound_replies(bounded);
+        let res = self.release_for(key, token, all, min_hold, Duration::ZERO);
+        self.bound_replies(full);
+        res
     }
 
     fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
