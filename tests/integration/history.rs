@@ -405,7 +405,9 @@ fn the_history_shows_no_password() {
 #[test]
 fn bad_history_input_is_refused_with_64_and_writes_nothing() {
     let r = Redis::shared();
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    /// Arguments, environment, what the one line names.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (&["history", "k", "--limit", "0"], &[], "--limit"),
         (&["history", "k", "--limit", "x"], &[], "--limit"),
         (&["history", "k", "--limit", "-1"], &[], "-1"),
