@@ -529,3 +529,29 @@ fn redlock_masters_each_keep_the_history() {
         assert_eq!(open, Some(0));
     }
 }
+
+/// The keeper of `acquire --keep` writes its events with the limits the
+/// acquire was given: its release when the script ends.
+#[test]
+fn a_keeper_writes_with_the_callers_history_limits() {
+    let r = Redis::shared();
+    let script = format!(
+        "'{}' acquire kept --keep --ttl 2s >/dev/null",
+        env!("CARGO_BIN_EXE_rlock")
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .env("RLOCK_HISTORY_RETENTION", "90s")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    eventually(Duration::from_secs(10), "the keeper releases", || {
+        events(&history(&r, "kept", &[])) == ["granted", "released"]
+    });
+    for k in [":log", ":n"] {
+        let ttl: i64 = r.cmd(&["PTTL", &format!("{}{k}", r.key("kept"))]);
+        assert!(ttl > 0 && ttl <= 90_000, "{k}: PTTL {ttl}");
+    }
+}
