@@ -555,3 +555,41 @@ fn a_keeper_writes_with_the_callers_history_limits() {
         assert!(ttl > 0 && ttl <= 90_000, "{k}: PTTL {ttl}");
     }
 }
+
+/// A keeper that finds its lock gone records `lost` too (and stops the
+/// script it keeps the lock for, as for any loss).
+#[test]
+fn a_keeper_that_finds_its_lock_gone_shows_lost() {
+    let r = Redis::shared();
+    let script = format!(
+        "'{}' acquire kl --keep --ttl 600ms >/dev/null && sleep 30",
+        env!("CARGO_BIN_EXE_rlock")
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .spawn()
+        .unwrap();
+    eventually(Duration::from_secs(10), "the keeper holds the lock", || {
+        r.held("kl")
+    });
+    delete_state(&r, "kl");
+    eventually(Duration::from_secs(10), "the loss is recorded", || {
+        events(&history(&r, "kl", &[])).contains(&"lost")
+    });
+    // The reads above look like any call: one that came before the
+    // keeper's renewal found the grant without its state and recorded it
+    // as expired (a deletion looks like an expiry), the loss then follows.
+    let h = history(&r, "kl", &[]);
+    let names = events(&h);
+    assert!(
+        names == ["granted", "lost"] || names == ["granted", "expired", "lost"],
+        "{names:?}"
+    );
+    let lost = h.last().unwrap();
+    assert_eq!(lost["reason"], "it expired or was deleted");
+    assert_eq!(lost["pid"], h[0]["pid"]);
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the script was stopped: {out:?}");
+}
