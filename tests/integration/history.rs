@@ -593,3 +593,46 @@ fn a_keeper_that_finds_its_lock_gone_shows_lost() {
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success(), "the script was stopped: {out:?}");
 }
+
+/// Data rlock did not write at the history's keys is refused (64), and
+/// nothing is written: before a grant, a history read, or a release.
+#[test]
+fn foreign_data_at_the_history_keys_is_refused_and_nothing_written() {
+    let r = Redis::shared();
+    for (key, suffix, cmd) in [
+        ("f1", ":log", vec!["SET", "", "x"]),
+        ("f2", ":n", vec!["SET", "", "x"]),
+        ("f3", ":log", vec!["RPUSH", "", "x"]),
+        ("f4", ":log", vec!["XADD", "", "*", "e", "granted"]),
+    ] {
+        let k = format!("{}{suffix}", r.key(key));
+        let mut cmd = cmd;
+        cmd[1] = &k;
+        let _: redis::Value = r.cmd(&cmd);
+        // (A stream without a TTL passes the acquire's fast path, which
+        // looks at the history's types only, through its first write.)
+        if key != "f4" {
+            rlock(&r)
+                .args(["exec", key, "--", "true"])
+                .run()
+                .fails(64, "not an rlock lock");
+        }
+        rlock(&r)
+            .args(["history", key])
+            .run()
+            .fails(64, "not an rlock lock");
+        let left: Vec<String> = r.keys();
+        assert_eq!(left, [k.clone()], "{key}");
+        let _: i64 = r.cmd(&["DEL", &k]);
+    }
+    // A release that finds one there leaves the lock as it was.
+    let mut l = r.locker();
+    let req = rlock::Request::new(Duration::from_secs(10));
+    let lease = l.acquire("f5", &req, None, &mut |_| {}).unwrap();
+    let log = format!("{}:log", r.key("f5"));
+    let _: i64 = r.cmd(&["DEL", &log]);
+    let _: () = r.cmd(&["SET", &log, "x"]);
+    assert!(l.release("f5", &lease.token).is_err());
+    let holders: i64 = r.cmd(&["ZCARD", &format!("{}:h", r.key("f5"))]);
+    assert_eq!(holders, 1, "the release changed the lock");
+}
