@@ -622,7 +622,7 @@ fn foreign_data_at_the_history_keys_is_refused_and_nothing_written() {
             .run()
             .fails(64, "not an rlock lock");
         let left: Vec<String> = r.keys();
-        assert_eq!(left, [k.clone()], "{key}");
+        assert_eq!(left, std::slice::from_ref(&k), "{key}");
         let _: i64 = r.cmd(&["DEL", &k]);
     }
     // A release that finds one there leaves the lock as it was.
