@@ -165,6 +165,12 @@ impl Keeper {
                     {
                         return 0;
                     }
+                    // Broken by an operator (`rlock break`): who and why.
+                    Err(Error::Lost { why, .. })
+                        if why.starts_with(crate::lock::breaking::BROKEN_BY) =>
+                    {
+                        return self.lost(&why, true);
+                    }
                     Err(Error::Lost { .. }) => {
                         return self.lost(crate::lock::LOST_GONE, true);
                     }

@@ -87,6 +87,16 @@ impl LockName {
         format!("{}:lost", self.base)
     }
 
+    /// The keys of a script that writes the lock's history (issue #19's
+    /// shared layout): the state keys (1-6), then KEYS[7] `P{K}:log` (the
+    /// history stream) and KEYS[8] `P{K}:n` (counters; break notices).
+    pub(super) fn history_keys(&self) -> Vec<String> {
+        let mut keys = self.keys(None);
+        keys.push(format!("{}:log", self.base));
+        keys.push(format!("{}:n", self.base));
+        keys
+    }
+
     /// The wake-up list of the waiter with token `token`.
     pub(super) fn wake_key_of(&self, token: &str) -> String {
         format!("{}:w:{token}", self.base)
