@@ -35,6 +35,7 @@ Environment:
 const AFTER_HELP: &str = "\
 Exit codes:
   0    success (exec: the command's own exit code is passed through)
+  1    break: answered no, or --holder matched no holder; nothing broken
   64   bad usage or input (also: key holds foreign data, --limit or lock
        kind mismatch, read-to-write upgrade)
   69   Redis unreachable, not answering, or refusing us (auth, ACL; a new
@@ -378,6 +379,46 @@ Examples:
         json: bool,
     },
 
+    /// End a stuck lock's hold(s) by force, and let the next waiter in
+    #[command(after_help = "\
+For an operator, when a holder hangs: ends every hold of the lock (every
+holder of a semaphore or read-write lock), or with --holder the one named,
+and wakes the next waiter at once; waiters stay queued. Each broken holder
+finds out at its next renewal (within a third of its TTL): `rlock exec`
+stops its command as for any lost lock (--on-lost) and exits 79, saying who
+broke the lock and why; an `acquire --keep` keeper stops its script the
+same way, and `rlock status` shows that loss. Until then the broken holder
+may still work beside the next one: its fence is lower than the new
+grant's.
+
+--holder ID: a holder as `rlock status` and `list` show it: its fence
+(`fence 7`: --holder 7, unique per grant) or PID@HOST (every hold of that
+process). An ID that matches no holder breaks nothing: exit 1.
+
+On a terminal, asks \"break lock K held by ...? [y/N]\" first (no: exit 1,
+nothing broken); --yes skips the question, and is required when stdin is
+not a terminal (64 otherwise). A free lock: \"nothing to break\", exit 0.
+The breaker is recorded as user@host ($USER, else the uid).
+
+Examples:
+  rlock status deploy
+  rlock break deploy --reason \"job 4711 hung since 02:00\"
+  rlock break gpu-runners --holder 42 --reason \"runner lost its GPU\" --yes")]
+    Break {
+        /// Lock name
+        key: String,
+        /// Why the lock is broken: told to the broken holder, kept in the
+        /// lock's history
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        /// Only this holder: its fence as status shows it, or PID@HOST
+        #[arg(long, value_name = "ID")]
+        holder: Option<String>,
+        /// Do not ask for confirmation (required without a terminal)
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+
     /// Check the Redis deployment for settings that silently break locks
     #[command(after_help = "\
 Checks every server the connection flags name (one Redis, each RedLock
@@ -675,7 +716,8 @@ impl Command {
             | Command::Release { key, .. }
             | Command::Renew { key, .. }
             | Command::Check { key, .. }
-            | Command::Status { key, .. } => Some(key),
+            | Command::Status { key, .. }
+            | Command::Break { key, .. } => Some(key),
             Command::List { .. } | Command::Doctor { .. } => None,
         }
     }

@@ -1,6 +1,7 @@
 //! One function per subcommand; [`run`] dispatches.
 
 mod acquire;
+mod breaking;
 mod exec;
 mod query;
 mod release;
@@ -71,6 +72,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Renew { key, token, ttl } => release::renew(g, key, token.token.as_deref(), ttl.0),
         Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
         Command::Status { key, json } => query::status(g, key, *json),
+        Command::Break {
+            key,
+            reason,
+            holder,
+            yes,
+        } => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
         Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
         Command::List { pattern, json } => query::list(g, pattern, *json),
     }
