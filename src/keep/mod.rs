@@ -137,4 +137,8 @@ pub struct Keep {
     /// Under [`OnLost::Term`], how long it has to exit after SIGTERM
     /// before SIGKILL (never later than the lease allows).
     pub grace: Duration,
+    /// Keep the lock at most this long from the grant: then the watched
+    /// process and what it started get SIGTERM (SIGKILL after `grace`),
+    /// and the lock is released.
+    pub max_hold: Option<Duration>,
 }

@@ -47,6 +47,7 @@ Exit codes:
   78   doctor: something unsafe was found
   79   the lock was lost (expired or deleted while held; check: the token
        holds it no more)
+  124  exec, rw: the command ran past --max-hold and was stopped
   126  exec: the command could not be executed
   127  exec: the command was not found
   128+N  a signal N ended the wait, or killed exec's command (130: SIGINT)
@@ -624,6 +625,11 @@ pub(crate) struct KeepOpts {
     /// SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]
     #[arg(long, value_name = "D", requires = "keep", help_heading = "Keep")]
     pub grace: Option<Span>,
+    /// With --keep: keep the lock at most this long; then the script (and
+    /// what it started) gets SIGTERM, SIGKILL after --grace, and the lock is
+    /// released
+    #[arg(long, value_name = "D", requires = "keep", help_heading = "Keep")]
+    pub max_hold: Option<Span>,
 }
 
 #[derive(Debug, Args)]
@@ -656,6 +662,11 @@ pub(crate) struct RunOpts {
         help_heading = "Command"
     )]
     pub grace: Span,
+    /// Hold the lock at most this long: then the command (and what it
+    /// started) gets SIGTERM, SIGKILL after --grace, the lock is released,
+    /// and rlock exits 124, as timeout(1) does
+    #[arg(long, value_name = "D", help_heading = "Command")]
+    pub max_hold: Option<Span>,
 }
 
 /// What to do with the command if the lock is lost while it runs.

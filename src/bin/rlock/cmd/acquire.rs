@@ -97,6 +97,7 @@ pub(crate) fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep
         grace: keep
             .grace
             .map_or(std::time::Duration::from_secs(10), |g| g.0),
+        max_hold: crate::setup::max_hold(keep.max_hold)?,
     }))
 }
 

@@ -59,6 +59,14 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                 RwMode::Write => Mode::Write,
             };
             if command.is_empty() {
+                if run.max_hold.is_some() {
+                    return Err(rlock::Error::Usage(
+                        "--max-hold needs a command to stop (rlock rw MODE KEY -- CMD); \
+                         a lock taken without one is held until released"
+                            .into(),
+                    )
+                    .into());
+                }
                 acquire::print_token(g, key, req, None)
             } else {
                 exec::exec(g, key, req, run, command)
