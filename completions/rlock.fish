@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rlock_global_optspecs
-    string join \n url= cluster sentinel= min-replicas= tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
+    string join \n url= cluster sentinel= min-replicas= tls-ca= tls-cert= tls-key= prefix= connect-timeout= history-events= history-retention= q/quiet v/verbose h/help V/version
 end
 
 function __fish_rlock_needs_command
@@ -32,6 +32,8 @@ complete -c rlock -n "__fish_rlock_needs_command" -l tls-cert -d 'Client certifi
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_needs_command" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -65,6 +67,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-cert -d 'Cli
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep -d 'Leave a keeper process that renews the lock while the calling process (the script) lives and releases it when that exits'
@@ -91,6 +95,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-cert -d 'Client
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
@@ -119,6 +125,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-cert -d 'Client c
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
@@ -136,6 +144,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-cert -d 'Cli
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -150,6 +160,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-cert -d 'Clien
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -163,6 +175,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-cert -d 'Clien
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand check" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand check" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l json -d 'Print JSON on stdout'
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand check" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -176,6 +190,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-cert -d 'Clie
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -190,6 +206,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-cert -d 'Clie
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -203,6 +221,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-cert -d 'Client
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON (one array) instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'

@@ -1,7 +1,9 @@
 -- break.lua: an operator ends holds by force (`rlock break`): every hold of
 -- the lock, or those whose grant's fence ARGV[1] lists. Waiters stay
 -- queued; the waiters that may now take the lock are returned to be woken,
--- as release.lua does. Each broken token gets a notice in P{K}:n, field
+-- as release.lua does. Each broken hold is a `broken` event in the
+-- lock's history (by, reason, and the hold's fence, holder and time held),
+-- its grant closed. Each broken token gets a notice in P{K}:n, field
 -- `b:<token>` = JSON {by, reason}, which its holder's next renewal reads
 -- (renew.lua) to say who broke the lock and why.
 --
@@ -11,7 +13,8 @@
 -- ARGV[1] '' to break every hold; else the fences to break, comma-separated
 -- ARGV[2] who breaks it (user@host)
 -- ARGV[3] why (the operator's --reason)
--- ARGV[4] how long (ms) the notices are kept (the history's retention)
+-- ARGV[4] history cap, ARGV[5] history retention in ms (see common.lua):
+--         the notices live in P{K}:n, as long as the history
 --
 -- Returns {n, fence_1, ..., fence_n, wake...}: the holds broken (0: none
 -- matched, or the lock was free), their fences, and the tokens of the
@@ -30,18 +33,20 @@
 -- fence of the new grant is higher than the broken one's, so downstream
 -- systems that check fences refuse the old holder's writes.
 --@common
-local sel, by, reason, keep_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local sel, by, reason = ARGV[1], ARGV[2], ARGV[3]
 local NOTES = KEYS[8]
 local kind, foreign = lock_kind()
 if foreign then return foreign end
 if not kind then return {0} end -- free, nobody waits: nothing to break
 -- Read before any write: a key of another type, or one without a TTL
 -- (not rlock's), stops the script before it changes anything.
-local ntype = redis.call('TYPE', NOTES).ok
-if ntype ~= 'none' and ntype ~= 'hash' then
-  return redis.error_reply('WRONGTYPE key ' .. NOTES .. ' holds a ' .. ntype)
+for k, t in pairs({[NOTES] = 'hash', [LOG] = 'stream'}) do
+  local got = redis.call('TYPE', k).ok
+  if got ~= 'none' and got ~= t then
+    return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
+  end
+  if got ~= 'none' and no_ttl(k) then return not_ours(k) end
 end
-if ntype == 'hash' and no_ttl(NOTES) then return not_ours(NOTES) end
 writes_at_maxmemory()
 local now = now_ms()
 prune(now)
@@ -53,19 +58,21 @@ end
 local out = {0}
 local notice = cjson.encode({by = by, reason = reason})
 for _, tok in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
-  local h = redis.call('HMGET', STATE, 'f:' .. tok, 'm:' .. tok)
+  local h = redis.call('HMGET', STATE, 'f:' .. tok, 'm:' .. tok, 'i:' .. tok, 's:' .. tok)
   local fence = h[1] or '0'
   if not want or want[fence] then
     forget_holder(tok, h[2])
     redis.call('HSET', NOTES, 'b:' .. tok, notice)
+    -- (The grant's open record, if any, is the hold's; else the state's.)
+    local f, since, info = close_grant(tok)
+    since = since or tonumber(h[4]) or now
+    -- log_event PEXPIREs NOTES (P{K}:n) to the retention: no notice
+    -- without a TTL.
+    log_event(now, 'broken', {'f', f or fence, 'i', info or h[3] or '',
+      'd', math.max(now - since, 0), 'by', by, 'r', reason})
     out[1] = out[1] + 1
     out[#out + 1] = tonumber(fence) or 0
   end
-end
-if out[1] > 0 then
-  -- The notices live as long as the history (no key without a TTL); a
-  -- later event's PEXPIRE sets the same retention again.
-  redis.call('PEXPIRE', NOTES, keep_ms)
 end
 local wake = to_wake(nil)
 tidy(now)

@@ -440,9 +440,14 @@ pub fn run(
     }
     // An overrun is no success: no --min-hold after it.
     let succeeded = !outcome.overran && outcome.status.is_some_and(|st| st.success());
-    // TODO(merge): ReleaseNote overran (wip-hist: the release of a command
-    // stopped by --max-hold is an `overran` one in the history).
-    let released = release(locker, succeeded);
+    // The history says how the hold ended: the command's exit code, and
+    // `overran` (not `released`) after --max-hold.
+    let note = crate::ReleaseNote {
+        exit_code: outcome.status.and_then(|st| st.code()),
+        overran: outcome.overran,
+    };
+    let hold = succeeded.then_some(Duration::ZERO);
+    let released = locker.release_noted(key, &lease.token, lease.count == 1, hold, &note);
     let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),

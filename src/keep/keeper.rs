@@ -324,9 +324,12 @@ impl Keeper {
             // Honours a --min-hold given at the grant, but not after an
             // overrun (no success).
             let hold = (!self.overran).then_some(Duration::ZERO);
-            // TODO(merge): ReleaseNote overran (wip-hist: after --max-hold
-            // this release is an `overran` one in the history).
-            let release = |l: &mut Locker| l.release_with(&key, &token, false, hold);
+            // After --max-hold the history says `overran`, not `released`.
+            let note = crate::ReleaseNote {
+                exit_code: None,
+                overran: self.overran,
+            };
+            let release = |l: &mut Locker| l.release_noted(&key, &token, false, hold, &note);
             match self.locker().and_then(release) {
                 Ok(Released::StillHeld(_)) => self.own -= 1,
                 Ok(_) => return 0,

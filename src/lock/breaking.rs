@@ -2,8 +2,6 @@
 //! (lua/break.lua). What a break targets, what it did, how a holder is
 //! named, and the notice a broken holder's renewal reads.
 
-use std::time::Duration;
-
 use super::types::{HolderStatus, Status};
 use crate::{Error, Result};
 
@@ -27,10 +25,6 @@ pub struct Broken {
     /// How many waiters were told they may now take the lock.
     pub woken: usize,
 }
-
-/// How long a broken holder's notice is kept for its next renewal to read
-/// (the history's default retention: issue #19's shared layout).
-pub(crate) const NOTICE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Longest `reason` accepted, in bytes.
 pub const MAX_REASON_LEN: usize = 1000;

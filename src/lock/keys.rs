@@ -71,6 +71,8 @@ impl LockName {
             format!("{b}:qa"),
             format!("{b}:fence"),
             format!("{b}:qw"),
+            self.log_key(),
+            self.stats_key(),
         ];
         if let Some(t) = token {
             keys.push(self.wake_key(t));
@@ -82,19 +84,19 @@ impl LockName {
         self.wake_key_of(token.as_str())
     }
 
+    /// The lock's history, a stream (lua/common.lua).
+    pub fn log_key(&self) -> String {
+        format!("{}:log", self.base)
+    }
+
+    /// The lock's event counters, a hash (lua/common.lua).
+    pub fn stats_key(&self) -> String {
+        format!("{}:n", self.base)
+    }
+
     /// Where a keeper records a loss (src/keep.rs; `status` shows it).
     pub(crate) fn lost_key(&self) -> String {
         format!("{}:lost", self.base)
-    }
-
-    /// The keys of a script that writes the lock's history (issue #19's
-    /// shared layout): the state keys (1-6), then KEYS[7] `P{K}:log` (the
-    /// history stream) and KEYS[8] `P{K}:n` (counters; break notices).
-    pub(super) fn history_keys(&self) -> Vec<String> {
-        let mut keys = self.keys(None);
-        keys.push(format!("{}:log", self.base));
-        keys.push(format!("{}:n", self.base));
-        keys
     }
 
     /// The wake-up list of the waiter with token `token`.

@@ -18,6 +18,16 @@ fn all_keys_expire(r: &Redis) {
     }
 }
 
+/// `key`'s history events of kind `event` (the library's history read).
+fn events(r: &Redis, key: &str, event: &str) -> Vec<rlock::Event> {
+    let mut l = r.locker();
+    l.history(key, 100)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == event)
+        .collect()
+}
+
 /// The fences of `key`'s holders, as `rlock status --json` shows them.
 fn fences(r: &Redis, key: &str) -> Vec<u64> {
     let st = r.status_json(key);
@@ -57,7 +67,17 @@ fn a_broken_exec_exits_79_saying_who_and_why_and_the_waiter_gets_the_lock() {
         "{}",
         broken.stderr
     );
+    // The history says who broke it and why, with the hold's fence.
+    let b = events(&r, "k", "broken");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(b[0].reason.as_deref(), Some("job 4711 hung"));
+    assert!(b[0].by.as_deref().unwrap_or_default().contains('@'), "{b:?}");
+    assert!(b[0].fence.is_some_and(|f| f > 0), "{b:?}");
+    let n: Option<String> = r.cmd(&["HGET", &format!("{}:n", r.key("k")), "breaks"]);
+    assert_eq!(n.as_deref(), Some("1"));
     // The renewal read the notice and removed it; nothing left without TTL.
+    let left: Vec<String> = r.cmd(&["HKEYS", &format!("{}:n", r.key("k"))]);
+    assert!(!left.iter().any(|f| f.starts_with("b:")), "{left:?}");
     all_keys_expire(&r);
     r.assert_nothing_held(&[]);
 }

@@ -22,9 +22,12 @@ fn exec_stops_the_command_at_max_hold_exits_124_and_frees_the_lock() {
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{}", out.stderr);
     assert!(lines[0].contains("ran past --max-hold 1s"), "{}", out.stderr);
+    // The history says `overran`, not `released`.
+    let ev = r.locker().history("k", 100).unwrap();
+    assert!(ev.iter().any(|e| e.event == "overran"), "{ev:?}");
+    assert!(!ev.iter().any(|e| e.event == "released"), "{ev:?}");
     // Free: another exec gets it without waiting.
     rlock(&r).args(["exec", "-n", "k", "--", "true"]).run().ok();
-    r.assert_nothing_held(&[]);
 }
 
 #[test]

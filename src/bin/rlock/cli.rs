@@ -29,6 +29,8 @@ Environment:
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
+  RLOCK_HISTORY_EVENTS, RLOCK_HISTORY_RETENTION   like --history-events,
+                       --history-retention
   RLOCK_TLS_CA, RLOCK_TLS_CERT, RLOCK_TLS_KEY   like --tls-ca, --tls-cert, --tls-key
 ";
 
@@ -207,6 +209,22 @@ pub(crate) struct Global {
     /// "Redis at HOST:PORT did not answer within D"
     #[arg(long, global = true, default_value = "2s", value_name = "D")]
     pub connect_timeout: Span,
+
+    /// Events each lock's history keeps (about; 0: counters only), see
+    /// `rlock history`
+    #[arg(long, global = true, env = "RLOCK_HISTORY_EVENTS", default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub history_events: u32,
+
+    /// How long a lock's history and counters outlive its last event
+    /// (1s to 366d)
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_HISTORY_RETENTION",
+        default_value = "7d",
+        value_name = "D"
+    )]
+    pub history_retention: Span,
 
     /// Print nothing on stderr but errors
     // help_heading = None: under Options, not the struct's Connection.
