@@ -37,7 +37,9 @@ pub(crate) const BROKEN_BY: &str = "it was broken by ";
 pub fn check(by: &str, reason: &str) -> Result<()> {
     for (what, s) in [("reason", reason), ("breaker (by)", by)] {
         if s.trim().is_empty() {
-            return Err(Error::Usage(format!("the {what} of a break must not be empty")));
+            return Err(Error::Usage(format!(
+                "the {what} of a break must not be empty"
+            )));
         }
         if s.len() > MAX_REASON_LEN {
             return Err(Error::Usage(format!(
@@ -54,37 +56,15 @@ pub fn check(by: &str, reason: &str) -> Result<()> {
     Ok(())
 }
 
-/// The operator breaking a lock: `user@host` (the user from $USER or
-/// $LOGNAME, else the user database's name for the uid, else the uid).
+/// The operator breaking a lock: `user@host` (the login name: $USER,
+/// $LOGNAME, else the user database's name for the uid; else the uid).
 pub fn operator() -> String {
-    let user = ["USER", "LOGNAME"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .find(|u| !u.is_empty() && !u.chars().any(char::is_control))
-        .unwrap_or_else(user_name);
-    format!("{user}@{}", super::types::hostname())
-}
-
-/// The name of this process's user (getpwuid_r), or its uid.
-fn user_name() -> String {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 4096];
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: valid pointers to a passwd, a buffer of buf.len() bytes and
-    // the result pointer; the name points into buf, read before it goes.
-    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
-    if rc == 0 && !found.is_null() && !pw.pw_name.is_null() {
-        // SAFETY: a NUL-terminated string in buf.
-        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
-        if let Ok(n) = name.to_str()
-            && !n.is_empty()
-        {
-            return n.to_string();
-        }
+    let mut user = super::types::login_name();
+    if user.is_empty() {
+        // SAFETY: getuid cannot fail.
+        user = unsafe { libc::getuid() }.to_string();
     }
-    uid.to_string()
+    format!("{user}@{}", super::types::hostname())
 }
 
 /// The holders of `status` that `id` names: `id` is a holder's fence, as

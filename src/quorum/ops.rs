@@ -179,7 +179,12 @@ impl Backend for Quorum {
         reason: &str,
     ) -> Result<Broken> {
         self.check_twins()?;
-        let (k, h, b, r) = (key.to_string(), holders.clone(), by.to_string(), reason.to_string());
+        let (k, h, b, r) = (
+            key.to_string(),
+            holders.clone(),
+            by.to_string(),
+            reason.to_string(),
+        );
         let answers = self.on_all(
             Turn::Queue,
             move |node| node.break_lock(&k, &h, &b, &r),

@@ -14,7 +14,10 @@ use crate::util::*;
 fn all_keys_expire(r: &Redis) {
     for k in r.keys() {
         let ttl: i64 = r.cmd(&["PTTL", &k]);
-        assert!(ttl > 0 || ttl == -2, "{k} has PTTL {ttl}: a key without expiry");
+        assert!(
+            ttl > 0 || ttl == -2,
+            "{k} has PTTL {ttl}: a key without expiry"
+        );
     }
 }
 
@@ -71,7 +74,10 @@ fn a_broken_exec_exits_79_saying_who_and_why_and_the_waiter_gets_the_lock() {
     let b = events(&r, "k", "broken");
     assert_eq!(b.len(), 1, "{b:?}");
     assert_eq!(b[0].reason.as_deref(), Some("job 4711 hung"));
-    assert!(b[0].by.as_deref().unwrap_or_default().contains('@'), "{b:?}");
+    assert!(
+        b[0].by.as_deref().unwrap_or_default().contains('@'),
+        "{b:?}"
+    );
     assert!(b[0].fence.is_some_and(|f| f > 0), "{b:?}");
     let n: Option<String> = r.cmd(&["HGET", &format!("{}:n", r.key("k")), "breaks"]);
     assert_eq!(n.as_deref(), Some("1"));
@@ -187,7 +193,10 @@ fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
     let st = r.status_json("k");
-    let why = st["last_lost"]["why"].as_str().unwrap_or_default().to_string();
+    let why = st["last_lost"]["why"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         why.contains("broken by") && why.contains("script stuck"),
         "{st}"
@@ -209,14 +218,21 @@ fn a_free_lock_has_nothing_to_break() {
 #[test]
 fn bad_input_is_64_and_breaks_nothing() {
     let r = Redis::shared();
-    let tok = rlock(&r).args(["acquire", "k", "--ttl", "60s"]).run().ok().token();
+    let tok = rlock(&r)
+        .args(["acquire", "k", "--ttl", "60s"])
+        .run()
+        .ok()
+        .token();
     // No --yes, stdin not a terminal (the harness gives /dev/null).
     rlock(&r)
         .args(["break", "k", "--reason", "r"])
         .run()
         .fails(64, "--yes");
     // --reason is required, and not empty.
-    rlock(&r).args(["break", "k", "--yes"]).run().fails(64, "--reason");
+    rlock(&r)
+        .args(["break", "k", "--yes"])
+        .run()
+        .fails(64, "--reason");
     rlock(&r)
         .args(["break", "k", "--reason", " ", "--yes"])
         .run()

@@ -21,7 +21,11 @@ fn exec_stops_the_command_at_max_hold_exits_124_and_frees_the_lock() {
     assert!(out.elapsed < BOUND, "{:?}", out.elapsed);
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{}", out.stderr);
-    assert!(lines[0].contains("ran past --max-hold 1s"), "{}", out.stderr);
+    assert!(
+        lines[0].contains("ran past --max-hold 1s"),
+        "{}",
+        out.stderr
+    );
     // The history says `overran`, not `released`.
     let ev = r.locker().history("k", 100).unwrap();
     assert!(ev.iter().any(|e| e.event == "overran"), "{ev:?}");
@@ -35,7 +39,15 @@ fn a_command_that_ignores_sigterm_is_killed_after_grace() {
     let r = Redis::shared();
     let out = rlock(&r)
         .args([
-            "exec", "--max-hold", "1s", "--grace", "1s", "k", "--", "sh", "-c",
+            "exec",
+            "--max-hold",
+            "1s",
+            "--grace",
+            "1s",
+            "k",
+            "--",
+            "sh",
+            "-c",
             "trap '' TERM; sleep 60",
         ])
         .run()
@@ -49,12 +61,24 @@ fn a_command_that_ignores_sigterm_is_killed_after_grace() {
 fn rw_with_a_command_stops_it_at_max_hold() {
     let r = Redis::shared();
     let out = rlock(&r)
-        .args(["rw", "write", "--max-hold", "1s", "cat", "--", "sleep", "60"])
+        .args([
+            "rw",
+            "write",
+            "--max-hold",
+            "1s",
+            "cat",
+            "--",
+            "sleep",
+            "60",
+        ])
         .run()
         .code(124);
     assert!(out.elapsed < BOUND, "{:?}", out.elapsed);
     assert!(out.stderr.contains("--max-hold"), "{}", out.stderr);
-    rlock(&r).args(["rw", "read", "-n", "cat", "--", "true"]).run().ok();
+    rlock(&r)
+        .args(["rw", "read", "-n", "cat", "--", "true"])
+        .run()
+        .ok();
     r.assert_nothing_held(&[]);
 }
 
@@ -75,7 +99,9 @@ fn a_kept_lock_stops_its_script_at_max_hold_and_is_released() {
     assert_eq!(wait_line(&d, "signalled"), "TERM");
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
-    eventually(Duration::from_secs(10), "the lock released", || !r.held("k"));
+    eventually(Duration::from_secs(10), "the lock released", || {
+        !r.held("k")
+    });
     r.assert_nothing_held(&[]);
 }
 

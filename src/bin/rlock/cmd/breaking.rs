@@ -89,7 +89,11 @@ pub(crate) fn break_lock(
 /// Ask on the terminal; true for "y" or "yes".
 fn confirm(key: &str, targets: &[&HolderStatus]) -> bool {
     let mut err = std::io::stderr();
-    let _ = write!(err, "break lock {key:?} held by {}? [y/N] ", describe(targets));
+    let _ = write!(
+        err,
+        "break lock {key:?} held by {}? [y/N] ",
+        describe(targets)
+    );
     let _ = err.flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
@@ -107,7 +111,11 @@ fn describe(holders: &[&HolderStatus]) -> String {
         .iter()
         .map(|h| {
             let held = std::time::Duration::from_millis(now.saturating_sub(h.since_ms));
-            let cmd = h.cmd.as_deref().map(|c| format!(", cmd {c}")).unwrap_or_default();
+            let cmd = h
+                .cmd
+                .as_deref()
+                .map(|c| format!(", cmd {c}"))
+                .unwrap_or_default();
             format!(
                 "host {} pid {} (fence {}, held {}{cmd})",
                 h.host,
