@@ -46,6 +46,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "release" -d 'Release a 
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the locks that are held or waited for'
@@ -201,6 +202,22 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The U
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l limit -d 'Show the last N events (1 to 100000)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l json -d 'Print one JSON object per line instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand break" -l reason -d 'Why the lock is broken: told to the broken holder, kept in the lock\'s history' -r
 complete -c rlock -n "__fish_rlock_using_subcommand break" -l holder -d 'Only this holder: its fence as status shows it, or PID@HOST' -r
 complete -c rlock -n "__fish_rlock_using_subcommand break" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
@@ -249,14 +266,15 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URL
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status break doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

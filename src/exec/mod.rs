@@ -317,6 +317,16 @@ pub fn run(
         let hold = succeeded.then_some(Duration::ZERO);
         locker.release_with(key, &lease.token, lease.count == 1, hold)
     };
+    // The release after the command ended: the history's `released` event
+    // carries its exit code (`overran` instead after --max-hold).
+    let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>, overran: bool| {
+        let hold = succeeded.then_some(Duration::ZERO);
+        let note = crate::lock::ReleaseNote {
+            exit_code: code,
+            overran,
+        };
+        locker.release_noted(key, &lease.token, lease.count == 1, hold, &note)
+    };
     on_event(Event::Acquired(&lease));
     // --max-hold counts from the grant (its request's send: the lease's
     // own start as the client counts it).
@@ -430,6 +440,11 @@ pub fn run(
         // frozen or gone, the release's resends (5 s beyond the timeout)
         // kept rlock running for seconds after the command was gone.
         let left = valid_until.remaining();
+        // The renewal that found the loss was answered (gone, or taken):
+        // the history's `lost` event, sent once.
+        if why == crate::lock::LOST_GONE || why == crate::lock::LOST_TAKEN {
+            let _ = locker.record_lost(key, &lease.token, &req.info, &why);
+        }
         if !left.is_zero() {
             let _ = locker.release_within(key, &lease.token, lease.count == 1, None, left);
         }
@@ -440,14 +455,11 @@ pub fn run(
     }
     // An overrun is no success: no --min-hold after it.
     let succeeded = !outcome.overran && outcome.status.is_some_and(|st| st.success());
-    // The history says how the hold ended: the command's exit code, and
-    // `overran` (not `released`) after --max-hold.
-    let note = crate::ReleaseNote {
-        exit_code: outcome.status.and_then(|st| st.code()),
-        overran: outcome.overran,
-    };
-    let hold = succeeded.then_some(Duration::ZERO);
-    let released = locker.release_noted(key, &lease.token, lease.count == 1, hold, &note);
+    let code = outcome
+        .status
+        .map(|st| i32::from(crate::exit_code::for_status(Some(st))));
+    // After --max-hold the history says `overran`, not `released`.
+    let released = release_noted(locker, succeeded, code, outcome.overran);
     let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),

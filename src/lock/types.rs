@@ -217,9 +217,8 @@ impl HistoryLimits {
         }
         if self.retention < Duration::from_secs(1) || self.retention > MAX_HISTORY_RETENTION {
             return Err(Error::Usage(format!(
-                "HistoryLimits::retention {} is out of range: use 1s to {}",
+                "HistoryLimits::retention {} is out of range: use 1s to 366d",
                 human(self.retention),
-                human(MAX_HISTORY_RETENTION)
             )));
         }
         Ok(())

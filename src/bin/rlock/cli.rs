@@ -398,6 +398,36 @@ Examples:
         json: bool,
     },
 
+    /// Show a lock's history: who got it, for how long, how each hold ended
+    #[command(after_help = "\
+Events, oldest first, with the server's time (UTC): granted (waited W),
+released (held D, exit code of exec's command), expired (a lease ran out
+with nobody releasing it: a crashed or stopped holder), lost (an exec or
+keeper found its lock gone, and why), timeout (a waiter gave up),
+superseded (a --supersede waiter replaced by a newer one), broken (freed
+by `rlock break`: by whom, why), overran (stopped by --max-hold). Each
+lock keeps about --history-events events (default 200) for
+--history-retention after its last one (default 7d). Command lines are
+redacted as in `status`; tokens never show.
+
+--json prints one object per line: event, at (RFC 3339, UTC, ms), host,
+pid, user, cmd, fence, and where they apply waited_ms, held_ms,
+exit_code, by, reason, ci.
+
+Examples:
+  rlock history deploy
+  rlock history deploy --limit 100 --json | jq -r 'select(.event==\"expired\")'")]
+    History {
+        /// Lock name
+        key: String,
+        /// Show the last N events (1 to 100000)
+        #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+        /// Print one JSON object per line instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
     /// End a stuck lock's hold(s) by force, and let the next waiter in
     #[command(after_help = "\
 For an operator, when a holder hangs: ends every hold of the lock (every
@@ -746,6 +776,7 @@ impl Command {
             | Command::Renew { key, .. }
             | Command::Check { key, .. }
             | Command::Status { key, .. }
+            | Command::History { key, .. }
             | Command::Break { key, .. } => Some(key),
             Command::List { .. } | Command::Doctor { .. } => None,
         }

@@ -80,6 +80,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Renew { key, token, ttl } => release::renew(g, key, token.token.as_deref(), ttl.0),
         Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
         Command::Status { key, json } => query::status(g, key, *json),
+        Command::History { key, limit, json } => query::history(g, key, *limit, *json),
         Command::Break {
             key,
             reason,
