@@ -299,3 +299,54 @@ fn on_a_terminal_break_asks_first() {
     assert!(!r.held("k"));
     all_keys_expire(&r);
 }
+
+#[test]
+fn under_redlock_the_break_reaches_every_master_and_exec_says_why() {
+    let ms: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let urls = ms.iter().map(Redis::url).collect::<Vec<_>>().join(",");
+    let holder = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["exec", "--ttl", "3s", "k", "--", "sleep", "60"])
+        .spawn();
+    eventually(Duration::from_secs(10), "held on every master", || {
+        ms.iter().all(|m| m.held("k"))
+    });
+    let out = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["break", "k", "--reason", "quorum stuck", "--yes"])
+        .run()
+        .ok();
+    assert!(out.stderr.contains("broke lock"), "{}", out.stderr);
+    for m in &ms {
+        assert!(!m.held("k"));
+    }
+    let broken = finish(holder, "the broken exec").code(79);
+    assert!(
+        broken.stderr.contains("it was broken by") && broken.stderr.contains("quorum stuck"),
+        "{}",
+        broken.stderr
+    );
+}
+
+#[test]
+fn on_a_cluster_break_works_for_keys_on_every_master() {
+    let c = Cluster::start(3);
+    let rc = || {
+        bare_rlock()
+            .env("RLOCK_URL", &c.urls())
+            .env("RLOCK_CLUSTER", "1")
+    };
+    // 12 names land on all three masters.
+    for i in 0..12 {
+        let k = format!("job-{i}");
+        let tok = rc().args(["acquire", &k, "--ttl", "60s"]).run().ok().token();
+        rc().args(["break", &k, "--reason", "r", "--yes"]).run().ok();
+        rc().args(["renew", &k, "--token", &tok])
+            .run()
+            .fails(79, "broken by");
+        rc().args(["exec", "-n", &k, "--", "true"]).run().ok();
+    }
+    for r in &c.nodes {
+        all_keys_expire(r);
+    }
+}
