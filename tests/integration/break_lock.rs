@@ -339,8 +339,14 @@ fn on_a_cluster_break_works_for_keys_on_every_master() {
     // 12 names land on all three masters.
     for i in 0..12 {
         let k = format!("job-{i}");
-        let tok = rc().args(["acquire", &k, "--ttl", "60s"]).run().ok().token();
-        rc().args(["break", &k, "--reason", "r", "--yes"]).run().ok();
+        let tok = rc()
+            .args(["acquire", &k, "--ttl", "60s"])
+            .run()
+            .ok()
+            .token();
+        rc().args(["break", &k, "--reason", "r", "--yes"])
+            .run()
+            .ok();
         rc().args(["renew", &k, "--token", &tok])
             .run()
             .fails(79, "broken by");
