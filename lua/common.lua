@@ -360,6 +360,7 @@ local function settle(now, cheap)
   local open = tonumber(redis.call('HGET', STATS, 'open')) or 0
   if open <= 0 or (cheap and open <= redis.call('ZCARD', HOLDERS)) then return end
   local all = redis.call('HGETALL', STATS)
+  local live = 0
   for j = 1, #all, 2 do
     local k = all[j]
     if string.sub(k, 1, 2) == 'o:' then
@@ -368,7 +369,12 @@ local function settle(now, cheap)
       if not exp or tonumber(exp) <= now then
         local f, _, info = close_grant(tok)
         log_event(now, 'expired', {'f', f, 'i', info})
+      else
+        live = live + 1
       end
     end
   end
+  -- The count follows the records (a count left over without them would
+  -- send every acquire down the slow path).
+  redis.call('HSET', STATS, 'open', live)
 end

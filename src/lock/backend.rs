@@ -90,7 +90,8 @@ pub(crate) trait Backend: Send {
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>>;
 
     /// Record that the holder with `token` (and `info`) found `key` gone,
-    /// and why (a `lost` event). Sent once; under RedLock, to every master.
+    /// and why (a `lost` event). Sent once; under RedLock, to the first
+    /// master that answers (the others record the grant as expired).
     fn record_lost(
         &mut self,
         key: &str,
