@@ -435,7 +435,8 @@ impl Keeper {
             ),
             OnLost::Kill => "SIGKILL sent".to_string(),
         };
-        if definite {
+        // (A break is in the history already, as `broken`.)
+        if definite && !why.starts_with(crate::lock::breaking::BROKEN_BY) {
             // The history's `lost` event (the server just answered, so
             // this costs one round trip).
             let (key, token) = (self.key.clone(), self.token.clone());

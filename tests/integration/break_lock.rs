@@ -73,6 +73,7 @@ fn a_broken_exec_exits_79_saying_who_and_why_and_the_waiter_gets_the_lock() {
     // The history says who broke it and why, with the hold's fence.
     let b = events(&r, "k", "broken");
     assert_eq!(b.len(), 1, "{b:?}");
+    assert!(events(&r, "k", "lost").is_empty());
     assert_eq!(b[0].reason.as_deref(), Some("job 4711 hung"));
     assert!(
         b[0].by.as_deref().unwrap_or_default().contains('@'),
@@ -192,6 +193,9 @@ fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
     assert_eq!(wait_line(&d, "signalled"), "TERM");
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
+    // The history has the break once, and no `lost` beside it.
+    assert_eq!(events(&r, "k", "broken").len(), 1);
+    assert!(events(&r, "k", "lost").is_empty());
     let st = r.status_json("k");
     let why = st["last_lost"]["why"]
         .as_str()

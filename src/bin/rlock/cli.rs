@@ -447,7 +447,7 @@ process). An ID that matches no holder breaks nothing: exit 1.
 On a terminal, asks \"break lock K held by ...? [y/N]\" first (no: exit 1,
 nothing broken); --yes skips the question, and is required when stdin is
 not a terminal (64 otherwise). A free lock: \"nothing to break\", exit 0.
-The breaker is recorded as user@host ($USER, else the uid).
+The breaker is recorded as user@host ($USER, $LOGNAME, else the uid's name).
 
 Examples:
   rlock status deploy
