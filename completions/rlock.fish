@@ -47,6 +47,7 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "renew" -d 'Extend a hel
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the locks that are held or waited for'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -60,6 +61,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l on-lost -d 'With
 kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l grace -d 'With --keep and --on-lost term: time the script gets to exit after SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l max-hold -d 'With --keep: keep the lock at most this long; then the script (and what it started) gets SIGTERM, SIGKILL after --grace, and the lock is released' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
@@ -86,6 +88,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l on-lost -d 'What to
 kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l max-hold -d 'Hold the lock at most this long: then the command (and what it started) gets SIGTERM, SIGKILL after --grace, the lock is released, and rlock exits 124, as timeout(1) does' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s c -l command -d 'Run CMD through `sh -c`, as flock -c does' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l fd -d 'Refused: rlock locks are not file descriptors' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
@@ -118,6 +121,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l on-lost -d 'What to d
 kill\t'SIGKILL to every process of the command at once'
 ignore\t'Let the command, and what it started, run on; only report the loss'"
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l grace -d 'Time the command gets to exit after SIGTERM before SIGKILL' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l max-hold -d 'Hold the lock at most this long: then the command (and what it started) gets SIGTERM, SIGKILL after --grace, the lock is released, and rlock exits 124, as timeout(1) does' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
@@ -214,6 +218,23 @@ complete -c rlock -n "__fish_rlock_using_subcommand history" -l cluster -d 'The 
 complete -c rlock -n "__fish_rlock_using_subcommand history" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand history" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand history" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l reason -d 'Why the lock is broken: told to the broken holder, kept in the lock\'s history' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l holder -d 'Only this holder: its fence as status shows it, or PID@HOST' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand break" -s y -l yes -d 'Do not ask for confirmation (required without a terminal)'
+complete -c rlock -n "__fish_rlock_using_subcommand break" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand break" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand break" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand break" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l ttl -d 'The longest TTL (or --min-hold) your locks use: the restart delay and the clock margin are worked out for it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -245,14 +266,15 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URL
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

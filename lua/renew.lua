@@ -3,7 +3,8 @@
 -- nested holder with a short TTL, or `rlock renew` with the default TTL,
 -- must not cut the lease an outer holder relies on.
 --
--- KEYS[1..8] as in common.lua
+-- KEYS[1..8] as in common.lua (KEYS[8] P{K}:n also holds break.lua's
+--                notices, b:<token>)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms, counted from now (server clock)
 -- ARGV[3] history cap, ARGV[4] history retention in ms (see common.lua):
@@ -14,6 +15,9 @@
 --   NOT_HELD      this token holds nothing (released, or expired; other
 --                 holders of a shared lock do not change that)
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
+--   {NOT_HELD, notice}  this token's hold was broken (`rlock break`):
+--                 notice is the JSON {by, reason} break.lua left, read
+--                 once (deleted here: only this token's holder asks)
 --@common
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', HOLDERS, tok)
@@ -34,5 +38,14 @@ if exp and tonumber(exp) > now then
 end
 local _, foreign = lock_kind()
 if foreign then return foreign end
+-- (TYPE first: a key of another type must not fail the HGET.)
+if redis.call('TYPE', KEYS[8]).ok == 'hash' and not no_ttl(KEYS[8]) then
+  local notice = redis.call('HGET', KEYS[8], 'b:' .. tok)
+  if notice then
+    redis.call('HDEL', KEYS[8], 'b:' .. tok)
+    prune(now)
+    return {NOT_HELD, notice}
+  end
+end
 prune(now)
 return not_held_reply()

@@ -30,6 +30,7 @@ SERVERS=(
 TESTS=(
   server:: cli:: rw:: algo:: library:: oom:: doctor:: keep:: history::
   cluster:: redlock:: sentinel:: failover::
+  break_lock:: max_hold::
   waiting::supersede
   exec::basics::exit_codes_pass_through
   exec::basics::child_sees_key_token_and_fence

@@ -23,6 +23,9 @@ pub const NOT_OWNER: u8 = 77;
 pub const UNSAFE: u8 = 78;
 /// The lock was lost: expired or deleted while held.
 pub const LOST: u8 = 79;
+/// exec, rw, `acquire --keep`: the command ran past `--max-hold` and was
+/// stopped (as timeout(1) exits).
+pub const OVERRAN: u8 = 124;
 /// exec: the command was found but could not be run.
 pub const CANNOT_EXECUTE: u8 = 126;
 /// exec: the command was not found.
@@ -116,6 +119,7 @@ mod tests {
             NOT_OWNER,
             UNSAFE,
             LOST,
+            OVERRAN,
             CANNOT_EXECUTE,
             NOT_FOUND,
         ];

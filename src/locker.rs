@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
-use crate::lock::{Backend, LockName, Node};
+use crate::lock::{Backend, Broken, Holders, LockName, Node};
 use crate::lock::{Event, HistoryLimits, HolderInfo, ReleaseNote};
 use crate::quorum::Quorum;
 use crate::{Busy, Cancel, Lease, Released, Request, Result, Status, Token};
@@ -203,6 +203,27 @@ impl Locker {
     /// [`crate::Error::NotOwner`] if another owner holds it.
     pub fn check(&mut self, key: &str, token: &Token) -> Result<crate::lock::Held> {
         self.0.check(key, token)
+    }
+
+    /// Break `key` by force, as an operator does with a stuck lock: end the
+    /// holds `holders` names (every holder's, or those granted with the
+    /// given fences: see [`crate::lock::breaking::matching`]), parked
+    /// min-holds included, and wake the waiters that may now take it.
+    /// Waiters stay queued. Each broken holder's next renewal fails with
+    /// [`crate::Error::Lost`] saying that `by` (user@host, see
+    /// [`crate::lock::breaking::operator`]) broke it, and `reason`. A free
+    /// lock, or fences that match nobody, break nothing (an empty
+    /// [`Broken::fences`]). Under RedLock, on every master.
+    pub fn break_lock(
+        &mut self,
+        key: &str,
+        holders: &Holders,
+        by: &str,
+        reason: &str,
+    ) -> Result<Broken> {
+        crate::lock::breaking::check(by, reason)?;
+        self.0.name(key)?;
+        self.0.break_lock(key, holders, by, reason)
     }
 
     /// Who holds `key`, how long they keep it, who waits. Under RedLock,

@@ -160,6 +160,10 @@ pub struct Spec {
     /// When the command exits, end what it left running (SIGTERM, SIGKILL
     /// after `grace`) instead of holding the lock until it exits too.
     pub kill_leftovers: bool,
+    /// Hold the lock at most this long from the grant: then every process
+    /// of the command gets SIGTERM (SIGKILL after `grace`), the lock is
+    /// released, and [`run`] returns [`exit_code::OVERRAN`] (124).
+    pub max_hold: Option<Duration>,
 }
 
 /// Things worth telling the user while the command runs.
@@ -190,6 +194,10 @@ pub enum Event<'a> {
     /// `--on-lost ignore`: no renewal confirmed for this long; the command
     /// runs on, and renewing goes on too.
     Unconfirmed(Duration),
+    /// The command (or what it left running) held the lock for
+    /// [`Spec::max_hold`]: SIGTERM was sent to every process of it, SIGKILL
+    /// follows after `grace` if any is left.
+    Overran(Duration),
     /// The release was answered only after the lease's validity deadline,
     /// and found the lock gone (or taken), but every process of the command
     /// had exited this long before that deadline: not a loss, the exit
@@ -219,6 +227,9 @@ pub struct Finished {
     pub signal: Option<i32>,
     /// The command owned rlock's terminal (see [`tty`]).
     pub interactive: bool,
+    /// It ran past [`Spec::max_hold`] and was stopped (`code` is then
+    /// [`exit_code::OVERRAN`]).
+    pub overran: bool,
 }
 
 /// Margin between the validity deadline and the guard's SIGKILL, for the
@@ -307,16 +318,21 @@ pub fn run(
         locker.release_with(key, &lease.token, lease.count == 1, hold)
     };
     // The release after the command ended: the history's `released` event
-    // carries its exit code.
-    let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>| {
+    // carries its exit code (`overran` instead after --max-hold).
+    let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>, overran: bool| {
         let hold = succeeded.then_some(Duration::ZERO);
         let note = crate::lock::ReleaseNote {
             exit_code: code,
-            overran: false,
+            overran,
         };
         locker.release_noted(key, &lease.token, lease.count == 1, hold, &note)
     };
     on_event(Event::Acquired(&lease));
+    // --max-hold counts from the grant (its request's send: the lease's
+    // own start as the client counts it).
+    let overrun_at = spec
+        .max_hold
+        .map(|d| lease.valid_until - lease.ttl + crate::lock::drift(lease.ttl) + d);
     let deadline =
         (spec.on_lost != OnLost::Ignore).then(|| kill_point(lease.valid_until, lease.ttl));
     // Until the command starts, a signal ends the wait (see the module
@@ -381,6 +397,7 @@ pub fn run(
             valid_until: &valid_until,
             stop: &stop,
             signals: &signals,
+            overrun_at,
             renewer: renew::Renewer::new(s, &mut renewer, renewal),
         }
         .run(on_event)
@@ -436,11 +453,13 @@ pub fn run(
             why,
         });
     }
-    let succeeded = outcome.status.is_some_and(|st| st.success());
+    // An overrun is no success: no --min-hold after it.
+    let succeeded = !outcome.overran && outcome.status.is_some_and(|st| st.success());
     let code = outcome
         .status
         .map(|st| i32::from(crate::exit_code::for_status(Some(st))));
-    let released = release_noted(locker, succeeded, code);
+    // After --max-hold the history says `overran`, not `released`.
+    let released = release_noted(locker, succeeded, code, outcome.overran);
     let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),
@@ -491,10 +510,19 @@ pub fn run(
         on_event(Event::ReleaseFailed(e));
     }
     use std::os::unix::process::ExitStatusExt;
+    if outcome.overran {
+        return Ok(Finished {
+            code: exit_code::OVERRAN,
+            signal: None,
+            interactive,
+            overran: true,
+        });
+    }
     Ok(Finished {
         code: exit_code::for_status(outcome.status),
         signal: outcome.status.and_then(|st| st.signal()),
         interactive,
+        overran: false,
     })
 }
 

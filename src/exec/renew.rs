@@ -106,18 +106,22 @@ impl<'s, 'e> Renewer<'s, 'e> {
     /// Why the lock was lost, once the thread said so.
     pub(crate) fn lost(&mut self) -> Option<String> {
         let p = self.lost.as_mut()?;
-        let mut b = [0u8; 1];
-        let why = match p.read(&mut b) {
-            Ok(1) if b[0] == b'O' => crate::lock::LOST_TAKEN,
-            Ok(1) => crate::lock::LOST_GONE,
+        // One byte, then for a break the notice's words; the thread ends
+        // right after writing, so the read ends too.
+        let mut b = Vec::new();
+        let _ = p.read_to_end(&mut b);
+        let why = match b.first() {
+            Some(b'O') => crate::lock::LOST_TAKEN.into(),
+            Some(b'B') => String::from_utf8_lossy(&b[1..]).into_owned(),
+            Some(_) => crate::lock::LOST_GONE.into(),
             // The thread ended without a word (stopped): nothing more.
-            _ => {
+            None => {
                 self.lost = None;
                 return None;
             }
         };
         self.lost = None;
-        Some(why.into())
+        Some(why)
     }
 }
 
@@ -150,6 +154,11 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
                     g.deadline(Some(super::kill_point(valid, r.lease.ttl)));
                 }
                 next = sent + every;
+            }
+            // Broken by an operator (`rlock break`): who and why.
+            Err(Error::Lost { why, .. }) if why.starts_with(crate::lock::breaking::BROKEN_BY) => {
+                let _ = tx.write_all(format!("B{why}").as_bytes());
+                return;
             }
             Err(Error::Lost { .. }) => {
                 let _ = tx.write_all(b"G");

@@ -46,6 +46,8 @@ pub(crate) struct Outcome {
     /// When the guard's report that no process of the command's tree is
     /// left was read: the tree was gone by then (None: not seen).
     pub ended: Option<BootTime>,
+    /// The tree was stopped for running past `--max-hold`.
+    pub overran: bool,
 }
 
 pub(crate) struct Supervisor<'a, 's, 'e> {
@@ -61,6 +63,8 @@ pub(crate) struct Supervisor<'a, 's, 'e> {
     pub valid_until: &'a Mutex<BootTime>,
     pub stop: &'a AtomicBool,
     pub signals: &'a crate::signals::Blocked,
+    /// When `--max-hold` ends, if given.
+    pub overrun_at: Option<BootTime>,
     pub renewer: Renewer<'s, 'e>,
 }
 
@@ -88,6 +92,7 @@ impl Supervisor<'_, '_, '_> {
             lost: None,
             guard_killed: false,
             ended: None,
+            overran: false,
         };
         let mut kill_at: Due = None;
         let mut interrupts = 0;
@@ -105,6 +110,9 @@ impl Supervisor<'_, '_, '_> {
             }
             if let Some(due) = self.renewer.due() {
                 wake = wake.min(due);
+            }
+            if let Some(at) = self.overrun_at.filter(|_| !out.overran) {
+                wake = wake.min(at);
             }
             // poll's timeout runs on CLOCK_MONOTONIC: after a suspend it
             // wakes late, which is why the guard holds the kill deadline too.
@@ -264,6 +272,13 @@ impl Supervisor<'_, '_, '_> {
                             kill_at = self.lose(&why, kill_at, on_event);
                             out.lost = Some(why);
                         }
+                        if self.overrun_at.is_some_and(|at| now >= at)
+                            && !out.overran
+                            && out.lost.is_none()
+                        {
+                            out.overran = true;
+                            kill_at = self.overrun(kill_at, on_event);
+                        }
                         if let Some((_, cause)) = kill_at.filter(|&(k, _)| now >= k) {
                             self.kill(on_event, cause, &out);
                             kill_at = None;
@@ -341,6 +356,21 @@ impl Supervisor<'_, '_, '_> {
             let command = out.status.is_none();
             self.report(on_event, Event::Killed { cause, command });
         }
+    }
+
+    /// `--max-hold` is over: SIGTERM to every process of the tree (the
+    /// command, or what it left running), SIGKILL after `--grace` (never
+    /// later than the kill deadline, which the guard holds anyway); returns
+    /// the new SIGKILL deadline. The lock is still held, and renewed, until
+    /// the tree is gone: released then, as after any command.
+    fn overrun(&mut self, kill_at: Due, on_event: &mut dyn FnMut(Event)) -> Due {
+        let now = BootTime::now();
+        tree::signal_all(self.guard.pid(), libc::SIGTERM);
+        let at = now + self.spec.grace;
+        let max = self.spec.max_hold.unwrap_or_default();
+        self.report(on_event, Event::Overran(max));
+        // The SIGKILL it announces: no second line.
+        earliest(kill_at, at, None)
     }
 
     /// Apply the lock-loss policy; returns the new SIGKILL deadline. The

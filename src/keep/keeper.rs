@@ -49,6 +49,10 @@ pub(super) struct Keeper {
     /// A release in progress: its connection, and the point after which
     /// we renew anyway.
     releasing: Option<(UnixStream, BootTime)>,
+    /// When `--max-hold` ends, if given.
+    overrun_at: Option<BootTime>,
+    /// The script ran past `--max-hold`: released without min-hold.
+    overran: bool,
     /// The guard (see guard.rs): the page we tell it the kill deadline in,
     /// and the pipe end whose closing tells it we exited.
     guard: Option<(Shared, OwnedFd)>,
@@ -81,6 +85,10 @@ impl Keeper {
             _ => OnLost::Term,
         };
         let grace = Duration::from_millis(c.grace_ms);
+        // Counted from the grant (its request's send), as exec counts it.
+        let overrun_at = (c.max_hold_ms > 0).then(|| {
+            valid_until - ttl + crate::lock::drift(ttl) + Duration::from_millis(c.max_hold_ms)
+        });
         // First, while this process has one thread (no connection yet).
         let policy = Policy {
             on_lost,
@@ -124,6 +132,8 @@ impl Keeper {
             listener,
             sigfd,
             releasing: None,
+            overrun_at,
+            overran: false,
             guard,
         })
     }
@@ -152,6 +162,9 @@ impl Keeper {
             if self.watched.gone() {
                 return self.release_and_exit();
             }
+            if self.overrun_at.is_some_and(BootTime::passed) {
+                return self.overrun();
+            }
             let paused = self
                 .releasing
                 .as_ref()
@@ -171,6 +184,12 @@ impl Keeper {
                         if self.releasing.is_some() =>
                     {
                         return 0;
+                    }
+                    // Broken by an operator (`rlock break`): who and why.
+                    Err(Error::Lost { why, .. })
+                        if why.starts_with(crate::lock::breaking::BROKEN_BY) =>
+                    {
+                        return self.lost(&why, true);
                     }
                     Err(Error::Lost { .. }) => {
                         return self.lost(crate::lock::LOST_GONE, true);
@@ -194,6 +213,9 @@ impl Keeper {
                 next
             };
             wake = wake.min(self.valid_until - lead);
+            if let Some(at) = self.overrun_at {
+                wake = wake.min(at);
+            }
             let mut timeout = wake.remaining();
             if self.watched.pidfd.is_none() {
                 timeout = timeout.min(FALLBACK_POLL);
@@ -308,9 +330,15 @@ impl Keeper {
         }
         while self.own > 0 {
             let (key, token) = (self.key.clone(), self.token.clone());
-            // Honours a --min-hold given at the grant.
-            let release =
-                |l: &mut Locker| l.release_with(&key, &token, false, Some(Duration::ZERO));
+            // Honours a --min-hold given at the grant, but not after an
+            // overrun (no success).
+            let hold = (!self.overran).then_some(Duration::ZERO);
+            // After --max-hold the history says `overran`, not `released`.
+            let note = crate::ReleaseNote {
+                exit_code: None,
+                overran: self.overran,
+            };
+            let release = |l: &mut Locker| l.release_noted(&key, &token, false, hold, &note);
             match self.locker().and_then(release) {
                 Ok(Released::StillHeld(_)) => self.own -= 1,
                 Ok(_) => return 0,
@@ -340,6 +368,24 @@ impl Keeper {
         } else {
             crate::exit_code::LOST
         }
+    }
+
+    /// `--max-hold` is over: the script and what it started get SIGTERM,
+    /// SIGKILL after `--grace` (never later than the lease allows), whatever
+    /// `--on-lost` says; once they are gone the lock is given back, and the
+    /// keeper exits 124. If they cannot be stopped before the lease would
+    /// end, the lease ends with its TTL instead (a loss, as in `stop`).
+    fn overrun(&mut self) -> u8 {
+        self.overran = true;
+        let by = crate::exec::kill_point(self.valid_until, self.ttl);
+        let policy = std::mem::replace(&mut self.on_lost, OnLost::Term);
+        let gone = self.watched.gone() || self.end_script(by, None);
+        self.on_lost = policy;
+        if !gone {
+            return crate::exit_code::LOST;
+        }
+        self.release_and_exit();
+        crate::exit_code::OVERRAN
     }
 
     /// Apply `--on-lost` (not ignore) to the watched process and what it
@@ -398,7 +444,8 @@ impl Keeper {
             ),
             OnLost::Kill => "SIGKILL sent".to_string(),
         };
-        if definite {
+        // (A break is in the history already, as `broken`.)
+        if definite && !why.starts_with(crate::lock::breaking::BROKEN_BY) {
             // The history's `lost` event (the server just answered, so
             // this costs one round trip).
             let (key, token) = (self.key.clone(), self.token.clone());

@@ -140,4 +140,8 @@ pub struct Keep {
     /// How much history the keeper's calls keep (its renewals and its
     /// release write events, see `rlock history`).
     pub history: crate::lock::HistoryLimits,
+    /// Keep the lock at most this long from the grant: then the watched
+    /// process and what it started get SIGTERM (SIGKILL after `grace`),
+    /// and the lock is released.
+    pub max_hold: Option<Duration>,
 }

@@ -39,6 +39,9 @@ pub(super) struct Config {
     pub(super) valid_until_ns: u64,
     pub(super) on_lost: String,
     pub(super) grace_ms: u64,
+    /// `--max-hold` in ms, 0 for none.
+    #[serde(default)]
+    pub(super) max_hold_ms: u64,
     /// The start time of the `rlock acquire` that made the grant (/proc
     /// stat field 22): processes started before it are never signalled.
     pub(super) since: u64,
@@ -146,6 +149,7 @@ pub fn spawn(
         }
         .into(),
         grace_ms: crate::duration::millis(keep.grace),
+        max_hold_ms: keep.max_hold.map_or(0, crate::duration::millis),
         since: crate::exec::tree::stat(std::process::id().cast_signed()).map_or(0, |s| s.start),
         pid: keep.watched.pid,
         start: keep.watched.start,

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::breaking::{Broken, Holders};
 use super::keys::LockName;
 use super::types::{
     Busy, Event, Held, HistoryLimits, HolderInfo, Lease, ReleaseNote, Released, Request, Status,
@@ -130,6 +131,19 @@ pub(crate) trait Backend: Send {
     /// it holds nothing, [`crate::Error::NotOwner`] if another owner holds
     /// the lock exclusively.
     fn check(&mut self, key: &str, token: &Token) -> Result<Held>;
+
+    /// End the holds `holders` names by force (an operator's break): their
+    /// holders' next renewal finds them gone, with a notice that `by`
+    /// broke them for `reason`; the waiters that may now take the lock are
+    /// woken. `by` and `reason` are checked by the caller. Under RedLock,
+    /// on every master that answers.
+    fn break_lock(
+        &mut self,
+        key: &str,
+        holders: &Holders,
+        by: &str,
+        reason: &str,
+    ) -> Result<Broken>;
 
     /// Who holds `key`, how long they keep it, who waits. Under RedLock, as
     /// the first master that answers sees it.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
 
+use super::breaking::{Broken, lost_why};
 use super::node::Attempt;
 use super::script::reply;
 use super::types::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
@@ -127,6 +128,23 @@ pub(super) fn release(reply: &[Value]) -> Result<(i64, &[Value])> {
     Ok((n, &reply[1..]))
 }
 
+/// lua/break.lua's reply: what was broken, and the waiters to wake.
+pub(super) fn broken(reply: &[Value]) -> Result<(Broken, &[Value])> {
+    let n = usize::try_from(int(reply, 0, "break")?)
+        .map_err(|_| Error::Protocol(format!("break returned {reply:?}")))?;
+    let fences = (1..=n)
+        .map(|i| int(reply, i, "break").map(|f| f.max(0) as u64))
+        .collect::<Result<Vec<u64>>>()?;
+    let wake = reply.get(n + 1..).unwrap_or_default();
+    Ok((
+        Broken {
+            fences,
+            woken: wake.len(),
+        },
+        wake,
+    ))
+}
+
 /// What a release of `key` that answered `n` did. `resent`: the call was
 /// sent more than once, and the first send may have released it already
 /// (lua/release.lua, "Resends"), so "not held" and "another owner" (who
@@ -150,8 +168,21 @@ fn lost(key: &str) -> Error {
     }
 }
 
-/// lua/renew.lua's reply: the renewed lease's time left.
-pub(super) fn renewed(n: i64, key: &str) -> Result<Duration> {
+/// lua/renew.lua's reply: the renewed lease's time left. A hold broken by
+/// `rlock break` comes as {NOT_HELD, notice}: a loss that says who broke
+/// it and why.
+pub(super) fn renewed(reply: &Value, key: &str) -> Result<Duration> {
+    if let Value::Array(a) = reply {
+        if int(a, 0, "renew")? == reply::NOT_HELD {
+            return Err(Error::Lost {
+                key: key.into(),
+                why: lost_why(&text(a, 1)),
+            });
+        }
+        return Err(Error::Protocol(format!("renew returned {reply:?}")));
+    }
+    let n = i64::from_redis_value(reply.clone())
+        .map_err(|_| Error::Protocol(format!("renew returned {reply:?}")))?;
     match n {
         n if n > 0 => Ok(Duration::from_millis(n as u64)),
         reply::NOT_HELD => Err(lost(key)),

@@ -12,9 +12,11 @@
 //!   them (EVALSHA, NOSCRIPT, resends);
 //! - `decode`: the scripts' replies, decoded (pure);
 //! - `node`: one Redis server and the lock operations on it;
+//! - [`breaking`]: `rlock break`, an operator ending holds by force;
 //! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
 
 mod backend;
+pub mod breaking;
 mod decode;
 mod keys;
 mod node;
@@ -23,6 +25,7 @@ pub mod types;
 mod wait;
 
 pub(crate) use backend::Backend;
+pub use breaking::{Broken, Holders};
 pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
 pub use script::RESEND_WINDOW;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
 use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
 use crate::clock::BootTime;
-use crate::lock::{Backend, Held, LockName, Node, Waiting};
+use crate::lock::{Backend, Broken, Held, Holders, LockName, Node, Waiting};
 use crate::lock::{Event, HistoryLimits, HolderInfo, ReleaseNote};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
 
@@ -166,6 +166,52 @@ impl Backend for Quorum {
         let (k, t) = (key.to_string(), token.clone());
         let held = self.confirmed("check", key, move |node| node.check(&k, &t))?;
         Ok(held_on_majority(held, self.majority()))
+    }
+
+    /// On every master (a hold left on one would count towards a
+    /// majority no more, but sits there until its TTL): the fences broken
+    /// anywhere, and the waiters woken on the master that woke the most.
+    fn break_lock(
+        &mut self,
+        key: &str,
+        holders: &Holders,
+        by: &str,
+        reason: &str,
+    ) -> Result<Broken> {
+        self.check_twins()?;
+        let (k, h, b, r) = (
+            key.to_string(),
+            holders.clone(),
+            by.to_string(),
+            reason.to_string(),
+        );
+        let answers = self.on_all(
+            Turn::Queue,
+            move |node| node.break_lock(&k, &h, &b, &r),
+            |_, late| late,
+        );
+        let n = answers.len();
+        let mut out: Option<Broken> = None;
+        let mut error = None;
+        for a in answers.into_iter().flatten() {
+            match a {
+                Ok(b) => {
+                    let o = out.get_or_insert_with(Broken::default);
+                    for f in b.fences {
+                        if !o.fences.contains(&f) {
+                            o.fences.push(f);
+                        }
+                    }
+                    o.woken = o.woken.max(b.woken);
+                }
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        match (out, error) {
+            (Some(o), _) => Ok(o),
+            (None, Some(e)) => Err(e),
+            (None, None) => tally::first::<Broken>((0..n).map(|_| None).collect()),
+        }
     }
 
     fn status(&mut self, key: &str) -> Result<Status> {

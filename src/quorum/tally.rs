@@ -262,12 +262,20 @@ pub(super) fn confirmed<T: Copy>(
     let lost = count(answers, |a| matches!(a, Err(Error::Lost { .. })));
     let taken = count(answers, |a| matches!(a, Err(Error::NotOwner { .. })));
     if lost + taken > n - m {
+        // A break (`rlock break`, on every master) says who and why.
+        let broken = answers.iter().flatten().find_map(|a| match a {
+            Err(Error::Lost { why, .. }) if why.starts_with(crate::lock::breaking::BROKEN_BY) => {
+                Some(why.clone())
+            }
+            _ => None,
+        });
         return Err(if taken > lost {
             Error::NotOwner { key: key.into() }
         } else {
             Error::Lost {
                 key: key.into(),
-                why: "a majority of the Redis masters no longer hold it".into(),
+                why: broken
+                    .unwrap_or_else(|| "a majority of the Redis masters no longer hold it".into()),
             }
         });
     }

@@ -328,6 +328,7 @@ fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
         on_lost: rlock::exec::OnLost::Term,
         grace: Duration::from_secs(1),
         kill_leftovers: false,
+        max_hold: None,
     };
     for _ in 0..2 {
         let code = rlock::exec::run(

@@ -9,6 +9,7 @@
 mod util;
 
 mod algo;
+mod break_lock;
 mod cli;
 mod cluster;
 mod docs;
@@ -21,6 +22,7 @@ mod install;
 mod keep;
 mod keep_safety;
 mod library;
+mod max_hold;
 mod new_user;
 mod oom;
 mod redlock;

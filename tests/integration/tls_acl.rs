@@ -209,6 +209,10 @@ fn every_command_works_as_the_least_privileged_acl_user() {
     kill(waiter.id(), libc::SIGINT);
     finish(waiter, "waiter").code(130);
     run(&["release", "k", "--token", &holder]).ok();
+    // An operator's break (break.lua), and the renewal that reads its notice.
+    let broken = run(&["acquire", "k"]).ok().token();
+    run(&["break", "k", "--reason", "acl", "--yes"]).ok();
+    run(&["renew", "k", "--token", &broken]).fails(79, "broken by");
     r.assert_nothing_held(&[]);
     // And the user is really limited: keys outside the prefix are refused.
     run(&["--prefix", "other:", "status", "k"]).fails(69, "");

@@ -37,6 +37,7 @@ Environment:
 const AFTER_HELP: &str = "\
 Exit codes:
   0    success (exec: the command's own exit code is passed through)
+  1    break: answered no, or --holder matched no holder; nothing broken
   64   bad usage or input (also: key holds foreign data, --limit or lock
        kind mismatch, read-to-write upgrade)
   69   Redis unreachable, not answering, or refusing us (auth, ACL; a new
@@ -48,6 +49,7 @@ Exit codes:
   78   doctor: something unsafe was found
   79   the lock was lost (expired or deleted while held; check: the token
        holds it no more)
+  124  exec, rw: the command ran past --max-hold and was stopped
   126  exec: the command could not be executed
   127  exec: the command was not found
   128+N  a signal N ended the wait, or killed exec's command (130: SIGINT)
@@ -426,6 +428,46 @@ Examples:
         json: bool,
     },
 
+    /// End a stuck lock's hold(s) by force, and let the next waiter in
+    #[command(after_help = "\
+For an operator, when a holder hangs: ends every hold of the lock (every
+holder of a semaphore or read-write lock), or with --holder the one named,
+and wakes the next waiter at once; waiters stay queued. Each broken holder
+finds out at its next renewal (within a third of its TTL): `rlock exec`
+stops its command as for any lost lock (--on-lost) and exits 79, saying who
+broke the lock and why; an `acquire --keep` keeper stops its script the
+same way, and `rlock status` shows that loss. Until then the broken holder
+may still work beside the next one: its fence is lower than the new
+grant's.
+
+--holder ID: a holder as `rlock status` and `list` show it: its fence
+(`fence 7`: --holder 7, unique per grant) or PID@HOST (every hold of that
+process). An ID that matches no holder breaks nothing: exit 1.
+
+On a terminal, asks \"break lock K held by ...? [y/N]\" first (no: exit 1,
+nothing broken); --yes skips the question, and is required when stdin is
+not a terminal (64 otherwise). A free lock: \"nothing to break\", exit 0.
+The breaker is recorded as user@host ($USER, $LOGNAME, else the uid's name).
+
+Examples:
+  rlock status deploy
+  rlock break deploy --reason \"job 4711 hung since 02:00\"
+  rlock break gpu-runners --holder 42 --reason \"runner lost its GPU\" --yes")]
+    Break {
+        /// Lock name
+        key: String,
+        /// Why the lock is broken: told to the broken holder, kept in the
+        /// lock's history
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        /// Only this holder: its fence as status shows it, or PID@HOST
+        #[arg(long, value_name = "ID")]
+        holder: Option<String>,
+        /// Do not ask for confirmation (required without a terminal)
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+
     /// Check the Redis deployment for settings that silently break locks
     #[command(after_help = "\
 Checks every server the connection flags name (one Redis, each RedLock
@@ -631,6 +673,11 @@ pub(crate) struct KeepOpts {
     /// SIGTERM before SIGKILL (never later than the lease allows) [default: 10s]
     #[arg(long, value_name = "D", requires = "keep", help_heading = "Keep")]
     pub grace: Option<Span>,
+    /// With --keep: keep the lock at most this long; then the script (and
+    /// what it started) gets SIGTERM, SIGKILL after --grace, and the lock is
+    /// released
+    #[arg(long, value_name = "D", requires = "keep", help_heading = "Keep")]
+    pub max_hold: Option<Span>,
 }
 
 #[derive(Debug, Args)]
@@ -663,6 +710,11 @@ pub(crate) struct RunOpts {
         help_heading = "Command"
     )]
     pub grace: Span,
+    /// Hold the lock at most this long: then the command (and what it
+    /// started) gets SIGTERM, SIGKILL after --grace, the lock is released,
+    /// and rlock exits 124, as timeout(1) does
+    #[arg(long, value_name = "D", help_heading = "Command")]
+    pub max_hold: Option<Span>,
 }
 
 /// What to do with the command if the lock is lost while it runs.
@@ -724,7 +776,8 @@ impl Command {
             | Command::Renew { key, .. }
             | Command::Check { key, .. }
             | Command::Status { key, .. }
-            | Command::History { key, .. } => Some(key),
+            | Command::History { key, .. }
+            | Command::Break { key, .. } => Some(key),
             Command::List { .. } | Command::Doctor { .. } => None,
         }
     }

@@ -98,3 +98,15 @@ pub(crate) fn waiting<'a>(g: &Global, key: &'a str) -> progress::Progress<'a> {
         && !std::io::stderr().is_terminal();
     progress::Progress::new(key, g.quiet || silent, g.verbose)
 }
+
+/// `--max-hold D`: more than zero.
+pub(crate) fn max_hold(
+    d: Option<rlock::duration::Span>,
+) -> Result<Option<std::time::Duration>, rlock::Error> {
+    match d {
+        Some(d) if d.0.is_zero() => Err(rlock::Error::Usage(
+            "--max-hold must be more than 0 (it is how long the lock may be held)".into(),
+        )),
+        d => Ok(d.map(|d| d.0)),
+    }
+}

@@ -225,6 +225,7 @@ fn a_resent_release_that_finds_nothing_had_released() {
 
 #[test]
 fn a_renewal_gives_the_time_left_or_why_not() {
+    let renewed = |n: i64, key: &str| super::renewed(&Value::Int(n), key);
     assert_eq!(renewed(1500, "k").unwrap(), ms(1500));
     let e = renewed(-1, "k").unwrap_err();
     assert_eq!(
@@ -234,6 +235,30 @@ fn a_renewal_gives_the_time_left_or_why_not() {
     assert!(matches!(renewed(-2, "k"), Err(Error::NotOwner { .. })));
     assert_eq!(protocol(renewed(0, "k")), "renew returned 0");
     protocol(renewed(-4, "k"));
+    // A broken hold: who broke it and why.
+    let notice = Value::BulkString(br#"{"by":"ann@h","reason":"hung"}"#.to_vec());
+    let e = super::renewed(&Value::Array(vec![Value::Int(-1), notice]), "k").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "lock \"k\" was lost: it was broken by ann@h (reason: hung)"
+    );
+}
+
+#[test]
+fn a_break_says_what_it_ended_and_whom_to_wake() {
+    let reply = [
+        Value::Int(2),
+        Value::Int(7),
+        Value::Int(9),
+        Value::BulkString(b"t1".to_vec()),
+    ];
+    let (b, wake) = broken(&reply).unwrap();
+    assert_eq!(b.fences, vec![7, 9]);
+    assert_eq!(b.woken, 1);
+    assert_eq!(wake.len(), 1);
+    let (b, wake) = broken(&[Value::Int(0)]).unwrap();
+    assert!(b.fences.is_empty() && wake.is_empty());
+    assert!(broken(&[Value::Int(3), Value::Int(1)]).is_err());
 }
 
 #[test]

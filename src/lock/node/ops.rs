@@ -9,6 +9,7 @@ use crate::clock::BootTime;
 use crate::conn::Conn;
 use crate::duration::millis;
 use crate::lock::backend::Backend;
+use crate::lock::breaking::{Broken, Holders};
 use crate::lock::decode;
 use crate::lock::keys::{LockName, escape_glob, request_id};
 use crate::lock::script::*;
@@ -265,14 +266,14 @@ impl Backend for Node {
         // Naturally idempotent (it sets the lease end to at least now +
         // TTL), and validity counts from the first send: resend freely.
         let [cap, retention] = self.server.history.args();
-        let n: i64 = self.eval(
+        let n: Value = self.eval(
             &RENEW,
             &lock.keys(None),
             &[token.as_str(), &millis(ttl).to_string(), &cap, &retention],
             || format!("renew {key:?}"),
             timeout,
         )?;
-        let left = decode::renewed(n, key)?;
+        let left = decode::renewed(&n, key)?;
         // With --min-replicas a renewal counts only once replicas have it,
         // so a failover cannot roll it back unnoticed.
         if self.server.min_replicas > 0 {
@@ -292,6 +293,39 @@ impl Backend for Node {
             RESEND_WINDOW,
         )?;
         decode::held(&reply, key)
+    }
+
+    fn break_lock(
+        &mut self,
+        key: &str,
+        holders: &Holders,
+        by: &str,
+        reason: &str,
+    ) -> Result<Broken> {
+        let lock = self.name(key)?;
+        let (fences, resend_for) = match holders {
+            // Not resent: had the first send run, a resend would break
+            // whoever took the lock since (the waiter it woke).
+            Holders::All => (String::new(), Duration::ZERO),
+            // A resend finds the fences it broke gone: it breaks nothing
+            // more (each grant has a fence of its own).
+            Holders::Fences(f) if f.is_empty() => return Ok(Broken::default()),
+            Holders::Fences(f) => (
+                f.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+                RESEND_WINDOW,
+            ),
+        };
+        let [cap, retention] = self.server.history.args();
+        let reply: Vec<Value> = self.eval(
+            &BREAK,
+            &lock.keys(None),
+            &[&fences, by, reason, &cap, &retention],
+            || format!("break {key:?}"),
+            resend_for,
+        )?;
+        let (broken, wake) = decode::broken(&reply)?;
+        self.wake(&lock, wake);
+        Ok(broken)
     }
 
     fn status(&mut self, key: &str) -> Result<Status> {

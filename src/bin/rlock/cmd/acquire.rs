@@ -99,6 +99,7 @@ pub(crate) fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep
             .map_or(std::time::Duration::from_secs(10), |g| g.0),
         // Set from the global options by the caller.
         history: rlock::HistoryLimits::default(),
+        max_hold: crate::setup::max_hold(keep.max_hold)?,
     }))
 }
 

@@ -45,6 +45,7 @@ pub(crate) fn exec(
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
     mistyped_option(command)?;
+    let max_hold = crate::setup::max_hold(run.max_hold)?;
     req.check()?;
     req.info = HolderInfo::current(Some(rlock::conn::redact_command(command)));
     let mut locker = connect(g)?;
@@ -55,6 +56,7 @@ pub(crate) fn exec(
         on_lost: run.on_lost.into(),
         grace: run.grace.0,
         kill_leftovers: run.kill_leftovers,
+        max_hold,
     };
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;
@@ -112,6 +114,13 @@ pub(crate) fn exec(
                 "rlock: lock {key:?}: no renewal confirmed for {}; the command runs on \
                  (--on-lost ignore) and renewing goes on",
                 human(d)
+            ),
+            Event::Overran(max) => say!(
+                "rlock: the command ran past --max-hold {} on lock {key:?}: sent SIGTERM, \
+                 SIGKILL in {} if it is still running; the lock is released once it is gone \
+                 (exit 124)",
+                human(max),
+                human(run.grace.0)
             ),
             Event::ReleasedLate(margin) => say!(
                 "rlock: lock {key:?}: Redis answered the release only after the lease had \

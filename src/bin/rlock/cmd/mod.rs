@@ -1,6 +1,7 @@
 //! One function per subcommand; [`run`] dispatches.
 
 mod acquire;
+mod breaking;
 mod exec;
 mod query;
 mod release;
@@ -61,6 +62,14 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                 RwMode::Write => Mode::Write,
             };
             if command.is_empty() {
+                if run.max_hold.is_some() {
+                    return Err(rlock::Error::Usage(
+                        "--max-hold needs a command to stop (rlock rw MODE KEY -- CMD); \
+                         a lock taken without one is held until released"
+                            .into(),
+                    )
+                    .into());
+                }
                 acquire::print_token(g, key, req, None)
             } else {
                 exec::exec(g, key, req, run, command)
@@ -75,6 +84,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
         Command::Status { key, json } => query::status(g, key, *json),
         Command::History { key, limit, json } => query::history(g, key, *limit, *json),
+        Command::Break {
+            key,
+            reason,
+            holder,
+            yes,
+        } => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
         Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
         Command::List { pattern, json } => query::list(g, pattern, *json),
     }

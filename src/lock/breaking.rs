@@ -1,0 +1,162 @@
+//! Breaking a lock (`rlock break`): an operator ends holds by force
+//! (lua/break.lua). What a break targets, what it did, how a holder is
+//! named, and the notice a broken holder's renewal reads.
+
+use super::types::{HolderStatus, Status};
+use crate::{Error, Result};
+
+/// Which holds [`crate::Locker::break_lock`] ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holders {
+    /// Every hold of the lock (every holder of a semaphore or read-write
+    /// lock), parked min-holds included.
+    All,
+    /// The holds granted with these fences (a fence names one grant: see
+    /// [`matching`]). Fences that hold nothing any more are skipped.
+    Fences(Vec<u64>),
+}
+
+/// What a break did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Broken {
+    /// The fences of the holds that were ended (empty: nothing matched, or
+    /// the lock was free).
+    pub fences: Vec<u64>,
+    /// How many waiters were told they may now take the lock.
+    pub woken: usize,
+}
+
+/// Longest `reason` accepted, in bytes.
+pub const MAX_REASON_LEN: usize = 1000;
+
+/// How a broken holder's loss starts (`Error::Lost`'s `why`), so that exec
+/// and the keeper can tell it from other losses.
+pub(crate) const BROKEN_BY: &str = "it was broken by ";
+
+/// Check a break's `by` and `reason`: not empty, one line, bounded.
+pub fn check(by: &str, reason: &str) -> Result<()> {
+    for (what, s) in [("reason", reason), ("breaker (by)", by)] {
+        if s.trim().is_empty() {
+            return Err(Error::Usage(format!(
+                "the {what} of a break must not be empty"
+            )));
+        }
+        if s.len() > MAX_REASON_LEN {
+            return Err(Error::Usage(format!(
+                "the {what} of a break is {} bytes; at most {MAX_REASON_LEN} allowed",
+                s.len()
+            )));
+        }
+        if s.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "the {what} of a break {s:?} contains control characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The operator breaking a lock: `user@host` (the login name: $USER,
+/// $LOGNAME, else the user database's name for the uid; else the uid).
+pub fn operator() -> String {
+    let mut user = super::types::login_name();
+    if user.is_empty() {
+        // SAFETY: getuid cannot fail.
+        user = unsafe { libc::getuid() }.to_string();
+    }
+    format!("{user}@{}", super::types::hostname())
+}
+
+/// The holders of `status` that `id` names: `id` is a holder's fence, as
+/// `rlock status` and `list` print it (`fence 7`: "7"; unique, since each
+/// grant of a lock gets a new fence), or `PID@HOST` (every hold of that
+/// process). An `id` of neither form is [`Error::Usage`]; one that matches
+/// nobody gives an empty list.
+pub fn matching<'s>(status: &'s Status, id: &str) -> Result<Vec<&'s HolderStatus>> {
+    let id = id.trim();
+    if let Ok(fence) = id.parse::<u64>() {
+        return Ok(status.holders.iter().filter(|h| h.fence == fence).collect());
+    }
+    if let Some((pid, host)) = id.split_once('@')
+        && let Ok(pid) = pid.parse::<u32>()
+        && !host.is_empty()
+    {
+        return Ok(status
+            .holders
+            .iter()
+            .filter(|h| h.pid == pid && h.host == host)
+            .collect());
+    }
+    Err(Error::Usage(format!(
+        "holder {id:?} is neither a fence (a number, as status shows it: `fence 7`) nor PID@HOST"
+    )))
+}
+
+/// The loss a renewal reports for a broken hold: who broke it and why,
+/// from the notice break.lua left (JSON {by, reason}).
+pub(crate) fn lost_why(notice: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Notice {
+        by: String,
+        reason: String,
+    }
+    match serde_json::from_str::<Notice>(notice) {
+        Ok(n) => format!("{BROKEN_BY}{} (reason: {})", n.by, n.reason),
+        Err(_) => format!("{BROKEN_BY}an operator (rlock break)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(fence: u64, pid: u32, host: &str) -> HolderStatus {
+        HolderStatus {
+            mode: "read".into(),
+            host: host.into(),
+            pid,
+            cmd: None,
+            since: String::new(),
+            since_ms: 0,
+            ttl_ms: 1000,
+            count: 1,
+            fence,
+        }
+    }
+
+    #[test]
+    fn a_holder_is_named_by_its_fence_or_pid_at_host() {
+        let st = Status {
+            key: "k".into(),
+            kind: "rw".into(),
+            held: true,
+            limit: 0,
+            fence: 9,
+            waiters: 0,
+            waiting_writers: 0,
+            last_lost: None,
+            holders: vec![holder(7, 10, "a"), holder(9, 11, "b")],
+        };
+        assert_eq!(matching(&st, "9").unwrap()[0].pid, 11);
+        assert_eq!(matching(&st, "10@a").unwrap()[0].fence, 7);
+        assert!(matching(&st, "8").unwrap().is_empty());
+        assert!(matching(&st, "10@b").unwrap().is_empty());
+        assert!(matching(&st, "x").is_err());
+        assert!(matching(&st, "10@").is_err());
+    }
+
+    #[test]
+    fn notices_say_who_and_why() {
+        let why = lost_why(r#"{"by":"ann@h","reason":"hung deploy"}"#);
+        assert_eq!(why, "it was broken by ann@h (reason: hung deploy)");
+        assert!(lost_why("?").starts_with(BROKEN_BY));
+    }
+
+    #[test]
+    fn reasons_are_checked() {
+        assert!(check("a@h", "why").is_ok());
+        assert!(check("a@h", " ").is_err());
+        assert!(check("a@h", "a\nb").is_err());
+        assert!(check("a@h", &"x".repeat(MAX_REASON_LEN + 1)).is_err());
+    }
+}

@@ -1,0 +1,362 @@
+//! `rlock break KEY --reason TEXT [--holder ID] [--yes]`: an operator ends
+//! a stuck lock's hold(s); the broken holder finds out at its next renewal
+//! and says who broke the lock and why; the next waiter gets it at once.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::keep::{finish_child, script, wait_line};
+use crate::util::*;
+
+/// Every key under the test's prefix has a TTL (none is left for ever).
+#[track_caller]
+fn all_keys_expire(r: &Redis) {
+    for k in r.keys() {
+        let ttl: i64 = r.cmd(&["PTTL", &k]);
+        assert!(
+            ttl > 0 || ttl == -2,
+            "{k} has PTTL {ttl}: a key without expiry"
+        );
+    }
+}
+
+/// `key`'s history events of kind `event` (the library's history read).
+fn events(r: &Redis, key: &str, event: &str) -> Vec<rlock::Event> {
+    let mut l = r.locker();
+    l.history(key, 100)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == event)
+        .collect()
+}
+
+/// The fences of `key`'s holders, as `rlock status --json` shows them.
+fn fences(r: &Redis, key: &str) -> Vec<u64> {
+    let st = r.status_json(key);
+    st["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["fence"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_broken_exec_exits_79_saying_who_and_why_and_the_waiter_gets_the_lock() {
+    let r = Redis::shared();
+    // Renewed every 2 s: without the break, the waiter would never get it
+    // within its -w (the holder sleeps 60 s).
+    let holder = rlock(&r)
+        .args(["exec", "--ttl", "6s", "k", "--", "sleep", "60"])
+        .spawn();
+    eventually(Duration::from_secs(10), "the lock held", || r.held("k"));
+    let waiter = rlock(&r)
+        .args(["exec", "-w", "30s", "k", "--", "true"])
+        .spawn();
+    r.await_waiters("k", 1);
+    let out = rlock(&r)
+        .args(["break", "k", "--reason", "job 4711 hung", "--yes"])
+        .run()
+        .ok();
+    assert!(out.stderr.contains("broke lock \"k\""), "{}", out.stderr);
+    assert!(out.stderr.contains("1 waiter(s) woken"), "{}", out.stderr);
+    finish(waiter, "the waiter").ok();
+    let broken = finish(holder, "the broken exec").code(79);
+    assert!(
+        broken.stderr.contains("it was broken by ")
+            && broken.stderr.contains("@")
+            && broken.stderr.contains("(reason: job 4711 hung)"),
+        "{}",
+        broken.stderr
+    );
+    // The history says who broke it and why, with the hold's fence.
+    let b = events(&r, "k", "broken");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert!(events(&r, "k", "lost").is_empty());
+    assert_eq!(b[0].reason.as_deref(), Some("job 4711 hung"));
+    assert!(
+        b[0].by.as_deref().unwrap_or_default().contains('@'),
+        "{b:?}"
+    );
+    assert!(b[0].fence.is_some_and(|f| f > 0), "{b:?}");
+    let n: Option<String> = r.cmd(&["HGET", &format!("{}:n", r.key("k")), "breaks"]);
+    assert_eq!(n.as_deref(), Some("1"));
+    // The renewal read the notice and removed it; nothing left without TTL.
+    let left: Vec<String> = r.cmd(&["HKEYS", &format!("{}:n", r.key("k"))]);
+    assert!(!left.iter().any(|f| f.starts_with("b:")), "{left:?}");
+    all_keys_expire(&r);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn holder_names_one_semaphore_holder_by_fence_or_pid_at_host() {
+    let r = Redis::shared();
+    let acquire = || {
+        rlock(&r)
+            .args(["acquire", "sem", "--limit", "3", "--ttl", "60s"])
+            .run()
+            .ok()
+            .token()
+    };
+    let (a, b, c) = (acquire(), acquire(), acquire());
+    let f = fences(&r, "sem");
+    assert_eq!(f.len(), 3);
+    let first = f.iter().min().unwrap().to_string();
+    rlock(&r)
+        .args(["break", "sem", "--holder", &first, "--reason", "r", "--yes"])
+        .run()
+        .ok();
+    // The first holder (lowest fence: `a`) is gone, and told why.
+    rlock(&r)
+        .args(["renew", "sem", "--token", &a])
+        .run()
+        .fails(79, "broken by");
+    for t in [&b, &c] {
+        rlock(&r).args(["check", "sem", "--token", t]).run().ok();
+    }
+    // An ID that matches nobody: exit 1, nothing broken.
+    rlock(&r)
+        .args(["break", "sem", "--holder", &first, "--reason", "r", "--yes"])
+        .run()
+        .fails(1, "no holder");
+    assert_eq!(fences(&r, "sem").len(), 2);
+    // PID@HOST: every hold of that process (`acquire` records its
+    // caller, this test, as the holder: both holds are its).
+    let st = r.status_json("sem");
+    let h = &st["holders"][0];
+    let id = format!("{}@{}", h["pid"], h["host"].as_str().unwrap());
+    let same = st["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["pid"] == h["pid"] && x["host"] == h["host"])
+        .count();
+    assert!(same >= 1);
+    rlock(&r)
+        .args(["break", "sem", "--holder", &id, "--reason", "r", "--yes"])
+        .run()
+        .ok();
+    assert_eq!(fences(&r, "sem").len(), 2 - same);
+    all_keys_expire(&r);
+}
+
+#[test]
+fn breaking_a_read_write_lock_ends_every_reader_and_lets_the_writer_in() {
+    let r = Redis::shared();
+    let read = || {
+        rlock(&r)
+            .args(["rw", "read", "cat", "--ttl", "60s"])
+            .run()
+            .ok()
+            .token()
+    };
+    let (a, b) = (read(), read());
+    let writer = rlock(&r)
+        .args(["rw", "write", "-w", "30s", "cat", "--", "true"])
+        .spawn();
+    r.await_waiters("cat", 1);
+    let out = rlock(&r)
+        .args(["break", "cat", "--reason", "readers hung", "--yes"])
+        .run()
+        .ok();
+    assert!(out.stderr.contains("broke lock"), "{}", out.stderr);
+    finish(writer, "the writer").ok();
+    for t in [&a, &b] {
+        rlock(&r)
+            .args(["renew", "cat", "--token", t])
+            .run()
+            .fails(79, "readers hung");
+    }
+    all_keys_expire(&r);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
+    let r = Redis::shared();
+    let d = crate::keep::tmp("broken");
+    let mut sh = script(
+        &r,
+        "bash",
+        &d,
+        "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
+         tok=$(\"$B\" -v acquire k --keep --ttl 1500ms 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"
+         sleep 30 & wait",
+    );
+    wait_line(&d, "pid");
+    rlock(&r)
+        .args(["break", "k", "--reason", "script stuck", "--yes"])
+        .run()
+        .ok();
+    assert_eq!(wait_line(&d, "signalled"), "TERM");
+    let out = finish_child(&mut sh);
+    assert_eq!(out.0, Some(5), "{}", out.1);
+    // The history has the break once, and no `lost` beside it.
+    assert_eq!(events(&r, "k", "broken").len(), 1);
+    assert!(events(&r, "k", "lost").is_empty());
+    let st = r.status_json("k");
+    let why = st["last_lost"]["why"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        why.contains("broken by") && why.contains("script stuck"),
+        "{st}"
+    );
+    all_keys_expire(&r);
+}
+
+#[test]
+fn a_free_lock_has_nothing_to_break() {
+    let r = Redis::shared();
+    let out = rlock(&r)
+        .args(["break", "free", "--reason", "r", "--yes"])
+        .run()
+        .ok();
+    assert!(out.stderr.contains("nothing to break"), "{}", out.stderr);
+    assert!(r.keys().is_empty(), "{:?}", r.keys());
+}
+
+#[test]
+fn bad_input_is_64_and_breaks_nothing() {
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "k", "--ttl", "60s"])
+        .run()
+        .ok()
+        .token();
+    // No --yes, stdin not a terminal (the harness gives /dev/null).
+    rlock(&r)
+        .args(["break", "k", "--reason", "r"])
+        .run()
+        .fails(64, "--yes");
+    // --reason is required, and not empty.
+    rlock(&r)
+        .args(["break", "k", "--yes"])
+        .run()
+        .fails(64, "--reason");
+    rlock(&r)
+        .args(["break", "k", "--reason", " ", "--yes"])
+        .run()
+        .fails(64, "reason");
+    rlock(&r)
+        .args(["break", "k", "--reason", "a\nb", "--yes"])
+        .run()
+        .fails(64, "control characters");
+    // A holder ID of neither form.
+    rlock(&r)
+        .args(["break", "k", "--holder", "x", "--reason", "r", "--yes"])
+        .run()
+        .fails(64, "PID@HOST");
+    rlock(&r).args(["check", "k", "--token", &tok]).run().ok();
+}
+
+/// `rlock break` in a real terminal (script(1)), answering `answer`; its
+/// exit code and stderr (the question included).
+fn break_in_a_pty(r: &Redis, dir: &Path, answer: &str) -> (String, String) {
+    let mut child = Command::new("script")
+        .args([
+            "-qec",
+            "\"$BIN\" break k --reason 'asked' 2>\"$D/err\"; echo $? > \"$D/rc\"",
+            "/dev/null",
+        ])
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .env("BIN", env!("CARGO_BIN_EXE_rlock"))
+        .env("D", dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        // Typed once the question is there (the terminal keeps it anyway).
+        eventually(Duration::from_secs(10), "the question", || {
+            read(&dir.join("err")).contains("[y/N]")
+        });
+        stdin.write_all(answer.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+    let rc = wait_line(dir, "rc");
+    let _ = child.wait();
+    (rc, read(&dir.join("err")))
+}
+
+#[test]
+fn on_a_terminal_break_asks_first() {
+    let r = Redis::shared();
+    rlock(&r).args(["acquire", "k", "--ttl", "60s"]).run().ok();
+    let d = tmp_dir("break", "pty-no");
+    let (rc, err) = break_in_a_pty(&r, &d, "n\n");
+    assert_eq!(rc, "1", "{err}");
+    assert!(err.contains("break lock \"k\" held by host "), "{err}");
+    assert!(err.contains("not broken"), "{err}");
+    assert!(r.held("k"));
+    let d = tmp_dir("break", "pty-yes");
+    let (rc, err) = break_in_a_pty(&r, &d, "y\n");
+    assert_eq!(rc, "0", "{err}");
+    assert!(err.contains("broke lock"), "{err}");
+    assert!(!r.held("k"));
+    all_keys_expire(&r);
+}
+
+#[test]
+fn under_redlock_the_break_reaches_every_master_and_exec_says_why() {
+    let ms: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let urls = ms.iter().map(Redis::url).collect::<Vec<_>>().join(",");
+    let holder = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["exec", "--ttl", "3s", "k", "--", "sleep", "60"])
+        .spawn();
+    eventually(Duration::from_secs(10), "held on every master", || {
+        ms.iter().all(|m| m.held("k"))
+    });
+    let out = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["break", "k", "--reason", "quorum stuck", "--yes"])
+        .run()
+        .ok();
+    assert!(out.stderr.contains("broke lock"), "{}", out.stderr);
+    for m in &ms {
+        assert!(!m.held("k"));
+    }
+    let broken = finish(holder, "the broken exec").code(79);
+    assert!(
+        broken.stderr.contains("it was broken by") && broken.stderr.contains("quorum stuck"),
+        "{}",
+        broken.stderr
+    );
+}
+
+#[test]
+fn on_a_cluster_break_works_for_keys_on_every_master() {
+    let c = Cluster::start(3);
+    let rc = || {
+        bare_rlock()
+            .env("RLOCK_URL", &c.urls())
+            .env("RLOCK_CLUSTER", "1")
+    };
+    // 12 names land on all three masters.
+    for i in 0..12 {
+        let k = format!("job-{i}");
+        let tok = rc()
+            .args(["acquire", &k, "--ttl", "60s"])
+            .run()
+            .ok()
+            .token();
+        rc().args(["break", &k, "--reason", "r", "--yes"])
+            .run()
+            .ok();
+        rc().args(["renew", &k, "--token", &tok])
+            .run()
+            .fails(79, "broken by");
+        rc().args(["exec", "-n", &k, "--", "true"]).run().ok();
+    }
+    for r in &c.nodes {
+        all_keys_expire(r);
+    }
+}
