@@ -19,6 +19,12 @@ pub(crate) struct Lua {
     sha: &'static str,
 }
 
+impl Lua {
+    pub(crate) fn sha(&self) -> &'static str {
+        self.sha
+    }
+}
+
 macro_rules! script {
     ($file:literal) => {
         Lua {
@@ -35,6 +41,8 @@ pub(super) static STATUS: Lua = script!("status.lua");
 pub(super) static CHECK: Lua = script!("check.lua");
 pub(super) static WAIT: Lua = script!("wait.lua");
 pub(super) static WAKE: Lua = script!("wake.lua");
+pub(super) static INDEX: Lua = script!("index.lua");
+pub(super) static INDEX_DROP: Lua = script!("index_drop.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -128,6 +136,10 @@ impl Node {
         self.resent = false;
         self.sent = false;
         self.silent = None;
+        // An index touch to run right after this script (see
+        // src/lock/node/index.rs): in the same pipeline on one server.
+        let touch = self.then.take();
+        let touch_sent = Instant::now();
         loop {
             match self.conn() {
                 Ok(_) => {}
@@ -138,16 +150,45 @@ impl Node {
             }
             self.sent = true;
             let conn = self.conn.as_mut().expect("just connected");
-            let mut res = call("EVALSHA", script.sha).query(conn);
+            let mut touched = None;
+            let mut res = match (&touch, &mut *conn) {
+                (Some(t), crate::conn::Conn::One(c)) => {
+                    let mut packed = call("EVALSHA", script.sha).get_packed_command();
+                    t.cmd("EVALSHA").write_packed_command(&mut packed);
+                    match redis::ConnectionLike::req_packed_commands(c, &packed, 0, 2) {
+                        Ok(mut v) if v.len() == 2 => {
+                            touched = v.pop();
+                            v.pop()
+                                .expect("two replies")
+                                .extract_error()
+                                .and_then(|v| Ok(T::from_redis_value(v)?))
+                        }
+                        Ok(_) => Err(redis::RedisError::from((
+                            redis::ErrorKind::Client,
+                            "a pipeline of two calls got another number of replies",
+                        ))),
+                        Err(e) => Err(e),
+                    }
+                }
+                _ => call("EVALSHA", script.sha).query(conn),
+            };
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
                 res = call("EVAL", script.code).query(conn);
+                // The touch went in the pipeline before the script ran:
+                // send it again after it.
+                touched = None;
             }
             self.used();
             // Only a real answer counts: a replica's READONLY does not.
             self.answered |= res.is_ok();
             match res {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    if let Some(t) = touch {
+                        self.finish_touch(t, touch_sent, touched);
+                    }
+                    return Ok(v);
+                }
                 Err(e) if self.answered && resendable(&e, cluster, failover) => {
                     // Never reuse the connection: its replies may be out of
                     // step, and a cluster one has a stale slot map.
@@ -176,7 +217,17 @@ mod tests {
 
     #[test]
     fn build_rs_hashes_each_script_as_sent() {
-        for s in [&ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE] {
+        for s in [
+            &ACQUIRE,
+            &RELEASE,
+            &RENEW,
+            &STATUS,
+            &CHECK,
+            &WAIT,
+            &WAKE,
+            &INDEX,
+            &INDEX_DROP,
+        ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }
         // The prelude is in where a script asks for it, and only there.

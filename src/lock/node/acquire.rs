@@ -52,6 +52,10 @@ impl Node {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)
         });
+        // Every acquire call notes the lock in the index of locks in use,
+        // right after the script (granted, queued or busy: in use either
+        // way; see index.rs). The lease covers a waiter's lease too.
+        self.touch_next(lock, req.ttl);
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.request_keys(token, &id),
@@ -144,6 +148,8 @@ impl Node {
         req: &Request,
         known: &str,
     ) -> Result<Option<Beat>> {
+        // A long wait keeps its index entry (rarely: see index.rs).
+        self.refresh_next(lock, req.ttl);
         let reply: Vec<Value> = self.eval(
             &WAIT,
             &lock.keys(None),

@@ -197,6 +197,8 @@ impl Backend for Node {
         let lock = self.name(key)?;
         let sent = BootTime::now();
         let timeout = self.server.timeout;
+        // A long hold keeps its index entry (rarely: see index.rs).
+        self.refresh_next(&lock, ttl);
         // Naturally idempotent (it sets the lease end to at least now +
         // TTL), and validity counts from the first send: resend freely.
         let n: i64 = self.eval(
@@ -247,6 +249,21 @@ impl Backend for Node {
                 "pattern {pattern:?} contains control characters"
             )));
         }
+        // Through the index of locks in use (see index.rs); a scan of the
+        // whole keyspace only when asked (RLOCK_LIST_SCAN=1: locks taken by
+        // an rlock older than the index are in no index).
+        if std::env::var_os("RLOCK_LIST_SCAN").is_some_and(|v| v == "1") {
+            self.list_scanned(pattern)
+        } else {
+            self.list_indexed(pattern)
+        }
+    }
+}
+
+impl Node {
+    /// `list` as rlock did before the index: SCAN every key under the
+    /// prefix (on every master of a cluster), O(keys in Redis).
+    fn list_scanned(&mut self, pattern: &str) -> Result<Vec<Status>> {
         let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
         let res = self.conn()?.scan(&glob, "hash");
         self.used();
