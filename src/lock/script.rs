@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::FromRedisValue;
+use redis::{FromRedisValue, Value};
 
 use super::node::Node;
 use super::types::backoff;
@@ -199,6 +199,14 @@ impl Node {
                     }
                 }
                 Err(e) => {
+                    // The script refused (data rlock did not write, a bad
+                    // request): nothing may be left written, and the touch
+                    // pipelined behind it added an entry. Take it back.
+                    if let (Some(t), Some(Value::Int(score))) = (&touch, &touched)
+                        && !crate::error::is_unavailable(&e)
+                    {
+                        self.untouch(t, *score);
+                    }
                     if e.is_timeout() {
                         // Kept for a give-back queued behind this call
                         // (see `Node::abandon_unanswered`).

@@ -144,6 +144,29 @@ impl Node {
         }
     }
 
+    /// Remove the entry a touch set to `score`, unless touched since
+    /// (after a script that refused: it leaves nothing written).
+    pub(crate) fn untouch(&mut self, touch: &Touch, score: i64) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        let score = score.to_string();
+        let drop = |verb: &str| {
+            let mut c = redis::cmd(verb);
+            c.arg(if verb == "EVAL" { INDEX_DROP.code } else { INDEX_DROP.sha() })
+                .arg(1)
+                .arg(&touch.key)
+                .arg(&touch.name)
+                .arg(&score);
+            c
+        };
+        let res: redis::RedisResult<i64> = drop("EVALSHA").query(conn);
+        if matches!(&res, Err(e) if crate::error::code(e) == Some("NOSCRIPT")) {
+            let _: redis::RedisResult<i64> = drop("EVAL").query(conn);
+        }
+        self.used();
+    }
+
     fn send_touch(&mut self, touch: &Touch, verb: &str) -> bool {
         let Some(conn) = self.conn.as_mut() else {
             return false;
