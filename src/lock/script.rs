@@ -151,33 +151,45 @@ impl Node {
             self.sent = true;
             let conn = self.conn.as_mut().expect("just connected");
             let mut touched = None;
+            let mut out_of_step = false;
             let mut res = match (&touch, &mut *conn) {
                 (Some(t), crate::conn::Conn::One(c)) => {
+                    // Both in one write; the script's reply first. The
+                    // touch's reply is read only after a reply Redis made
+                    // (an answer or an error reply): after anything else
+                    // (a timeout, a peer that is not Redis) it may never
+                    // come, and the connection is not used again.
                     let mut packed = call("EVALSHA", script.sha).get_packed_command();
                     t.cmd("EVALSHA").write_packed_command(&mut packed);
-                    match redis::ConnectionLike::req_packed_commands(c, &packed, 0, 2) {
-                        Ok(mut v) if v.len() == 2 => {
-                            touched = v.pop();
-                            v.pop()
-                                .expect("two replies")
+                    match c.send_packed_command(&packed).and_then(|()| c.recv_response()) {
+                        Ok(first) => {
+                            match c.recv_response() {
+                                Ok(v) => touched = Some(v),
+                                Err(_) => out_of_step = true,
+                            }
+                            first
                                 .extract_error()
                                 .and_then(|v| Ok(T::from_redis_value(v)?))
                         }
-                        Ok(_) => Err(redis::RedisError::from((
-                            redis::ErrorKind::Client,
-                            "a pipeline of two calls got another number of replies",
-                        ))),
-                        Err(e) => Err(e),
+                        Err(e) => {
+                            out_of_step = !e.is_timeout();
+                            Err(e)
+                        }
                     }
                 }
                 _ => call("EVALSHA", script.sha).query(conn),
             };
+
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
                 res = call("EVAL", script.code).query(conn);
                 // The touch went in the pipeline before the script ran:
                 // send it again after it.
                 touched = None;
+            }
+            if out_of_step {
+                // Never reuse it: its replies may be out of step.
+                self.conn = None;
             }
             self.used();
             // Only a real answer counts: a replica's READONLY does not.

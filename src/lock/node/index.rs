@@ -127,6 +127,21 @@ impl Node {
         }
     }
 
+    /// Touch `lock`'s entry now, on the connection the last call used, if
+    /// due as for [`Node::refresh_next`]: after a renewal that succeeded
+    /// (one that failed must not leave an entry for a lock nobody holds).
+    pub(super) fn refresh_now(&mut self, lock: &LockName, lease: Duration) {
+        if self.touched.due(lock.redis_key(), lease) {
+            let touch = Touch {
+                key: lock.index_key(),
+                name: lock.name().to_string(),
+                lease,
+                base: lock.redis_key().to_string(),
+            };
+            self.finish_touch(touch, Instant::now(), None);
+        }
+    }
+
     /// After the script call a touch followed: `reply` is its answer when
     /// it went in the same pipeline (one server); otherwise (a cluster, or
     /// the script went again alone after NOSCRIPT) it is sent now, on the
@@ -209,8 +224,13 @@ impl Node {
                     for cmd in chunk {
                         cmd.write_packed_command(&mut packed);
                     }
-                    let replies = redis::ConnectionLike::req_packed_commands(c, &packed, 0, chunk.len())?;
-                    out.extend(replies.into_iter().map(Value::extract_error));
+                    // Replies read one by one: the first failure to read
+                    // (a timeout, a peer that is not Redis) ends the call,
+                    // where redis-rs' pipeline would wait for each reply.
+                    c.send_packed_command(&packed)?;
+                    for _ in chunk {
+                        out.push(c.recv_response()?.extract_error());
+                    }
                 }
             }
             #[allow(unreachable_patterns)]
@@ -225,6 +245,13 @@ impl Node {
         }
         self.used();
         Ok(out)
+    }
+
+    /// A batch that failed part-way: its connection's replies may be out
+    /// of step, never reuse it.
+    fn batch_failed(&mut self, e: redis::RedisError) -> Error {
+        self.conn = None;
+        self.fail(e, "list locks".into())
     }
 
     /// Every lock in use whose name matches the glob `pattern`, through
@@ -248,9 +275,7 @@ impl Node {
                     c
                 })
                 .collect();
-            let replies = self
-                .batch(&cmds)
-                .map_err(|e| self.fail(e, "list locks".into()))?;
+            let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
             let mut next = Vec::new();
             for ((i, _), reply) in cursors.iter().zip(replies) {
                 let reply = reply.map_err(|e| self.fail(e, "list locks".into()))?;
@@ -286,9 +311,7 @@ impl Node {
                 c
             })
             .collect();
-        let replies = self
-            .batch(&cmds)
-            .map_err(|e| self.fail(e, "list locks".into()))?;
+            let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
         let mut out = Vec::new();
         for ((lock, shard, score), reply) in named.into_iter().zip(replies) {
             let status = match reply {

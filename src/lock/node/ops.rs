@@ -197,8 +197,6 @@ impl Backend for Node {
         let lock = self.name(key)?;
         let sent = BootTime::now();
         let timeout = self.server.timeout;
-        // A long hold keeps its index entry (rarely: see index.rs).
-        self.refresh_next(&lock, ttl);
         // Naturally idempotent (it sets the lease end to at least now +
         // TTL), and validity counts from the first send: resend freely.
         let n: i64 = self.eval(
@@ -209,6 +207,8 @@ impl Backend for Node {
             timeout,
         )?;
         let left = decode::renewed(n, key)?;
+        // A long hold keeps its index entry (rarely: see index.rs).
+        self.refresh_now(&lock, ttl);
         // With --min-replicas a renewal counts only once replicas have it,
         // so a failover cannot roll it back unnoticed.
         if self.server.min_replicas > 0 {
