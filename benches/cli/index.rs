@@ -52,8 +52,13 @@ fn unrelated(r: &Redis, count: usize) {
 
 fn hold(l: &mut Locker, from: usize, to: usize) {
     for i in from..to {
-        l.acquire(&format!("job-{i}"), &request(Duration::from_secs(600)), None, &mut |_| {})
-            .expect("acquire");
+        l.acquire(
+            &format!("job-{i}"),
+            &request(Duration::from_secs(600)),
+            None,
+            &mut |_| {},
+        )
+        .expect("acquire");
     }
 }
 
@@ -88,14 +93,35 @@ pub(crate) fn run(_: &Bench) {
     unrelated(&r, UNRELATED);
     let mut l = locker(&r);
     hold(&mut l, 0, FEW);
-    println!("  {:<34} {:>10} {:>8} {:>8}", "", "locks held", "ms", "goal");
+    println!(
+        "  {:<34} {:>10} {:>8} {:>8}",
+        "", "locks held", "ms", "goal"
+    );
     let (scan, n_scan) = list(&r, true);
-    println!("  {:<34} {:>10} {:>8.1} {:>8}", "list by SCAN (before)", n_scan, ms(scan), "");
+    println!(
+        "  {:<34} {:>10} {:>8.1} {:>8}",
+        "list by SCAN (before)",
+        n_scan,
+        ms(scan),
+        ""
+    );
     let (index, n_index) = list(&r, false);
-    println!("  {:<34} {:>10} {:>8.1} {:>8}", "list through the index", n_index, ms(index), "< 20");
+    println!(
+        "  {:<34} {:>10} {:>8.1} {:>8}",
+        "list through the index",
+        n_index,
+        ms(index),
+        "< 20"
+    );
     hold(&mut l, FEW, MANY);
     let (many, n_many) = list(&r, false);
-    println!("  {:<34} {:>10} {:>8.1} {:>8}", "list through the index", n_many, ms(many), "< 500");
+    println!(
+        "  {:<34} {:>10} {:>8.1} {:>8}",
+        "list through the index",
+        n_many,
+        ms(many),
+        "< 500"
+    );
     if n_scan != FEW || n_index != FEW || n_many != MANY {
         println!("  ERROR: list showed {n_scan}, {n_index}, {n_many} locks");
     }
@@ -104,7 +130,10 @@ pub(crate) fn run(_: &Bench) {
     // holding its share of 10,000 entries, as each acquire sends it.
     let mut c = r.conn();
     let code = include_str!("../../lua/index.lua");
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).expect("RESETSTAT");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut c)
+        .expect("RESETSTAT");
     let shard = "rlock:{i0}:index";
     for i in 0..TOUCHES {
         let _: i64 = redis::cmd("EVAL")
@@ -120,10 +149,15 @@ pub(crate) fn run(_: &Bench) {
     let touch = s.get("usec_eval").unwrap_or(&0.0) / s.get("cmdstat_eval").unwrap_or(&1.0);
     // A whole library acquire + release (acquire script, touch, release
     // script), for scale.
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).expect("RESETSTAT");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut c)
+        .expect("RESETSTAT");
     for i in 0..TOUCHES {
         let k = format!("cycle-{}", i % 100);
-        let lease = l.acquire(&k, &request(Duration::from_secs(10)), None, &mut |_| {}).expect("acquire");
+        let lease = l
+            .acquire(&k, &request(Duration::from_secs(10)), None, &mut |_| {})
+            .expect("acquire");
         l.release(&k, &lease.token).expect("release");
     }
     let s = info(&mut c, &["commandstats"]);

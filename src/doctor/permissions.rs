@@ -76,7 +76,11 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
         ("exists", v(&["exists", k]), Always),
         ("pttl", v(&["pttl", &fence]), Recognize),
         // The index of locks in use (lua/index.lua, index_drop.lua, list).
-        ("zscan", v(&["zscan", &ix, "0", "match", "*", "count", "1000"]), Always),
+        (
+            "zscan",
+            v(&["zscan", &ix, "0", "match", "*", "count", "1000"]),
+            Always,
+        ),
         (
             "zremrangebyscore",
             v(&["zremrangebyscore", &ix, "-inf", "(1"]),

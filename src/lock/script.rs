@@ -161,7 +161,10 @@ impl Node {
                     // come, and the connection is not used again.
                     let mut packed = call("EVALSHA", script.sha).get_packed_command();
                     t.cmd("EVALSHA").write_packed_command(&mut packed);
-                    match c.send_packed_command(&packed).and_then(|()| c.recv_response()) {
+                    match c
+                        .send_packed_command(&packed)
+                        .and_then(|()| c.recv_response())
+                    {
                         Ok(first) => {
                             match c.recv_response() {
                                 Ok(v) => touched = Some(v),

@@ -188,14 +188,9 @@ fn semaphore_with_vanishing_holders_never_overfills() {
         Duration::from_secs(15),
         "the semaphore's state expires",
         || {
-            r.keys()
-                .iter()
-                .all(|k| {
-                    k.ends_with(":fence")
-                        || k.contains("}:r:")
-                        || k.contains("}:w:")
-                        || is_index_key(k)
-                })
+            r.keys().iter().all(|k| {
+                k.ends_with(":fence") || k.contains("}:r:") || k.contains("}:w:") || is_index_key(k)
+            })
         },
     );
     r.assert_nothing_held(&[]);

@@ -58,13 +58,26 @@ fn entries(r: &Redis) -> Vec<(String, i64)> {
 fn list_finds_held_and_waited_for_locks_and_not_released_or_expired_ones() {
     let r = Redis::start();
     unrelated_keys(&r, 20_000);
-    let held = rlock(&r).args(["acquire", "--ttl", "60s", "held"]).run().ok().token();
-    rlock(&r).args(["acquire", "--ttl", "60s", "busy"]).run().ok();
+    let held = rlock(&r)
+        .args(["acquire", "--ttl", "60s", "held"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["acquire", "--ttl", "60s", "busy"])
+        .run()
+        .ok();
     let mut waiter = rlock(&r).args(["acquire", "-w", "30s", "busy"]).spawn();
     r.await_waiters("busy", 1);
     let gone = rlock(&r).args(["acquire", "gone"]).run().ok().token();
-    rlock(&r).args(["release", "gone", "--token", &gone]).run().ok();
-    rlock(&r).args(["acquire", "--ttl", "300ms", "short"]).run().ok();
+    rlock(&r)
+        .args(["release", "gone", "--token", &gone])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["acquire", "--ttl", "300ms", "short"])
+        .run()
+        .ok();
     rlock(&r).args(["exec", "ran", "--", "true"]).run().ok();
     // Every lock that was used is in the index, and every shard expires.
     let names: Vec<String> = entries(&r).into_iter().map(|(n, _)| n).collect();
@@ -78,19 +91,36 @@ fn list_finds_held_and_waited_for_locks_and_not_released_or_expired_ones() {
         ["busy", "held"]
     );
     let text = rlock(&r).args(["list"]).run().ok().stdout;
-    assert!(text.contains("busy: held") && text.contains("held: held"), "{text}");
+    assert!(
+        text.contains("busy: held") && text.contains("held: held"),
+        "{text}"
+    );
     // The pattern is a glob over lock names, as before.
-    assert_eq!(listed(rlock(&r).args(["list", "--json", "h*"]).run()), ["held"]);
-    assert_eq!(listed(rlock(&r).args(["list", "--json", "?us[xy]"]).run()), ["busy"]);
+    assert_eq!(
+        listed(rlock(&r).args(["list", "--json", "h*"]).run()),
+        ["held"]
+    );
+    assert_eq!(
+        listed(rlock(&r).args(["list", "--json", "?us[xy]"]).run()),
+        ["busy"]
+    );
     // `list` removed the entries of the locks nobody uses.
     let names: Vec<String> = entries(&r).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["busy", "held"]);
     // The same as the scan rlock did before the index.
     assert_eq!(
-        listed(rlock(&r).env("RLOCK_LIST_SCAN", "1").args(["list", "--json"]).run()),
+        listed(
+            rlock(&r)
+                .env("RLOCK_LIST_SCAN", "1")
+                .args(["list", "--json"])
+                .run()
+        ),
         ["busy", "held"]
     );
-    rlock(&r).args(["release", "held", "--token", &held]).run().ok();
+    rlock(&r)
+        .args(["release", "held", "--token", &held])
+        .run()
+        .ok();
     let _ = waiter.kill();
     let _ = waiter.wait();
 }
@@ -104,7 +134,9 @@ fn a_lock_held_past_its_first_index_deadline_stays_listed() {
         .env("RLOCK_INDEX_KEEP", "1000")
         .args(["exec", "--ttl", "1s", "long", "--", "sleep", "6"])
         .spawn();
-    eventually(Duration::from_secs(5), "the job to hold the lock", || r.held("long"));
+    eventually(Duration::from_secs(5), "the job to hold the lock", || {
+        r.held("long")
+    });
     let first = entries(&r);
     for _ in 0..4 {
         std::thread::sleep(Duration::from_millis(1200));
@@ -136,7 +168,10 @@ fn a_long_wait_refreshes_its_entry() {
     let first = entries(&r)[0].1;
     std::thread::sleep(Duration::from_millis(1500));
     let later = entries(&r)[0].1;
-    assert!(later > first, "the waiter's heartbeats never touched: {first} {later}");
+    assert!(
+        later > first,
+        "the waiter's heartbeats never touched: {first} {later}"
+    );
     let _ = waiter.kill();
     let _ = waiter.wait();
 }
@@ -180,12 +215,22 @@ fn list_never_removes_an_entry_touched_after_it_read_it() {
             let mut l = locker_with(&url, &prefix);
             for _ in 0..150 {
                 let lease = l
-                    .acquire("k", &rlock::Request::new(Duration::from_secs(10)), None, &mut |_| {})
+                    .acquire(
+                        "k",
+                        &rlock::Request::new(Duration::from_secs(10)),
+                        None,
+                        &mut |_| {},
+                    )
                     .unwrap();
                 l.release("k", &lease.token).unwrap();
             }
-            l.acquire("k", &rlock::Request::new(Duration::from_secs(30)), None, &mut |_| {})
-                .unwrap()
+            l.acquire(
+                "k",
+                &rlock::Request::new(Duration::from_secs(30)),
+                None,
+                &mut |_| {},
+            )
+            .unwrap()
         })
     };
     let mut l = r.locker();
@@ -215,7 +260,10 @@ fn cluster_index_writes_spread_over_the_masters() {
     // Shards per master, and locks per master: the index goes where the
     // locks go.
     let shards: Vec<usize> = c.nodes.iter().map(|r| index_keys(r).len()).collect();
-    assert!(shards.iter().all(|&n| n > 0), "index shards per master: {shards:?}");
+    assert!(
+        shards.iter().all(|&n| n > 0),
+        "index shards per master: {shards:?}"
+    );
     let mut total = 0;
     for r in &c.nodes {
         for (k, ttl) in index_keys(r) {
@@ -227,7 +275,10 @@ fn cluster_index_writes_spread_over_the_masters() {
     let mut want = keys.clone();
     want.sort();
     assert_eq!(listed(rc().args(["list", "--json"]).run()), want);
-    assert_eq!(listed(rc().args(["list", "--json", "job-1?"]).run()).len(), 10);
+    assert_eq!(
+        listed(rc().args(["list", "--json", "job-1?"]).run()).len(),
+        10
+    );
 }
 
 #[test]
@@ -237,7 +288,10 @@ fn redlock_list_reads_each_masters_index() {
     let rl = || bare_rlock().env("RLOCK_URL", &urls);
     let mut toks = Vec::new();
     for k in ["a", "b", "c"] {
-        toks.push((k, rl().args(["acquire", "--ttl", "60s", k]).run().ok().token()));
+        toks.push((
+            k,
+            rl().args(["acquire", "--ttl", "60s", k]).run().ok().token(),
+        ));
     }
     assert_eq!(listed(rl().args(["list", "--json"]).run()), ["a", "b", "c"]);
     // Each master's index was written with that master's acquire.

@@ -75,7 +75,11 @@ pub(crate) struct Touch {
 
 impl Touch {
     pub(crate) fn cmd(&self, verb: &str) -> redis::Cmd {
-        let body = if verb == "EVAL" { INDEX.code } else { INDEX.sha() };
+        let body = if verb == "EVAL" {
+            INDEX.code
+        } else {
+            INDEX.sha()
+        };
         let mut c = redis::cmd(verb);
         c.arg(body)
             .arg(1)
@@ -149,7 +153,9 @@ impl Node {
     /// `list` until its next touch.
     pub(crate) fn finish_touch(&mut self, touch: Touch, sent: Instant, reply: Option<Value>) {
         let ok = match reply {
-            Some(Value::ServerError(e)) if e.code() == "NOSCRIPT" => self.send_touch(&touch, "EVAL"),
+            Some(Value::ServerError(e)) if e.code() == "NOSCRIPT" => {
+                self.send_touch(&touch, "EVAL")
+            }
             Some(Value::ServerError(_)) => false,
             Some(_) => true,
             None => self.send_touch(&touch, "EVALSHA"),
@@ -168,11 +174,15 @@ impl Node {
         let score = score.to_string();
         let drop = |verb: &str| {
             let mut c = redis::cmd(verb);
-            c.arg(if verb == "EVAL" { INDEX_DROP.code } else { INDEX_DROP.sha() })
-                .arg(1)
-                .arg(&touch.key)
-                .arg(&touch.name)
-                .arg(&score);
+            c.arg(if verb == "EVAL" {
+                INDEX_DROP.code
+            } else {
+                INDEX_DROP.sha()
+            })
+            .arg(1)
+            .arg(&touch.key)
+            .arg(&touch.name)
+            .arg(&score);
             c
         };
         let res: redis::RedisResult<i64> = drop("EVALSHA").query(conn);
@@ -260,7 +270,8 @@ impl Node {
         let shards = index_shard_keys(&self.prefix);
         // name -> (shard, score as read)
         let mut entries: Vec<(String, usize, String)> = Vec::new();
-        let mut cursors: Vec<(usize, String)> = (0..shards.len()).map(|i| (i, "0".to_string())).collect();
+        let mut cursors: Vec<(usize, String)> =
+            (0..shards.len()).map(|i| (i, "0".to_string())).collect();
         while !cursors.is_empty() {
             let cmds: Vec<redis::Cmd> = cursors
                 .iter()
@@ -279,8 +290,9 @@ impl Node {
             let mut next = Vec::new();
             for ((i, _), reply) in cursors.iter().zip(replies) {
                 let reply = reply.map_err(|e| self.fail(e, "list locks".into()))?;
-                let (cursor, items): (String, Vec<String>) = FromRedisValue::from_redis_value(reply)
-                    .map_err(|e| Error::Protocol(format!("list locks: {e}")))?;
+                let (cursor, items): (String, Vec<String>) =
+                    FromRedisValue::from_redis_value(reply)
+                        .map_err(|e| Error::Protocol(format!("list locks: {e}")))?;
                 for pair in items.chunks_exact(2) {
                     entries.push((pair[0].clone(), *i, pair[1].clone()));
                 }
@@ -311,7 +323,7 @@ impl Node {
                 c
             })
             .collect();
-            let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+        let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
         let mut out = Vec::new();
         for ((lock, shard, score), reply) in named.into_iter().zip(replies) {
             let status = match reply {
