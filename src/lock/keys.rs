@@ -125,7 +125,7 @@ pub(crate) const WAKE_TTL_MS: u64 = 10_000;
 pub(crate) const INDEX_SHARDS: usize = 64;
 
 /// Redis Cluster's slot count.
-const SLOTS: usize = 16384;
+const SLOTS: u16 = 16384;
 
 /// CRC16/XMODEM, Redis Cluster's key hash.
 const fn crc16(bytes: &[u8]) -> u16 {
@@ -159,12 +159,12 @@ pub(crate) fn slot(key: &str) -> u16 {
             (close > 0).then(|| &b[open + 1..open + 1 + close])
         })
         .unwrap_or(b);
-    crc16(tag) % SLOTS as u16
+    crc16(tag) % SLOTS
 }
 
 /// The shard whose slot range holds `slot`.
 fn shard_of(slot: u16) -> usize {
-    usize::from(slot) * INDEX_SHARDS / SLOTS
+    usize::from(slot) * INDEX_SHARDS / usize::from(SLOTS)
 }
 
 /// The decimal digits of `n` as a hash tag `i<n>`, and its slot.
@@ -187,7 +187,7 @@ const fn tag_slot(n: u32) -> u16 {
         i += 1;
     }
     let (tag, _) = buf.split_at(1 + len);
-    crc16(tag) % SLOTS as u16
+    crc16(tag) % SLOTS
 }
 
 /// Shard `i`'s tag is `i<n>` with `n` the least number whose tag hashes
@@ -198,7 +198,7 @@ const SHARD_TAGS: [u32; INDEX_SHARDS] = {
     let mut i = 0;
     while i < INDEX_SHARDS {
         let mut n = 0;
-        while (tag_slot(n) as usize) * INDEX_SHARDS / SLOTS != i {
+        while (tag_slot(n) as usize) * INDEX_SHARDS / (SLOTS as usize) != i {
             n += 1;
         }
         tags[i] = n;
