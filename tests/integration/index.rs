@@ -327,3 +327,21 @@ fn sentinel_list_goes_through_a_failover() {
     // The index was replicated with the locks.
     assert_eq!(listed(rs().args(["list", "--json"]).run()), ["a", "b"]);
 }
+
+#[test]
+fn a_bad_rlock_list_scan_is_refused() {
+    let r = Redis::shared();
+    for bad in ["yes", "2", " 1"] {
+        rlock(&r)
+            .env("RLOCK_LIST_SCAN", bad)
+            .args(["list"])
+            .run()
+            .fails(64, "RLOCK_LIST_SCAN");
+    }
+    rlock(&r)
+        .env("RLOCK_LIST_SCAN", "0")
+        .args(["list"])
+        .run()
+        .ok();
+    assert!(r.keys().is_empty(), "{:?}", r.keys());
+}

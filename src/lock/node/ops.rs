@@ -252,10 +252,15 @@ impl Backend for Node {
         // Through the index of locks in use (see index.rs); a scan of the
         // whole keyspace only when asked (RLOCK_LIST_SCAN=1: locks taken by
         // an rlock older than the index are in no index).
-        if std::env::var_os("RLOCK_LIST_SCAN").is_some_and(|v| v == "1") {
-            self.list_scanned(pattern)
-        } else {
-            self.list_indexed(pattern)
+        match std::env::var("RLOCK_LIST_SCAN").as_deref() {
+            Ok("1") => self.list_scanned(pattern),
+            Ok("0" | "") | Err(std::env::VarError::NotPresent) => self.list_indexed(pattern),
+            Ok(v) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+            ))),
+            Err(std::env::VarError::NotUnicode(v)) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+            ))),
         }
     }
 }
