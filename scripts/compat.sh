@@ -29,7 +29,7 @@ SERVERS=(
 # Not TLS: neither wheel's server is built with it.
 TESTS=(
   server:: cli:: rw:: algo:: library:: oom:: doctor:: keep::
-  cluster:: redlock:: sentinel:: failover::
+  cluster:: redlock:: sentinel:: failover:: index::
   waiting::supersede
   exec::basics::exit_codes_pass_through
   exec::basics::child_sees_key_token_and_fence
