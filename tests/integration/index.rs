@@ -294,10 +294,17 @@ fn redlock_list_reads_each_masters_index() {
         ));
     }
     assert_eq!(listed(rl().args(["list", "--json"]).run()), ["a", "b", "c"]);
-    // Each master's index was written with that master's acquire.
-    eventually(Duration::from_secs(5), "every master's index", || {
-        ms.iter().all(|m| entries(m).len() == 3)
-    });
+    // Each master's index was written with that master's acquire: every
+    // lock a master holds is in its index (a master whose request came
+    // after the majority's answer, or never, may hold less).
+    for m in &ms {
+        let names: Vec<String> = entries(m).into_iter().map(|(n, _)| n).collect();
+        for k in ["a", "b", "c"] {
+            assert!(!m.held(k) || names.iter().any(|n| n == k), "{k}: {names:?}");
+        }
+    }
+    let full = ms.iter().filter(|m| entries(m).len() == 3).count();
+    assert!(full >= 2, "{full} masters index all three locks");
     for m in &ms {
         for (k, ttl) in index_keys(m) {
             assert!(ttl > 0, "{k} has PTTL {ttl}");
