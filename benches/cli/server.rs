@@ -72,12 +72,13 @@ pub(crate) fn leftovers(r: &Redis) -> Vec<String> {
         .arg("*")
         .query(&mut r.conn())
         .expect("KEYS");
-    keys.retain(|k| {
-        !k.ends_with(":fence")
-            && !k.contains("}:r:")
-            && !k.contains("}:w:")
-            && !(k.ends_with(":index") && k.contains("{i"))
-    });
+    let expiring = |k: &str| {
+        k.ends_with(":fence")
+            || k.contains("}:r:")
+            || k.contains("}:w:")
+            || (k.ends_with(":index") && k.contains("{i"))
+    };
+    keys.retain(|k| !expiring(k));
     keys.sort();
     keys
 }
