@@ -307,7 +307,7 @@ fn redlock_list_reads_each_masters_index() {
     assert!(
         ms.iter().any(|m| held_on(m) == shown),
         "list showed {shown:?}, held: {:?}",
-        ms.iter().map(|m| held_on(m)).collect::<Vec<_>>()
+        ms.iter().map(&held_on).collect::<Vec<_>>()
     );
     // Each master's index was written with that master's acquire: every
     // lock a master holds is in its index (a master whose request came
