@@ -54,8 +54,9 @@ impl Node {
         });
         // Every acquire call notes the lock in the index of locks in use,
         // right after the script (granted, queued or busy: in use either
-        // way; see index.rs). The lease covers a waiter's lease too.
-        self.touch_next(lock, req.ttl);
+        // way; see index.rs). The lease covers a waiter's lease too, and a
+        // --min-hold that keeps the lock past its TTL.
+        self.touch_next(lock, req.ttl.max(req.min_hold));
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.request_keys(token, &id),
