@@ -12,7 +12,7 @@
 //! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
 //! etcd-client), it starts a throwaway single-node etcd the same way and
 //! adds `etcdctl lock` rows; without them those rows are skipped. Sections
-//! 8 to 12 start redis-servers of their own (section 8: two RedLock sets of
+//! 8 to 13 start redis-servers of their own (section 8: two RedLock sets of
 //! 3 and 5 independent masters and a 3-master Redis Cluster).
 //!
 //! Layout: this file picks and runs the sections; `server.rs` (Redis INFO,
