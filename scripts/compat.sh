@@ -29,7 +29,7 @@ SERVERS=(
 # Not TLS: neither wheel's server is built with it.
 TESTS=(
   server:: cli:: rw:: algo:: library:: oom:: doctor:: keep:: history::
-  cluster:: redlock:: sentinel:: failover::
+  cluster:: redlock:: sentinel:: failover:: index::
   break_lock:: max_hold::
   waiting::supersede
   exec::basics::exit_codes_pass_through

@@ -64,21 +64,28 @@ pub(crate) fn redis_cpu(conn: &mut redis::Connection) -> f64 {
 }
 
 /// Lock state left in Redis: not the last fences, the request answers
-/// (`:r:<request>`) or the wake-up signals (`:w:<token>`), which expire by
-/// themselves (section 12 checks that every key does).
+/// (`:r:<request>`), the wake-up signals (`:w:<token>`) or the shards of
+/// the index of locks in use (`{i<n>}:index`), which expire by themselves
+/// (section 12 checks that every key does).
 pub(crate) fn leftovers(r: &Redis) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query(&mut r.conn())
         .expect("KEYS");
-    keys.retain(|k| !k.ends_with(":fence") && !k.contains("}:r:") && !k.contains("}:w:"));
+    let expiring = |k: &str| {
+        k.ends_with(":fence")
+            || k.contains("}:r:")
+            || k.contains("}:w:")
+            || (k.ends_with(":index") && k.contains("{i"))
+    };
+    keys.retain(|k| !expiring(k));
     keys.sort();
     keys
 }
 
 pub(crate) fn describe(keys: &[String]) -> String {
     match keys.len() {
-        0 => "nothing (but fences, answers and wake-up signals, which expire)".into(),
+        0 => "nothing (but fences, answers, wake-up signals and the index, which expire)".into(),
         n if n <= 5 => format!("{keys:?}"),
         n => format!("{n} keys, e.g. {:?}", &keys[..5]),
     }

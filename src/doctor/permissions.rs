@@ -29,6 +29,7 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
     let h = format!("{k}:h");
     let w = format!("{k}:w:doctor");
     let fence = format!("{k}:fence");
+    let ix = crate::lock::index_shard_key(prefix, 0);
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<String>>();
     use Need::*;
     vec![
@@ -85,6 +86,18 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
             Always,
         ),
         ("hgetall", v(&["hgetall", &format!("{k}:n")]), Always),
+        // The index of locks in use (lua/index.lua, index_drop.lua, list).
+        (
+            "zscan",
+            v(&["zscan", &ix, "0", "match", "*", "count", "1000"]),
+            Always,
+        ),
+        (
+            "zremrangebyscore",
+            v(&["zremrangebyscore", &ix, "-inf", "(1"]),
+            Always,
+        ),
+        ("pexpireat", v(&["pexpireat", &ix, "1"]), Always),
         ("role", v(&["role"]), Sentinel),
         ("cluster|slots", v(&["cluster", "slots"]), Cluster),
     ]

@@ -11,6 +11,8 @@ pub const MAX_KEY_LEN: usize = 512;
 pub struct LockName {
     name: String,
     base: String,
+    /// The prefix's length in `base`.
+    prefix_len: usize,
 }
 
 impl LockName {
@@ -50,6 +52,7 @@ impl LockName {
         Ok(LockName {
             name: name.to_string(),
             base,
+            prefix_len: prefix.len(),
         })
     }
 
@@ -104,6 +107,12 @@ impl LockName {
         format!("{}:w:{token}", self.base)
     }
 
+    /// The shard of the index of locks in use that holds this lock's entry
+    /// (see [`INDEX_SHARDS`]).
+    pub(crate) fn index_key(&self) -> String {
+        index_shard_key(&self.base[..self.prefix_len], shard_of(slot(&self.base)))
+    }
+
     /// The keys of an acquire or release by `token` with request id `req`
     /// (the last one is the request's record, see lua/acquire.lua).
     pub(super) fn request_keys(&self, token: &Token, req: &str) -> Vec<String> {
@@ -116,6 +125,111 @@ impl LockName {
 /// How long a wake-up signal waits in a waiter's list (ms): a waiter
 /// that misses it looks again at its next heartbeat anyway.
 pub(crate) const WAKE_TTL_MS: u64 = 10_000;
+
+/// The index of locks in use (lua/index.lua; docs/internals.md, "The index
+/// of locks in use") is split into this many shards, each a ZSET under the
+/// prefix with a hash tag of its own: shard `i`'s tag hashes to a Redis
+/// Cluster slot in the `i`-th 1/64 of the slot range, and a lock's entry
+/// goes to the shard whose range holds the lock's own slot. So on a
+/// cluster the index writes spread over the masters exactly as the locks
+/// do (a master serving a range of slots serves the shards of that
+/// range), and no key is written by every acquire. `list` reads all 64.
+pub(crate) const INDEX_SHARDS: usize = 64;
+
+/// Redis Cluster's slot count.
+const SLOTS: u16 = 16384;
+
+/// CRC16/XMODEM, Redis Cluster's key hash.
+const fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        crc ^= (bytes[i] as u16) << 8;
+        let mut b = 0;
+        while b < 8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+            b += 1;
+        }
+        i += 1;
+    }
+    crc
+}
+
+/// The Redis Cluster slot of `key`: of its hash tag (what lies between
+/// its first '{' and the next '}', if not empty), else of the whole key.
+pub(crate) fn slot(key: &str) -> u16 {
+    let b = key.as_bytes();
+    let tag = b
+        .iter()
+        .position(|&c| c == b'{')
+        .and_then(|open| {
+            let close = b[open + 1..].iter().position(|&c| c == b'}')?;
+            (close > 0).then(|| &b[open + 1..open + 1 + close])
+        })
+        .unwrap_or(b);
+    crc16(tag) % SLOTS
+}
+
+/// The shard whose slot range holds `slot`.
+fn shard_of(slot: u16) -> usize {
+    usize::from(slot) * INDEX_SHARDS / usize::from(SLOTS)
+}
+
+/// The decimal digits of `n` as a hash tag `i<n>`, and its slot.
+const fn tag_slot(n: u32) -> u16 {
+    let mut buf = [0u8; 12];
+    buf[0] = b'i';
+    let mut digits = [0u8; 10];
+    let (mut len, mut m) = (0, n);
+    loop {
+        digits[len] = b'0' + (m % 10) as u8;
+        len += 1;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    let mut i = 0;
+    while i < len {
+        buf[1 + i] = digits[len - 1 - i];
+        i += 1;
+    }
+    let (tag, _) = buf.split_at(1 + len);
+    crc16(tag) % SLOTS
+}
+
+/// Shard `i`'s tag is `i<n>` with `n` the least number whose tag hashes
+/// into shard `i`'s slot range: computed at compile time, fixed for good
+/// (every rlock of a deployment must name the same keys).
+const SHARD_TAGS: [u32; INDEX_SHARDS] = {
+    let mut tags = [0u32; INDEX_SHARDS];
+    let mut i = 0;
+    while i < INDEX_SHARDS {
+        let mut n = 0;
+        while (tag_slot(n) as usize) * INDEX_SHARDS / (SLOTS as usize) != i {
+            n += 1;
+        }
+        tags[i] = n;
+        i += 1;
+    }
+    tags
+};
+
+/// Shard `shard` of the index of locks under `prefix`.
+pub(crate) fn index_shard_key(prefix: &str, shard: usize) -> String {
+    format!("{prefix}{{i{}}}:index", SHARD_TAGS[shard])
+}
+
+/// Every shard of the index of locks under `prefix`.
+pub(crate) fn index_shard_keys(prefix: &str) -> Vec<String> {
+    (0..INDEX_SHARDS)
+        .map(|i| index_shard_key(prefix, i))
+        .collect()
+}
 
 /// A new request id: the same for every resend of one call.
 pub(super) fn request_id() -> String {
@@ -152,6 +266,30 @@ mod tests {
         assert!(LockName::new("p{}:", "x").is_err());
         assert!(LockName::new("p{t}:", "x").is_ok());
         assert!(LockName::new("rlock:", &"x".repeat(MAX_KEY_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn index_shards_cover_the_slot_range() {
+        // Known slots (CLUSTER KEYSLOT): "foo" 12182, "{user1000}.following"
+        // and "{user1000}.followers" alike, an empty tag hashes the key.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("user1000"));
+        assert_eq!(slot("foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
+        assert_eq!(slot("a{b}c{d}"), slot("b"));
+        for (i, key) in index_shard_keys("rlock:").iter().enumerate() {
+            assert_eq!(shard_of(slot(key)), i, "{key}");
+        }
+        // A lock's entry is in the shard of its own slot range, under the
+        // lock's prefix; a prefix with a hash tag puts every lock and every
+        // shard in that tag's slot.
+        let l = LockName::new("rlock:", "deploy").unwrap();
+        assert_eq!(
+            shard_of(slot(&l.index_key())),
+            shard_of(slot(l.redis_key()))
+        );
+        assert!(l.index_key().starts_with("rlock:{i"));
+        let t = LockName::new("p{t}:", "x").unwrap();
+        assert_eq!(slot(&t.index_key()), slot("t"));
     }
 
     #[test]

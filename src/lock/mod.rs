@@ -7,11 +7,13 @@
 //!   contract [`crate::Locker`] forwards to);
 //! - [`types`]: the public types (tokens, requests, leases, status) and
 //!   the bounds on them;
-//! - `keys`: the Redis keys of one lock;
+//! - `keys`: the Redis keys of one lock, and the shards of the index of
+//!   locks in use;
 //! - `script`: the scripts, their reply codes, and the transport that runs
 //!   them (EVALSHA, NOSCRIPT, resends);
 //! - `decode`: the scripts' replies, decoded (pure);
-//! - `node`: one Redis server and the lock operations on it;
+//! - `node`: one Redis server and the lock operations on it (`list`
+//!   through the index of locks in use: `node/index.rs`);
 //! - [`breaking`]: `rlock break`, an operator ending holds by force;
 //! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
 
@@ -26,6 +28,7 @@ mod wait;
 
 pub(crate) use backend::Backend;
 pub use breaking::{Broken, Holders};
+pub(crate) use keys::index_shard_key;
 pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
 pub use script::RESEND_WINDOW;

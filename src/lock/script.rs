@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::FromRedisValue;
+use redis::{FromRedisValue, Value};
 
 use super::node::Node;
 use super::types::backoff;
@@ -17,6 +17,12 @@ use crate::duration::millis;
 pub(crate) struct Lua {
     pub(super) code: &'static str,
     sha: &'static str,
+}
+
+impl Lua {
+    pub(crate) fn sha(&self) -> &'static str {
+        self.sha
+    }
 }
 
 macro_rules! script {
@@ -38,6 +44,8 @@ pub(super) static WAKE: Lua = script!("wake.lua");
 pub(super) static HISTORY: Lua = script!("history.lua");
 pub(super) static LOST: Lua = script!("lost.lua");
 pub(super) static BREAK: Lua = script!("break.lua");
+pub(super) static INDEX: Lua = script!("index.lua");
+pub(super) static INDEX_DROP: Lua = script!("index_drop.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -131,6 +139,10 @@ impl Node {
         self.resent = false;
         self.sent = false;
         self.silent = None;
+        // An index touch to run right after this script (see
+        // src/lock/node/index.rs): in the same pipeline on one server.
+        let touch = self.then.take();
+        let touch_sent = Instant::now();
         loop {
             match self.conn() {
                 Ok(_) => {}
@@ -141,16 +153,60 @@ impl Node {
             }
             self.sent = true;
             let conn = self.conn.as_mut().expect("just connected");
-            let mut res = call("EVALSHA", script.sha).query(conn);
+            let mut touched = None;
+            let mut out_of_step = false;
+            let mut res = match (&touch, &mut *conn) {
+                (Some(t), crate::conn::Conn::One(c)) => {
+                    // Both in one write; the script's reply first. The
+                    // touch's reply is read only after a reply Redis made
+                    // (an answer or an error reply): after anything else
+                    // (a timeout, a peer that is not Redis) it may never
+                    // come, and the connection is not used again.
+                    let mut packed = call("EVALSHA", script.sha).get_packed_command();
+                    t.cmd("EVALSHA").write_packed_command(&mut packed);
+                    match c
+                        .send_packed_command(&packed)
+                        .and_then(|()| c.recv_response())
+                    {
+                        Ok(first) => {
+                            match c.recv_response() {
+                                Ok(v) => touched = Some(v),
+                                Err(_) => out_of_step = true,
+                            }
+                            first
+                                .extract_error()
+                                .and_then(|v| Ok(T::from_redis_value(v)?))
+                        }
+                        Err(e) => {
+                            out_of_step = !e.is_timeout();
+                            Err(e)
+                        }
+                    }
+                }
+                _ => call("EVALSHA", script.sha).query(conn),
+            };
+
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
                 res = call("EVAL", script.code).query(conn);
+                // The touch went in the pipeline before the script ran:
+                // send it again after it.
+                touched = None;
+            }
+            if out_of_step {
+                // Never reuse it: its replies may be out of step.
+                self.conn = None;
             }
             self.used();
             // Only a real answer counts: a replica's READONLY does not.
             self.answered |= res.is_ok();
             match res {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    if let Some(t) = touch {
+                        self.finish_touch(t, touch_sent, touched);
+                    }
+                    return Ok(v);
+                }
                 Err(e) if self.answered && resendable(&e, cluster, failover) => {
                     // Never reuse the connection: its replies may be out of
                     // step, and a cluster one has a stale slot map.
@@ -161,6 +217,14 @@ impl Node {
                     }
                 }
                 Err(e) => {
+                    // The script refused (data rlock did not write, a bad
+                    // request): nothing may be left written, and the touch
+                    // pipelined behind it added an entry. Take it back.
+                    if let (Some(t), Some(Value::Int(score))) = (&touch, &touched)
+                        && !crate::error::is_unavailable(&e)
+                    {
+                        self.untouch(t, *score);
+                    }
                     if e.is_timeout() {
                         // Kept for a give-back queued behind this call
                         // (see `Node::abandon_unanswered`).
@@ -181,6 +245,7 @@ mod tests {
     fn build_rs_hashes_each_script_as_sent() {
         for s in [
             &ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE, &HISTORY, &LOST, &BREAK,
+            &INDEX, &INDEX_DROP,
         ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }

@@ -194,6 +194,7 @@ fn semaphore_with_vanishing_holders_never_overfills() {
                     || k.contains("}:w:")
                     || k.ends_with("}:log")
                     || k.ends_with("}:n")
+                    || is_index_key(k)
             })
         },
     );

@@ -18,6 +18,7 @@ mod exec;
 mod failover;
 mod flock;
 mod history;
+mod index;
 mod install;
 mod keep;
 mod keep_safety;

@@ -55,6 +55,11 @@ impl Node {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)
         });
+        // Every acquire call notes the lock in the index of locks in use,
+        // right after the script (granted, queued or busy: in use either
+        // way; see index.rs). The lease covers a waiter's lease too, and a
+        // --min-hold that keeps the lock past its TTL.
+        self.touch_next(lock, req.ttl.max(req.min_hold));
         let reply: Vec<Value> = self.eval(
             &ACQUIRE,
             &lock.request_keys(token, &id),
@@ -150,6 +155,8 @@ impl Node {
         req: &Request,
         known: &str,
     ) -> Result<Option<Beat>> {
+        // A long wait keeps its index entry (rarely: see index.rs).
+        self.refresh_next(lock, req.ttl);
         let reply: Vec<Value> = self.eval(
             &WAIT,
             &lock.keys(None),

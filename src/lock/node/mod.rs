@@ -13,6 +13,7 @@
 //! [`Backend`]: super::backend::Backend
 
 mod acquire;
+mod index;
 mod ops;
 
 use std::time::{Duration, Instant};
@@ -56,6 +57,11 @@ pub(crate) struct Node {
     /// still open: only ever used to queue a give-back behind that call
     /// (see [`Node::abandon_unanswered`]), never to read from.
     pub(super) silent: Option<Conn>,
+    /// An index touch to send right after the next script call (see
+    /// `index.rs`).
+    pub(super) then: Option<index::Touch>,
+    /// When this process last touched each lock's index entry.
+    pub(super) touched: index::Touched,
 }
 
 impl Node {
@@ -71,6 +77,8 @@ impl Node {
             resent: false,
             sent: false,
             silent: None,
+            then: None,
+            touched: index::Touched::default(),
         }
     }
 

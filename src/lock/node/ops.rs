@@ -274,6 +274,8 @@ impl Backend for Node {
             timeout,
         )?;
         let left = decode::renewed(&n, key)?;
+        // A long hold keeps its index entry (rarely: see index.rs).
+        self.refresh_now(&lock, ttl);
         // With --min-replicas a renewal counts only once replicas have it,
         // so a failover cannot roll it back unnoticed.
         if self.server.min_replicas > 0 {
@@ -387,6 +389,26 @@ impl Backend for Node {
                 "pattern {pattern:?} contains control characters"
             )));
         }
+        // Through the index of locks in use (see index.rs); a scan of the
+        // whole keyspace only when asked (RLOCK_LIST_SCAN=1: locks taken by
+        // an rlock older than the index are in no index).
+        match std::env::var("RLOCK_LIST_SCAN").as_deref() {
+            Ok("1") => self.list_scanned(pattern),
+            Ok("0" | "") | Err(std::env::VarError::NotPresent) => self.list_indexed(pattern),
+            Ok(v) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+            ))),
+            Err(std::env::VarError::NotUnicode(v)) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+            ))),
+        }
+    }
+}
+
+impl Node {
+    /// `list` as rlock did before the index: SCAN every key under the
+    /// prefix (on every master of a cluster), O(keys in Redis).
+    fn list_scanned(&mut self, pattern: &str) -> Result<Vec<Status>> {
         let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
         let res = self.conn()?.scan(&glob, "hash");
         self.used();

@@ -1,0 +1,366 @@
+//! The index of locks in use (docs/internals.md, "The index of locks in
+//! use"): the touch that follows a lock's script, its refresh by long
+//! holders and waiters, and `list` through the index.
+//!
+//! Why `list` never shows a stale entry, and never loses a live one for
+//! good:
+//! - every acquire (granted, queued or busy, re-entries too) is followed on
+//!   the same connection by a touch of the lock's entry (lua/index.lua):
+//!   pipelined behind the acquire script on one server, sent right after
+//!   its reply on a cluster (the shard may live on another node). Either
+//!   way the touch runs after the acquire script's effect;
+//! - an entry's score is a "keep until" deadline covering the lease (or
+//!   waiter lease) that touched it plus [`keep`]; a holder's renewals and a
+//!   waiter's heartbeats touch it again once half of [`keep`] has passed
+//!   since this process last did, or when they ask for a longer lease than
+//!   that touch covered: so between two touches no lease can outrun the
+//!   deadline (a lease set at r < t + keep/2 ends before t + lease + keep);
+//! - `list` reads the shards, asks each named lock's state (status.lua) and
+//!   shows only locks someone holds or waits for; an entry whose lock has
+//!   no state is removed with lua/index_drop.lua, only if its score is
+//!   still the one `list` read. A touch moves the score strictly up, and
+//!   comes after its acquire's effect: if the lock was taken after `list`
+//!   looked at its state, either the touch ran before the removal (the
+//!   score changed: nothing removed) or after it (the entry is back).
+//!
+//! What is left: a touch that fails (a Redis at maxmemory refuses its
+//! ZADD; a dropped connection) leaves the lock out of `list` until its next
+//! refresh (at most keep/2 later), or its next acquire. The lock itself is
+//! not affected: the index is never read to decide who holds a lock.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use redis::{FromRedisValue, Value};
+
+use super::Node;
+use crate::conn::Conn;
+use crate::duration::millis;
+use crate::lock::decode;
+use crate::lock::keys::{LockName, index_shard_keys};
+use crate::lock::script::*;
+use crate::lock::types::Status;
+use crate::{Error, Result};
+
+/// How long an index entry outlives the lease it was touched for: one
+/// hour, so that a holder or waiter touches its entry again at most every
+/// half hour. `RLOCK_INDEX_KEEP` (milliseconds, at least 100) shortens it:
+/// for tests of the refresh; not a setting to use in production.
+pub(crate) fn keep() -> Duration {
+    static KEEP: OnceLock<Duration> = OnceLock::new();
+    *KEEP.get_or_init(|| {
+        std::env::var("RLOCK_INDEX_KEEP")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(Duration::from_secs(3600), |ms| {
+                Duration::from_millis(ms.max(100))
+            })
+    })
+}
+
+/// Calls per pipeline in `list`.
+const BATCH: usize = 500;
+
+/// A touch of one lock's index entry, sent behind the next script call
+/// (see `Node::eval`).
+pub(crate) struct Touch {
+    key: String,
+    name: String,
+    /// The lease it covers.
+    lease: Duration,
+    /// Where `Node::touched` notes it.
+    base: String,
+}
+
+impl Touch {
+    pub(crate) fn cmd(&self, verb: &str) -> redis::Cmd {
+        let body = if verb == "EVAL" {
+            INDEX.code
+        } else {
+            INDEX.sha()
+        };
+        let mut c = redis::cmd(verb);
+        c.arg(body)
+            .arg(1)
+            .arg(&self.key)
+            .arg(&self.name)
+            .arg(millis(self.lease + keep()).to_string());
+        c
+    }
+}
+
+/// When this process last touched each lock's entry, and for which lease.
+#[derive(Default)]
+pub(crate) struct Touched(HashMap<String, (Instant, Duration)>);
+
+impl Touched {
+    fn due(&self, base: &str, lease: Duration) -> bool {
+        self.0
+            .get(base)
+            .is_none_or(|&(at, covered)| at.elapsed() >= keep() / 2 || lease > covered)
+    }
+
+    fn note(&mut self, base: String, at: Instant, lease: Duration) {
+        // A long-lived process that takes many locks: forget touches too
+        // old to matter (they are due anyway).
+        if self.0.len() >= 4096 {
+            self.0.retain(|_, (t, _)| t.elapsed() < keep() / 2);
+        }
+        self.0.insert(base, (at, lease));
+    }
+}
+
+impl Node {
+    /// Touch `lock`'s index entry right after the next script call, for a
+    /// lease (or waiter lease) of `lease`.
+    pub(super) fn touch_next(&mut self, lock: &LockName, lease: Duration) {
+        self.then = Some(Touch {
+            key: lock.index_key(),
+            name: lock.name().to_string(),
+            lease,
+            base: lock.redis_key().to_string(),
+        });
+    }
+
+    /// [`Node::touch_next`] if this process has not touched the entry for
+    /// half of [`keep`], or for a lease as long.
+    pub(super) fn refresh_next(&mut self, lock: &LockName, lease: Duration) {
+        if self.touched.due(lock.redis_key(), lease) {
+            self.touch_next(lock, lease);
+        }
+    }
+
+    /// Touch `lock`'s entry now, on the connection the last call used, if
+    /// due as for [`Node::refresh_next`]: after a renewal that succeeded
+    /// (one that failed must not leave an entry for a lock nobody holds).
+    pub(super) fn refresh_now(&mut self, lock: &LockName, lease: Duration) {
+        if self.touched.due(lock.redis_key(), lease) {
+            let touch = Touch {
+                key: lock.index_key(),
+                name: lock.name().to_string(),
+                lease,
+                base: lock.redis_key().to_string(),
+            };
+            self.finish_touch(touch, Instant::now(), None);
+        }
+    }
+
+    /// After the script call a touch followed: `reply` is its answer when
+    /// it went in the same pipeline (one server); otherwise (a cluster, or
+    /// the script went again alone after NOSCRIPT) it is sent now, on the
+    /// same connection. Best effort: a failure only keeps the lock out of
+    /// `list` until its next touch.
+    pub(crate) fn finish_touch(&mut self, touch: Touch, sent: Instant, reply: Option<Value>) {
+        let ok = match reply {
+            Some(Value::ServerError(e)) if e.code() == "NOSCRIPT" => {
+                self.send_touch(&touch, "EVAL")
+            }
+            Some(Value::ServerError(_)) => false,
+            Some(_) => true,
+            None => self.send_touch(&touch, "EVALSHA"),
+        };
+        if ok {
+            self.touched.note(touch.base, sent, touch.lease);
+        }
+    }
+
+    /// Remove the entry a touch set to `score`, unless touched since
+    /// (after a script that refused: it leaves nothing written).
+    pub(crate) fn untouch(&mut self, touch: &Touch, score: i64) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        let score = score.to_string();
+        let drop = |verb: &str| {
+            let mut c = redis::cmd(verb);
+            c.arg(if verb == "EVAL" {
+                INDEX_DROP.code
+            } else {
+                INDEX_DROP.sha()
+            })
+            .arg(1)
+            .arg(&touch.key)
+            .arg(&touch.name)
+            .arg(&score);
+            c
+        };
+        let res: redis::RedisResult<i64> = drop("EVALSHA").query(conn);
+        if matches!(&res, Err(e) if crate::error::code(e) == Some("NOSCRIPT")) {
+            let _: redis::RedisResult<i64> = drop("EVAL").query(conn);
+        }
+        self.used();
+    }
+
+    fn send_touch(&mut self, touch: &Touch, verb: &str) -> bool {
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
+        let res: redis::RedisResult<i64> = touch.cmd(verb).query(conn);
+        self.used();
+        match res {
+            Ok(_) => true,
+            Err(e) if verb == "EVALSHA" && crate::error::code(&e) == Some("NOSCRIPT") => {
+                self.send_touch(touch, "EVAL")
+            }
+            Err(e) => {
+                if crate::error::is_unavailable(&e) {
+                    self.conn = None;
+                }
+                false
+            }
+        }
+    }
+
+    /// `cmds` on this node's connection: one pipeline per [`BATCH`] on one
+    /// server, one by one on a cluster (which routes each by its key). A
+    /// server's error answer is that command's `Err`; a failure of the
+    /// connection is the whole call's.
+    fn batch(&mut self, cmds: &[redis::Cmd]) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+        let conn = match self.conn() {
+            Ok(c) => c,
+            Err(_) => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "could not connect",
+                )));
+            }
+        };
+        let mut out = Vec::with_capacity(cmds.len());
+        match conn {
+            Conn::One(c) => {
+                for chunk in cmds.chunks(BATCH) {
+                    let mut packed = Vec::new();
+                    for cmd in chunk {
+                        cmd.write_packed_command(&mut packed);
+                    }
+                    // Replies read one by one: the first failure to read
+                    // (a timeout, a peer that is not Redis) ends the call,
+                    // where redis-rs' pipeline would wait for each reply.
+                    c.send_packed_command(&packed)?;
+                    for _ in chunk {
+                        out.push(c.recv_response()?.extract_error());
+                    }
+                }
+            }
+            #[allow(unreachable_patterns)]
+            conn => {
+                for cmd in cmds {
+                    match cmd.query::<Value>(conn) {
+                        Err(e) if crate::error::is_unavailable(&e) => return Err(e),
+                        r => out.push(r),
+                    }
+                }
+            }
+        }
+        self.used();
+        Ok(out)
+    }
+
+    /// A batch that failed part-way: its connection's replies may be out
+    /// of step, never reuse it.
+    fn batch_failed(&mut self, e: redis::RedisError) -> Error {
+        self.conn = None;
+        self.fail(e, "list locks".into())
+    }
+
+    /// Every lock in use whose name matches the glob `pattern`, through
+    /// the index (see the module's comment).
+    pub(super) fn list_indexed(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        let shards = index_shard_keys(&self.prefix);
+        // name -> (shard, score as read)
+        let mut entries: Vec<(String, usize, String)> = Vec::new();
+        let mut cursors: Vec<(usize, String)> =
+            (0..shards.len()).map(|i| (i, "0".to_string())).collect();
+        while !cursors.is_empty() {
+            let cmds: Vec<redis::Cmd> = cursors
+                .iter()
+                .map(|(i, cursor)| {
+                    let mut c = redis::cmd("ZSCAN");
+                    c.arg(&shards[*i])
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(1000);
+                    c
+                })
+                .collect();
+            let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+            let mut next = Vec::new();
+            for ((i, _), reply) in cursors.iter().zip(replies) {
+                let reply = reply.map_err(|e| self.fail(e, "list locks".into()))?;
+                let (cursor, items): (String, Vec<String>) =
+                    FromRedisValue::from_redis_value(reply)
+                        .map_err(|e| Error::Protocol(format!("list locks: {e}")))?;
+                for pair in items.chunks_exact(2) {
+                    entries.push((pair[0].clone(), *i, pair[1].clone()));
+                }
+                if cursor != "0" {
+                    next.push((*i, cursor));
+                }
+            }
+            cursors = next;
+        }
+        entries.sort();
+        entries.dedup_by(|a, b| a.0 == b.0);
+        // Each named lock's state, pipelined.
+        let mut named = Vec::new();
+        let mut stale: Vec<Vec<String>> = vec![Vec::new(); shards.len()];
+        for (name, shard, score) in entries {
+            match LockName::new(&self.prefix, &name) {
+                Ok(lock) => named.push((lock, shard, score)),
+                Err(_) => stale[shard].extend([name, score]),
+            }
+        }
+        let cmds: Vec<redis::Cmd> = named
+            .iter()
+            .map(|(lock, _, _)| {
+                let mut keys = lock.keys(None);
+                keys.push(lock.lost_key());
+                let mut c = redis::cmd("EVALSHA");
+                c.arg(STATUS.sha()).arg(keys.len()).arg(keys);
+                c
+            })
+            .collect();
+        let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+        let mut out = Vec::new();
+        for ((lock, shard, score), reply) in named.into_iter().zip(replies) {
+            let status = match reply {
+                Ok(v) => Vec::<Value>::from_redis_value(v)
+                    .map_err(|e| Error::Protocol(format!("status {:?}: {e}", lock.name())))
+                    .and_then(|r| decode::status(lock.name(), r)),
+                // The script went (SCRIPT FLUSH, a restart): ask again with
+                // EVAL, once.
+                Err(e) if crate::error::code(&e) == Some("NOSCRIPT") => {
+                    crate::lock::backend::Backend::status(self, lock.name())
+                }
+                Err(e) => Err(self.fail(e, format!("status {:?}", lock.name()))),
+            };
+            match status {
+                Ok(s) if s.held || s.waiters > 0 => out.push(s),
+                // No state, or data rlock did not write: not a lock in use.
+                Ok(_) | Err(Error::Usage(_) | Error::Conflict(_)) => {
+                    stale[shard].extend([lock.name().to_string(), score]);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for (shard, pairs) in stale.iter().enumerate() {
+            if pairs.is_empty() {
+                continue;
+            }
+            let args: Vec<&str> = pairs.iter().map(String::as_str).collect();
+            // Tidying only: a failure leaves the entries for the next list.
+            let _: Result<i64> = self.eval(
+                &INDEX_DROP,
+                std::slice::from_ref(&shards[shard]),
+                &args,
+                || "tidy the index of locks".into(),
+                std::time::Duration::ZERO,
+            );
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
