@@ -12,18 +12,22 @@
 //!   them (EVALSHA, NOSCRIPT, resends);
 //! - `decode`: the scripts' replies, decoded (pure);
 //! - `node`: one Redis server and the lock operations on it;
+//! - [`overview`]: every lock in use with its history's figures, for
+//!   `top` and `metrics`;
 //! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
 
 mod backend;
 mod decode;
 mod keys;
 mod node;
+pub mod overview;
 mod script;
 pub mod types;
 mod wait;
 
 pub(crate) use backend::Backend;
 pub use keys::{LockName, MAX_KEY_LEN};
+pub use overview::{Counters, Event, LockView};
 pub(crate) use node::{Attempt, Node};
 pub use script::RESEND_WINDOW;
 pub use types::*;

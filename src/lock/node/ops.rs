@@ -274,4 +274,8 @@ impl Backend for Node {
         }
         Ok(out)
     }
+
+    fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
+        self.overview_of(pattern)
+    }
 }

@@ -1,0 +1,276 @@
+//! Every lock in use at a glance, for `rlock top` and `rlock metrics`: its
+//! status (as `list` gives it), plus what its history says (lua/ keys
+//! `P{K}:log`, a stream of events, and `P{K}:n`, their counters): the last
+//! event, the grants in the last minute, the totals.
+//!
+//! The names and states come from [`Backend::list`] (one status script per
+//! lock); the history is one pipelined read per lock (HGETALL of the
+//! counters, the last event, the events of the last minute), all read-only,
+//! so one refresh costs the server O(locks in use), and nothing is written.
+//!
+//! [`Backend::list`]: super::backend::Backend::list
+
+use std::cmp::Reverse;
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+use serde::Serialize;
+
+use super::keys::LockName;
+use super::node::Node;
+use super::types::{HolderInfo, Status};
+use crate::Result;
+
+/// How far back [`LockView::grants_last_minute`] counts.
+pub const GRANTS_WINDOW: Duration = Duration::from_secs(60);
+
+/// A lock's history counters (`P{K}:n`): events since its history began
+/// (it is kept for the history's retention after the last event).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Holds granted.
+    pub grants: u64,
+    /// Holds released by their holder.
+    pub released: u64,
+    /// Leases that ran out with nobody releasing them.
+    pub expired: u64,
+    /// Holds an exec or keeper found lost.
+    pub losses: u64,
+    /// Waiters that gave up.
+    pub timeouts: u64,
+    /// `--supersede` waiters replaced by a newer one.
+    pub superseded: u64,
+    /// Holds ended by `rlock break`.
+    pub breaks: u64,
+    /// Holds stopped by `--max-hold`.
+    pub overruns: u64,
+}
+
+/// One event of a lock's history, as `top` shows the last one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// granted, released, expired, lost, timeout, superseded, broken,
+    /// overran.
+    pub event: String,
+    /// When (server clock, ms since 1970: the stream entry's id).
+    pub at_ms: u64,
+    /// Whose hold or wait it was, when the event names one.
+    pub holder: Option<HolderInfo>,
+}
+
+/// A lock in use, with what its history says.
+#[derive(Clone, Debug, Serialize)]
+pub struct LockView {
+    /// Who holds it, who waits (as `list` gives it).
+    pub status: Status,
+    /// The server's clock when this view was read (ms since 1970): held
+    /// times and waits count to it.
+    pub now_ms: u64,
+    /// How long the first waiter still queued has waited (None: nobody
+    /// waits, or it joined before this release of rlock).
+    pub oldest_wait: Option<Duration>,
+    /// Grants in the last [`GRANTS_WINDOW`], by the server's clock.
+    pub grants_last_minute: u64,
+    /// The last event of its history.
+    pub last_event: Option<Event>,
+    /// Its history's counters.
+    pub counters: Counters,
+}
+
+impl LockView {
+    /// How long the longest current hold has lasted (zero when not held).
+    pub fn held_for(&self) -> Duration {
+        self.status
+            .holders
+            .iter()
+            .map(|h| self.since(h.since_ms))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Time from `ms` (server clock) to this view.
+    pub fn since(&self, ms: u64) -> Duration {
+        Duration::from_millis(self.now_ms.saturating_sub(ms))
+    }
+}
+
+/// Most contended first: more waiters, then the longer oldest wait, then
+/// more grants in the last minute, then more holders; by name among equals.
+pub fn rank(views: &mut [LockView]) {
+    views.sort_by(|a, b| {
+        let key = |v: &LockView| {
+            Reverse((
+                v.status.waiters,
+                v.oldest_wait.unwrap_or_default(),
+                v.grants_last_minute,
+                v.status.holders.len(),
+            ))
+        };
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| a.status.key.cmp(&b.status.key))
+    });
+}
+
+/// Refuse a pattern no lock name could match (control characters).
+pub fn check_pattern(pattern: &str) -> Result<()> {
+    if pattern.chars().any(char::is_control) {
+        return Err(crate::Error::Usage(format!(
+            "pattern {pattern:?} contains control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The history keys of a lock (their layout: lua/common.lua).
+fn history_keys(lock: &LockName) -> (String, String) {
+    let b = lock.redis_key();
+    (format!("{b}:log"), format!("{b}:n"))
+}
+
+impl Node {
+    /// The server's clock, ms since 1970.
+    fn server_ms(&mut self) -> Result<u64> {
+        let res: redis::RedisResult<(u64, u64)> = redis::cmd("TIME").query(self.conn()?);
+        self.used();
+        let (s, us) = res.map_err(|e| self.fail(e, "TIME".into()))?;
+        Ok(s * 1000 + us / 1000)
+    }
+
+    /// See [`super::backend::Backend::overview`].
+    pub(crate) fn overview_of(&mut self, pattern: &str) -> Result<Vec<LockView>> {
+        use super::backend::Backend;
+        let locks = self.list(pattern)?;
+        let now_ms = self.server_ms()?;
+        let from = now_ms.saturating_sub(crate::duration::millis(GRANTS_WINDOW));
+        let mut out = Vec::with_capacity(locks.len());
+        for status in locks {
+            let lock = self.name(&status.key)?;
+            let (log, stats) = history_keys(&lock);
+            let mut pipe = redis::pipe();
+            pipe.cmd("HGETALL").arg(&stats);
+            pipe.cmd("XREVRANGE").arg(&log).arg("+").arg("-").arg("COUNT").arg(1);
+            pipe.cmd("XRANGE").arg(&log).arg(from).arg("+");
+            let res: redis::RedisResult<(Vec<(String, String)>, Value, Value)> =
+                pipe.query(self.conn()?);
+            self.used();
+            let (counts, last, recent) =
+                res.map_err(|e| self.fail(e, format!("read the history of {:?}", status.key)))?;
+            let oldest_wait = status
+                .oldest_wait_since_ms
+                .map(|t| Duration::from_millis(now_ms.saturating_sub(t)));
+            out.push(LockView {
+                now_ms,
+                oldest_wait,
+                grants_last_minute: events(&recent)
+                    .iter()
+                    .filter(|e| e.event == "granted")
+                    .count() as u64,
+                last_event: events(&last).pop(),
+                counters: counters(&counts),
+                status,
+            });
+        }
+        rank(&mut out);
+        Ok(out)
+    }
+}
+
+/// `P{K}:n`'s fields, decoded (unknown fields, such as other helpers'
+/// one-letter-prefixed ones, are left out).
+pub(crate) fn counters(fields: &[(String, String)]) -> Counters {
+    let mut c = Counters::default();
+    for (k, v) in fields {
+        let v = v.parse().unwrap_or(0);
+        match k.as_str() {
+            "grants" => c.grants = v,
+            "released" => c.released = v,
+            "expired" => c.expired = v,
+            "losses" => c.losses = v,
+            "timeouts" => c.timeouts = v,
+            "superseded" => c.superseded = v,
+            "breaks" => c.breaks = v,
+            "overruns" => c.overruns = v,
+            _ => {}
+        }
+    }
+    c
+}
+
+/// An XRANGE/XREVRANGE reply's entries, in the reply's order: the event
+/// (`e`), its time (the id's milliseconds) and holder (`i`, JSON).
+pub(crate) fn events(reply: &Value) -> Vec<Event> {
+    let Value::Array(entries) = reply else {
+        return Vec::new();
+    };
+    let text = |v: &Value| String::from_redis_value(v.clone()).unwrap_or_default();
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Array(parts) = entry else { continue };
+        let (Some(id), Some(Value::Array(fields))) = (parts.first(), parts.get(1)) else {
+            continue;
+        };
+        let at_ms = text(id)
+            .split('-')
+            .next()
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or(0);
+        let mut event = String::new();
+        let mut holder = None;
+        for kv in fields.chunks(2) {
+            let [k, v] = kv else { continue };
+            match text(k).as_str() {
+                "e" => event = text(v),
+                "i" => holder = serde_json::from_str(&text(v)).ok(),
+                _ => {}
+            }
+        }
+        out.push(Event {
+            event,
+            at_ms,
+            holder,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn stream_entries_decode() {
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                b("1700000000123-0"),
+                Value::Array(vec![
+                    b("e"),
+                    b("granted"),
+                    b("i"),
+                    b(r#"{"host":"h","pid":7}"#),
+                    b("f"),
+                    b("3"),
+                ]),
+            ]),
+            Value::Array(vec![b("1700000000200-1"), Value::Array(vec![b("e"), b("expired")])]),
+            b("junk"),
+        ]);
+        let ev = events(&reply);
+        assert_eq!(ev.len(), 2);
+        assert_eq!((ev[0].event.as_str(), ev[0].at_ms), ("granted", 1_700_000_000_123));
+        assert_eq!(ev[0].holder.as_ref().map(|h| h.pid), Some(7));
+        assert_eq!((ev[1].event.as_str(), ev[1].holder.is_none()), ("expired", true));
+        assert!(events(&Value::Nil).is_empty());
+    }
+
+    #[test]
+    fn counters_decode_known_fields_only() {
+        let f = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let c = counters(&[f("grants", "5"), f("breaks", "1"), f("b:tok", "x"), f("overruns", "2")]);
+        assert_eq!((c.grants, c.breaks, c.overruns, c.losses), (5, 1, 2, 0));
+    }
+}
