@@ -2,8 +2,10 @@
 
 mod acquire;
 mod exec;
+mod metrics;
 mod query;
 mod release;
+mod top;
 
 use rlock::Mode;
 
@@ -73,5 +75,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status { key, json } => query::status(g, key, *json),
         Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
         Command::List { pattern, json } => query::list(g, pattern, *json),
+        Command::Top {
+            pattern,
+            delay,
+            once,
+        } => top::top(g, pattern, delay.0, *once),
+        Command::Metrics { pattern } => metrics::metrics(g, pattern),
     }
 }
