@@ -27,8 +27,8 @@ mod wait;
 
 pub(crate) use backend::Backend;
 pub use keys::{LockName, MAX_KEY_LEN};
-pub use overview::{Counters, Event, LockView};
 pub(crate) use node::{Attempt, Node};
+pub use overview::{Counters, Event, LockView};
 pub use script::RESEND_WINDOW;
 pub use types::*;
 pub(crate) use wait::Waiting;

@@ -149,7 +149,12 @@ impl Node {
             let (log, stats) = history_keys(&lock);
             let mut pipe = redis::pipe();
             pipe.cmd("HGETALL").arg(&stats);
-            pipe.cmd("XREVRANGE").arg(&log).arg("+").arg("-").arg("COUNT").arg(1);
+            pipe.cmd("XREVRANGE")
+                .arg(&log)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(1);
             pipe.cmd("XRANGE").arg(&log).arg(from).arg("+");
             let res: redis::RedisResult<(Vec<(String, String)>, Value, Value)> =
                 pipe.query(self.conn()?);
@@ -256,21 +261,35 @@ mod tests {
                     b("3"),
                 ]),
             ]),
-            Value::Array(vec![b("1700000000200-1"), Value::Array(vec![b("e"), b("expired")])]),
+            Value::Array(vec![
+                b("1700000000200-1"),
+                Value::Array(vec![b("e"), b("expired")]),
+            ]),
             b("junk"),
         ]);
         let ev = events(&reply);
         assert_eq!(ev.len(), 2);
-        assert_eq!((ev[0].event.as_str(), ev[0].at_ms), ("granted", 1_700_000_000_123));
+        assert_eq!(
+            (ev[0].event.as_str(), ev[0].at_ms),
+            ("granted", 1_700_000_000_123)
+        );
         assert_eq!(ev[0].holder.as_ref().map(|h| h.pid), Some(7));
-        assert_eq!((ev[1].event.as_str(), ev[1].holder.is_none()), ("expired", true));
+        assert_eq!(
+            (ev[1].event.as_str(), ev[1].holder.is_none()),
+            ("expired", true)
+        );
         assert!(events(&Value::Nil).is_empty());
     }
 
     #[test]
     fn counters_decode_known_fields_only() {
         let f = |k: &str, v: &str| (k.to_string(), v.to_string());
-        let c = counters(&[f("grants", "5"), f("breaks", "1"), f("b:tok", "x"), f("overruns", "2")]);
+        let c = counters(&[
+            f("grants", "5"),
+            f("breaks", "1"),
+            f("b:tok", "x"),
+            f("overruns", "2"),
+        ]);
         assert_eq!((c.grants, c.breaks, c.overruns, c.losses), (5, 1, 2, 0));
     }
 }

@@ -8,7 +8,15 @@ use rlock::lock::LockView;
 
 /// The column titles.
 const TITLES: [&str; 9] = [
-    "LOCK", "KIND", "HOLDER", "HELD", "TTL", "WAIT", "OLDEST", "GR/MIN", "LAST EVENT",
+    "LOCK",
+    "KIND",
+    "HOLDER",
+    "HELD",
+    "TTL",
+    "WAIT",
+    "OLDEST",
+    "GR/MIN",
+    "LAST EVENT",
 ];
 
 /// What goes above the table.

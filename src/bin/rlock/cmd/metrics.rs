@@ -26,12 +26,18 @@ type Value = fn(&LockView) -> String;
 
 /// The families: name, type, help, the value of one lock.
 const FAMILIES: [(&str, &str, &str, Value); 9] = [
-    ("rlock_lock_holders", "gauge", "Holders of the lock now.", |v| {
-        v.status.holders.len().to_string()
-    }),
-    ("rlock_lock_waiters", "gauge", "Acquires queued for the lock now.", |v| {
-        v.status.waiters.to_string()
-    }),
+    (
+        "rlock_lock_holders",
+        "gauge",
+        "Holders of the lock now.",
+        |v| v.status.holders.len().to_string(),
+    ),
+    (
+        "rlock_lock_waiters",
+        "gauge",
+        "Acquires queued for the lock now.",
+        |v| v.status.waiters.to_string(),
+    ),
     (
         "rlock_lock_oldest_wait_seconds",
         "gauge",

@@ -70,10 +70,7 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
             if left.is_zero() {
                 break true;
             }
-            let mut fds = [
-                pollin(signals.fd()),
-                pollin(libc::STDIN_FILENO),
-            ];
+            let mut fds = [pollin(signals.fd()), pollin(libc::STDIN_FILENO)];
             let n = if keys { 2 } else { 1 };
             let ms = libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX);
             // SAFETY: a valid array of `n` pollfds.
