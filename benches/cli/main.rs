@@ -49,6 +49,7 @@ mod idle;
 mod rss;
 mod safety;
 mod throughput;
+mod top;
 mod waiters;
 
 use etcd::Etcd;
@@ -75,7 +76,7 @@ impl Bench {
 type Section = fn(&Bench);
 
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, Section); 12] = [
+const SECTIONS: [(&str, Section); 13] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),
@@ -88,6 +89,7 @@ const SECTIONS: [(&str, Section); 12] = [
     ("10", cost::run),
     ("11", waiters::run),
     ("12", expiry::run),
+    ("top", top::run),
 ];
 
 fn main() {
