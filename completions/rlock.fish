@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rlock_global_optspecs
-    string join \n url= cluster sentinel= min-replicas= tls-ca= tls-cert= tls-key= prefix= connect-timeout= q/quiet v/verbose h/help V/version
+    string join \n url= cluster sentinel= min-replicas= tls-ca= tls-cert= tls-key= prefix= connect-timeout= history-events= history-retention= q/quiet v/verbose h/help V/version
 end
 
 function __fish_rlock_needs_command
@@ -32,6 +32,8 @@ complete -c rlock -n "__fish_rlock_needs_command" -l tls-cert -d 'Client certifi
 complete -c rlock -n "__fish_rlock_needs_command" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_needs_command" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_needs_command" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_needs_command" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_needs_command" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -44,8 +46,11 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "release" -d 'Release a 
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "top" -d 'A live view of the locks in use, most contended first (like top)'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "metrics" -d 'Print Prometheus metrics for the locks in use (text format 0.0.4)'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
@@ -65,6 +70,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-cert -d 'Cli
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l keep -d 'Leave a keeper process that renews the lock while the calling process (the script) lives and releases it when that exits'
@@ -91,6 +98,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-cert -d 'Client
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
@@ -119,6 +128,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-cert -d 'Client c
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s n -l no-wait -l nb -l nonblock -d 'Fail at once if the lock is busy (wins over -w, as in flock)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l supersede -d 'CI "newest wins" queue: while waiting, a newer --supersede waiter of the same lock replaces this one, which then exits with the -E code ("superseded by host H pid P"); joining, this one replaces the older. Holders are never touched. Everybody else waits in FIFO order as usual. Not with -n or -w 0, nor RedLock (several --url)'
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l kill-leftovers -d 'When the command exits, end what it left running (SIGTERM, then SIGKILL after --grace) instead of holding the lock until it exits'
@@ -136,6 +147,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-cert -d 'Cli
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand release" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand release" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand release" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -150,6 +163,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-cert -d 'Clien
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand renew" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand renew" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
@@ -163,6 +178,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-cert -d 'Clien
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand check" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand check" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l json -d 'Print JSON on stdout'
 complete -c rlock -n "__fish_rlock_using_subcommand check" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand check" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -176,11 +193,29 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-cert -d 'Clie
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand status" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l limit -d 'Show the last N events (1 to 100000)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l json -d 'Print one JSON object per line instead of text'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l ttl -d 'The longest TTL (or --min-hold) your locks use: the restart delay and the clock margin are worked out for it' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
@@ -190,6 +225,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-cert -d 'Clie
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l json -d 'Print JSON instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -203,18 +240,53 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-cert -d 'Client
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key rlock writes' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand list" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l json -d 'Print JSON (one array) instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s d -l delay -d 'Refresh every D (a bare number is seconds; 0.1s to 1h)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l once -d 'Print one plain frame and exit'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "top" -d 'A live view of the locks in use, most contended first (like top)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "metrics" -d 'Print Prometheus metrics for the locks in use (text format 0.0.4)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history doctor list top metrics help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,8 +1,8 @@
 -- acquire.lua: grant the lock to a token, let its holder re-enter, or queue
 -- the caller behind earlier waiters (FIFO).
 --
--- KEYS[1..8] as in common.lua (KEYS[7] is the caller's own wake-up list,
--- KEYS[8] P{K}:r:<request id>)
+-- KEYS[1..10] as in common.lua (KEYS[9] is the caller's own wake-up list,
+-- KEYS[10] P{K}:r:<request id>)
 -- ARGV[1] token (UUIDv4)
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] limit: how many holders at once (kind x; 1 = exclusive)
@@ -21,10 +21,13 @@
 -- ARGV[11] min-hold in ms ('0': none): the lease of a new grant lasts at
 --         least this long after the grant, whenever it is released (see
 --         release.lua)
--- ARGV[12] how long (ms) a re-entry's request record KEYS[8] is kept:
+-- ARGV[12] how long (ms) a re-entry's request record KEYS[10] is kept:
 --         longer than the client may resend
 -- ARGV[13] --supersede ("newest wins", see "Supersede" below): '0' no;
 --         '1' yes, this token's first call; '2' yes, a later call
+-- ARGV[14] how long (ms) the caller has waited so far (for the history's
+--         `granted` event)
+-- ARGV[15] history cap, ARGV[16] history retention in ms (see common.lua)
 --
 -- Returns one of (names as in common.lua)
 --   {GRANTED, fence, count, wake...}   count > 1 means re-entered
@@ -111,6 +114,21 @@ local function grant()
   local fence = last and last + 1 or now
   local floor = tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
+  -- The history's `granted` event (see log_event in common.lua, written
+  -- out here for the fast path, which runs without it), and the grant
+  -- left open until its end is recorded (released, expired, ...). The
+  -- XADD is the first write: at maxmemory, or on a P{K}:log rlock did not
+  -- write, the script stops before anything is written.
+  local cap, keep = tonumber(ARGV[15]) or 200, tonumber(ARGV[16]) or 604800000
+  if cap > 0 then
+    redis.call('XADD', KEYS[7], 'MAXLEN', '~', cap, '*', 'e', 'granted', 'f', fence,
+      'i', ARGV[4], 'w', tonumber(ARGV[14]) or 0)
+    redis.call('PEXPIRE', KEYS[7], keep)
+  end
+  redis.call('HINCRBY', KEYS[8], 'open', 1)
+  redis.call('HINCRBY', KEYS[8], 'grants', 1)
+  redis.call('HSET', KEYS[8], 'o:' .. tok, fence .. ' ' .. now .. ' ' .. ARGV[4])
+  redis.call('PEXPIRE', KEYS[8], keep)
   redis.call('ZADD', KEYS[2], now + ttl, tok)
   local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
     'f:' .. tok, fence}
@@ -131,8 +149,11 @@ end
 -- Fast path, before the prelude (see build.rs): a fresh acquire
 -- of a lock nobody holds or waits for. Its state keys are gone (see
 -- common.lua): nothing to prune, queue or wake. (A zset without the hash
--- is not rlock's: the slow path refuses it.)
-if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0 then
+-- is not rlock's: the slow path refuses it.) A grant still open in the
+-- history's counters (its state ran out unnoticed) takes the slow path,
+-- which records it as expired first (settle in common.lua).
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0
+    and (tonumber(redis.call('HGET', KEYS[8], 'open')) or 0) <= 0 then
   local fence, bad = grant()
   if bad then return bad end
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -147,6 +168,7 @@ if foreign then return foreign end
 -- At maxmemory: refused here, nothing written (see common.lua).
 refuse_at_maxmemory()
 prune(now)
+settle(now, true)
 local supersede = ARGV[13] or '0'
 if supersede ~= '0' then
   local by = redis.call('HGET', STATE, 'x:' .. tok)
@@ -212,12 +234,12 @@ if exp then
     end
     return {GRANTED, fence, tonumber(held[3])}
   end
-  local done = redis.call('GET', KEYS[8])
+  local done = redis.call('GET', KEYS[10])
   if done then
     return {GRANTED, fence, tonumber(done)} -- a resend of this re-entry
   end
   local n = redis.call('HINCRBY', STATE, 'c:' .. tok, 1)
-  redis.call('SET', KEYS[8], n, 'PX', tonumber(ARGV[12]) or 10000)
+  redis.call('SET', KEYS[10], n, 'PX', tonumber(ARGV[12]) or 10000)
   if now + ttl > tonumber(exp) then
     redis.call('ZADD', HOLDERS, now + ttl, tok)
     tidy(now)
@@ -245,16 +267,20 @@ if supersede ~= '0' and ARGV[5] == '1' then
       leave_queue(older)
       redis.call('HSET', STATE, 'x:' .. older, ARGV[4])
       superseded[1] = older
+      log_event(now, 'superseded', {'i', redis.call('HGET', STATE, 'supi') or '',
+        'by', user_at_host(ARGV[4])})
     else
       leave_queue(tok)
-      return {SUPERSEDED, redis.call('HGET', STATE, 'supi') or ''}
+      local by = redis.call('HGET', STATE, 'supi') or ''
+      log_event(now, 'superseded', {'i', ARGV[4], 'by', user_at_host(by)})
+      return {SUPERSEDED, by}
     end
   end
   redis.call('HSET', STATE, 'sup', tok, 'supi', ARGV[4])
 end
 
 local rank = redis.call('ZRANK', QUEUE, tok)
-redis.call('DEL', KEYS[7])
+redis.call('DEL', KEYS[9])
 if may_enter(kind, mode, limit, tok, rank) then
   local fence, bad = grant()
   if bad then return bad end

@@ -1,8 +1,10 @@
 -- check.lua: does a token hold the lock now? (For scripts about to do
 -- something irreversible.) Changes nothing but dropping expired entries.
 --
--- KEYS[1..6] as in common.lua
+-- KEYS[1..8] as in common.lua
 -- ARGV[1] token
+-- ARGV[2] history cap, ARGV[3] history retention in ms (see common.lua):
+--         leases found run out are recorded as expired
 --
 -- Returns
 --   {ms_left, fence}  the token holds it for ms_left more (server clock)

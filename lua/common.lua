@@ -29,11 +29,24 @@
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
 --   KEYS[5] P{K}:fence  STRING  the last fencing value granted (see below)
 --   KEYS[6] P{K}:qw     ZSET    <token> -> arrival order, waiting writers only
---   KEYS[7] P{K}:w:<token> LIST the caller's own wake-up signal (BLPOP target)
---   KEYS[8] P{K}:r:<request> STRING what a release or a re-entry did (its
+--   KEYS[7] P{K}:log    STREAM  the lock's history: one entry per event
+--                               (see log_event below)
+--   KEYS[8] P{K}:n      HASH    counters of events (grants, released,
+--                               expired, losses, timeouts, superseded,
+--                               breaks, overruns), and the open grants:
+--                               open        -> how many grants have no
+--                                              end event yet
+--                               o:<token>   -> '<fence> <since ms> <info>'
+--                                              of such a grant
+--   KEYS[9] P{K}:w:<token> LIST the caller's own wake-up signal (BLPOP target)
+--   KEYS[10] P{K}:r:<request> STRING what a release or a re-entry did (its
 --                               answer), kept a little longer than the
 --                               client may resend that call: see "Resends"
 --                               in acquire.lua
+--
+-- Every script that writes events (acquire, release, renew, check, lost,
+-- history, break) takes the history's cap (events kept, about: MAXLEN ~)
+-- and retention (ms) as its last two ARGV.
 --
 -- Every holder, each reader included, has its own lease. Every expiry
 -- decision uses the server's clock (TIME), never a client's.
@@ -78,6 +91,7 @@
 -- own queue entry (ZADD XX).
 local STATE, HOLDERS, QUEUE, ALIVE, FENCE, WRITERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local LOG, STATS = KEYS[7], KEYS[8]
 
 -- Replies, named the same in src/lock/script.rs (mod reply).
 local GRANTED, BUSY = 1, 0
@@ -167,6 +181,49 @@ local function check_types()
   end
 end
 
+-- The counter in STATS each event adds one to.
+local COUNTER = {granted = 'grants', released = 'released', expired = 'expired',
+  lost = 'losses', timeout = 'timeouts', superseded = 'superseded', broken = 'breaks',
+  overran = 'overruns'}
+
+-- Record an event in the lock's history: one stream entry (id from the
+-- server's clock; e = event, then `fields`, a flat array {'f', fence,
+-- 'i', info, ...}), one more in its counter, and both keys kept for the
+-- retention from now. Cap and retention are the script's last two ARGV;
+-- a cap of 0 keeps counters only. (acquire.lua and release.lua write
+-- their fast path's event by hand, the same way.)
+local function log_event(now, event, fields)
+  local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
+  if cap > 0 then
+    redis.call('XADD', LOG, 'MAXLEN', '~', cap, '*', 'e', event, unpack(fields))
+    redis.call('PEXPIRE', LOG, keep)
+  end
+  redis.call('HINCRBY', STATS, COUNTER[event] or event, 1)
+  redis.call('PEXPIRE', STATS, keep)
+end
+
+-- Close `tok`'s open grant (its end is being recorded): its fence, since
+-- (ms) and info, or nil if it had none open (ended already, or granted
+-- by a release before history).
+local function close_grant(tok)
+  local v = redis.call('HGET', STATS, 'o:' .. tok)
+  if not v then return nil end
+  redis.call('HDEL', STATS, 'o:' .. tok)
+  redis.call('HINCRBY', STATS, 'open', -1)
+  local f, s, i = string.match(v, '^(%d+) (%d+) (.*)$')
+  return f or '0', tonumber(s) or 0, i or ''
+end
+
+-- 'user@host' of a holder info JSON ('' if it names neither).
+local function user_at_host(info)
+  local ok, t = pcall(cjson.decode, info)
+  if not ok or type(t) ~= 'table' then return '' end
+  local u, h = t.user, t.host
+  if type(h) ~= 'string' then return '' end
+  if type(u) == 'string' and u ~= '' then return u .. '@' .. h end
+  return h
+end
+
 local function forget_holder(tok, mode)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
     'u:' .. tok)
@@ -196,9 +253,17 @@ local function leave_queue(tok)
 end
 
 -- Drop holders whose lease ran out and waiters that stopped calling in.
+-- A holder whose lease ran out with its grant still open (nobody
+-- released it: a crashed or stopped holder) is recorded as `expired`.
 local function prune(now)
-  for _, tok in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', now)) do
+  local gone = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', now, 'WITHSCORES')
+  for j = 1, #gone, 2 do
+    local tok = gone[j]
     forget_holder(tok, redis.call('HGET', STATE, 'm:' .. tok))
+    local f, since, info = close_grant(tok)
+    if f then
+      log_event(now, 'expired', {'f', f, 'i', info, 'd', math.max(tonumber(gone[j + 1]) - since, 0)})
+    end
   end
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', now)) do
     leave_queue(tok)
@@ -288,3 +353,31 @@ local function tidy(now)
   end
 end
 
+
+-- Grants still open whose holder is gone (its state expired unnoticed:
+-- nobody called while it ran out) are recorded as `expired` now. With
+-- `cheap`, only when the open count says there are more open grants than
+-- holders (the slow path of an acquire); otherwise every one is looked at
+-- (the history read).
+local function settle(now, cheap)
+  local open = tonumber(redis.call('HGET', STATS, 'open')) or 0
+  if open <= 0 or (cheap and open <= redis.call('ZCARD', HOLDERS)) then return end
+  local all = redis.call('HGETALL', STATS)
+  local live = 0
+  for j = 1, #all, 2 do
+    local k = all[j]
+    if string.sub(k, 1, 2) == 'o:' then
+      local tok = string.sub(k, 3)
+      local exp = redis.call('ZSCORE', HOLDERS, tok)
+      if not exp or tonumber(exp) <= now then
+        local f, _, info = close_grant(tok)
+        log_event(now, 'expired', {'f', f, 'i', info})
+      else
+        live = live + 1
+      end
+    end
+  end
+  -- The count follows the records (a count left over without them would
+  -- send every acquire down the slow path).
+  redis.call('HSET', STATS, 'open', live)
+end

@@ -1,7 +1,7 @@
 -- release.lua: drop one hold (or, with ARGV[2] = '1', every re-entry and any
 -- place in the wait queue at once), then say which waiters to wake.
 --
--- KEYS[1..8] as in common.lua (KEYS[8]: P{K}:r:<request id>)
+-- KEYS[1..10] as in common.lua (KEYS[10]: P{K}:r:<request id>)
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
 -- ARGV[3] request id, the same for every resend of one call
@@ -11,8 +11,16 @@
 --         + min-hold, instead of at once; the holder stays, with count 0
 --         ("parked"), and nobody renews it. '0': release now (a failed
 --         command, an abandoned acquire)
--- ARGV[6] how long (ms) the request record KEYS[8] is kept: longer than
+-- ARGV[6] how long (ms) the request record KEYS[10] is kept: longer than
 --         the client may resend
+-- ARGV[7] how the hold ended, for the history: '' released, 'overran'
+--         (stopped by --max-hold: an `overran` event instead of
+--         `released`), 'timeout' (a waiter gave up: a `timeout` event if
+--         it was queued)
+-- ARGV[8] exit code of exec's command ('' if none)
+-- ARGV[9] the caller's holder info, JSON (for `timeout`)
+-- ARGV[10] how long (ms) the caller waited (for `timeout`)
+-- ARGV[11] history cap, ARGV[12] history retention in ms (see common.lua)
 --
 -- Resends (see acquire.lua): a release that dropped one of several holds
 -- leaves its answer in P{K}:r:<request id>, and a resend finds it before
@@ -30,7 +38,7 @@
 --                 the lock may have other holders if it is shared
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 -- and `wake...` the tokens of waiters that may now take the lock.
-local tok, done, all = ARGV[1], KEYS[8], ARGV[2] == '1'
+local tok, done, all = ARGV[1], KEYS[10], ARGV[2] == '1'
 local now
 local function clock()
   if not now then
@@ -48,6 +56,32 @@ local function hold_end(h)
   return math.max(tonumber(h[2]) or 0, (tonumber(h[3]) or 0) + (tonumber(ARGV[4]) or 0))
 end
 
+-- The history's end of `tok`'s hold (`h`: its c:, u:, s:, i:, f: fields):
+-- `released` (or `overran`), its grant closed (see log_event in
+-- common.lua, written out here for the fast path, which runs without it).
+-- A hold granted before history was kept has no open grant: it is
+-- recorded all the same.
+local function ended(h)
+  if redis.call('HDEL', KEYS[8], 'o:' .. tok) == 1 then
+    redis.call('HINCRBY', KEYS[8], 'open', -1)
+  end
+  local cap, keep = tonumber(ARGV[11]) or 200, tonumber(ARGV[12]) or 604800000
+  local event, counter = 'released', 'released'
+  if ARGV[7] == 'overran' then event, counter = 'overran', 'overruns' end
+  if cap > 0 then
+    local fields = {'e', event, 'f', h[5] or '0', 'i', h[4] or '',
+      'd', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
+    if ARGV[8] and ARGV[8] ~= '' then
+      fields[#fields + 1] = 'x'
+      fields[#fields + 1] = ARGV[8]
+    end
+    redis.call('XADD', KEYS[7], 'MAXLEN', '~', cap, '*', unpack(fields))
+    redis.call('PEXPIRE', KEYS[7], keep)
+  end
+  redis.call('HINCRBY', KEYS[8], counter, 1)
+  redis.call('PEXPIRE', KEYS[8], keep)
+end
+
 -- Fast path, before the prelude (see build.rs): the last hold
 -- (or every hold) of the only holder, its lease still running, nobody
 -- waiting (KEYS[3] exists only while someone waits), no min-hold left:
@@ -57,11 +91,13 @@ end
 local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
 if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
     and redis.call('EXISTS', KEYS[3]) == 0 then
-  local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok)
+  local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
+    'f:' .. tok)
   local ends = hold_end(h)
   if (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
       and (ends == 0 or ends <= clock()) then
     redis.call('DEL', KEYS[1], KEYS[2])
+    ended(h)
     return {0}
   end
 end
@@ -80,7 +116,8 @@ if held then
     local prev = redis.call('GET', done)
     if prev then return {tonumber(prev)} end
   end
-  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'm:' .. tok)
+  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
+    'f:' .. tok, 'm:' .. tok)
   if not all and (tonumber(h[1]) or 0) > 1 then
     local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
     redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
@@ -99,10 +136,12 @@ if held then
     -- later release keeps the end, a renewal would move it).
     redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, park)
     redis.call('ZADD', HOLDERS, park, tok)
+    ended(h)
     tidy(now)
     return {0}
   end
-  forget_holder(tok, h[4])
+  forget_holder(tok, h[6])
+  ended(h)
   prune(now)
   local wake = to_wake(nil)
   tidy(now)
@@ -114,8 +153,11 @@ if prev then return {tonumber(prev)} end
 local _, foreign = lock_kind()
 if foreign then return foreign end
 if all then
+  if ARGV[7] == 'timeout' and redis.call('ZSCORE', QUEUE, tok) then
+    log_event(now, 'timeout', {'i', ARGV[9] or '', 'w', tonumber(ARGV[10]) or 0})
+  end
   leave_queue(tok)
-  redis.call('DEL', KEYS[7])
+  redis.call('DEL', KEYS[9])
 end
 prune(now)
 local result = not_held_reply()

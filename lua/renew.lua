@@ -3,9 +3,11 @@
 -- nested holder with a short TTL, or `rlock renew` with the default TTL,
 -- must not cut the lease an outer holder relies on.
 --
--- KEYS[1..6] as in common.lua
+-- KEYS[1..8] as in common.lua
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms, counted from now (server clock)
+-- ARGV[3] history cap, ARGV[4] history retention in ms (see common.lua):
+--         a renewal that finds leases run out records them as expired
 --
 -- Returns
 --   ms > 0        renewed; the lease now ends ms from now (at least ARGV[2])

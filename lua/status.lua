@@ -1,7 +1,7 @@
 -- status.lua: read a lock's state without changing it.
 --
--- KEYS[1..6] as in common.lua
--- KEYS[7] P{K}:lost, where an `acquire --keep` keeper records a loss
+-- KEYS[1..8] as in common.lua
+-- KEYS[9] P{K}:lost, where an `acquire --keep` keeper records a loss
 --
 -- Returns {kind, limit, fence, waiters, waiting_writers, lost,
 -- oldest_wait_since, holder...}, lost being the loss record (JSON, '' if
@@ -26,7 +26,7 @@ local out = {
   tonumber(redis.call('GET', FENCE)) or 0,
   redis.call('ZCOUNT', ALIVE, '(' .. now, '+inf'),
   writers,
-  redis.call('GET', KEYS[7]) or '',
+  redis.call('GET', KEYS[9]) or '',
   0,
 }
 -- The queue is in arrival order; waiters that stopped calling in are

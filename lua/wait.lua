@@ -2,7 +2,7 @@
 -- and says when to look again; it touches the caller's own entry only, so
 -- an idle waiter costs a few commands every few seconds.
 --
--- KEYS[1..6] as in common.lua
+-- KEYS[1..8] as in common.lua
 -- ARGV[1] token
 -- ARGV[2] waiter lease in ms (as ARGV[6] of acquire.lua)
 -- ARGV[3] the first holder's fingerprint as the caller last saw it (see

@@ -49,7 +49,7 @@ pub mod signals;
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
-    Busy, Cancel, Held, HolderInfo, HolderStatus, Lease, Mode, Released, Request, Status, Token,
-    Wait,
+    Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode, ReleaseNote,
+    Released, Request, Status, Token, Wait,
 };
 pub use locker::Locker;

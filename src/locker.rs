@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::lock::{Backend, LockName, Node};
+use crate::lock::{Event, HistoryLimits, HolderInfo, ReleaseNote};
 use crate::quorum::Quorum;
 use crate::{Busy, Cancel, Lease, Released, Request, Result, Status, Token};
 
@@ -115,6 +116,62 @@ impl Locker {
             )));
         }
         self.0.release(key, token, all, min_hold)
+    }
+
+    /// [`Locker::release_with`], telling the lock's history how the hold
+    /// ended: the exit code of the command run under it, or that it was
+    /// stopped for holding too long (`overran` instead of `released`).
+    pub fn release_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        note: &ReleaseNote,
+    ) -> Result<Released> {
+        if min_hold.is_some_and(|d| d > crate::lock::MAX_TTL) {
+            return Err(crate::Error::Usage(format!(
+                "release_with's min_hold is too long: at most {}",
+                crate::duration::human(crate::lock::MAX_TTL)
+            )));
+        }
+        self.0.release_noted(key, token, all, min_hold, note)
+    }
+
+    /// How much history each lock keeps from now on (events, retention):
+    /// [`HistoryLimits::default`] unless set. Refused (a usage error) out
+    /// of range.
+    pub fn set_history(&mut self, limits: HistoryLimits) -> Result<()> {
+        limits.check()?;
+        self.0.set_history(limits);
+        Ok(())
+    }
+
+    /// The last `limit` events of `key` (1 to 100,000), oldest first.
+    /// Leases that ran out with nobody releasing them are recorded as
+    /// `expired` first. Under RedLock, as the first master that answers
+    /// has them.
+    pub fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
+        if limit == 0 || limit > crate::lock::MAX_HISTORY_EVENTS as usize {
+            return Err(crate::Error::Usage(format!(
+                "history limit {limit} is out of range: use 1 to {}",
+                crate::lock::MAX_HISTORY_EVENTS
+            )));
+        }
+        self.0.history(key, limit)
+    }
+
+    /// Record in `key`'s history that the holder with `token` found the
+    /// lock gone at a renewal, and why (`lost`). `info` names the holder
+    /// if the grant's own record is gone.
+    pub fn record_lost(
+        &mut self,
+        key: &str,
+        token: &Token,
+        info: &HolderInfo,
+        reason: &str,
+    ) -> Result<()> {
+        self.0.record_lost(key, token, info, reason)
     }
 
     /// [`Locker::release_with`], sent once and given up after `within`

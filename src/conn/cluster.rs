@@ -258,6 +258,7 @@ impl Server {
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
+            history: Default::default(),
         })
     }
 }

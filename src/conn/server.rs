@@ -28,6 +28,8 @@ pub(crate) struct Server {
     pub(crate) url: String,
     pub(crate) timeout: Duration,
     pub(crate) min_replicas: u32,
+    /// How much history the scripts keep per lock (ARGV of each).
+    pub(crate) history: crate::lock::HistoryLimits,
 }
 
 #[derive(Clone)]
@@ -90,6 +92,7 @@ impl Server {
             url: seed.shown,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
+            history: Default::default(),
         })
     }
 

@@ -74,6 +74,17 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
         ("del", v(&["del", k]), Always),
         ("exists", v(&["exists", k]), Always),
         ("pttl", v(&["pttl", &fence]), Recognize),
+        (
+            "xadd",
+            v(&["xadd", &format!("{k}:log"), "*", "e", "granted"]),
+            Always,
+        ),
+        (
+            "xrevrange",
+            v(&["xrevrange", &format!("{k}:log"), "+", "-"]),
+            Always,
+        ),
+        ("hgetall", v(&["hgetall", &format!("{k}:n")]), Always),
         ("role", v(&["role"]), Sentinel),
         ("cluster|slots", v(&["cluster", "slots"]), Cluster),
     ]

@@ -306,6 +306,16 @@ pub fn run(
         let hold = succeeded.then_some(Duration::ZERO);
         locker.release_with(key, &lease.token, lease.count == 1, hold)
     };
+    // The release after the command ended: the history's `released` event
+    // carries its exit code.
+    let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>| {
+        let hold = succeeded.then_some(Duration::ZERO);
+        let note = crate::lock::ReleaseNote {
+            exit_code: code,
+            overran: false,
+        };
+        locker.release_noted(key, &lease.token, lease.count == 1, hold, &note)
+    };
     on_event(Event::Acquired(&lease));
     let deadline =
         (spec.on_lost != OnLost::Ignore).then(|| kill_point(lease.valid_until, lease.ttl));
@@ -413,6 +423,11 @@ pub fn run(
         // frozen or gone, the release's resends (5 s beyond the timeout)
         // kept rlock running for seconds after the command was gone.
         let left = valid_until.remaining();
+        // The renewal that found the loss was answered (gone, or taken):
+        // the history's `lost` event, sent once.
+        if why == crate::lock::LOST_GONE || why == crate::lock::LOST_TAKEN {
+            let _ = locker.record_lost(key, &lease.token, &req.info, &why);
+        }
         if !left.is_zero() {
             let _ = locker.release_within(key, &lease.token, lease.count == 1, None, left);
         }
@@ -422,7 +437,10 @@ pub fn run(
         });
     }
     let succeeded = outcome.status.is_some_and(|st| st.success());
-    let released = release(locker, succeeded);
+    let code = outcome
+        .status
+        .map(|st| i32::from(crate::exit_code::for_status(Some(st))));
+    let released = release_noted(locker, succeeded, code);
     let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),

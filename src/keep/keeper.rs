@@ -389,6 +389,18 @@ impl Keeper {
             ),
             OnLost::Kill => "SIGKILL sent".to_string(),
         };
+        if definite {
+            // The history's `lost` event (the server just answered, so
+            // this costs one round trip).
+            let (key, token) = (self.key.clone(), self.token.clone());
+            let info = crate::lock::HolderInfo {
+                pid: self.watched.pid as u32,
+                ..crate::lock::HolderInfo::current(None)
+            };
+            if let Ok(l) = self.locker() {
+                let _ = l.record_lost(&key, &token, &info, why);
+            }
+        }
         let record = LostRecord {
             host: crate::lock::HolderInfo::current(None).host,
             pid: self.watched.pid as u32,

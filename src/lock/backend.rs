@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use super::keys::LockName;
 use super::overview::LockView;
-use super::types::{Busy, Held, Lease, Released, Request, Status, Token};
+use super::types::{
+    Busy, Event, Held, HistoryLimits, HolderInfo, Lease, ReleaseNote, Released, Request, Status,
+    Token,
+};
 use super::wait::Cancel;
 use crate::Result;
 use crate::clock::BootTime;
@@ -65,6 +68,37 @@ pub(crate) trait Backend: Send {
         all: bool,
         min_hold: Option<Duration>,
     ) -> Result<Released>;
+
+    /// [`Backend::release`], telling the history how the hold ended (exec's
+    /// exit code, or `overran`).
+    fn release_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        note: &ReleaseNote,
+    ) -> Result<Released>;
+
+    /// How much history the scripts keep per lock from now on (checked
+    /// by the caller).
+    fn set_history(&mut self, limits: HistoryLimits);
+
+    /// The last `limit` events of `key`, oldest first, after recording
+    /// leases that ran out unnoticed. Under RedLock, as the first master
+    /// that answers has them.
+    fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>>;
+
+    /// Record that the holder with `token` (and `info`) found `key` gone,
+    /// and why (a `lost` event). Sent once; under RedLock, to the first
+    /// master that answers (the others record the grant as expired).
+    fn record_lost(
+        &mut self,
+        key: &str,
+        token: &Token,
+        info: &HolderInfo,
+        reason: &str,
+    ) -> Result<()>;
 
     /// [`Backend::release`], sent once and given up after `within`
     /// (connecting and the reply are each waited for at most that long,

@@ -10,7 +10,7 @@ use redis::{FromRedisValue, Value};
 
 use super::node::Attempt;
 use super::script::reply;
-use super::types::{Busy, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
+use super::types::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
 use crate::{Error, Result};
 
 /// What a waiter's heartbeat learnt (see lua/wait.lua).
@@ -261,3 +261,40 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
 
 #[cfg(test)]
 mod tests;
+
+/// lua/history.lua's reply: stream entries `{id, {field, value, ...}}`
+/// (fields as in lua/common.lua, log_event), in the order given. The
+/// entry id's milliseconds are the event's time.
+pub(super) fn history(reply: Value) -> Result<Vec<Event>> {
+    let bad = |what: &str| Error::Protocol(format!("history: {what}"));
+    let entries: Vec<(String, Vec<String>)> =
+        FromRedisValue::from_redis_value(reply).map_err(|e| bad(&e.to_string()))?;
+    let mut out = Vec::with_capacity(entries.len());
+    for (id, fields) in entries {
+        let at = id
+            .split('-')
+            .next()
+            .and_then(|ms| ms.parse().ok())
+            .ok_or_else(|| bad("an entry id that is no stream id"))?;
+        let mut e = Event {
+            at,
+            ..Event::default()
+        };
+        for kv in fields.chunks(2) {
+            let [k, v] = kv else { break };
+            match k.as_str() {
+                "e" => e.event = v.clone(),
+                "i" => e.holder = serde_json::from_str::<HolderInfo>(v).ok(),
+                "f" => e.fence = v.parse().ok().filter(|f| *f > 0),
+                "w" => e.waited_ms = v.parse().ok(),
+                "d" => e.held_ms = v.parse().ok(),
+                "x" => e.exit_code = v.parse().ok(),
+                "by" => e.by = Some(v.clone()).filter(|b| !b.is_empty()),
+                "r" => e.reason = Some(v.clone()),
+                _ => {}
+            }
+        }
+        out.push(e);
+    }
+    Ok(out)
+}

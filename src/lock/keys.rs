@@ -71,6 +71,8 @@ impl LockName {
             format!("{b}:qa"),
             format!("{b}:fence"),
             format!("{b}:qw"),
+            self.log_key(),
+            self.stats_key(),
         ];
         if let Some(t) = token {
             keys.push(self.wake_key(t));
@@ -80,6 +82,16 @@ impl LockName {
 
     pub(super) fn wake_key(&self, token: &Token) -> String {
         self.wake_key_of(token.as_str())
+    }
+
+    /// The lock's history, a stream (lua/common.lua).
+    pub fn log_key(&self) -> String {
+        format!("{}:log", self.base)
+    }
+
+    /// The lock's event counters, a hash (lua/common.lua).
+    pub fn stats_key(&self) -> String {
+        format!("{}:n", self.base)
     }
 
     /// Where a keeper records a loss (src/keep.rs; `status` shows it).

@@ -28,7 +28,7 @@ mod wait;
 pub(crate) use backend::Backend;
 pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
-pub use overview::{Counters, Event, LockView};
+pub use overview::{Counters, LockView};
 pub use script::RESEND_WINDOW;
 pub use types::*;
 pub(crate) use wait::Waiting;

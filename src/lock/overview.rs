@@ -17,9 +17,8 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 use serde::Serialize;
 
-use super::keys::LockName;
 use super::node::Node;
-use super::types::{HolderInfo, Status};
+use super::types::{Event, Status};
 use crate::Result;
 
 /// How far back [`LockView::grants_last_minute`] counts.
@@ -45,18 +44,6 @@ pub struct Counters {
     pub breaks: u64,
     /// Holds stopped by `--max-hold`.
     pub overruns: u64,
-}
-
-/// One event of a lock's history, as `top` shows the last one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Event {
-    /// granted, released, expired, lost, timeout, superseded, broken,
-    /// overran.
-    pub event: String,
-    /// When (server clock, ms since 1970: the stream entry's id).
-    pub at_ms: u64,
-    /// Whose hold or wait it was, when the event names one.
-    pub holder: Option<HolderInfo>,
 }
 
 /// A lock in use, with what its history says.
@@ -123,11 +110,6 @@ pub fn check_pattern(pattern: &str) -> Result<()> {
     Ok(())
 }
 
-/// The history keys of a lock (their layout: lua/common.lua).
-fn history_keys(lock: &LockName) -> (String, String) {
-    let b = lock.redis_key();
-    (format!("{b}:log"), format!("{b}:n"))
-}
 
 impl Node {
     /// The server's clock, ms since 1970.
@@ -155,10 +137,11 @@ impl Node {
             let chunk: Vec<Status> = locks.by_ref().take(batch).collect();
             let mut pipe = redis::pipe();
             for status in &chunk {
-                let (log, stats) = history_keys(&self.name(&status.key)?);
+                let lock = self.name(&status.key)?;
+                let (log, stats) = (lock.log_key(), lock.stats_key());
                 pipe.cmd("HGETALL").arg(&stats);
                 pipe.cmd("XREVRANGE").arg(&log).arg("+").arg("-").arg("COUNT").arg(1);
-                pipe.cmd("XRANGE").arg(&log).arg(from).arg("+");
+                pipe.cmd("XREVRANGE").arg(&log).arg("+").arg(from);
             }
             let res: redis::RedisResult<Vec<Value>> = pipe.query(self.conn()?);
             self.used();
@@ -177,11 +160,11 @@ impl Node {
                 out.push(LockView {
                     now_ms,
                     oldest_wait,
-                    grants_last_minute: events(recent)
+                    grants_last_minute: events(recent)?
                         .iter()
                         .filter(|e| e.event == "granted")
                         .count() as u64,
-                    last_event: events(last).pop(),
+                    last_event: events(last)?.pop(),
                     counters: counters(&counts),
                     status,
                 });
@@ -213,84 +196,17 @@ pub(crate) fn counters(fields: &[(String, String)]) -> Counters {
     c
 }
 
-/// An XRANGE/XREVRANGE reply's entries, in the reply's order: the event
-/// (`e`), its time (the id's milliseconds) and holder (`i`, JSON).
-pub(crate) fn events(reply: &Value) -> Vec<Event> {
-    let Value::Array(entries) = reply else {
-        return Vec::new();
-    };
-    let text = |v: &Value| String::from_redis_value(v.clone()).unwrap_or_default();
-    let mut out = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let Value::Array(parts) = entry else { continue };
-        let (Some(id), Some(Value::Array(fields))) = (parts.first(), parts.get(1)) else {
-            continue;
-        };
-        let at_ms = text(id)
-            .split('-')
-            .next()
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or(0);
-        let mut event = String::new();
-        let mut holder = None;
-        for kv in fields.chunks(2) {
-            let [k, v] = kv else { continue };
-            match text(k).as_str() {
-                "e" => event = text(v),
-                "i" => holder = serde_json::from_str(&text(v)).ok(),
-                _ => {}
-            }
-        }
-        out.push(Event {
-            event,
-            at_ms,
-            holder,
-        });
+/// An XREVRANGE reply's entries (an absent stream: none).
+fn events(reply: &Value) -> Result<Vec<Event>> {
+    match reply {
+        Value::Nil => Ok(Vec::new()),
+        v => super::decode::history(v.clone()),
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
-    #[test]
-    fn stream_entries_decode() {
-        let reply = Value::Array(vec![
-            Value::Array(vec![
-                b("1700000000123-0"),
-                Value::Array(vec![
-                    b("e"),
-                    b("granted"),
-                    b("i"),
-                    b(r#"{"host":"h","pid":7}"#),
-                    b("f"),
-                    b("3"),
-                ]),
-            ]),
-            Value::Array(vec![
-                b("1700000000200-1"),
-                Value::Array(vec![b("e"), b("expired")]),
-            ]),
-            b("junk"),
-        ]);
-        let ev = events(&reply);
-        assert_eq!(ev.len(), 2);
-        assert_eq!(
-            (ev[0].event.as_str(), ev[0].at_ms),
-            ("granted", 1_700_000_000_123)
-        );
-        assert_eq!(ev[0].holder.as_ref().map(|h| h.pid), Some(7));
-        assert_eq!(
-            (ev[1].event.as_str(), ev[1].holder.is_none()),
-            ("expired", true)
-        );
-        assert!(events(&Value::Nil).is_empty());
-    }
 
     #[test]
     fn counters_decode_known_fields_only() {

@@ -35,6 +35,8 @@ pub(super) static STATUS: Lua = script!("status.lua");
 pub(super) static CHECK: Lua = script!("check.lua");
 pub(super) static WAIT: Lua = script!("wait.lua");
 pub(super) static WAKE: Lua = script!("wake.lua");
+pub(super) static HISTORY: Lua = script!("history.lua");
+pub(super) static LOST: Lua = script!("lost.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -176,7 +178,9 @@ mod tests {
 
     #[test]
     fn build_rs_hashes_each_script_as_sent() {
-        for s in [&ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE] {
+        for s in [
+            &ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE, &HISTORY, &LOST,
+        ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }
         // The prelude is in where a script asks for it, and only there.

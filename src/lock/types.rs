@@ -63,6 +63,15 @@ pub struct HolderInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// The holder's command line, if given (`rlock` stores it redacted).
     pub cmd: Option<String>,
+    /// The login name of the holder's process (USER, else LOGNAME, else
+    /// the password database's name for its uid); "" in holder info
+    /// stored by rlock before 0.x (the field did not exist).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    /// The CI job the holder runs in, when the environment names one (see
+    /// [`ci_job`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<String>,
 }
 
 impl HolderInfo {
@@ -72,8 +81,193 @@ impl HolderInfo {
             host: hostname(),
             pid: std::process::id(),
             cmd,
+            user: login_name(),
+            ci: ci_job(&|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
         }
     }
+}
+
+/// The login name of this process: USER, else LOGNAME, else the password
+/// database's entry for its real uid, else "".
+pub(crate) fn login_name() -> String {
+    for k in ["USER", "LOGNAME"] {
+        if let Ok(v) = std::env::var(k)
+            && !v.is_empty()
+            && !v.chars().any(char::is_control)
+        {
+            return v;
+        }
+    }
+    let mut buf = vec![0u8; 4096];
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: pwd, buf and out are valid for the call; getpwuid_r writes
+    // only into them, and on success out points to pwd, whose pw_name
+    // points into buf (NUL-terminated).
+    let rc = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    if rc != 0 || out.is_null() || pwd.pw_name.is_null() {
+        return String::new();
+    }
+    // SAFETY: see above.
+    unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The CI job this process runs in, as one line, when the environment
+/// (read through `var`, which gives None for unset or empty) names one:
+/// - GitHub Actions (GITHUB_ACTIONS=true): `github <GITHUB_REPOSITORY> run
+///   <GITHUB_RUN_ID> job <GITHUB_JOB>`;
+/// - GitLab CI (GITLAB_CI): `gitlab <CI_PROJECT_PATH> job <CI_JOB_ID>`;
+/// - Buildkite (BUILDKITE=true): `buildkite <BUILDKITE_PIPELINE_SLUG>
+///   build <BUILDKITE_BUILD_NUMBER> job <BUILDKITE_JOB_ID>`;
+/// - CircleCI (CIRCLECI=true): `circleci <CIRCLE_PROJECT_REPONAME> build
+///   <CIRCLE_BUILD_NUM> job <CIRCLE_JOB>`;
+/// - Jenkins (JENKINS_URL): `jenkins <JOB_NAME> build <BUILD_NUMBER>`.
+///
+/// Parts the environment leaves out are left out; control characters
+/// become spaces, and the whole is redacted as status redacts text (a
+/// URL's password never shows).
+pub fn ci_job(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let parts: &[(&str, &str)] = if var("GITHUB_ACTIONS").is_some() {
+        &[
+            ("github", "GITHUB_REPOSITORY"),
+            ("run", "GITHUB_RUN_ID"),
+            ("job", "GITHUB_JOB"),
+        ]
+    } else if var("GITLAB_CI").is_some() {
+        &[("gitlab", "CI_PROJECT_PATH"), ("job", "CI_JOB_ID")]
+    } else if var("BUILDKITE").is_some() {
+        &[
+            ("buildkite", "BUILDKITE_PIPELINE_SLUG"),
+            ("build", "BUILDKITE_BUILD_NUMBER"),
+            ("job", "BUILDKITE_JOB_ID"),
+        ]
+    } else if var("CIRCLECI").is_some() {
+        &[
+            ("circleci", "CIRCLE_PROJECT_REPONAME"),
+            ("build", "CIRCLE_BUILD_NUM"),
+            ("job", "CIRCLE_JOB"),
+        ]
+    } else if var("JENKINS_URL").is_some() {
+        &[("jenkins", "JOB_NAME"), ("build", "BUILD_NUMBER")]
+    } else {
+        return None;
+    };
+    let mut out = parts[0].0.to_string();
+    for (i, (label, k)) in parts.iter().enumerate() {
+        if let Some(v) = var(k) {
+            let v: String = v
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            if i > 0 {
+                out.push(' ');
+                out.push_str(label);
+            }
+            out.push(' ');
+            out.push_str(&v);
+        }
+    }
+    Some(crate::redact::redact_text(&out))
+}
+
+/// How much history each lock keeps (see `rlock history`, lua/common.lua):
+/// about `events` events (the stream is trimmed a node at a time: a few
+/// dozen more may stay), each lock's history and counters kept for
+/// `retention` after its last event. `events` 0 keeps the counters only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryLimits {
+    /// Events kept per lock (about; 0: none, counters only).
+    pub events: u32,
+    /// How long a lock's history and counters outlive its last event.
+    pub retention: Duration,
+}
+
+/// Most events [`HistoryLimits::events`] may keep per lock.
+pub const MAX_HISTORY_EVENTS: u32 = 100_000;
+/// Longest [`HistoryLimits::retention`].
+pub const MAX_HISTORY_RETENTION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+impl Default for HistoryLimits {
+    fn default() -> Self {
+        HistoryLimits {
+            events: 200,
+            retention: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+impl HistoryLimits {
+    /// Refuse limits out of range (a usage error).
+    pub fn check(&self) -> Result<()> {
+        if self.events > MAX_HISTORY_EVENTS {
+            return Err(Error::Usage(format!(
+                "HistoryLimits::events {} is too many: at most {MAX_HISTORY_EVENTS}",
+                self.events
+            )));
+        }
+        if self.retention < Duration::from_secs(1) || self.retention > MAX_HISTORY_RETENTION {
+            return Err(Error::Usage(format!(
+                "HistoryLimits::retention {} is out of range: use 1s to 366d",
+                human(self.retention),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The scripts' last two ARGV (lua/common.lua).
+    pub(crate) fn args(&self) -> [String; 2] {
+        [
+            self.events.to_string(),
+            crate::duration::millis(self.retention).to_string(),
+        ]
+    }
+}
+
+/// How a hold ended, for the history (see [`crate::Locker::release_noted`]):
+/// by default a plain release.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReleaseNote {
+    /// The exit code of the command run under the lock (exec).
+    pub exit_code: Option<i32>,
+    /// The holder was stopped for holding longer than allowed
+    /// (`--max-hold`): the history says `overran` (counted in `overruns`)
+    /// instead of `released`.
+    pub overran: bool,
+}
+
+/// One event in a lock's history (see [`crate::Locker::history`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Event {
+    /// granted, released, expired, lost, timeout, superseded, broken or
+    /// overran.
+    pub event: String,
+    /// When (server clock, ms since 1970).
+    pub at: u64,
+    /// Who: the holder (or the waiter, for timeout and superseded), as it
+    /// stored itself; None if not recorded.
+    pub holder: Option<HolderInfo>,
+    /// The grant's fencing value, where one applies.
+    pub fence: Option<u64>,
+    /// granted: how long the holder had waited.
+    pub waited_ms: Option<u64>,
+    /// released, overran, expired (when known): how long it was held.
+    pub held_ms: Option<u64>,
+    /// released: the exit code of exec's command.
+    pub exit_code: Option<i32>,
+    /// broken: user@host of the breaker; superseded: of the newer waiter.
+    pub by: Option<String>,
+    /// lost, broken: why.
+    pub reason: Option<String>,
 }
 
 pub(crate) fn hostname() -> String {

@@ -75,7 +75,17 @@ impl Quorum {
             turn,
             self.timeout,
             move |node| {
-                let a = node.attempt(&l, &t, &r, false, reenter_only, floor, None, false);
+                let a = node.attempt(
+                    &l,
+                    &t,
+                    &r,
+                    false,
+                    reenter_only,
+                    floor,
+                    None,
+                    false,
+                    Duration::ZERO,
+                );
                 if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence, _)) = &a {
                     let mut s = state(&shared);
                     s.floor = s.floor.max(*fence);

@@ -10,6 +10,7 @@ use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
 use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
 use crate::clock::BootTime;
 use crate::lock::{Backend, Held, LockName, Node, Waiting};
+use crate::lock::{Event, HistoryLimits, HolderInfo, ReleaseNote};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
 
 impl Backend for Quorum {
@@ -102,6 +103,57 @@ impl Backend for Quorum {
         );
         self.check_twins()?;
         released(answers, m, key)
+    }
+
+    fn release_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        note: &ReleaseNote,
+    ) -> Result<Released> {
+        self.check_twins()?;
+        let (k, t, n) = (key.to_string(), token.clone(), *note);
+        let m = self.majority();
+        // As `release`: every master, each writing its own history.
+        let answers = self.on_all(
+            Turn::Queue,
+            move |node| node.release_noted(&k, &t, all, min_hold, &n),
+            move |a, late| late && a.iter().flatten().count() >= m,
+        );
+        self.check_twins()?;
+        released(answers, m, key)
+    }
+
+    fn set_history(&mut self, limits: HistoryLimits) {
+        for s in &mut self.servers {
+            s.history = limits;
+        }
+        for m in &self.masters {
+            lock(&m.node).set_history(limits);
+        }
+    }
+
+    fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
+        let k = key.to_string();
+        self.first(move |node| node.history(&k, limit))
+    }
+
+    fn record_lost(
+        &mut self,
+        key: &str,
+        token: &Token,
+        info: &HolderInfo,
+        reason: &str,
+    ) -> Result<()> {
+        let (k, t, i, r) = (
+            key.to_string(),
+            token.clone(),
+            info.clone(),
+            reason.to_string(),
+        );
+        self.first(move |node| node.record_lost(&k, &t, &i, &r))
     }
 
     fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {

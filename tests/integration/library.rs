@@ -431,6 +431,8 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
             format!("{b}:qa"),
             format!("{b}:fence"),
             format!("{b}:qw"),
+            format!("{b}:log"),
+            format!("{b}:n"),
             format!("{b}:w:{tok}"),
             format!("{b}:r:{req}"),
         ]
@@ -440,10 +442,25 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
     let acquire = |c: &mut redis::Connection, req: &str, reenter: &str| -> Vec<redis::Value> {
         redis::cmd("EVAL")
             .arg(&acq)
-            .arg(8)
+            .arg(10)
             .arg(keys(req))
             .arg(&[
-                tok, "30000", "1", "{}", "0", "5000", reenter, "x", req, "0", "0", "20000",
+                tok,
+                "30000",
+                "1",
+                "{}",
+                "0",
+                "5000",
+                reenter,
+                "x",
+                req,
+                "0",
+                "0",
+                "20000",
+                "0",
+                "0",
+                "200",
+                "604800000",
             ])
             .query(c)
             .unwrap()
@@ -451,9 +468,22 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
     let release = |c: &mut redis::Connection, req: &str| -> i64 {
         let reply: Vec<redis::Value> = redis::cmd("EVAL")
             .arg(&rel)
-            .arg(8)
+            .arg(10)
             .arg(keys(req))
-            .arg(&[tok, "0", req, "0", "1", "20000"])
+            .arg(&[
+                tok,
+                "0",
+                req,
+                "0",
+                "1",
+                "20000",
+                "",
+                "",
+                "",
+                "0",
+                "200",
+                "604800000",
+            ])
             .query(c)
             .unwrap();
         redis::FromRedisValue::from_redis_value(reply[0].clone()).unwrap()

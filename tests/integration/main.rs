@@ -16,6 +16,7 @@ mod doctor;
 mod exec;
 mod failover;
 mod flock;
+mod history;
 mod install;
 mod keep;
 mod keep_safety;

@@ -186,6 +186,7 @@ fn every_command_works_as_the_least_privileged_acl_user() {
     run(&["renew", "k", "--token", &tok]).ok();
     run(&["status", "k"]).ok();
     run(&["list"]).ok();
+    run(&["history", "k"]).ok();
     // A waiter is woken by the release (BLPOP, RPUSH inside the script).
     let waiter = bare_rlock()
         .env("RLOCK_URL", &url)

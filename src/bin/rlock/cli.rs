@@ -29,6 +29,8 @@ Environment:
   RLOCK_CLUSTER        1: the URLs are Redis Cluster seed nodes (like --cluster)
   RLOCK_SENTINEL       master name: the URLs are Sentinels (like --sentinel)
   RLOCK_MIN_REPLICAS   like --min-replicas
+  RLOCK_HISTORY_EVENTS, RLOCK_HISTORY_RETENTION   like --history-events,
+                       --history-retention
   RLOCK_TLS_CA, RLOCK_TLS_CERT, RLOCK_TLS_KEY   like --tls-ca, --tls-cert, --tls-key
 ";
 
@@ -206,6 +208,22 @@ pub(crate) struct Global {
     #[arg(long, global = true, default_value = "2s", value_name = "D")]
     pub connect_timeout: Span,
 
+    /// Events each lock's history keeps (about; 0: counters only), see
+    /// `rlock history`
+    #[arg(long, global = true, env = "RLOCK_HISTORY_EVENTS", default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub history_events: u32,
+
+    /// How long a lock's history and counters outlive its last event
+    /// (1s to 366d)
+    #[arg(
+        long,
+        global = true,
+        env = "RLOCK_HISTORY_RETENTION",
+        default_value = "7d",
+        value_name = "D"
+    )]
+    pub history_retention: Span,
+
     /// Print nothing on stderr but errors
     // help_heading = None: under Options, not the struct's Connection.
     #[arg(short, long, global = true, help_heading = None)]
@@ -374,6 +392,36 @@ Examples:
         /// Lock name
         key: String,
         /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Show a lock's history: who got it, for how long, how each hold ended
+    #[command(after_help = "\
+Events, oldest first, with the server's time (UTC): granted (waited W),
+released (held D, exit code of exec's command), expired (a lease ran out
+with nobody releasing it: a crashed or stopped holder), lost (an exec or
+keeper found its lock gone, and why), timeout (a waiter gave up),
+superseded (a --supersede waiter replaced by a newer one), broken (freed
+by `rlock break`: by whom, why), overran (stopped by --max-hold). Each
+lock keeps about --history-events events (default 200) for
+--history-retention after its last one (default 7d). Command lines are
+redacted as in `status`; tokens never show.
+
+--json prints one object per line: event, at (RFC 3339, UTC, ms), host,
+pid, user, cmd, fence, and where they apply waited_ms, held_ms,
+exit_code, by, reason, ci.
+
+Examples:
+  rlock history deploy
+  rlock history deploy --limit 100 --json | jq -r 'select(.event==\"expired\")'")]
+    History {
+        /// Lock name
+        key: String,
+        /// Show the last N events (1 to 100000)
+        #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+        /// Print one JSON object per line instead of text
         #[arg(long)]
         json: bool,
     },
@@ -727,7 +775,8 @@ impl Command {
             | Command::Release { key, .. }
             | Command::Renew { key, .. }
             | Command::Check { key, .. }
-            | Command::Status { key, .. } => Some(key),
+            | Command::Status { key, .. }
+            | Command::History { key, .. } => Some(key),
             Command::List { .. }
             | Command::Doctor { .. }
             | Command::Top { .. }

@@ -44,7 +44,7 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
 /// The library's errors name its own fields and values; a user of the
 /// command line knows them as flags.
 pub(crate) fn cli_terms(text: &str) -> String {
-    const TERMS: [(&str, &str); 19] = [
+    const TERMS: [(&str, &str); 21] = [
         ("give one (owner_token's flag)", "give --token TOKEN"),
         (
             "a read-write lock (Mode::Read or Mode::Write)",
@@ -64,6 +64,8 @@ pub(crate) fn cli_terms(text: &str) -> String {
         ("Watched::caller", "--keep"),
         ("Watched::pid", "--keep-while"),
         ("release_with's min_hold", "--min-hold"),
+        ("HistoryLimits::retention", "--history-retention"),
+        ("HistoryLimits::events", "--history-events"),
         ("Request::min_hold", "--min-hold"),
         ("Request::supersede", "--supersede"),
         ("Request::limit", "--limit"),

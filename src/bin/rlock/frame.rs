@@ -107,7 +107,7 @@ fn row(v: &LockView) -> [String; 9] {
         (k, _) => k.to_string(),
     };
     let last = v.last_event.as_ref().map_or("-".to_string(), |e| {
-        format!("{} {} ago", e.event, short(v.since(e.at_ms)))
+        format!("{} {} ago", e.event, short(v.since(e.at)))
     });
     [
         st.key.clone(),

@@ -102,3 +102,136 @@ mod tests {
         assert!(out.contains(" ttl 29.5s fence 3"), "{out}");
     }
 }
+
+/// Server-clock milliseconds as RFC 3339, UTC, with milliseconds
+/// (2026-11-25T20:31:02.123Z).
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// One history event as `history --json` prints it: every key of the
+/// documented set, and the optional ones only where they apply.
+pub(crate) fn event_json(e: &rlock::Event) -> serde_json::Value {
+    let h = e.holder.as_ref();
+    let mut v = serde_json::json!({
+        "event": e.event,
+        "at": rfc3339_ms(e.at),
+        "host": h.map(|h| h.host.as_str()),
+        "pid": h.map(|h| h.pid),
+        "user": h.map(|h| h.user.as_str()).filter(|u| !u.is_empty()),
+        "cmd": h.and_then(|h| h.cmd.as_deref()),
+        "fence": e.fence,
+    });
+    let o = v.as_object_mut().expect("an object");
+    let mut add = |k: &str, x: serde_json::Value| {
+        if !x.is_null() {
+            o.insert(k.into(), x);
+        }
+    };
+    add("waited_ms", e.waited_ms.into());
+    add("held_ms", e.held_ms.into());
+    add("exit_code", e.exit_code.into());
+    add("by", e.by.clone().into());
+    add("reason", e.reason.clone().into());
+    add("ci", h.and_then(|h| h.ci.clone()).into());
+    v
+}
+
+/// Text without control characters (a terminal must not obey a stored
+/// escape sequence).
+fn plain(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// `history` as aligned columns: time (UTC), event, holder, user, fence,
+/// what it took, command, reason.
+pub(crate) fn history(key: &str, events: &[rlock::Event]) -> String {
+    if events.is_empty() {
+        return format!("{key}: no history\n");
+    }
+    let ms = |m: u64| human(Duration::from_millis(m));
+    let rows: Vec<[String; 8]> = events
+        .iter()
+        .map(|e| {
+            let h = e.holder.as_ref();
+            let mut took = Vec::new();
+            if let Some(w) = e.waited_ms {
+                took.push(format!("waited {}", ms(w)));
+            }
+            if let Some(d) = e.held_ms {
+                took.push(format!("held {}", ms(d)));
+            }
+            if let Some(x) = e.exit_code {
+                took.push(format!("exit {x}"));
+            }
+            let mut why = Vec::new();
+            if let Some(b) = &e.by {
+                why.push(format!("by {b}"));
+            }
+            if let Some(r) = &e.reason {
+                why.push(r.clone());
+            }
+            let time = rfc3339_ms(e.at)
+                .replace('T', " ")
+                .trim_end_matches('Z')
+                .to_string();
+            [
+                time,
+                e.event.clone(),
+                h.map_or("-".into(), |h| format!("{}:{}", h.host, h.pid)),
+                h.map(|h| h.user.clone())
+                    .filter(|u| !u.is_empty())
+                    .unwrap_or_else(|| "-".into()),
+                e.fence.map_or("-".into(), |f| f.to_string()),
+                if took.is_empty() {
+                    "-".into()
+                } else {
+                    took.join(", ")
+                },
+                h.and_then(|h| h.cmd.clone()).unwrap_or_else(|| "-".into()),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    why.join(": ")
+                },
+            ]
+            .map(|c| plain(&c))
+        })
+        .collect();
+    let head = [
+        "TIME (UTC)",
+        "EVENT",
+        "HOLDER",
+        "USER",
+        "FENCE",
+        "TOOK",
+        "COMMAND",
+        "REASON",
+    ];
+    let mut width = head.map(|h| h.chars().count());
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                let pad = width[i] - c.chars().count() + 2;
+                s.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&head.map(String::from));
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    out
+}

@@ -8,7 +8,20 @@ use crate::cli::{Global, LockOpts};
 use crate::progress;
 
 pub(crate) fn connect(g: &Global) -> anyhow::Result<Locker> {
-    Ok(Locker::connect(&options(g), &g.prefix)?)
+    let limits = history(g);
+    // Checked before connecting: a bad value writes nothing.
+    limits.check()?;
+    let mut locker = Locker::connect(&options(g), &g.prefix)?;
+    locker.set_history(limits)?;
+    Ok(locker)
+}
+
+/// How much history each lock keeps (--history-events, --history-retention).
+pub(crate) fn history(g: &Global) -> rlock::HistoryLimits {
+    rlock::HistoryLimits {
+        events: g.history_events,
+        retention: g.history_retention.0,
+    }
 }
 
 pub(crate) fn options(g: &Global) -> ConnectOptions {

@@ -33,6 +33,7 @@ impl Node {
         floor: u64,
         until: Option<Instant>,
         later: bool,
+        waited: Duration,
     ) -> Result<Attempt> {
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = millis(req.ttl).to_string();
@@ -48,6 +49,8 @@ impl Node {
             (true, false) => "1",
             (true, true) => "2",
         };
+        let waited = millis(waited).to_string();
+        let [cap, retention] = self.server.history.args();
         let resend_for = until.map_or(RESEND_WINDOW, |u| {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)
@@ -69,6 +72,9 @@ impl Node {
                 &min_hold,
                 &record,
                 supersede,
+                &waited,
+                &cap,
+                &retention,
             ],
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(resend_for),
@@ -171,8 +177,17 @@ impl Node {
         let mut late = 0;
         loop {
             let sent = BootTime::now();
-            let Attempt::Granted { fence, count } =
-                self.attempt(lock, token, req, false, true, 0, None, false)?
+            let Attempt::Granted { fence, count } = self.attempt(
+                lock,
+                token,
+                req,
+                false,
+                true,
+                0,
+                None,
+                false,
+                Duration::ZERO,
+            )?
             else {
                 return Ok(None);
             };
@@ -207,6 +222,7 @@ impl Node {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
+        let began = Instant::now();
         let mut w = Waiting::new(key, req.wait, cancel);
         let heartbeat = heartbeat(req.ttl);
         let mut token = Token::generate();
@@ -219,7 +235,17 @@ impl Node {
                 return Err(self.give_up(lock, &token, &w));
             }
             let sent = BootTime::now();
-            let attempt = self.attempt(lock, &token, req, w.waits(), false, 0, w.deadline(), later);
+            let attempt = self.attempt(
+                lock,
+                &token,
+                req,
+                w.waits(),
+                false,
+                0,
+                w.deadline(),
+                later,
+                began.elapsed(),
+            );
             later = true;
             let (mut busy, mut holder_id) = match attempt {
                 Ok(Attempt::Granted { fence, count }) => {
@@ -282,7 +308,8 @@ impl Node {
             outage.over();
             if let Err(e) = w.busy(Some(&busy), on_wait) {
                 if matches!(e, Error::Timeout { .. }) {
-                    let _ = self.abandon(lock, &token);
+                    // A waiter that gives up: the history says `timeout`.
+                    let _ = self.abandon_timed_out(lock, &token, req, began.elapsed());
                 }
                 return Err(e);
             }

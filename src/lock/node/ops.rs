@@ -15,22 +15,52 @@ use crate::lock::script::*;
 use crate::lock::types::*;
 use crate::{Busy, Cancel, Error, Result};
 
+/// How a release ends a hold, for the history (lua/release.lua, ARGV[7..10]).
+#[derive(Clone, Copy, Default)]
+pub(crate) enum Ending<'a> {
+    /// Released (or overran), as the note says.
+    #[default]
+    Plain,
+    Noted(&'a ReleaseNote),
+    /// A waiter gave up (with its holder info JSON and how long, ms, it waited).
+    TimedOut(&'a str, u64),
+}
+
 /// lua/release.lua's ARGV: give back one hold of `token` (every hold with
-/// `all`) as request `id`; `min_hold` as [`Backend::release`] takes it.
+/// `all`) as request `id`; `min_hold` as [`Backend::release`] takes it;
+/// `ending` for the history, whose limits are `server`'s.
 fn release_args(
     token: &Token,
     all: bool,
     id: &str,
     min_hold: Option<Duration>,
-    timeout: Duration,
-) -> [String; 6] {
+    server: &crate::conn::Server,
+    ending: Ending,
+) -> [String; 12] {
+    let (how, exit, info, waited) = match ending {
+        Ending::Plain => ("", String::new(), "", 0),
+        Ending::Noted(n) => (
+            if n.overran { "overran" } else { "" },
+            n.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+            "",
+            0,
+        ),
+        Ending::TimedOut(info, waited) => ("timeout", String::new(), info, waited),
+    };
+    let [cap, retention] = server.history.args();
     [
         token.as_str().to_string(),
         if all { "1" } else { "0" }.to_string(),
         id.to_string(),
         millis(min_hold.unwrap_or_default()).to_string(),
         if min_hold.is_some() { "1" } else { "0" }.to_string(),
-        record_ms(timeout),
+        record_ms(server.timeout),
+        how.to_string(),
+        exit,
+        info.to_string(),
+        waited.to_string(),
+        cap,
+        retention,
     ]
 }
 impl Node {
@@ -38,7 +68,22 @@ impl Node {
     /// give-up: one timeout's worth of resends, no min-hold).
     pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
         let timeout = self.server.timeout;
-        self.release_script(lock, token, true, None, timeout)
+        self.release_script(lock, token, true, None, timeout, Ending::Plain)
+    }
+
+    /// [`Node::abandon`] by a waiter that gave up after `waited`: the
+    /// history records a `timeout` if it was still queued.
+    pub(super) fn abandon_timed_out(
+        &mut self,
+        lock: &LockName,
+        token: &Token,
+        req: &Request,
+        waited: Duration,
+    ) -> Result<i64> {
+        let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
+        let timeout = self.server.timeout;
+        let ending = Ending::TimedOut(&info, millis(waited));
+        self.release_script(lock, token, true, None, timeout, ending)
     }
 
     /// [`Node::abandon`] after an acquire call that failed, without a
@@ -58,7 +103,7 @@ impl Node {
         if let Some(Conn::One(mut conn)) = self.silent.take() {
             let id = request_id();
             let keys = lock.request_keys(token, &id);
-            let args = release_args(token, true, &id, None, self.server.timeout);
+            let args = release_args(token, true, &id, None, &self.server, Ending::Plain);
             let mut c = redis::cmd("EVAL");
             c.arg(RELEASE.code)
                 .arg(keys.len())
@@ -89,9 +134,10 @@ impl Node {
         all: bool,
         min_hold: Option<Duration>,
         resend_for: Duration,
+        ending: Ending,
     ) -> Result<Released> {
         let lock = self.name(key)?;
-        let n = self.release_script(&lock, token, all, min_hold, resend_for)?;
+        let n = self.release_script(&lock, token, all, min_hold, resend_for, ending)?;
         decode::released(n, self.resent, key)
     }
 
@@ -103,9 +149,10 @@ impl Node {
         all: bool,
         min_hold: Option<Duration>,
         resend_for: Duration,
+        ending: Ending,
     ) -> Result<i64> {
         let id = request_id();
-        let args = release_args(token, all, &id, min_hold, self.server.timeout);
+        let args = release_args(token, all, &id, min_hold, &self.server, ending);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let reply: Vec<Value> = self.eval(
             &RELEASE,
@@ -172,7 +219,25 @@ impl Backend for Node {
         all: bool,
         min_hold: Option<Duration>,
     ) -> Result<Released> {
-        self.release_for(key, token, all, min_hold, RESEND_WINDOW)
+        self.release_for(key, token, all, min_hold, RESEND_WINDOW, Ending::Plain)
+    }
+
+    fn release_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        all: bool,
+        min_hold: Option<Duration>,
+        note: &ReleaseNote,
+    ) -> Result<Released> {
+        self.release_for(
+            key,
+            token,
+            all,
+            min_hold,
+            RESEND_WINDOW,
+            Ending::Noted(note),
+        )
     }
 
     fn release_within(
@@ -188,7 +253,7 @@ impl Backend for Node {
         let full = self.server.timeout;
         let bounded = full.min(within).max(Duration::from_millis(1));
         self.bound_replies(bounded);
-        let res = self.release_for(key, token, all, min_hold, Duration::ZERO);
+        let res = self.release_for(key, token, all, min_hold, Duration::ZERO, Ending::Plain);
         self.bound_replies(full);
         res
     }
@@ -199,10 +264,11 @@ impl Backend for Node {
         let timeout = self.server.timeout;
         // Naturally idempotent (it sets the lease end to at least now +
         // TTL), and validity counts from the first send: resend freely.
+        let [cap, retention] = self.server.history.args();
         let n: i64 = self.eval(
             &RENEW,
             &lock.keys(None),
-            &[token.as_str(), &millis(ttl).to_string()],
+            &[token.as_str(), &millis(ttl).to_string(), &cap, &retention],
             || format!("renew {key:?}"),
             timeout,
         )?;
@@ -217,10 +283,11 @@ impl Backend for Node {
 
     fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let lock = self.name(key)?;
+        let [cap, retention] = self.server.history.args();
         let reply: Vec<i64> = self.eval(
             &CHECK,
             &lock.keys(None),
-            &[token.as_str()],
+            &[token.as_str(), &cap, &retention],
             || format!("check {key:?}"),
             RESEND_WINDOW,
         )?;
@@ -239,6 +306,45 @@ impl Backend for Node {
             RESEND_WINDOW,
         )?;
         decode::status(key, reply)
+    }
+
+    fn set_history(&mut self, limits: HistoryLimits) {
+        self.server.history = limits;
+    }
+
+    fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
+        let lock = self.name(key)?;
+        let [cap, retention] = self.server.history.args();
+        let reply: Value = self.eval(
+            &HISTORY,
+            &lock.keys(None),
+            &[&limit.to_string(), &cap, &retention],
+            || format!("history {key:?}"),
+            RESEND_WINDOW,
+        )?;
+        let mut events = decode::history(reply)?;
+        events.reverse();
+        Ok(events)
+    }
+
+    fn record_lost(
+        &mut self,
+        key: &str,
+        token: &Token,
+        info: &HolderInfo,
+        reason: &str,
+    ) -> Result<()> {
+        let lock = self.name(key)?;
+        let info = serde_json::to_string(info).map_err(|e| Error::Protocol(e.to_string()))?;
+        let [cap, retention] = self.server.history.args();
+        let _: i64 = self.eval(
+            &LOST,
+            &lock.keys(None),
+            &[token.as_str(), &info, reason, &cap, &retention],
+            || format!("record the loss of {key:?}"),
+            Duration::ZERO,
+        )?;
+        Ok(())
     }
 
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {

@@ -18,7 +18,7 @@ fn busy_by(pid: u32) -> A {
         holder: Some(HolderInfo {
             host: "h".into(),
             pid,
-            cmd: None,
+            ..HolderInfo::default()
         }),
         since_ms: 0,
         expires_in: Duration::from_secs(1),

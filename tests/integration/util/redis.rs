@@ -172,7 +172,8 @@ impl Redis {
     }
 
     /// Assert no lock state is left: only fencing counters (which never
-    /// expire by design), request records (which must carry a TTL; they let
+    /// expire by design), the history and its counters (kept for their
+    /// retention), request records (which must carry a TTL; they let
     /// a resent call answer as the first one did) and keys the test wrote
     /// itself may remain.
     #[track_caller]
@@ -187,12 +188,19 @@ impl Redis {
             .filter(|k| {
                 let fence = k.ends_with(":fence");
                 let passing = k.contains("}:r:") || k.contains("}:w:");
-                if fence || passing {
+                // The history and its counters stay for their retention
+                // (7 days by default), never for ever.
+                let history = k.ends_with("}:log") || k.ends_with("}:n");
+                if fence || passing || history {
                     let ttl: i64 = self.cmd(&["PTTL", k]);
                     assert!(ttl > 0, "{k} has PTTL {ttl}: a key that never expires");
-                    assert!(fence || ttl <= 60_000, "{k} has PTTL {ttl}");
+                    assert!(fence || history || ttl <= 60_000, "{k} has PTTL {ttl}");
+                    assert!(
+                        !history || ttl <= 7 * 24 * 3600 * 1000,
+                        "{k} has PTTL {ttl}"
+                    );
                 }
-                !(fence || passing)
+                !(fence || passing || history)
             })
             .collect();
         assert!(left.is_empty(), "lock state left in Redis: {left:?}");

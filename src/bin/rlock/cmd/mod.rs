@@ -73,6 +73,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Renew { key, token, ttl } => release::renew(g, key, token.token.as_deref(), ttl.0),
         Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
         Command::Status { key, json } => query::status(g, key, *json),
+        Command::History { key, limit, json } => query::history(g, key, *limit, *json),
         Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
         Command::List { pattern, json } => query::list(g, pattern, *json),
         Command::Top {

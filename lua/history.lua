@@ -1,0 +1,27 @@
+-- history.lua: the last events of a lock, newest first, after recording
+-- as expired the leases that ran out unnoticed (prune and settle in
+-- common.lua).
+--
+-- KEYS[1..8] as in common.lua
+-- ARGV[1] how many events at most
+-- ARGV[2] history cap, ARGV[3] history retention in ms (see common.lua)
+--
+-- Returns the stream entries, newest first: {id, {field, value, ...}}...
+--@common
+local _, foreign = lock_kind()
+if foreign then return foreign end
+local t = redis.call('TYPE', LOG).ok
+if t ~= 'none' and t ~= 'stream' then
+  return redis.error_reply('WRONGTYPE key ' .. LOG .. ' holds a ' .. t)
+end
+t = redis.call('TYPE', STATS).ok
+if t ~= 'none' and t ~= 'hash' then
+  return redis.error_reply('WRONGTYPE key ' .. STATS .. ' holds a ' .. t)
+end
+local now = now_ms()
+if redis.call('EXISTS', STATE) == 1 then
+  writes_at_maxmemory()
+  prune(now)
+end
+settle(now, false)
+return redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', tonumber(ARGV[1]) or 20)

@@ -1,0 +1,529 @@
+//! `rlock history`: every event of a lock, written by the script call that
+//! changes the lock, read back through the real binary (`--json` parsed
+//! with serde_json), and the history's bounds (cap, retention) and
+//! counters (P{K}:n).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// `rlock history KEY --json [more]`: one object per line.
+fn history(r: &Redis, key: &str, more: &[&str]) -> Vec<Value> {
+    let run = rlock(r)
+        .args(["history", key, "--json"])
+        .args(more)
+        .run()
+        .ok();
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn events(h: &[Value]) -> Vec<&str> {
+    h.iter().map(|e| e["event"].as_str().unwrap()).collect()
+}
+
+/// The counter `field` in P{K}:n (0 if absent).
+fn counter(r: &Redis, key: &str, field: &str) -> i64 {
+    let v: Option<i64> = r.cmd(&["HGET", &format!("{}:n", r.key(key)), field]);
+    v.unwrap_or(0)
+}
+
+/// Delete the lock's state, as an admin's DEL would, but not its history.
+fn delete_state(r: &Redis, key: &str) {
+    for k in r.keys() {
+        if k.starts_with(&r.key(key)) && !k.ends_with(":log") && !k.ends_with(":n") {
+            let _: () = r.cmd(&["DEL", &k]);
+        }
+    }
+}
+
+/// `at` is RFC 3339 in UTC with milliseconds: 2026-11-25T20:31:02.123Z.
+fn assert_rfc3339_ms(at: &str) {
+    let b = at.as_bytes();
+    assert_eq!(b.len(), 24, "{at}");
+    assert!(at.ends_with('Z') && b[10] == b'T' && b[19] == b'.', "{at}");
+    assert!(humantime::parse_rfc3339(at).is_ok(), "{at}");
+}
+
+/// Two runs of exec: granted and released each, oldest first, with the
+/// command's exit code, held and waited times, the holder (host, pid,
+/// user, cmd) and the fence; counters match.
+#[test]
+fn exec_records_granted_and_released_with_its_exit_code_oldest_first() {
+    let r = Redis::shared();
+    rlock(&r)
+        .args(["exec", "job", "--", "sh", "-c", "exit 3"])
+        .run()
+        .code(3);
+    rlock(&r).args(["exec", "job", "--", "true"]).run().ok();
+    let h = history(&r, "job", &[]);
+    assert_eq!(events(&h), ["granted", "released", "granted", "released"]);
+    for e in &h {
+        assert_rfc3339_ms(e["at"].as_str().unwrap());
+        for k in ["host", "pid", "user", "cmd", "fence"] {
+            assert!(!e[k].is_null(), "{k} missing in {e}");
+        }
+        assert!(!e.to_string().contains("token"), "{e}");
+    }
+    assert_eq!(h[0]["cmd"], "sh -c exit 3");
+    assert_eq!(h[1]["exit_code"], 3);
+    assert_eq!(h[3]["exit_code"], 0);
+    assert!(h[0]["waited_ms"].is_u64() && h[0].get("held_ms").is_none());
+    assert!(h[1]["held_ms"].is_u64() && h[1].get("waited_ms").is_none());
+    assert_eq!(h[0]["fence"], h[1]["fence"]);
+    assert!(h[2]["fence"].as_u64() > h[0]["fence"].as_u64());
+    assert_eq!(h[0]["pid"], h[1]["pid"]);
+    assert_ne!(h[0]["pid"], h[2]["pid"]);
+    let ats: Vec<&str> = h.iter().map(|e| e["at"].as_str().unwrap()).collect();
+    assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
+    assert_eq!(counter(&r, "job", "grants"), 2);
+    assert_eq!(counter(&r, "job", "released"), 2);
+    assert_eq!(counter(&r, "job", "open"), 0);
+    // The text form: a header and one aligned row per event.
+    let text = rlock(&r).args(["history", "job"]).run().ok().stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[0].starts_with("TIME (UTC)") && lines[0].contains("EVENT"));
+    let col = lines[0].find("EVENT").unwrap();
+    for l in &lines[1..] {
+        assert!(
+            l[col..].starts_with("granted") || l[col..].starts_with("released"),
+            "{text}"
+        );
+    }
+    assert!(lines[2].contains("exit 3"), "{text}");
+}
+
+/// `acquire` prints a token; no form of the history shows it.
+#[test]
+fn no_token_shows_in_the_history() {
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "t", "--ttl", "10s"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r).args(["release", "t", "--token", &tok]).run().ok();
+    for json in [false, true] {
+        let mut args = vec!["history", "t"];
+        if json {
+            args.push("--json");
+        }
+        let out = rlock(&r).args(args).run().ok().stdout;
+        assert!(out.contains("released"), "{out}");
+        assert!(!out.contains(&tok), "{out}");
+    }
+    let raw: redis::Value = r.cmd(&["XRANGE", &format!("{}:log", r.key("t")), "-", "+"]);
+    assert!(!format!("{raw:?}").contains(&tok));
+}
+
+/// A lease that runs out with nobody releasing it shows `expired`: found
+/// by the history read itself when the whole state ran out unnoticed, and
+/// by the next acquire's prune when a waiter kept the state alive.
+#[test]
+fn a_lease_nobody_released_shows_expired() {
+    let r = Redis::shared();
+    // The acquire's process exits at once; its lease (200 ms) runs out.
+    rlock(&r)
+        .args(["acquire", "gone", "--ttl", "200ms"])
+        .run()
+        .ok();
+    std::thread::sleep(Duration::from_millis(400));
+    let h = history(&r, "gone", &[]);
+    assert_eq!(events(&h), ["granted", "expired"]);
+    assert_eq!(h[1]["fence"], h[0]["fence"]);
+    assert_eq!(h[1]["pid"], h[0]["pid"]);
+    // Read again: settled once, not twice.
+    assert_eq!(events(&history(&r, "gone", &[])), ["granted", "expired"]);
+    assert_eq!(counter(&r, "gone", "expired"), 1);
+    assert_eq!(counter(&r, "gone", "open"), 0);
+
+    // Unnoticed too, then a fresh acquire settles it before its grant.
+    rlock(&r)
+        .args(["acquire", "gone", "--ttl", "200ms"])
+        .run()
+        .ok();
+    std::thread::sleep(Duration::from_millis(400));
+    rlock(&r).args(["exec", "gone", "--", "true"]).run().ok();
+    let h = history(&r, "gone", &[]);
+    assert_eq!(
+        events(&h),
+        [
+            "granted", "expired", "granted", "expired", "granted", "released"
+        ]
+    );
+
+    // Pruned by a waiter's acquire: the holder's lease ends while it waits.
+    rlock(&r)
+        .args(["acquire", "pruned", "--ttl", "700ms"])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["exec", "pruned", "-w", "10s", "--", "true"])
+        .run()
+        .ok();
+    let h = history(&r, "pruned", &[]);
+    assert_eq!(events(&h), ["granted", "expired", "granted", "released"]);
+    assert!(h[1]["held_ms"].as_u64().unwrap() >= 600, "{}", h[1]);
+    assert!(h[2]["waited_ms"].as_u64().unwrap() > 0, "{}", h[2]);
+}
+
+/// An `rlock exec` killed with SIGKILL (its command dies with it): its
+/// lease runs out, and the history says `expired`.
+#[test]
+fn a_killed_exec_shows_expired() {
+    let r = Redis::shared();
+    let child = rlock(&r)
+        .args(["exec", "crash", "--ttl", "500ms", "--", "sleep", "30"])
+        .spawn();
+    eventually(Duration::from_secs(10), "exec holds the lock", || {
+        r.held("crash")
+    });
+    kill(child.id(), libc::SIGKILL);
+    let _ = finish(child, "rlock exec crash");
+    std::thread::sleep(Duration::from_millis(800));
+    let h = history(&r, "crash", &[]);
+    assert_eq!(events(&h), ["granted", "expired"], "{h:?}");
+    assert_eq!(h[0]["cmd"], "sleep 30");
+}
+
+/// A waiter that gives up (-w) shows `timeout`, with how long it waited.
+#[test]
+fn a_waiter_that_gives_up_shows_timeout() {
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "busy", "--ttl", "30s"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["exec", "busy", "-w", "300ms", "--", "true"])
+        .run()
+        .code(75);
+    rlock(&r)
+        .args(["release", "busy", "--token", &tok])
+        .run()
+        .ok();
+    let h = history(&r, "busy", &[]);
+    assert_eq!(events(&h), ["granted", "timeout", "released"]);
+    assert!(h[1]["waited_ms"].as_u64().unwrap() >= 300, "{}", h[1]);
+    assert_eq!(h[1]["cmd"], "true");
+    assert!(h[1].get("fence").unwrap().is_null());
+    assert_eq!(counter(&r, "busy", "timeouts"), 1);
+    // -n never queues: nothing to record.
+    rlock(&r)
+        .args(["acquire", "busy", "--ttl", "30s"])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["exec", "busy", "-n", "--", "true"])
+        .run()
+        .code(75);
+    assert_eq!(counter(&r, "busy", "timeouts"), 1);
+}
+
+/// A --supersede waiter replaced by a newer one shows `superseded`, by
+/// whom.
+#[test]
+fn a_replaced_supersede_waiter_shows_superseded() {
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "ci", "--ttl", "30s"])
+        .run()
+        .ok()
+        .token();
+    let old = rlock(&r)
+        .args(["exec", "--supersede", "ci", "--", "echo", "old"])
+        .spawn();
+    r.await_waiters("ci", 1);
+    let new = rlock(&r)
+        .args(["exec", "--supersede", "ci", "--", "echo", "new"])
+        .spawn();
+    finish(old, "old waiter").code(75);
+    rlock(&r)
+        .args(["release", "ci", "--token", &tok])
+        .run()
+        .ok();
+    finish(new, "new waiter").ok();
+    let h = history(&r, "ci", &[]);
+    assert_eq!(
+        events(&h),
+        ["granted", "superseded", "released", "granted", "released"]
+    );
+    assert_eq!(h[1]["cmd"], "echo old");
+    assert!(h[1]["by"].as_str().unwrap().contains('@'), "{}", h[1]);
+    assert_eq!(h[3]["cmd"], "echo new");
+    assert_eq!(counter(&r, "ci", "superseded"), 1);
+}
+
+/// exec finds its lock gone at a renewal: `lost`, with the reason.
+#[test]
+fn an_exec_that_finds_its_lock_gone_shows_lost() {
+    let r = Redis::shared();
+    let child = rlock(&r)
+        .args(["exec", "del", "--ttl", "600ms", "--", "sleep", "30"])
+        .spawn();
+    eventually(Duration::from_secs(10), "exec holds the lock", || {
+        r.held("del")
+    });
+    delete_state(&r, "del");
+    finish(child, "rlock exec del").code(79);
+    let h = history(&r, "del", &[]);
+    assert_eq!(events(&h), ["granted", "lost"], "{h:?}");
+    assert_eq!(h[1]["reason"], "it expired or was deleted");
+    assert_eq!(h[1]["fence"], h[0]["fence"]);
+    assert_eq!(h[1]["cmd"], "sleep 30");
+    assert_eq!(counter(&r, "del", "losses"), 1);
+    assert_eq!(counter(&r, "del", "open"), 0);
+}
+
+/// The library's release note: `overran` instead of `released` (counted
+/// in overruns), and an exit code on a plain release.
+#[test]
+fn a_release_noted_as_overran_shows_overran() {
+    let r = Redis::shared();
+    let mut l = r.locker();
+    let req = rlock::Request::new(Duration::from_secs(10));
+    let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
+    let note = rlock::ReleaseNote {
+        exit_code: Some(143),
+        overran: true,
+    };
+    l.release_noted("over", &lease.token, true, None, &note)
+        .unwrap();
+    let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
+    l.release("over", &lease.token).unwrap();
+    let h = l.history("over", 10).unwrap();
+    let names: Vec<&str> = h.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(names, ["granted", "overran", "granted", "released"]);
+    assert_eq!(h[1].exit_code, Some(143));
+    assert_eq!(h[3].exit_code, None);
+    assert_eq!(counter(&r, "over", "overruns"), 1);
+    assert_eq!(counter(&r, "over", "released"), 1);
+    assert_eq!(counter(&r, "over", "grants"), 2);
+}
+
+/// --limit N shows the last N, oldest first.
+#[test]
+fn limit_shows_the_last_events() {
+    let r = Redis::shared();
+    for _ in 0..4 {
+        rlock(&r).args(["exec", "lim", "--", "true"]).run().ok();
+    }
+    let all = history(&r, "lim", &[]);
+    assert_eq!(all.len(), 8);
+    let last = history(&r, "lim", &["--limit", "3"]);
+    assert_eq!(last, all[5..].to_vec());
+    // The default is 20.
+    for _ in 0..8 {
+        rlock(&r).args(["exec", "lim", "--", "true"]).run().ok();
+    }
+    assert_eq!(history(&r, "lim", &[]).len(), 20);
+    assert_eq!(history(&r, "lim", &["--limit", "100"]).len(), 24);
+}
+
+/// The cap trims the stream (MAXLEN ~: a node at a time), and both keys
+/// live for the retention after the last event, never for ever.
+#[test]
+fn cap_and_retention_bound_the_history() {
+    let r = Redis::shared();
+    let mut l = r.locker();
+    l.set_history(rlock::HistoryLimits {
+        events: 5,
+        retention: Duration::from_secs(3600),
+    })
+    .unwrap();
+    let req = rlock::Request::new(Duration::from_secs(10));
+    for _ in 0..150 {
+        let lease = l.acquire("cap", &req, None, &mut |_| {}).unwrap();
+        l.release("cap", &lease.token).unwrap();
+    }
+    let log = format!("{}:log", r.key("cap"));
+    let n = format!("{}:n", r.key("cap"));
+    let len: i64 = r.cmd(&["XLEN", &log]);
+    assert!((5..300).contains(&len), "XLEN {len} of 300 events, cap 5");
+    for k in [&log, &n] {
+        let ttl: i64 = r.cmd(&["PTTL", k]);
+        assert!(ttl > 0 && ttl <= 3_600_000, "{k}: PTTL {ttl}");
+    }
+    assert_eq!(counter(&r, "cap", "grants"), 150);
+    // The binary: RLOCK_HISTORY_EVENTS=0 keeps counters only, and the
+    // retention from RLOCK_HISTORY_RETENTION.
+    rlock(&r)
+        .env("RLOCK_HISTORY_EVENTS", "0")
+        .env("RLOCK_HISTORY_RETENTION", "90s")
+        .args(["exec", "none", "--", "true"])
+        .run()
+        .ok();
+    let none = format!("{}:log", r.key("none"));
+    let exists: i64 = r.cmd(&["EXISTS", &none]);
+    assert_eq!(exists, 0);
+    assert_eq!(counter(&r, "none", "grants"), 1);
+    let ttl: i64 = r.cmd(&["PTTL", &format!("{}:n", r.key("none"))]);
+    assert!(ttl > 0 && ttl <= 90_000, "PTTL {ttl}");
+    // The default retention is 7 days.
+    rlock(&r).args(["exec", "dflt", "--", "true"]).run().ok();
+    for k in [":log", ":n"] {
+        let ttl: i64 = r.cmd(&["PTTL", &format!("{}{k}", r.key("dflt"))]);
+        assert!(
+            ttl > 7 * 86_400_000 - 60_000 && ttl <= 7 * 86_400_000,
+            "PTTL {ttl}"
+        );
+    }
+}
+
+/// Command lines are stored redacted, as status shows them.
+#[test]
+fn the_history_shows_no_password() {
+    let r = Redis::shared();
+    rlock(&r)
+        .args([
+            "exec",
+            "pw",
+            "--",
+            "sh",
+            "-c",
+            "true",
+            "--password=hunter2",
+            "redis://u:hunter2@h:6379/",
+        ])
+        .run()
+        .ok();
+    for args in [vec!["history", "pw"], vec!["history", "pw", "--json"]] {
+        let out = rlock(&r).args(args).run().ok().stdout;
+        assert!(out.contains("released"), "{out}");
+        assert!(!out.contains("hunter2"), "{out}");
+    }
+}
+
+/// Bad input: one line, exit 64, nothing written.
+#[test]
+fn bad_history_input_is_refused_with_64_and_writes_nothing() {
+    let r = Redis::shared();
+    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+        (&["history", "k", "--limit", "0"], &[], "--limit"),
+        (&["history", "k", "--limit", "x"], &[], "--limit"),
+        (&["history", "k", "--limit", "-1"], &[], "-1"),
+        (&["history", "k", "--limit", "100001"], &[], "--limit"),
+        (&["history", ""], &[], "empty"),
+        (
+            &["history", "k", "--history-events", "x"],
+            &[],
+            "--history-events",
+        ),
+        (
+            &["exec", "k", "--", "true"],
+            &[("RLOCK_HISTORY_EVENTS", "-1")],
+            "--history-events",
+        ),
+        (
+            &["exec", "k", "--", "true"],
+            &[("RLOCK_HISTORY_EVENTS", "100001")],
+            "--history-events",
+        ),
+        (
+            &["exec", "k", "--", "true"],
+            &[("RLOCK_HISTORY_RETENTION", "5")],
+            "no unit",
+        ),
+        (
+            &["exec", "k", "--", "true"],
+            &[("RLOCK_HISTORY_RETENTION", "0s")],
+            "--history-retention",
+        ),
+        (
+            &["history", "k", "--history-retention", "400d"],
+            &[],
+            "--history-retention",
+        ),
+    ];
+    for (args, env, needle) in cases {
+        let mut run = rlock(&r).args(*args);
+        for (k, v) in *env {
+            run = run.env(k, v);
+        }
+        run.run().fails(64, needle);
+    }
+    let left: Vec<String> = r.keys();
+    assert!(left.is_empty(), "written: {left:?}");
+}
+
+/// Holder info stored before `user` and `ci` existed still reads.
+#[test]
+fn events_with_old_holder_info_still_read() {
+    let r = Redis::shared();
+    let log = format!("{}:log", r.key("old"));
+    let _: String = r.cmd(&[
+        "XADD",
+        &log,
+        "*",
+        "e",
+        "granted",
+        "f",
+        "7",
+        "i",
+        r#"{"host":"h","pid":1}"#,
+        "w",
+        "0",
+    ]);
+    let _: i64 = r.cmd(&["PEXPIRE", &log, "60000"]);
+    let h = history(&r, "old", &[]);
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0]["host"], "h");
+    assert_eq!(h[0]["fence"], 7);
+    assert!(
+        h[0]["user"].is_null() && h[0].get("ci").is_none(),
+        "{}",
+        h[0]
+    );
+}
+
+/// The CI job shows where the environment names one.
+#[test]
+fn the_ci_job_shows_when_the_environment_names_one() {
+    let r = Redis::shared();
+    rlock(&r)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_REPOSITORY", "acme/site")
+        .env("GITHUB_RUN_ID", "42")
+        .env("GITHUB_JOB", "deploy")
+        .args(["exec", "gh", "--", "true"])
+        .run()
+        .ok();
+    let h = history(&r, "gh", &[]);
+    assert_eq!(h[0]["ci"], "github acme/site run 42 job deploy");
+}
+
+/// RedLock: each master writes its own history; `history` reads the first
+/// that answers.
+#[test]
+fn redlock_masters_each_keep_the_history() {
+    let masters: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let urls = masters.iter().map(Redis::url).collect::<Vec<_>>().join(",");
+    let run = |args: &[&str]| bare_rlock().env("RLOCK_URL", &urls).args(args).run();
+    run(&["exec", "rl", "--", "sh", "-c", "exit 2"]).code(2);
+    let out = run(&["history", "rl", "--json"]).ok().stdout;
+    let h: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // A first attempt whose fences disagree is given back (see
+    // src/quorum/): granted and released on a master, then the real one.
+    let names = events(&h);
+    assert!(names.ends_with(&["granted", "released"]), "{names:?}");
+    assert_eq!(names.len() % 2, 0, "{names:?}");
+    let last = &h[h.len() - 1];
+    assert_eq!(last["exit_code"], 2);
+    assert_eq!(last["cmd"], "sh -c exit 2");
+    for m in &masters {
+        let len: i64 = m.cmd(&["XLEN", "rlock:{rl}:log"]);
+        assert!(len >= 2 && len % 2 == 0, "XLEN {len}");
+        let open: Option<i64> = m.cmd(&["HGET", "rlock:{rl}:n", "open"]);
+        assert_eq!(open, Some(0));
+    }
+}
