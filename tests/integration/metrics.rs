@@ -204,3 +204,30 @@ fn bad_input_is_refused_with_64_and_nothing_written() {
     }
     assert!(r.keys().is_empty(), "{:?}", r.keys());
 }
+
+#[test]
+fn the_counters_follow_the_lock_history() {
+    let r = Redis::shared();
+    for _ in 0..3 {
+        rlock(&r).args(["exec", "c", "--", "true"]).run().ok();
+    }
+    rlock(&r).args(["acquire", "c", "--ttl", "60s"]).run().ok();
+    // A waiter that gives up: a timeout.
+    rlock(&r)
+        .args(["exec", "c", "-w", "0.3s", "--", "true"])
+        .run()
+        .code(75);
+    let s = parse(&rlock(&r).args(["metrics"]).run().ok().stdout);
+    let get = |name: &str| s[&(name.to_string(), "c".to_string())].value;
+    assert_eq!(get("rlock_lock_grants_total"), 4.0);
+    assert_eq!(get("rlock_lock_timeouts_total"), 1.0);
+    assert_eq!(get("rlock_lock_losses_total"), 0.0);
+    assert_eq!(get("rlock_lock_breaks_total"), 0.0);
+    assert_eq!(get("rlock_lock_overruns_total"), 0.0);
+    // top shows the same history: 4 grants in the last minute, and the
+    // timeout as the last event.
+    let out = rlock(&r).args(["top", "--once"]).run().ok().stdout;
+    let row = out.lines().find(|l| l.starts_with("c ")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!((cells[7], cells[8]), ("4", "timeout"), "{out}");
+}
