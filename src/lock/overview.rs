@@ -1,15 +1,13 @@
 //! Every lock in use at a glance, for `rlock top` and `rlock metrics`: its
-//! status (as `list` gives it), plus what its history says (lua/ keys
-//! `P{K}:log`, a stream of events, and `P{K}:n`, their counters): the last
-//! event, the grants in the last minute, the totals.
+//! status (as `list` gives it), plus what its history says (`P{K}:log`, a
+//! stream of events, and `P{K}:n`, their counters; lua/common.lua): the
+//! last event, the grants in the last minute, the totals.
 //!
-//! The names and states come from [`Backend::list`] (one status script per
-//! lock); the history is three reads per lock (HGETALL of the counters, the
-//! last event, the events of the last minute), pipelined for 100 locks at
-//! a time (one lock at a time on a cluster), all read-only: one refresh
-//! costs the server O(locks in use), and nothing is written.
-//!
-//! [`Backend::list`]: super::backend::Backend::list
+//! The names come from the same place as `list`'s ([`Node::lock_names`]);
+//! each lock is then one call of lua/overview.lua, a lean read-only script
+//! that returns status.lua's answer and the history's figures together,
+//! pipelined 100 locks at a time (one at a time on a cluster). So a
+//! refresh costs the server O(locks in use) and writes nothing.
 
 use std::cmp::Reverse;
 use std::time::Duration;
@@ -17,7 +15,9 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 use serde::Serialize;
 
+use super::backend::Backend;
 use super::node::Node;
+use super::script::{OVERVIEW, RESEND_WINDOW};
 use super::types::{Event, Status};
 use crate::Result;
 
@@ -112,67 +112,113 @@ pub fn check_pattern(pattern: &str) -> Result<()> {
 
 
 impl Node {
-    /// The server's clock, ms since 1970.
-    fn server_ms(&mut self) -> Result<u64> {
-        let res: redis::RedisResult<(u64, u64)> = redis::cmd("TIME").query(self.conn()?);
-        self.used();
-        let (s, us) = res.map_err(|e| self.fail(e, "TIME".into()))?;
-        Ok(s * 1000 + us / 1000)
-    }
-
-    /// See [`super::backend::Backend::overview`].
+    /// See [`super::backend::Backend::overview`]: the names from
+    /// [`Node::lock_names`], then lua/overview.lua for each, 100 locks to a
+    /// pipeline on one server (a round trip costs the server more than the
+    /// script: measured by `make bench`, section top), one at a time on a
+    /// cluster (which routes a pipeline by its first key).
     pub(crate) fn overview_of(&mut self, pattern: &str) -> Result<Vec<LockView>> {
-        use super::backend::Backend;
-        let locks = self.list(pattern)?;
-        let now_ms = self.server_ms()?;
-        let from = now_ms.saturating_sub(crate::duration::millis(GRANTS_WINDOW));
-        // The history reads of many locks go in one pipeline: a round trip
-        // costs the server more than the reads (measured: `make bench`,
-        // section top). A cluster routes a pipeline by its first key, so
-        // there each lock's reads are a pipeline of their own.
+        let names = self.lock_names(pattern)?;
+        let window = crate::duration::millis(GRANTS_WINDOW).to_string();
         let batch = if self.server.is_cluster() { 1 } else { 100 };
-        let mut out = Vec::with_capacity(locks.len());
-        let mut locks = locks.into_iter().peekable();
-        while locks.peek().is_some() {
-            let chunk: Vec<Status> = locks.by_ref().take(batch).collect();
-            let mut pipe = redis::pipe();
-            for status in &chunk {
-                let lock = self.name(&status.key)?;
-                let (log, stats) = (lock.log_key(), lock.stats_key());
-                pipe.cmd("HGETALL").arg(&stats);
-                pipe.cmd("XREVRANGE").arg(&log).arg("+").arg("-").arg("COUNT").arg(1);
-                pipe.cmd("XREVRANGE").arg(&log).arg("+").arg(from);
-            }
-            let res: redis::RedisResult<Vec<Value>> = pipe.query(self.conn()?);
-            self.used();
-            let replies = res.map_err(|e| self.fail(e, "read the locks' history".into()))?;
-            for (status, r) in chunk.into_iter().zip(replies.chunks(3)) {
-                let [counts, last, recent] = r else {
-                    return Err(crate::Error::Protocol(format!(
-                        "history reads returned {r:?}"
-                    )));
-                };
-                let counts: Vec<(String, String)> =
-                    FromRedisValue::from_redis_value(counts.clone()).unwrap_or_default();
-                let oldest_wait = status
-                    .oldest_wait_since_ms
-                    .map(|t| Duration::from_millis(now_ms.saturating_sub(t)));
-                out.push(LockView {
-                    now_ms,
-                    oldest_wait,
-                    grants_last_minute: events(recent)?
-                        .iter()
-                        .filter(|e| e.event == "granted")
-                        .count() as u64,
-                    last_event: events(last)?.pop(),
-                    counters: counters(&counts),
-                    status,
-                });
+        let mut out = Vec::new();
+        // The first lock alone: it goes through `eval`, which loads the
+        // script where the server lacks it.
+        let split = names.len().min(1);
+        let (first, rest) = names.split_at(split);
+        let chunks = std::iter::once(first).chain(rest.chunks(batch));
+        for (i, chunk) in chunks.enumerate() {
+            let keys: Vec<Vec<String>> = chunk
+                .iter()
+                .map(|n| {
+                    let lock = self.name(n)?;
+                    let mut k = lock.keys(None);
+                    k.push(lock.lost_key());
+                    Ok(k)
+                })
+                .collect::<Result<_>>()?;
+            // A pipeline that fails (NOSCRIPT after a restart, a key of
+            // another type) is done again one lock at a time through
+            // `eval`.
+            let replies = if i == 0 || batch == 1 {
+                None
+            } else {
+                let mut pipe = redis::pipe();
+                for k in &keys {
+                    pipe.cmd("EVALSHA")
+                        .arg(OVERVIEW.sha)
+                        .arg(k.len())
+                        .arg(k)
+                        .arg(&window);
+                }
+                let res: redis::RedisResult<Vec<Value>> = pipe.query(self.conn()?);
+                self.used();
+                res.ok()
+                    .filter(|r| !r.iter().any(|v| matches!(v, Value::ServerError(_))))
+            };
+            let replies = match replies {
+                Some(r) => r,
+                None => {
+                    let mut r = Vec::with_capacity(chunk.len());
+                    for (n, k) in chunk.iter().zip(&keys) {
+                        match self.eval(
+                            &OVERVIEW,
+                            k,
+                            &[&window],
+                            || format!("overview of {n:?}"),
+                            RESEND_WINDOW,
+                        ) {
+                            Ok(v) => r.push(v),
+                            // Data rlock did not write: skipped, as `list` does.
+                            Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
+                                r.push(Value::Array(Vec::new()))
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    r
+                }
+            };
+            for (n, reply) in chunk.iter().zip(replies) {
+                if let Some(v) = view(n, reply)? {
+                    out.push(v);
+                }
             }
         }
         rank(&mut out);
         Ok(out)
     }
+}
+
+/// lua/overview.lua's reply for lock `key`: None when it is not in use.
+pub(crate) fn view(key: &str, reply: Value) -> Result<Option<LockView>> {
+    let bad = |r: &Value| crate::Error::Protocol(format!("overview returned {r:?}"));
+    let Value::Array(parts) = reply else {
+        return Err(bad(&reply));
+    };
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let [Value::Array(status), now, counts, last, recent] = &parts[..] else {
+        return Err(bad(&Value::Array(parts)));
+    };
+    let status = super::decode::status(key, status.clone())?;
+    let now_ms = u64::from_redis_value(now.clone()).map_err(|_| bad(now))?;
+    let counts: Vec<(String, String)> =
+        FromRedisValue::from_redis_value(counts.clone()).map_err(|_| bad(counts))?;
+    Ok(Some(LockView {
+        now_ms,
+        oldest_wait: status
+            .oldest_wait_since_ms
+            .map(|t| Duration::from_millis(now_ms.saturating_sub(t))),
+        grants_last_minute: events(recent)?
+            .iter()
+            .filter(|e| e.event == "granted")
+            .count() as u64,
+        last_event: events(last)?.pop(),
+        counters: counters(&counts),
+        status,
+    }))
 }
 
 /// `P{K}:n`'s fields, decoded (unknown fields, such as other helpers'
@@ -207,6 +253,57 @@ fn events(reply: &Value) -> Result<Vec<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn b(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn an_overview_reply_decodes() {
+        assert!(view("k", Value::Array(vec![])).unwrap().is_none());
+        let holder = Value::Array(vec![
+            b(r#"{"host":"h","pid":7}"#),
+            Value::Int(1_000),
+            Value::Int(5_000),
+            Value::Int(1),
+            Value::Int(3),
+            b(""),
+        ]);
+        let status = Value::Array(vec![
+            b("x"),
+            Value::Int(1),
+            Value::Int(3),
+            Value::Int(2),
+            Value::Int(0),
+            b(""),
+            Value::Int(4_000),
+            holder,
+        ]);
+        let entry = |id: &str, e: &str| {
+            Value::Array(vec![b(id), Value::Array(vec![b("e"), b(e)])])
+        };
+        let reply = Value::Array(vec![
+            status,
+            Value::Int(10_000),
+            Value::Array(vec![b("grants"), b("7"), b("timeouts"), b("2")]),
+            Value::Array(vec![entry("9000-0", "timeout")]),
+            Value::Array(vec![
+                entry("9000-0", "timeout"),
+                entry("8000-0", "granted"),
+                entry("7000-0", "released"),
+                entry("6000-0", "granted"),
+            ]),
+        ]);
+        let v = view("k", reply).unwrap().unwrap();
+        assert_eq!((v.status.waiters, v.status.holders.len()), (2, 1));
+        assert_eq!(v.oldest_wait, Some(Duration::from_secs(6)));
+        assert_eq!(v.held_for(), Duration::from_secs(9));
+        assert_eq!(v.grants_last_minute, 2);
+        assert_eq!((v.counters.grants, v.counters.timeouts), (7, 2));
+        let last = v.last_event.unwrap();
+        assert_eq!((last.event.as_str(), last.at), ("timeout", 9_000));
+        assert!(view("k", Value::Array(vec![Value::Int(1)])).is_err());
+    }
 
     #[test]
     fn counters_decode_known_fields_only() {

@@ -16,7 +16,7 @@ use crate::duration::millis;
 /// itself).
 pub(crate) struct Lua {
     pub(super) code: &'static str,
-    sha: &'static str,
+    pub(super) sha: &'static str,
 }
 
 macro_rules! script {
@@ -37,6 +37,7 @@ pub(super) static WAIT: Lua = script!("wait.lua");
 pub(super) static WAKE: Lua = script!("wake.lua");
 pub(super) static HISTORY: Lua = script!("history.lua");
 pub(super) static LOST: Lua = script!("lost.lua");
+pub(super) static OVERVIEW: Lua = script!("overview.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -179,7 +180,7 @@ mod tests {
     #[test]
     fn build_rs_hashes_each_script_as_sent() {
         for s in [
-            &ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE, &HISTORY, &LOST,
+            &ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE, &HISTORY, &LOST, &OVERVIEW,
         ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }

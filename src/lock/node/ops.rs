@@ -348,23 +348,7 @@ impl Backend for Node {
     }
 
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
-        if pattern.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
-                "pattern {pattern:?} contains control characters"
-            )));
-        }
-        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
-        let res = self.conn()?.scan(&glob, "hash");
-        self.used();
-        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
-        let start = self.prefix.len() + 1;
-        let mut names: Vec<String> = keys
-            .into_iter()
-            .filter(|k| k.len() > start && k.ends_with('}'))
-            .map(|k| k[start..k.len() - 1].to_string())
-            .collect();
-        names.sort();
-        names.dedup();
+        let names = self.lock_names(pattern)?;
         let mut out = Vec::new();
         for n in names {
             // Skip hashes that merely look like ours (an empty name, a
@@ -383,5 +367,31 @@ impl Backend for Node {
 
     fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
         self.overview_of(pattern)
+    }
+}
+
+impl Node {
+    /// The names of the locks whose key matches `pattern`, sorted: those
+    /// in use, and maybe some that were (`list` and `overview` read each
+    /// one's state). Shared by [`Backend::list`] and `overview`.
+    pub(in crate::lock) fn lock_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        if pattern.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "pattern {pattern:?} contains control characters"
+            )));
+        }
+        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
+        let res = self.conn()?.scan(&glob, "hash");
+        self.used();
+        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
+        let start = self.prefix.len() + 1;
+        let mut names: Vec<String> = keys
+            .into_iter()
+            .filter(|k| k.len() > start && k.ends_with('}'))
+            .map(|k| k[start..k.len() - 1].to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 }
