@@ -334,3 +334,19 @@ fn a_short_terminal_shows_how_many_rows_are_left_out() {
     assert!(s.len() <= 8, "{s:?}");
     t.send(&["q"]);
 }
+
+#[test]
+fn data_rlock_did_not_write_is_skipped() {
+    let r = Redis::shared();
+    for k in ["a", "z"] {
+        hold(&r, k);
+    }
+    // A hash without 'kind', and one with it whose holders key is a string.
+    r.cmd::<i64>(&["HSET", &r.key("m1"), "x", "1"]);
+    r.cmd::<i64>(&["HSET", &r.key("m2"), "kind", "x"]);
+    r.cmd::<()>(&["SET", &format!("{}:h", r.key("m2")), "x"]);
+    let out = rlock(&r).args(["top", "--once"]).run().ok().stdout;
+    assert_eq!(names(&out), ["a", "z"], "{out}");
+    let text = rlock(&r).args(["metrics"]).run().ok().stdout;
+    assert!(!text.contains("m1") && !text.contains("m2"), "{text}");
+}
