@@ -73,7 +73,10 @@ pub(crate) fn run(_: &Bench) {
         let _ = w.wait();
     }
 
-    println!("   one refresh (Locker::overview, {LOCKS} locks): median {:.1} ms", ms(median(&refresh)));
+    println!(
+        "   one refresh (Locker::overview, {LOCKS} locks): median {:.1} ms",
+        ms(median(&refresh))
+    );
     println!("   window          redis CPU   commands' server time");
     println!("   without top     {:>8.2}%   {:>8.2}%", cpu0, usec0);
     println!("   with top -d 1   {:>8.2}%   {:>8.2}%", cpu1, usec1);
@@ -121,7 +124,10 @@ fn window(r: &Redis, top: Option<&Child>) -> (f64, f64) {
 fn start_top(r: &Redis) -> (std::process::ChildStdin, Child) {
     let mut c = Command::new("script");
     clean_env(&mut c);
-    let line = format!("RLOCK_URL={} RLOCK_PREFIX={PREFIX} {RLOCK} top -d 1", r.url());
+    let line = format!(
+        "RLOCK_URL={} RLOCK_PREFIX={PREFIX} {RLOCK} top -d 1",
+        r.url()
+    );
     let mut child = c
         .args(["-qec", &line, "/dev/null"])
         .stdin(Stdio::piped())

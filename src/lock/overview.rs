@@ -4,10 +4,10 @@
 //! last event, the grants in the last minute, the totals.
 //!
 //! The names come from the same place as `list`'s ([`Node::lock_names`]);
-//! each lock is then one call of lua/overview.lua, a lean read-only script
-//! that returns status.lua's answer and the history's figures together,
-//! pipelined 100 locks at a time (one at a time on a cluster). So a
-//! refresh costs the server O(locks in use) and writes nothing.
+//! then lua/overview.lua, a lean read-only script, returns status.lua's
+//! answer and the history's figures together for 100 locks a call (one on
+//! a cluster). So a refresh costs the server O(locks in use) and writes
+//! nothing.
 
 use std::cmp::Reverse;
 use std::time::Duration;
@@ -49,7 +49,10 @@ pub struct Counters {
 /// A lock in use, with what its history says.
 #[derive(Clone, Debug, Serialize)]
 pub struct LockView {
-    /// Who holds it, who waits (as `list` gives it).
+    /// Who holds it, who waits, as `list` gives it, but for two fields
+    /// `top` and `metrics` do not show and the overview does not read:
+    /// `fence` is the highest of the holders' (0 when only waited for),
+    /// and `last_lost` is None.
     pub status: Status,
     /// The server's clock when this view was read (ms since 1970): held
     /// times and waits count to it.
@@ -110,66 +113,50 @@ pub fn check_pattern(pattern: &str) -> Result<()> {
     Ok(())
 }
 
-
 impl Node {
     /// See [`super::backend::Backend::overview`]: the names from
-    /// [`Node::lock_names`], then lua/overview.lua for each, 100 locks to a
-    /// pipeline on one server (a round trip costs the server more than the
-    /// script: measured by `make bench`, section top), one at a time on a
-    /// cluster (which routes a pipeline by its first key).
+    /// [`Node::lock_names`], then lua/overview.lua for 100 locks a call on
+    /// one server (a call costs the server more than one lock's reads:
+    /// measured by `make bench`, section top), one lock a call on a
+    /// cluster (a call's keys share a slot).
     pub(crate) fn overview_of(&mut self, pattern: &str) -> Result<Vec<LockView>> {
         let names = self.lock_names(pattern)?;
         let window = crate::duration::millis(GRANTS_WINDOW).to_string();
         let batch = if self.server.is_cluster() { 1 } else { 100 };
         let mut out = Vec::new();
-        // The first lock alone: it goes through `eval`, which loads the
-        // script where the server lacks it.
-        let split = names.len().min(1);
-        let (first, rest) = names.split_at(split);
-        let chunks = std::iter::once(first).chain(rest.chunks(batch));
-        for (i, chunk) in chunks.enumerate() {
+        for chunk in names.chunks(batch) {
             let keys: Vec<Vec<String>> = chunk
                 .iter()
-                .map(|n| {
-                    let lock = self.name(n)?;
-                    let mut k = lock.keys(None);
-                    k.push(lock.lost_key());
-                    Ok(k)
-                })
+                .map(|n| Ok(self.name(n)?.keys(None)))
                 .collect::<Result<_>>()?;
-            // A pipeline that fails (NOSCRIPT after a restart, a key of
-            // another type) is done again one lock at a time through
-            // `eval`.
-            let replies = if i == 0 || batch == 1 {
-                None
-            } else {
-                let mut pipe = redis::pipe();
-                for k in &keys {
-                    pipe.cmd("EVALSHA")
-                        .arg(OVERVIEW.sha)
-                        .arg(k.len())
-                        .arg(k)
-                        .arg(&window);
-                }
-                let res: redis::RedisResult<Vec<Value>> = pipe.query(self.conn()?);
-                self.used();
-                res.ok()
-                    .filter(|r| !r.iter().any(|v| matches!(v, Value::ServerError(_))))
-            };
-            let replies = match replies {
-                Some(r) => r,
-                None => {
+            let all: Vec<String> = keys.concat();
+            let replies = match self.eval::<Vec<Value>>(
+                &OVERVIEW,
+                &all,
+                &[&window],
+                || "overview".into(),
+                RESEND_WINDOW,
+            ) {
+                Ok(r) if r.len() == chunk.len() => r,
+                // A key of another type fails the whole call: again lock
+                // by lock, skipping what rlock did not write, as `list`
+                // does.
+                _ if chunk.len() > 1 => {
                     let mut r = Vec::with_capacity(chunk.len());
                     for (n, k) in chunk.iter().zip(&keys) {
-                        match self.eval(
+                        match self.eval::<Vec<Value>>(
                             &OVERVIEW,
                             k,
                             &[&window],
                             || format!("overview of {n:?}"),
                             RESEND_WINDOW,
                         ) {
-                            Ok(v) => r.push(v),
-                            // Data rlock did not write: skipped, as `list` does.
+                            Ok(mut v) if v.len() == 1 => r.push(v.remove(0)),
+                            Ok(v) => {
+                                return Err(crate::Error::Protocol(format!(
+                                    "overview returned {v:?}"
+                                )));
+                            }
                             Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
                                 r.push(Value::Array(Vec::new()))
                             }
@@ -178,6 +165,13 @@ impl Node {
                     }
                     r
                 }
+                Ok(v) => {
+                    return Err(crate::Error::Protocol(format!("overview returned {v:?}")));
+                }
+                Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
+                    vec![Value::Array(Vec::new())]
+                }
+                Err(e) => return Err(e),
             };
             for (n, reply) in chunk.iter().zip(replies) {
                 if let Some(v) = view(n, reply)? {
@@ -279,9 +273,7 @@ mod tests {
             Value::Int(4_000),
             holder,
         ]);
-        let entry = |id: &str, e: &str| {
-            Value::Array(vec![b(id), Value::Array(vec![b("e"), b(e)])])
-        };
+        let entry = |id: &str, e: &str| Value::Array(vec![b(id), Value::Array(vec![b("e"), b(e)])]);
         let reply = Value::Array(vec![
             status,
             Value::Int(10_000),
