@@ -151,6 +151,11 @@ end
 -- The lock's kind ('x' or 'rw'; nil if it has no state), or nil and an
 -- error reply if a state key holds data rlock did not write.
 local function lock_kind()
+  -- The history's keys (their types; a TTL, as every key rlock writes).
+  for k, want in pairs({[LOG] = 'stream', [STATS] = 'hash'}) do
+    local got = redis.call('TYPE', k).ok
+    if got ~= 'none' and (got ~= want or no_ttl(k)) then return nil, not_ours(k) end
+  end
   local kind = redis.call('HGET', STATE, 'kind')
   local keys = {STATE, HOLDERS, QUEUE, ALIVE, WRITERS}
   if kind ~= 'x' and kind ~= 'rw' then

@@ -10,14 +10,6 @@
 --@common
 local _, foreign = lock_kind()
 if foreign then return foreign end
-local t = redis.call('TYPE', LOG).ok
-if t ~= 'none' and t ~= 'stream' then
-  return redis.error_reply('WRONGTYPE key ' .. LOG .. ' holds a ' .. t)
-end
-t = redis.call('TYPE', STATS).ok
-if t ~= 'none' and t ~= 'hash' then
-  return redis.error_reply('WRONGTYPE key ' .. STATS .. ' holds a ' .. t)
-end
 local now = now_ms()
 if redis.call('EXISTS', STATE) == 1 then
   writes_at_maxmemory()

@@ -61,11 +61,13 @@ end
 -- common.lua, written out here for the fast path, which runs without it).
 -- A hold granted before history was kept has no open grant: it is
 -- recorded all the same.
-local function ended(h)
-  if redis.call('HDEL', KEYS[8], 'o:' .. tok) == 1 then
+-- `closed`: the HDEL of its open record, done already (else done here).
+local cap, keep = tonumber(ARGV[11]) or 200, tonumber(ARGV[12]) or 604800000
+local function ended(h, closed)
+  closed = closed or redis.call('HDEL', KEYS[8], 'o:' .. tok)
+  if closed == 1 then
     redis.call('HINCRBY', KEYS[8], 'open', -1)
   end
-  local cap, keep = tonumber(ARGV[11]) or 200, tonumber(ARGV[12]) or 604800000
   local event, counter = 'released', 'released'
   if ARGV[7] == 'overran' then event, counter = 'overran', 'overruns' end
   if cap > 0 then
@@ -82,6 +84,13 @@ local function ended(h)
   redis.call('PEXPIRE', KEYS[8], keep)
 end
 
+-- The history's keys are read before a hold's end writes anything: data
+-- rlock did not write there (another type) stops the script first.
+local function history_readable()
+  if cap > 0 then redis.call('XLEN', KEYS[7]) end
+  redis.call('HEXISTS', KEYS[8], 'o:' .. tok)
+end
+
 -- Fast path, before the prelude (see build.rs): the last hold
 -- (or every hold) of the only holder, its lease still running, nobody
 -- waiting (KEYS[3] exists only while someone waits), no min-hold left:
@@ -96,8 +105,12 @@ if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
   local ends = hold_end(h)
   if (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
       and (ends == 0 or ends <= clock()) then
+    -- The HDEL first: it reads the counters' key (its type) and, like
+    -- the DEL, adds no memory (see common.lua).
+    if cap > 0 then redis.call('XLEN', KEYS[7]) end
+    local closed = redis.call('HDEL', KEYS[8], 'o:' .. tok)
     redis.call('DEL', KEYS[1], KEYS[2])
-    ended(h)
+    ended(h, closed)
     return {0}
   end
 end
@@ -110,6 +123,7 @@ clock()
 local exp = (first[1] == tok and first[2]) or redis.call('ZSCORE', HOLDERS, tok)
 local held = exp and tonumber(exp) > now
 if held then
+  history_readable()
   if not all then
     -- Once per request: a sibling may have released since this one's
     -- first send, so the count alone cannot tell a resend.

@@ -28,7 +28,7 @@ SERVERS=(
 # The tests run against each (cargo test filters: a module, or one test).
 # Not TLS: neither wheel's server is built with it.
 TESTS=(
-  server:: cli:: rw:: algo:: library:: oom:: doctor:: keep::
+  server:: cli:: rw:: algo:: library:: oom:: doctor:: keep:: history::
   cluster:: redlock:: sentinel:: failover::
   waiting::supersede
   exec::basics::exit_codes_pass_through

@@ -133,6 +133,35 @@ pub(crate) fn run(_: &Bench) {
         let lease = l.acquire("cost", &req, None, &mut |_| {}).expect("acquire");
         l.release("cost", &lease.token).expect("release");
     });
+    // The history at its cap (#19): what it weighs, and what the cycle
+    // costs with counters only (no stream).
+    let name = l.name("cost").expect("lock name");
+    let weigh = |conn: &mut redis::Connection, k: &str| -> i64 {
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(k)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(conn)
+            .unwrap_or(0)
+    };
+    let log_len: i64 = redis::cmd("XLEN")
+        .arg(name.log_key())
+        .query(&mut conn)
+        .unwrap_or(0);
+    let log_mem = weigh(&mut conn, &name.log_key());
+    let stats_mem = weigh(&mut conn, &name.stats_key());
+    l.set_history(rlock::HistoryLimits {
+        events: 0,
+        ..rlock::HistoryLimits::default()
+    })
+    .expect("history limits");
+    let lib_counters = measure(&r, CYCLES, &RLOCK_SENT, |_| {
+        let lease = l
+            .acquire("cost0", &req, None, &mut |_| {})
+            .expect("acquire");
+        l.release("cost0", &lease.token).expect("release");
+    });
     // The naive lock as a shell script runs it: one redis-cli per command,
     // each a new connection, as each `rlock exec` is. Server time per call
     // depends on the pacing (a server that idles between calls runs them
@@ -169,6 +198,7 @@ pub(crate) fn run(_: &Bench) {
             &naive,
         ),
         ("rlock library acquire + release", &lib, &naive),
+        ("the same, --history-events 0", &lib_counters, &naive),
         (
             "naive pair, one redis-cli per command",
             &naive_cli,
@@ -204,6 +234,9 @@ pub(crate) fn run(_: &Bench) {
     println!("   are counted as inner and their time is not added again. commands = sent + inner.");
     println!("   x = over the naive pair paced alike: the library over the first row, the CLI");
     println!("   over the redis-cli row. Goals (#12): library at most 2x, exec at most 2.5x usec");
+    println!(
+        "   history after {CYCLES} cycles (cap 200): P{{K}}:log {log_len} entries, {log_mem} bytes; P{{K}}:n {stats_mem} bytes"
+    );
     let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
     keys.sort();
     let immortal: Vec<&String> = keys

@@ -25,6 +25,8 @@ const FALLBACK_POLL: Duration = Duration::from_millis(250);
 pub(super) struct Keeper {
     /// None until a connect succeeds.
     locker: Option<Locker>,
+    /// How much history its calls keep.
+    history: crate::lock::HistoryLimits,
     prefix: String,
     opts: ConnectOptions,
     name: LockName,
@@ -99,9 +101,14 @@ impl Keeper {
         }
         // Connecting may fail now (Redis down): renewals retry, connect
         // included, until the lease's validity ends.
-        let locker = Locker::connect(&opts, &c.prefix).ok();
+        let history = c.history();
+        let locker = Locker::connect(&opts, &c.prefix).ok().map(|mut l| {
+            let _ = l.set_history(history);
+            l
+        });
         Some(Keeper {
             locker,
+            history,
             prefix: c.prefix,
             opts,
             name,
@@ -221,7 +228,9 @@ impl Keeper {
 
     fn locker(&mut self) -> Result<&mut Locker> {
         if self.locker.is_none() {
-            self.locker = Some(Locker::connect(&self.opts, &self.prefix)?);
+            let mut l = Locker::connect(&self.opts, &self.prefix)?;
+            l.set_history(self.history)?;
+            self.locker = Some(l);
         }
         Ok(self.locker.as_mut().expect("just connected"))
     }

@@ -137,4 +137,7 @@ pub struct Keep {
     /// Under [`OnLost::Term`], how long it has to exit after SIGTERM
     /// before SIGKILL (never later than the lease allows).
     pub grace: Duration,
+    /// How much history the keeper's calls keep (its renewals and its
+    /// release write events, see `rlock history`).
+    pub history: crate::lock::HistoryLimits,
 }

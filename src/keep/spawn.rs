@@ -46,9 +46,22 @@ pub(super) struct Config {
     pub(super) start: u64,
     pub(super) pidfd: Option<i32>,
     pub(super) listen: i32,
+    /// The history's cap and retention (see [`Keep::history`]).
+    #[serde(default)]
+    pub(super) history: Option<(u32, u64)>,
 }
 
 impl Config {
+    /// The history limits the keeper's calls use.
+    pub(super) fn history(&self) -> crate::lock::HistoryLimits {
+        self.history.map_or_else(Default::default, |(events, ms)| {
+            crate::lock::HistoryLimits {
+                events,
+                retention: Duration::from_millis(ms),
+            }
+        })
+    }
+
     pub(super) fn connect_options(&self) -> ConnectOptions {
         let path = |p: &Option<String>| p.as_ref().map(std::path::PathBuf::from);
         ConnectOptions {
@@ -138,6 +151,10 @@ pub fn spawn(
         start: keep.watched.start,
         pidfd,
         listen,
+        history: Some((
+            keep.history.events,
+            crate::duration::millis(keep.history.retention),
+        )),
     };
     let config = serde_json::to_vec(&config).map_err(|e| Error::Protocol(e.to_string()))?;
     program

@@ -99,6 +99,8 @@ pub(crate) fn login_name() -> String {
         }
     }
     let mut buf = vec![0u8; 4096];
+    // SAFETY: passwd is a plain C struct of pointers and integers, for
+    // which all zeroes is a valid value (null pointers, 0).
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: pwd, buf and out are valid for the call; getpwuid_r writes

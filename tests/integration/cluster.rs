@@ -28,6 +28,9 @@ fn every_command_works_for_keys_on_every_master() {
             .args(["exec", "--limit", "2", &format!("{k}-sem"), "--", "true"])
             .run()
             .ok();
+        // The history lives on the lock's master with its other keys.
+        let h = rc(&c).args(["history", k, "--json"]).run().ok().stdout;
+        assert_eq!(h.lines().count(), 6, "{h}");
     }
     let per_node: Vec<usize> = c.nodes.iter().map(|r| r.keys().len()).collect();
     assert!(

@@ -405,7 +405,9 @@ fn the_history_shows_no_password() {
 #[test]
 fn bad_history_input_is_refused_with_64_and_writes_nothing() {
     let r = Redis::shared();
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    /// Arguments, environment, what the one line names.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (&["history", "k", "--limit", "0"], &[], "--limit"),
         (&["history", "k", "--limit", "x"], &[], "--limit"),
         (&["history", "k", "--limit", "-1"], &[], "-1"),
@@ -526,4 +528,111 @@ fn redlock_masters_each_keep_the_history() {
         let open: Option<i64> = m.cmd(&["HGET", "rlock:{rl}:n", "open"]);
         assert_eq!(open, Some(0));
     }
+}
+
+/// The keeper of `acquire --keep` writes its events with the limits the
+/// acquire was given: its release when the script ends.
+#[test]
+fn a_keeper_writes_with_the_callers_history_limits() {
+    let r = Redis::shared();
+    let script = format!(
+        "'{}' acquire kept --keep --ttl 2s >/dev/null",
+        env!("CARGO_BIN_EXE_rlock")
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .env("RLOCK_HISTORY_RETENTION", "90s")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    eventually(Duration::from_secs(10), "the keeper releases", || {
+        events(&history(&r, "kept", &[])) == ["granted", "released"]
+    });
+    for k in [":log", ":n"] {
+        let ttl: i64 = r.cmd(&["PTTL", &format!("{}{k}", r.key("kept"))]);
+        assert!(ttl > 0 && ttl <= 90_000, "{k}: PTTL {ttl}");
+    }
+}
+
+/// A keeper that finds its lock gone records `lost` too (and stops the
+/// script it keeps the lock for, as for any loss).
+#[test]
+fn a_keeper_that_finds_its_lock_gone_shows_lost() {
+    let r = Redis::shared();
+    let script = format!(
+        "'{}' acquire kl --keep --ttl 600ms >/dev/null && sleep 30",
+        env!("CARGO_BIN_EXE_rlock")
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .spawn()
+        .unwrap();
+    eventually(Duration::from_secs(10), "the keeper holds the lock", || {
+        r.held("kl")
+    });
+    delete_state(&r, "kl");
+    eventually(Duration::from_secs(10), "the loss is recorded", || {
+        events(&history(&r, "kl", &[])).contains(&"lost")
+    });
+    // The reads above look like any call: one that came before the
+    // keeper's renewal found the grant without its state and recorded it
+    // as expired (a deletion looks like an expiry), the loss then follows.
+    let h = history(&r, "kl", &[]);
+    let names = events(&h);
+    assert!(
+        names == ["granted", "lost"] || names == ["granted", "expired", "lost"],
+        "{names:?}"
+    );
+    let lost = h.last().unwrap();
+    assert_eq!(lost["reason"], "it expired or was deleted");
+    assert_eq!(lost["pid"], h[0]["pid"]);
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the script was stopped: {out:?}");
+}
+
+/// Data rlock did not write at the history's keys is refused (64), and
+/// nothing is written: before a grant, a history read, or a release.
+#[test]
+fn foreign_data_at_the_history_keys_is_refused_and_nothing_written() {
+    let r = Redis::shared();
+    for (key, suffix, cmd) in [
+        ("f1", ":log", vec!["SET", "", "x"]),
+        ("f2", ":n", vec!["SET", "", "x"]),
+        ("f3", ":log", vec!["RPUSH", "", "x"]),
+        ("f4", ":log", vec!["XADD", "", "*", "e", "granted"]),
+    ] {
+        let k = format!("{}{suffix}", r.key(key));
+        let mut cmd = cmd;
+        cmd[1] = &k;
+        let _: redis::Value = r.cmd(&cmd);
+        // (A stream without a TTL passes the acquire's fast path, which
+        // looks at the history's types only, through its first write.)
+        if key != "f4" {
+            rlock(&r)
+                .args(["exec", key, "--", "true"])
+                .run()
+                .fails(64, "not an rlock lock");
+        }
+        rlock(&r)
+            .args(["history", key])
+            .run()
+            .fails(64, "not an rlock lock");
+        let left: Vec<String> = r.keys();
+        assert_eq!(left, std::slice::from_ref(&k), "{key}");
+        let _: i64 = r.cmd(&["DEL", &k]);
+    }
+    // A release that finds one there leaves the lock as it was.
+    let mut l = r.locker();
+    let req = rlock::Request::new(Duration::from_secs(10));
+    let lease = l.acquire("f5", &req, None, &mut |_| {}).unwrap();
+    let log = format!("{}:log", r.key("f5"));
+    let _: i64 = r.cmd(&["DEL", &log]);
+    let _: () = r.cmd(&["SET", &log, "x"]);
+    assert!(l.release("f5", &lease.token).is_err());
+    let holders: i64 = r.cmd(&["ZCARD", &format!("{}:h", r.key("f5"))]);
+    assert_eq!(holders, 1, "the release changed the lock");
 }

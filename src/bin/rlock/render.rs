@@ -69,40 +69,6 @@ pub(crate) fn status(st: &Status) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rlock::HolderStatus;
-
-    #[test]
-    fn status_shows_readable_ttls() {
-        let st = Status {
-            key: "k".into(),
-            kind: "exclusive".into(),
-            held: true,
-            limit: 1,
-            fence: 3,
-            waiters: 0,
-            waiting_writers: 0,
-            last_lost: None,
-            oldest_wait_since_ms: None,
-            holders: vec![HolderStatus {
-                mode: "exclusive".into(),
-                host: "h".into(),
-                pid: 7,
-                cmd: None,
-                since: "2024-01-01T00:00:00Z".into(),
-                since_ms: 0,
-                ttl_ms: 29_517,
-                count: 1,
-                fence: 3,
-            }],
-        };
-        let out = status(&st);
-        assert!(out.contains(" ttl 29.5s fence 3"), "{out}");
-    }
-}
-
 /// Server-clock milliseconds as RFC 3339, UTC, with milliseconds
 /// (2026-11-25T20:31:02.123Z).
 pub(crate) fn rfc3339_ms(ms: u64) -> String {
@@ -234,4 +200,38 @@ pub(crate) fn history(key: &str, events: &[rlock::Event]) -> String {
         out.push_str(&line(r));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlock::HolderStatus;
+
+    #[test]
+    fn status_shows_readable_ttls() {
+        let st = Status {
+            key: "k".into(),
+            kind: "exclusive".into(),
+            held: true,
+            limit: 1,
+            fence: 3,
+            waiters: 0,
+            waiting_writers: 0,
+            last_lost: None,
+            oldest_wait_since_ms: None,
+            holders: vec![HolderStatus {
+                mode: "exclusive".into(),
+                host: "h".into(),
+                pid: 7,
+                cmd: None,
+                since: "2024-01-01T00:00:00Z".into(),
+                since_ms: 0,
+                ttl_ms: 29_517,
+                count: 1,
+                fence: 3,
+            }],
+        };
+        let out = status(&st);
+        assert!(out.contains(" ttl 29.5s fence 3"), "{out}");
+    }
 }

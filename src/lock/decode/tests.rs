@@ -401,3 +401,61 @@ fn text_past_the_end_is_empty() {
     assert_eq!(texts(&reply), ["a", "5"]);
     assert_eq!(text(&reply, 2), "");
 }
+
+#[test]
+fn history_entries_decode_with_their_optional_fields() {
+    let entry = |id: &str, fields: &[&str]| {
+        Value::Array(vec![
+            Value::BulkString(id.as_bytes().to_vec()),
+            Value::Array(
+                fields
+                    .iter()
+                    .map(|f| Value::BulkString(f.as_bytes().to_vec()))
+                    .collect(),
+            ),
+        ])
+    };
+    let reply = Value::Array(vec![
+        entry(
+            "1700000000123-0",
+            &[
+                "e",
+                "released",
+                "f",
+                "42",
+                "i",
+                r#"{"host":"h","pid":7,"user":"u"}"#,
+                "d",
+                "1500",
+                "x",
+                "3",
+            ],
+        ),
+        entry(
+            "1700000000456-1",
+            &[
+                "e",
+                "lost",
+                "f",
+                "0",
+                "i",
+                "",
+                "r",
+                "it expired or was deleted",
+            ],
+        ),
+    ]);
+    let h = history(reply).unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].event, "released");
+    assert_eq!(h[0].at, 1_700_000_000_123);
+    assert_eq!(h[0].fence, Some(42));
+    assert_eq!(h[0].held_ms, Some(1500));
+    assert_eq!(h[0].exit_code, Some(3));
+    assert_eq!(h[0].holder.as_ref().map(|h| h.user.as_str()), Some("u"));
+    assert_eq!((h[0].waited_ms, h[0].by.as_deref()), (None, None));
+    // Fence 0 is no fence; info that is not JSON is no holder.
+    assert_eq!((h[1].fence, h[1].holder.is_none()), (None, true));
+    assert_eq!(h[1].reason.as_deref(), Some("it expired or was deleted"));
+    assert!(history(Value::Array(vec![entry("x-0", &["e", "granted"])])).is_err());
+}

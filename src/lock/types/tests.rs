@@ -133,3 +133,84 @@ fn a_request_is_refused_in_the_librarys_terms() {
         "Request::min_hold 7days 1s is too long: at most 7days"
     );
 }
+
+#[test]
+fn ci_job_names_the_job_the_environment_names() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    assert_eq!(ci_job(&env(&[])), None);
+    assert_eq!(
+        ci_job(&env(&[
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_REPOSITORY", "acme/site"),
+            ("GITHUB_RUN_ID", "42"),
+            ("GITHUB_JOB", "deploy"),
+        ])),
+        Some("github acme/site run 42 job deploy".into())
+    );
+    assert_eq!(
+        ci_job(&env(&[
+            ("GITLAB_CI", "true"),
+            ("CI_PROJECT_PATH", "g/p"),
+            ("CI_JOB_ID", "7"),
+        ])),
+        Some("gitlab g/p job 7".into())
+    );
+    assert_eq!(
+        ci_job(&env(&[
+            ("JENKINS_URL", "https://ci/"),
+            ("JOB_NAME", "nightly"),
+            ("BUILD_NUMBER", "3"),
+        ])),
+        Some("jenkins nightly build 3".into())
+    );
+    assert_eq!(
+        ci_job(&env(&[
+            ("BUILDKITE", "true"),
+            ("BUILDKITE_PIPELINE_SLUG", "app"),
+            ("BUILDKITE_BUILD_NUMBER", "9"),
+            ("BUILDKITE_JOB_ID", "j"),
+        ])),
+        Some("buildkite app build 9 job j".into())
+    );
+    // Missing parts are left out; a URL's password and control characters
+    // never show.
+    assert_eq!(
+        ci_job(&env(&[
+            ("JENKINS_URL", "x"),
+            ("JOB_NAME", "a\nhttps://u:pw@h/x"),
+        ])),
+        Some("jenkins a https://***@h/x".into())
+    );
+}
+
+#[test]
+fn holder_info_without_user_or_ci_still_decodes() {
+    let h: HolderInfo = serde_json::from_str(r#"{"host":"h","pid":1}"#).unwrap();
+    assert_eq!((h.user.as_str(), h.ci.as_deref()), ("", None));
+    let s = serde_json::to_string(&HolderInfo {
+        user: "u".into(),
+        ..h
+    })
+    .unwrap();
+    assert_eq!(s, r#"{"host":"h","pid":1,"user":"u"}"#);
+}
+
+#[test]
+fn history_limits_are_checked() {
+    assert!(HistoryLimits::default().check().is_ok());
+    let bad = |events, secs| HistoryLimits {
+        events,
+        retention: Duration::from_secs(secs),
+    };
+    assert!(bad(0, 1).check().is_ok());
+    assert!(bad(MAX_HISTORY_EVENTS + 1, 60).check().is_err());
+    assert!(bad(1, 0).check().is_err());
+    assert!(bad(1, 367 * 86_400).check().is_err());
+}

@@ -97,6 +97,8 @@ pub(crate) fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep
         grace: keep
             .grace
             .map_or(std::time::Duration::from_secs(10), |g| g.0),
+        // Set from the global options by the caller.
+        history: rlock::HistoryLimits::default(),
     }))
 }
 

@@ -28,7 +28,10 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         } => {
             let mut req = request(lock);
             req.limit = slots.limit;
-            let keep = acquire::keeper(keep)?;
+            let mut keep = acquire::keeper(keep)?;
+            if let Some(k) = &mut keep {
+                k.history = crate::setup::history(g);
+            }
             acquire::print_token(g, key, req, keep)
         }
         Command::Exec {
