@@ -350,3 +350,38 @@ fn data_rlock_did_not_write_is_skipped() {
     let text = rlock(&r).args(["metrics"]).run().ok().stdout;
     assert!(!text.contains("m1") && !text.contains("m2"), "{text}");
 }
+
+#[test]
+fn top_and_metrics_see_locks_on_every_cluster_master() {
+    let c = Cluster::start(3);
+    let rc = || {
+        bare_rlock()
+            .env("RLOCK_URL", &c.urls())
+            .env("RLOCK_CLUSTER", "1")
+    };
+    let keys: Vec<String> = (0..9).map(|i| format!("l{i}")).collect();
+    for k in &keys {
+        rc().args(["acquire", k, "--ttl", "60s"]).run().ok();
+    }
+    let out = rc().args(["top", "--once"]).run().ok().stdout;
+    assert_eq!(names(&out), keys, "{out}");
+    let text = rc().args(["metrics"]).run().ok().stdout;
+    for k in &keys {
+        assert!(
+            text.contains(&format!("rlock_lock_grants_total{{lock=\"{k}\"}} 1\n")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn top_and_metrics_work_under_redlock() {
+    let ms: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let urls = ms.iter().map(Redis::url).collect::<Vec<_>>().join(",");
+    let rl = || bare_rlock().env("RLOCK_URL", &urls);
+    rl().args(["acquire", "k", "--ttl", "60s"]).run().ok();
+    let out = rl().args(["top", "--once"]).run().ok().stdout;
+    assert_eq!(names(&out), ["k"], "{out}");
+    let text = rl().args(["metrics"]).run().ok().stdout;
+    assert!(text.contains("rlock_lock_holders{lock=\"k\"} 1\n"), "{text}");
+}
