@@ -297,6 +297,46 @@ mod tests {
         assert!(view("k", Value::Array(vec![Value::Int(1)])).is_err());
     }
 
+    fn lock(key: &str, waiters: u64, oldest_s: Option<u64>, grants: u64) -> LockView {
+        LockView {
+            status: Status {
+                key: key.into(),
+                kind: "exclusive".into(),
+                held: true,
+                limit: 1,
+                fence: 1,
+                waiters,
+                waiting_writers: 0,
+                holders: Vec::new(),
+                last_lost: None,
+                oldest_wait_since_ms: None,
+            },
+            now_ms: 0,
+            oldest_wait: oldest_s.map(Duration::from_secs),
+            grants_last_minute: grants,
+            last_event: None,
+            counters: Counters::default(),
+        }
+    }
+
+    #[test]
+    fn the_most_contended_come_first() {
+        let mut v = vec![
+            lock("idle", 0, None, 0),
+            lock("busy-b", 0, None, 9),
+            lock("busy-a", 0, None, 9),
+            lock("short-wait", 2, Some(5), 0),
+            lock("long-wait", 2, Some(50), 0),
+            lock("most-waiters", 3, Some(1), 0),
+        ];
+        rank(&mut v);
+        let order: Vec<&str> = v.iter().map(|v| v.status.key.as_str()).collect();
+        assert_eq!(
+            order,
+            ["most-waiters", "long-wait", "short-wait", "busy-a", "busy-b", "idle"]
+        );
+    }
+
     #[test]
     fn counters_decode_known_fields_only() {
         let f = |k: &str, v: &str| (k.to_string(), v.to_string());
