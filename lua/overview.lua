@@ -20,10 +20,11 @@
 -- ARGV[1] the window for recent events, in ms
 --
 -- Returns one entry per lock, in KEYS' order: {} when nobody holds or
--- waits for it, else {status, now_ms, counters, last, recent}: status as
--- status.lua returns it (but fence: the highest holder's; lost: ''), counters P{K}:n's fields and values
--- (flat), last and recent XREVRANGE replies (the last event; the events of
--- the window).
+-- waits for it, else {status, now_ms, counters, last, grants}: status as
+-- status.lua returns it (but fence: the highest holder's; lost: ''),
+-- counters P{K}:n's fields and values (flat), last an XREVRANGE reply
+-- holding the last event (if any), grants the 'granted' events of the
+-- window.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1]) or 60000
@@ -63,10 +64,22 @@ local function one(b)
       tonumber(hs[i + 1]) - now, tonumber(f['c:' .. tok]) or 0, fence, f['m:' .. tok] or ''}
     if fence > status[3] then status[3] = fence end
   end
+  -- Grants in the window, counted here: a busy lock's entries would make
+  -- a long reply.
   local recent = redis.call('XREVRANGE', K(7), '+', now - window)
+  local grants = 0
+  for _, e in ipairs(recent) do
+    local fields = e[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'e' then
+        if fields[i + 1] == 'granted' then grants = grants + 1 end
+        break
+      end
+    end
+  end
   local last = {recent[1]}
   if not recent[1] then last = redis.call('XREVRANGE', K(7), '+', '-', 'COUNT', 1) end
-  return {status, now, redis.call('HGETALL', K(8)), last, recent}
+  return {status, now, redis.call('HGETALL', K(8)), last, grants}
 end
 
 local out = {}

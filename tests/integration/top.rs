@@ -383,5 +383,8 @@ fn top_and_metrics_work_under_redlock() {
     let out = rl().args(["top", "--once"]).run().ok().stdout;
     assert_eq!(names(&out), ["k"], "{out}");
     let text = rl().args(["metrics"]).run().ok().stdout;
-    assert!(text.contains("rlock_lock_holders{lock=\"k\"} 1\n"), "{text}");
+    assert!(
+        text.contains("rlock_lock_holders{lock=\"k\"} 1\n"),
+        "{text}"
+    );
 }
