@@ -86,9 +86,16 @@ end
 
 -- The history's keys are read before a hold's end writes anything: data
 -- rlock did not write there (another type) stops the script first.
+-- Returns an error reply, or nil.
+local function foreign_log()
+  local t = redis.call('TYPE', KEYS[7]).ok
+  if t ~= 'none' and t ~= 'stream' then
+    return redis.error_reply('NOTRLOCK key ' .. KEYS[7] .. ' holds data rlock did not write')
+  end
+end
 local function history_readable()
-  if cap > 0 then redis.call('XLEN', KEYS[7]) end
   redis.call('HEXISTS', KEYS[8], 'o:' .. tok)
+  return foreign_log()
 end
 
 -- Fast path, before the prelude (see build.rs): the last hold
@@ -105,9 +112,10 @@ if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
   local ends = hold_end(h)
   if (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
       and (ends == 0 or ends <= clock()) then
-    -- The HDEL first: it reads the counters' key (its type) and, like
-    -- the DEL, adds no memory (see common.lua).
-    if cap > 0 then redis.call('XLEN', KEYS[7]) end
+    -- The history's keys are looked at first (TYPE, then the HDEL, which
+    -- like the DEL adds no memory: see common.lua).
+    local bad = foreign_log()
+    if bad then return bad end
     local closed = redis.call('HDEL', KEYS[8], 'o:' .. tok)
     redis.call('DEL', KEYS[1], KEYS[2])
     ended(h, closed)
@@ -123,7 +131,8 @@ clock()
 local exp = (first[1] == tok and first[2]) or redis.call('ZSCORE', HOLDERS, tok)
 local held = exp and tonumber(exp) > now
 if held then
-  history_readable()
+  local bad = history_readable()
+  if bad then return bad end
   if not all then
     -- Once per request: a sibling may have released since this one's
     -- first send, so the count alone cannot tell a resend.
