@@ -3,7 +3,7 @@
 //! stream of events, and `P{K}:n`, their counters; lua/common.lua): the
 //! last event, the grants in the last minute, the totals.
 //!
-//! The names come from the same place as `list`'s ([`Node::lock_names`]);
+//! The names come from the same place as `list`'s (`Node::lock_names`);
 //! then lua/overview.lua, a lean read-only script, returns status.lua's
 //! answer and the history's figures together for 100 locks a call (one on
 //! a cluster). So a refresh costs the server O(locks in use) and writes
