@@ -50,6 +50,8 @@ complete -c rlock -n "__fish_rlock_needs_command" -f -a "history" -d 'Show a loc
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "top" -d 'A live view of the locks in use, most contended first (like top)'
+complete -c rlock -n "__fish_rlock_needs_command" -f -a "metrics" -d 'Print Prometheus metrics for the locks in use (text format 0.0.4)'
 complete -c rlock -n "__fish_rlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
@@ -266,15 +268,47 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -l cluster -d 'The URL
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "list" -d 'List the locks that are held or waited for'
-complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s d -l delay -d 'Refresh every D (a bare number is seconds; 0.1s to 1h)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l once -d 'Print one plain frame and exit'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l tls-ca -d 'CA certificate (PEM) to trust for rediss:// instead of the system\'s' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require one' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l tls-key -d 'Private key (PEM) of the client certificate' -r -F
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l prefix -d 'Prefix of every Redis key rlock writes' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -s q -l quiet -d 'Print nothing on stderr but errors'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "acquire" -d 'Take the lock and print its owner token on stdout (and nothing else)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "exec" -d 'Run a command while holding the lock, and exit with its status'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "rw" -d 'Read-write lock: many readers at once, or one writer'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "release" -d 'Release a lock held by a token; releasing a free lock is harmless'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "renew" -d 'Extend a held lock\'s TTL; fails if the token no longer owns it'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "check" -d 'Exit 0 if a token still holds the lock, 79 if it holds it no more, 77 if another owner holds it: for scripts about to do something irreversible'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "status" -d 'Show who holds a lock, since when, TTL left, fencing counter, waiters'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "history" -d 'Show a lock\'s history: who got it, for how long, how each hold ended'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "break" -d 'End a stuck lock\'s hold(s) by force, and let the next waiter in'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "doctor" -d 'Check the Redis deployment for settings that silently break locks'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "list" -d 'List the locks that are held or waited for'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "top" -d 'A live view of the locks in use, most contended first (like top)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "metrics" -d 'Print Prometheus metrics for the locks in use (text format 0.0.4)'
+complete -c rlock -n "__fish_rlock_using_subcommand help; and not __fish_seen_subcommand_from acquire exec rw release renew check status history break doctor list top metrics help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

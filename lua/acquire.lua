@@ -300,10 +300,12 @@ if ARGV[5] == '1' then
     local seq = (tonumber(last[2]) or 0) + 1
     redis.call('ZADD', QUEUE, seq, tok)
     if mode == 'w' then redis.call('ZADD', WRITERS, seq, tok) end
+    -- 'a:<token>': when it joined (server ms), for `top` and `metrics`
+    -- (the oldest wait, lua/status.lua); leave_queue() removes it.
     if kind == 'x' then
-      redis.call('HSET', STATE, 'kind', kind, 'limit', limit)
+      redis.call('HSET', STATE, 'kind', kind, 'limit', limit, 'a:' .. tok, now)
     else
-      redis.call('HSET', STATE, 'kind', kind)
+      redis.call('HSET', STATE, 'kind', kind, 'a:' .. tok, now)
     end
   end
   redis.call('ZADD', ALIVE, now + tonumber(ARGV[6]), tok)

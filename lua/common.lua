@@ -22,6 +22,8 @@
 --                                              "Supersede" in acquire.lua)
 --                               x:<token>   -> that waiter was superseded,
 --                                              by whom (info JSON)
+--                               a:<token>   -> when that waiter joined the
+--                                              queue (server ms)
 --   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
 --   KEYS[3] P{K}:q      ZSET    <token> -> arrival order of a waiter (FIFO)
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
@@ -252,6 +254,7 @@ local function leave_queue(tok)
   redis.call('ZREM', QUEUE, tok)
   redis.call('ZREM', ALIVE, tok)
   redis.call('ZREM', WRITERS, tok)
+  redis.call('HDEL', STATE, 'a:' .. tok)
 end
 
 -- Drop holders whose lease ran out and waiters that stopped calling in.

@@ -3,8 +3,10 @@
 -- KEYS[1..8] as in common.lua
 -- KEYS[9] P{K}:lost, where an `acquire --keep` keeper records a loss
 --
--- Returns {kind, limit, fence, waiters, waiting_writers, lost, holder...},
--- lost being the loss record (JSON, '' if none) and each holder
+-- Returns {kind, limit, fence, waiters, waiting_writers, lost,
+-- oldest_wait_since, holder...}, lost being the loss record (JSON, '' if
+-- none), oldest_wait_since when the first waiter still queued joined (server
+-- ms; 0 if nobody waits, or it joined before rlock kept that) and each holder
 -- {info_json, since_ms, ttl_left_ms, count, fence, mode}.
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
 -- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
@@ -25,7 +27,17 @@ local out = {
   redis.call('ZCOUNT', ALIVE, '(' .. now, '+inf'),
   writers,
   redis.call('GET', KEYS[9]) or '',
+  0,
 }
+-- The queue is in arrival order; waiters that stopped calling in are
+-- skipped (they are pruned by the next acquire).
+for _, tok in ipairs(redis.call('ZRANGE', QUEUE, 0, -1)) do
+  local alive = redis.call('ZSCORE', ALIVE, tok)
+  if alive and tonumber(alive) > now then
+    out[7] = tonumber(redis.call('HGET', STATE, 'a:' .. tok)) or 0
+    break
+  end
+end
 local hs = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #hs, 2 do
   local tok = hs[i]

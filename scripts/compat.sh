@@ -32,6 +32,9 @@ TESTS=(
   cluster:: redlock:: sentinel:: failover:: index::
   break_lock:: max_hold::
   waiting::supersede
+  metrics:: top::once_ranks_the_most_contended_first_in_plain_text
+  top::the_oldest_wait_counts_from_the_first_waiter_still_queued
+  top::data_rlock_did_not_write_is_skipped
   exec::basics::exit_codes_pass_through
   exec::basics::child_sees_key_token_and_fence
   exec::basics::releases_as_soon_as_the_child_exits

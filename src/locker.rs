@@ -237,4 +237,13 @@ impl Locker {
     pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         self.0.list(pattern)
     }
+
+    /// Every live lock whose key matches the glob `pattern`, with its
+    /// history's counters, last event and grants in the last minute, most
+    /// contended first ([`crate::lock::overview::rank`]). Read-only. Under
+    /// RedLock, as the first server that answers sees them.
+    pub fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
+        crate::lock::overview::check_pattern(pattern)?;
+        self.0.overview(pattern)
+    }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::breaking::{Broken, Holders};
 use super::keys::LockName;
+use super::overview::LockView;
 use super::types::{
     Busy, Event, Held, HistoryLimits, HolderInfo, Lease, ReleaseNote, Released, Request, Status,
     Token,
@@ -152,4 +153,10 @@ pub(crate) trait Backend: Send {
     /// Every live lock whose key matches the glob `pattern`. Under RedLock,
     /// as the first master that answers sees them.
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>>;
+
+    /// Every live lock matching `pattern` with its history's counters,
+    /// last event and recent grants, most contended first (see
+    /// `super::overview`). Under RedLock, as the first master that answers
+    /// sees them.
+    fn overview(&mut self, pattern: &str) -> Result<Vec<LockView>>;
 }

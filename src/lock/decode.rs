@@ -252,7 +252,8 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
     };
     let last_lost = serde_json::from_str(&text(reply.get(5))).ok();
     let mut holders = Vec::new();
-    for h in reply.get(6..).unwrap_or_default() {
+    let oldest_wait_since_ms = reply.get(6).and_then(num).filter(|&ms| ms > 0);
+    for h in reply.get(7..).unwrap_or_default() {
         let Value::Array(f) = h else {
             return Err(bad());
         };
@@ -285,6 +286,7 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
         waiting_writers,
         holders,
         last_lost,
+        oldest_wait_since_ms,
     })
 }
 

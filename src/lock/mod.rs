@@ -15,6 +15,8 @@
 //! - `node`: one Redis server and the lock operations on it (`list`
 //!   through the index of locks in use: `node/index.rs`);
 //! - [`breaking`]: `rlock break`, an operator ending holds by force;
+//! - [`overview`]: every lock in use with its history's figures, for
+//!   `top` and `metrics`;
 //! - `wait`: waiting for a busy lock, shared with RedLock (`crate::quorum`).
 
 mod backend;
@@ -22,6 +24,7 @@ pub mod breaking;
 mod decode;
 mod keys;
 mod node;
+pub mod overview;
 mod script;
 pub mod types;
 mod wait;
@@ -31,6 +34,7 @@ pub use breaking::{Broken, Holders};
 pub(crate) use keys::index_shard_key;
 pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
+pub use overview::{Counters, LockView};
 pub use script::RESEND_WINDOW;
 pub use types::*;
 pub(crate) use wait::Waiting;

@@ -16,7 +16,7 @@ use crate::duration::millis;
 /// itself).
 pub(crate) struct Lua {
     pub(super) code: &'static str,
-    sha: &'static str,
+    pub(super) sha: &'static str,
 }
 
 impl Lua {
@@ -46,6 +46,7 @@ pub(super) static LOST: Lua = script!("lost.lua");
 pub(super) static BREAK: Lua = script!("break.lua");
 pub(super) static INDEX: Lua = script!("index.lua");
 pub(super) static INDEX_DROP: Lua = script!("index_drop.lua");
+pub(super) static OVERVIEW: Lua = script!("overview.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -244,8 +245,19 @@ mod tests {
     #[test]
     fn build_rs_hashes_each_script_as_sent() {
         for s in [
-            &ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE, &HISTORY, &LOST, &BREAK,
-            &INDEX, &INDEX_DROP,
+            &ACQUIRE,
+            &RELEASE,
+            &RENEW,
+            &STATUS,
+            &CHECK,
+            &WAIT,
+            &WAKE,
+            &HISTORY,
+            &LOST,
+            &BREAK,
+            &INDEX,
+            &INDEX_DROP,
+            &OVERVIEW,
         ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }

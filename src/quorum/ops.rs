@@ -223,6 +223,11 @@ impl Backend for Quorum {
         let p = pattern.to_string();
         self.first(move |node| node.list(&p))
     }
+
+    fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
+        let p = pattern.to_string();
+        self.first(move |node| node.overview(&p))
+    }
 }
 
 impl Quorum {

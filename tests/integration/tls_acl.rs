@@ -187,6 +187,8 @@ fn every_command_works_as_the_least_privileged_acl_user() {
     run(&["status", "k"]).ok();
     run(&["list"]).ok();
     run(&["history", "k"]).ok();
+    assert!(run(&["top", "--once"]).ok().stdout.contains("\nk "));
+    assert!(run(&["metrics"]).ok().stdout.contains("{lock=\"k\"} 1"));
     // A waiter is woken by the release (BLPOP, RPUSH inside the script).
     let waiter = bare_rlock()
         .env("RLOCK_URL", &url)

@@ -509,6 +509,58 @@ Examples:
         #[arg(long)]
         json: bool,
     },
+
+    /// A live view of the locks in use, most contended first (like top)
+    #[command(after_help = "\
+One row per lock held or waited for: lock, kind, holder (host:pid; +N more
+holders), held for, TTL left, waiters, the oldest wait, grants in the last
+minute, the last event of its history. Most contended first: more waiters,
+then the longer oldest wait, then more grants in the last minute, then more
+holders, then by name. q quits; the terminal is restored on q, Ctrl-C and
+SIGTERM; a narrow terminal cuts rows short instead of wrapping.
+
+--once prints one frame as plain text (no escape codes, rows not cut) and
+exits. Without a terminal on stdout, top prints one plain frame as --once
+does.
+
+Exit codes: 0 q or --once, 128+N a signal N (130: Ctrl-C), 64 bad usage,
+69 Redis unreachable at start.
+
+Examples:
+  rlock top
+  rlock top 'deploy-*' -d 5
+  rlock top --once | head")]
+    Top {
+        /// Glob over lock names (Redis MATCH syntax)
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// Refresh every D (a bare number is seconds; 0.1s to 1h)
+        #[arg(short, long, default_value = "1", value_name = "D")]
+        delay: Seconds,
+        /// Print one plain frame and exit
+        #[arg(long)]
+        once: bool,
+    },
+
+    /// Print Prometheus metrics for the locks in use (text format 0.0.4)
+    #[command(after_help = "\
+For node_exporter's textfile collector or any scraper. Per lock (label
+`lock`): gauges rlock_lock_holders, rlock_lock_waiters,
+rlock_lock_oldest_wait_seconds, rlock_lock_held_seconds (the longest
+current hold) and counters rlock_lock_grants_total,
+rlock_lock_losses_total, rlock_lock_timeouts_total,
+rlock_lock_breaks_total, rlock_lock_overruns_total (from the lock's
+history: they restart when its history expires). Only locks held or waited
+for are listed.
+
+Example (cron, every minute; write then rename, so the collector never
+reads half a file):
+  * * * * * rlock metrics > /var/lib/node_exporter/rlock.prom.$$ && mv /var/lib/node_exporter/rlock.prom.$$ /var/lib/node_exporter/rlock.prom")]
+    Metrics {
+        /// Glob over lock names (Redis MATCH syntax)
+        #[arg(default_value = "*")]
+        pattern: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -778,7 +830,10 @@ impl Command {
             | Command::Status { key, .. }
             | Command::History { key, .. }
             | Command::Break { key, .. } => Some(key),
-            Command::List { .. } | Command::Doctor { .. } => None,
+            Command::List { .. }
+            | Command::Doctor { .. }
+            | Command::Top { .. }
+            | Command::Metrics { .. } => None,
         }
     }
 }

@@ -8,7 +8,8 @@
 //!   a request, a token;
 //! - `out.rs`: stdout, which may have been closed at start;
 //! - `errors.rs`: an error's one line, and clap's;
-//! - `progress.rs` (the wait on stderr) and `render.rs` (status for people).
+//! - `progress.rs` (the wait on stderr) and `render.rs` (status for people);
+//! - `frame.rs` (one frame of `top`) and `screen.rs` (its terminal).
 
 // The entry point is ours, not std's: see `main` below. (The unit tests
 // keep the test harness's.)
@@ -26,9 +27,11 @@ macro_rules! say {
 mod cli;
 mod cmd;
 mod errors;
+mod frame;
 mod out;
 mod progress;
 mod render;
+mod screen;
 mod setup;
 
 use std::io::Write;

@@ -218,6 +218,7 @@ mod tests {
             waiters: 0,
             waiting_writers: 0,
             last_lost: None,
+            oldest_wait_since_ms: None,
             holders: vec![HolderStatus {
                 mode: "exclusive".into(),
                 host: "h".into(),

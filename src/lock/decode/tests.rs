@@ -343,6 +343,7 @@ fn status_of_an_exclusive_lock() {
         i(2),
         i(0),
         s(""),
+        i(1500),
         holder(r#"{"host":"h","pid":5,"cmd":"job"}"#, 0, 2500, 2, 9, ""),
     ];
     let st = status("k", reply).unwrap();
@@ -355,6 +356,7 @@ fn status_of_an_exclusive_lock() {
         (1, 9, 2, 0)
     );
     assert!(st.last_lost.is_none());
+    assert_eq!(st.oldest_wait_since_ms, Some(1500));
     let h = &st.holders[0];
     assert_eq!(
         (h.mode.as_str(), h.host.as_str(), h.pid),
@@ -376,11 +378,13 @@ fn status_of_a_semaphore_and_of_a_read_write_lock() {
         i(1),
         i(1),
         s(""),
+        i(0),
         holder(r#"{"host":"a","pid":1}"#, 1000, 100, 1, 4, "r"),
         holder(r#"{"host":"b","pid":2}"#, 2000, 200, 1, 5, "w"),
     ];
     let st = status("k", rw).unwrap();
     assert_eq!((st.kind.as_str(), st.waiting_writers), ("rw", 1));
+    assert_eq!(st.oldest_wait_since_ms, None);
     let modes: Vec<&str> = st.holders.iter().map(|h| h.mode.as_str()).collect();
     assert_eq!(modes, ["read", "write"]);
     assert_eq!(st.holders[1].since, "1970-01-01T00:00:02Z");
@@ -412,7 +416,7 @@ fn a_malformed_status_is_a_protocol_error() {
     assert!(protocol(status("k", vec![s("x"), i(1)])).starts_with("status returned"));
     protocol(status(
         "k",
-        vec![s("x"), i(1), i(2), i(3), i(4), s(""), i(5)],
+        vec![s("x"), i(1), i(2), i(3), i(4), s(""), i(0), i(5)],
     ));
 }
 

@@ -264,9 +264,10 @@ impl Node {
         self.fail(e, "list locks".into())
     }
 
-    /// Every lock in use whose name matches the glob `pattern`, through
-    /// the index (see the module's comment).
-    pub(super) fn list_indexed(&mut self, pattern: &str) -> Result<Vec<Status>> {
+    /// The index's entries whose lock name matches the glob `pattern`:
+    /// (name, shard, score as read), sorted by name, each name once. Some
+    /// may name locks no longer in use (see the module's comment).
+    pub(super) fn index_entries(&mut self, pattern: &str) -> Result<Vec<(String, usize, String)>> {
         let shards = index_shard_keys(&self.prefix);
         // name -> (shard, score as read)
         let mut entries: Vec<(String, usize, String)> = Vec::new();
@@ -304,6 +305,14 @@ impl Node {
         }
         entries.sort();
         entries.dedup_by(|a, b| a.0 == b.0);
+        Ok(entries)
+    }
+
+    /// Every lock in use whose name matches the glob `pattern`, through
+    /// the index (see the module's comment).
+    pub(super) fn list_indexed(&mut self, pattern: &str) -> Result<Vec<Status>> {
+        let shards = index_shard_keys(&self.prefix);
+        let entries = self.index_entries(pattern)?;
         // Each named lock's state, pipelined.
         let mut named = Vec::new();
         let mut stale: Vec<Vec<String>> = vec![Vec::new(); shards.len()];

@@ -384,45 +384,11 @@ impl Backend for Node {
     }
 
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
-        if pattern.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
-                "pattern {pattern:?} contains control characters"
-            )));
+        if !self.scan_asked(pattern)? {
+            return self.list_indexed(pattern);
         }
-        // Through the index of locks in use (see index.rs); a scan of the
-        // whole keyspace only when asked (RLOCK_LIST_SCAN=1: locks taken by
-        // an rlock older than the index are in no index).
-        match std::env::var("RLOCK_LIST_SCAN").as_deref() {
-            Ok("1") => self.list_scanned(pattern),
-            Ok("0" | "") | Err(std::env::VarError::NotPresent) => self.list_indexed(pattern),
-            Ok(v) => Err(Error::Usage(format!(
-                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
-            ))),
-            Err(std::env::VarError::NotUnicode(v)) => Err(Error::Usage(format!(
-                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
-            ))),
-        }
-    }
-}
-
-impl Node {
-    /// `list` as rlock did before the index: SCAN every key under the
-    /// prefix (on every master of a cluster), O(keys in Redis).
-    fn list_scanned(&mut self, pattern: &str) -> Result<Vec<Status>> {
-        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
-        let res = self.conn()?.scan(&glob, "hash");
-        self.used();
-        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
-        let start = self.prefix.len() + 1;
-        let mut names: Vec<String> = keys
-            .into_iter()
-            .filter(|k| k.len() > start && k.ends_with('}'))
-            .map(|k| k[start..k.len() - 1].to_string())
-            .collect();
-        names.sort();
-        names.dedup();
         let mut out = Vec::new();
-        for n in names {
+        for n in self.scanned_names(pattern)? {
             // Skip hashes that merely look like ours (an empty name, a
             // foreign key under the prefix).
             let s = match self.status(&n) {
@@ -435,5 +401,68 @@ impl Node {
             }
         }
         Ok(out)
+    }
+
+    fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
+        self.overview_of(pattern)
+    }
+}
+
+impl Node {
+    /// The names of the locks whose key matches `pattern`, sorted: those
+    /// in use, and maybe some that were (`overview` reads each one's
+    /// state). Through the index, as [`Backend::list`].
+    pub(in crate::lock) fn lock_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        if self.scan_asked(pattern)? {
+            return self.scanned_names(pattern);
+        }
+        Ok(self
+            .index_entries(pattern)?
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect())
+    }
+
+    /// Check `pattern`, and say whether to find locks by scanning the whole
+    /// keyspace rather than through the index of locks in use (see
+    /// index.rs): only when asked, RLOCK_LIST_SCAN=1 (locks taken by an
+    /// rlock older than the index are in no index).
+    fn scan_asked(&self, pattern: &str) -> Result<bool> {
+        if pattern.chars().any(char::is_control) {
+            return Err(Error::Usage(format!(
+                "pattern {pattern:?} contains control characters"
+            )));
+        }
+        match std::env::var("RLOCK_LIST_SCAN").as_deref() {
+            Ok("1") => Ok(true),
+            Ok("0" | "") | Err(std::env::VarError::NotPresent) => Ok(false),
+            Ok(v) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+            ))),
+            Err(std::env::VarError::NotUnicode(v)) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+            ))),
+        }
+    }
+}
+
+impl Node {
+    /// The lock names as rlock found them before the index: SCAN every
+    /// key under the prefix (on every master of a cluster), O(keys in
+    /// Redis).
+    fn scanned_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
+        let res = self.conn()?.scan(&glob, "hash");
+        self.used();
+        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
+        let start = self.prefix.len() + 1;
+        let mut names: Vec<String> = keys
+            .into_iter()
+            .filter(|k| k.len() > start && k.ends_with('}'))
+            .map(|k| k[start..k.len() - 1].to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 }

@@ -140,5 +140,6 @@ fn empty(key: &str) -> rlock::Status {
         waiting_writers: 0,
         last_lost: None,
         holders: Vec::new(),
+        oldest_wait_since_ms: None,
     }
 }

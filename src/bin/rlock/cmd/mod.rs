@@ -3,8 +3,10 @@
 mod acquire;
 mod breaking;
 mod exec;
+mod metrics;
 mod query;
 mod release;
+mod top;
 
 use rlock::Mode;
 
@@ -92,5 +94,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         } => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
         Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
         Command::List { pattern, json } => query::list(g, pattern, *json),
+        Command::Top {
+            pattern,
+            delay,
+            once,
+        } => top::top(g, pattern, delay.0, *once),
+        Command::Metrics { pattern } => metrics::metrics(g, pattern),
     }
 }

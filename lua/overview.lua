@@ -1,0 +1,87 @@
+-- overview.lua: locks at a glance, for `top` and `metrics`
+-- (src/lock/overview.rs): for each lock, what status.lua returns, plus its
+-- history's counters, last event and the events of the last ARGV[1] ms.
+-- Read-only.
+--
+-- Lean, as `top` reads every lock in use every second: several locks per
+-- call (on one Redis up to 100, their keys in KEYS, 8 per lock; on a
+-- Cluster one, as a call's keys must share a slot), no prelude (no
+-- `--@common` line, see build.rs), and few commands per lock (each costs
+-- the server a few microseconds from Lua, more than the read itself): the
+-- lock's hash is read once (HGETALL), the fence key and a keeper's loss
+-- record are not read (`top` and `metrics` show neither), and the last
+-- event comes with the recent ones when there are any. Data rlock
+-- did not write is not looked for as status.lua does: a hash without a
+-- 'kind' is skipped, and a key of another type fails the call, which the
+-- client then makes again lock by lock, skipping that one; nothing is
+-- written either way.
+--
+-- Per lock, 8 keys, as in common.lua (7 P{K}:log, 8 P{K}:n).
+-- ARGV[1] the window for recent events, in ms
+--
+-- Returns one entry per lock, in KEYS' order: {} when nobody holds or
+-- waits for it, else {status, now_ms, counters, last, grants}: status as
+-- status.lua returns it (but fence: the highest holder's; lost: ''),
+-- counters P{K}:n's fields and values (flat), last an XREVRANGE reply
+-- holding the last event (if any), grants the 'granted' events of the
+-- window.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[1]) or 60000
+
+local function one(b)
+  local K = function(i) return KEYS[b + i] end
+  local h = redis.call('HGETALL', K(1))
+  local f = {}
+  for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
+  local kind = f['kind']
+  if kind ~= 'x' and kind ~= 'rw' then return {} end
+  local hs = redis.call('ZRANGEBYSCORE', K(2), '(' .. now, '+inf', 'WITHSCORES')
+  local alive = redis.call('ZRANGEBYSCORE', K(4), '(' .. now, '+inf')
+  if #hs == 0 and #alive == 0 then return {} end
+  local writers, oldest = 0, 0
+  if #alive > 0 then
+    local live = {}
+    for _, tok in ipairs(alive) do live[tok] = true end
+    -- The queue is in arrival order: the first live waiter waited longest.
+    for _, tok in ipairs(redis.call('ZRANGE', K(3), 0, -1)) do
+      if live[tok] then
+        oldest = tonumber(f['a:' .. tok]) or 0
+        break
+      end
+    end
+    for _, tok in ipairs(redis.call('ZRANGE', K(6), 0, -1)) do
+      if live[tok] then writers = writers + 1 end
+    end
+  end
+  -- The lock's fence is the highest of its holders' (the fence key is not
+  -- read), and no keeper's loss record ('').
+  local status = {kind, tonumber(f['limit']) or 0, 0, #alive, writers, '', oldest}
+  for i = 1, #hs, 2 do
+    local tok = hs[i]
+    local fence = tonumber(f['f:' .. tok]) or 0
+    status[#status + 1] = {f['i:' .. tok] or '', tonumber(f['s:' .. tok]) or 0,
+      tonumber(hs[i + 1]) - now, tonumber(f['c:' .. tok]) or 0, fence, f['m:' .. tok] or ''}
+    if fence > status[3] then status[3] = fence end
+  end
+  -- Grants in the window, counted here: a busy lock's entries would make
+  -- a long reply.
+  local recent = redis.call('XREVRANGE', K(7), '+', now - window)
+  local grants = 0
+  for _, e in ipairs(recent) do
+    local fields = e[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'e' then
+        if fields[i + 1] == 'granted' then grants = grants + 1 end
+        break
+      end
+    end
+  end
+  local last = {recent[1]}
+  if not recent[1] then last = redis.call('XREVRANGE', K(7), '+', '-', 'COUNT', 1) end
+  return {status, now, redis.call('HGETALL', K(8)), last, grants}
+end
+
+local out = {}
+for b = 0, #KEYS - 8, 8 do out[#out + 1] = one(b) end
+return out

@@ -1,0 +1,121 @@
+//! `top [PATTERN] [-d D] [--once]`: the locks in use, refreshed live.
+//!
+//! One thread: it polls the signalfd (INT, TERM, HUP, QUIT end the view;
+//! WINCH redraws at the new size) and stdin (q quits) until the next
+//! refresh is due, then reads every lock's overview (read-only, one status
+//! script and one pipelined history read per lock). Leaving by any of
+//! these paths drops the [`Screen`], which restores the terminal. A
+//! refresh that fails keeps the last rows and says why in the header.
+
+use std::time::{Duration, Instant};
+
+use rlock::exit_code;
+use rlock::signals::Blocked;
+
+use crate::cli::Global;
+use crate::frame::{Header, frame};
+use crate::out::print;
+use crate::screen::{self, Screen};
+use crate::setup::connect;
+
+/// Shortest and longest refresh period.
+const EVERY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(3600));
+
+/// `top`: a live view on a terminal, one plain frame otherwise.
+pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> anyhow::Result<u8> {
+    // Bad input is refused before connecting.
+    rlock::lock::overview::check_pattern(pattern)?;
+    if every < EVERY.0 || every > EVERY.1 {
+        return Err(rlock::Error::Usage(format!(
+            "-d {} is out of range: use 0.1s to 1h",
+            crate::frame::short(every)
+        ))
+        .into());
+    }
+    let mut locker = connect(g)?;
+    let mut views = locker.overview(pattern)?;
+    if once || !screen::is_tty(libc::STDOUT_FILENO) {
+        let header = Header {
+            pattern,
+            every,
+            error: None,
+            live: false,
+        };
+        print(&(frame(&views, &header, None).join("\n") + "\n"))?;
+        return Ok(exit_code::OK);
+    }
+    let ends = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGWINCH,
+    ];
+    let signals = Blocked::new(&ends)?;
+    let screen = Screen::enter()?;
+    let mut keys = screen::is_tty(libc::STDIN_FILENO);
+    let mut error: Option<String> = None;
+    let mut next = Instant::now() + every;
+    loop {
+        let header = Header {
+            pattern,
+            every,
+            error: error.as_deref(),
+            live: true,
+        };
+        screen.draw(&frame(&views, &header, Some(screen::size())))?;
+        // Until the next refresh: a key, a signal, or a resize (redraw).
+        let refresh = loop {
+            let left = next.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break true;
+            }
+            let mut fds = [pollin(signals.fd()), pollin(libc::STDIN_FILENO)];
+            let n = if keys { 2 } else { 1 };
+            let ms = libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX);
+            // SAFETY: a valid array of `n` pollfds.
+            if unsafe { libc::poll(fds.as_mut_ptr(), n, ms) } <= 0 {
+                continue; // timeout (checked above) or EINTR
+            }
+            let mut resized = false;
+            if fds[0].revents != 0 {
+                while let Some(sig) = signals.take() {
+                    if sig != libc::SIGWINCH {
+                        drop(screen);
+                        return Ok(exit_code::for_signal(sig));
+                    }
+                    resized = true;
+                }
+            }
+            if keys && fds[1].revents != 0 {
+                let typed = screen::read_keys();
+                if typed.iter().any(|&b| b == b'q' || b == b'Q') {
+                    return Ok(exit_code::OK);
+                }
+                // End of input: only signals end the view now.
+                keys = !typed.is_empty();
+            }
+            if resized {
+                break false;
+            }
+        };
+        if refresh {
+            match locker.overview(pattern) {
+                Ok(v) => {
+                    views = v;
+                    error = None;
+                }
+                Err(e) => error = Some(e.to_string()),
+            }
+            next = Instant::now() + every;
+        }
+    }
+}
+
+fn pollin(fd: libc::c_int) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}

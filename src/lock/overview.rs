@@ -1,0 +1,350 @@
+//! Every lock in use at a glance, for `rlock top` and `rlock metrics`: its
+//! status (as `list` gives it), plus what its history says (`P{K}:log`, a
+//! stream of events, and `P{K}:n`, their counters; lua/common.lua): the
+//! last event, the grants in the last minute, the totals.
+//!
+//! The names come from the same place as `list`'s (`Node::lock_names`);
+//! then lua/overview.lua, a lean read-only script, returns status.lua's
+//! answer and the history's figures together for 100 locks a call (one on
+//! a cluster). So a refresh costs the server O(locks in use) and writes
+//! nothing.
+
+use std::cmp::Reverse;
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+use serde::Serialize;
+
+use super::backend::Backend;
+use super::node::Node;
+use super::script::{OVERVIEW, RESEND_WINDOW};
+use super::types::{Event, Status};
+use crate::Result;
+
+/// How far back [`LockView::grants_last_minute`] counts.
+pub const GRANTS_WINDOW: Duration = Duration::from_secs(60);
+
+/// A lock's history counters (`P{K}:n`): events since its history began
+/// (it is kept for the history's retention after the last event).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Holds granted.
+    pub grants: u64,
+    /// Holds released by their holder.
+    pub released: u64,
+    /// Leases that ran out with nobody releasing them.
+    pub expired: u64,
+    /// Holds an exec or keeper found lost.
+    pub losses: u64,
+    /// Waiters that gave up.
+    pub timeouts: u64,
+    /// `--supersede` waiters replaced by a newer one.
+    pub superseded: u64,
+    /// Holds ended by `rlock break`.
+    pub breaks: u64,
+    /// Holds stopped by `--max-hold`.
+    pub overruns: u64,
+}
+
+/// A lock in use, with what its history says.
+#[derive(Clone, Debug, Serialize)]
+pub struct LockView {
+    /// Who holds it, who waits, as `list` gives it, but for two fields
+    /// `top` and `metrics` do not show and the overview does not read:
+    /// `fence` is the highest of the holders' (0 when only waited for),
+    /// and `last_lost` is None.
+    pub status: Status,
+    /// The server's clock when this view was read (ms since 1970): held
+    /// times and waits count to it.
+    pub now_ms: u64,
+    /// How long the first waiter still queued has waited (None: nobody
+    /// waits, or it joined before this release of rlock).
+    pub oldest_wait: Option<Duration>,
+    /// Grants in the last [`GRANTS_WINDOW`], by the server's clock.
+    pub grants_last_minute: u64,
+    /// The last event of its history.
+    pub last_event: Option<Event>,
+    /// Its history's counters.
+    pub counters: Counters,
+}
+
+impl LockView {
+    /// How long the longest current hold has lasted (zero when not held).
+    pub fn held_for(&self) -> Duration {
+        self.status
+            .holders
+            .iter()
+            .map(|h| self.since(h.since_ms))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Time from `ms` (server clock) to this view.
+    pub fn since(&self, ms: u64) -> Duration {
+        Duration::from_millis(self.now_ms.saturating_sub(ms))
+    }
+}
+
+/// Most contended first: more waiters, then the longer oldest wait, then
+/// more grants in the last minute, then more holders; by name among equals.
+pub fn rank(views: &mut [LockView]) {
+    views.sort_by(|a, b| {
+        let key = |v: &LockView| {
+            Reverse((
+                v.status.waiters,
+                v.oldest_wait.unwrap_or_default(),
+                v.grants_last_minute,
+                v.status.holders.len(),
+            ))
+        };
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| a.status.key.cmp(&b.status.key))
+    });
+}
+
+/// Refuse a pattern no lock name could match (control characters).
+pub fn check_pattern(pattern: &str) -> Result<()> {
+    if pattern.chars().any(char::is_control) {
+        return Err(crate::Error::Usage(format!(
+            "pattern {pattern:?} contains control characters"
+        )));
+    }
+    Ok(())
+}
+
+impl Node {
+    /// See [`super::backend::Backend::overview`]: the names from
+    /// [`Node::lock_names`], then lua/overview.lua for 100 locks a call on
+    /// one server (a call costs the server more than one lock's reads:
+    /// measured by `make bench`, section top), one lock a call on a
+    /// cluster (a call's keys share a slot).
+    pub(crate) fn overview_of(&mut self, pattern: &str) -> Result<Vec<LockView>> {
+        let names = self.lock_names(pattern)?;
+        let window = crate::duration::millis(GRANTS_WINDOW).to_string();
+        let batch = if self.server.is_cluster() { 1 } else { 100 };
+        let mut out = Vec::new();
+        for chunk in names.chunks(batch) {
+            let keys: Vec<Vec<String>> = chunk
+                .iter()
+                .map(|n| Ok(self.name(n)?.keys(None)))
+                .collect::<Result<_>>()?;
+            let all: Vec<String> = keys.concat();
+            let replies = match self.eval::<Vec<Value>>(
+                &OVERVIEW,
+                &all,
+                &[&window],
+                || "overview".into(),
+                RESEND_WINDOW,
+            ) {
+                Ok(r) if r.len() == chunk.len() => r,
+                // A key of another type fails the whole call: again lock
+                // by lock, skipping what rlock did not write, as `list`
+                // does.
+                _ if chunk.len() > 1 => {
+                    let mut r = Vec::with_capacity(chunk.len());
+                    for (n, k) in chunk.iter().zip(&keys) {
+                        match self.eval::<Vec<Value>>(
+                            &OVERVIEW,
+                            k,
+                            &[&window],
+                            || format!("overview of {n:?}"),
+                            RESEND_WINDOW,
+                        ) {
+                            Ok(mut v) if v.len() == 1 => r.push(v.remove(0)),
+                            Ok(v) => {
+                                return Err(crate::Error::Protocol(format!(
+                                    "overview returned {v:?}"
+                                )));
+                            }
+                            Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
+                                r.push(Value::Array(Vec::new()))
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    r
+                }
+                Ok(v) => {
+                    return Err(crate::Error::Protocol(format!("overview returned {v:?}")));
+                }
+                Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
+                    vec![Value::Array(Vec::new())]
+                }
+                Err(e) => return Err(e),
+            };
+            for (n, reply) in chunk.iter().zip(replies) {
+                if let Some(v) = view(n, reply)? {
+                    out.push(v);
+                }
+            }
+        }
+        rank(&mut out);
+        Ok(out)
+    }
+}
+
+/// lua/overview.lua's reply for lock `key`: None when it is not in use.
+pub(crate) fn view(key: &str, reply: Value) -> Result<Option<LockView>> {
+    let bad = |r: &Value| crate::Error::Protocol(format!("overview returned {r:?}"));
+    let Value::Array(parts) = reply else {
+        return Err(bad(&reply));
+    };
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let [Value::Array(status), now, counts, last, grants] = &parts[..] else {
+        return Err(bad(&Value::Array(parts)));
+    };
+    let status = super::decode::status(key, status.clone())?;
+    let now_ms = u64::from_redis_value(now.clone()).map_err(|_| bad(now))?;
+    let counts: Vec<(String, String)> =
+        FromRedisValue::from_redis_value(counts.clone()).map_err(|_| bad(counts))?;
+    Ok(Some(LockView {
+        now_ms,
+        oldest_wait: status
+            .oldest_wait_since_ms
+            .map(|t| Duration::from_millis(now_ms.saturating_sub(t))),
+        grants_last_minute: u64::from_redis_value(grants.clone()).map_err(|_| bad(grants))?,
+        last_event: events(last)?.pop(),
+        counters: counters(&counts),
+        status,
+    }))
+}
+
+/// `P{K}:n`'s fields, decoded (unknown fields, such as other helpers'
+/// one-letter-prefixed ones, are left out).
+pub(crate) fn counters(fields: &[(String, String)]) -> Counters {
+    let mut c = Counters::default();
+    for (k, v) in fields {
+        let v = v.parse().unwrap_or(0);
+        match k.as_str() {
+            "grants" => c.grants = v,
+            "released" => c.released = v,
+            "expired" => c.expired = v,
+            "losses" => c.losses = v,
+            "timeouts" => c.timeouts = v,
+            "superseded" => c.superseded = v,
+            "breaks" => c.breaks = v,
+            "overruns" => c.overruns = v,
+            _ => {}
+        }
+    }
+    c
+}
+
+/// An XREVRANGE reply's entries (an absent stream: none).
+fn events(reply: &Value) -> Result<Vec<Event>> {
+    match reply {
+        Value::Nil => Ok(Vec::new()),
+        v => super::decode::history(v.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn an_overview_reply_decodes() {
+        assert!(view("k", Value::Array(vec![])).unwrap().is_none());
+        let holder = Value::Array(vec![
+            b(r#"{"host":"h","pid":7}"#),
+            Value::Int(1_000),
+            Value::Int(5_000),
+            Value::Int(1),
+            Value::Int(3),
+            b(""),
+        ]);
+        let status = Value::Array(vec![
+            b("x"),
+            Value::Int(1),
+            Value::Int(3),
+            Value::Int(2),
+            Value::Int(0),
+            b(""),
+            Value::Int(4_000),
+            holder,
+        ]);
+        let entry = |id: &str, e: &str| Value::Array(vec![b(id), Value::Array(vec![b("e"), b(e)])]);
+        let reply = Value::Array(vec![
+            status,
+            Value::Int(10_000),
+            Value::Array(vec![b("grants"), b("7"), b("timeouts"), b("2")]),
+            Value::Array(vec![entry("9000-0", "timeout")]),
+            Value::Int(2),
+        ]);
+        let v = view("k", reply).unwrap().unwrap();
+        assert_eq!((v.status.waiters, v.status.holders.len()), (2, 1));
+        assert_eq!(v.oldest_wait, Some(Duration::from_secs(6)));
+        assert_eq!(v.held_for(), Duration::from_secs(9));
+        assert_eq!(v.grants_last_minute, 2);
+        assert_eq!((v.counters.grants, v.counters.timeouts), (7, 2));
+        let last = v.last_event.unwrap();
+        assert_eq!((last.event.as_str(), last.at), ("timeout", 9_000));
+        assert!(view("k", Value::Array(vec![Value::Int(1)])).is_err());
+    }
+
+    fn lock(key: &str, waiters: u64, oldest_s: Option<u64>, grants: u64) -> LockView {
+        LockView {
+            status: Status {
+                key: key.into(),
+                kind: "exclusive".into(),
+                held: true,
+                limit: 1,
+                fence: 1,
+                waiters,
+                waiting_writers: 0,
+                holders: Vec::new(),
+                last_lost: None,
+                oldest_wait_since_ms: None,
+            },
+            now_ms: 0,
+            oldest_wait: oldest_s.map(Duration::from_secs),
+            grants_last_minute: grants,
+            last_event: None,
+            counters: Counters::default(),
+        }
+    }
+
+    #[test]
+    fn the_most_contended_come_first() {
+        let mut v = vec![
+            lock("idle", 0, None, 0),
+            lock("busy-b", 0, None, 9),
+            lock("busy-a", 0, None, 9),
+            lock("short-wait", 2, Some(5), 0),
+            lock("long-wait", 2, Some(50), 0),
+            lock("most-waiters", 3, Some(1), 0),
+        ];
+        rank(&mut v);
+        let order: Vec<&str> = v.iter().map(|v| v.status.key.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "most-waiters",
+                "long-wait",
+                "short-wait",
+                "busy-a",
+                "busy-b",
+                "idle"
+            ]
+        );
+    }
+
+    #[test]
+    fn counters_decode_known_fields_only() {
+        let f = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let c = counters(&[
+            f("grants", "5"),
+            f("breaks", "1"),
+            f("b:tok", "x"),
+            f("overruns", "2"),
+        ]);
+        assert_eq!((c.grants, c.breaks, c.overruns, c.losses), (5, 1, 2, 0));
+    }
+}
