@@ -1,5 +1,5 @@
 # Conveniences; each target is one script or cargo command.
-.PHONY: demo test bench bench-market docs lint build install uninstall
+.PHONY: demo test bench bench-market docs lint build install uninstall deb
 
 demo:
 	scripts/demo.sh
@@ -66,3 +66,11 @@ install:
 uninstall:
 	rm -f $(BINDIR)/rlock $(BASHDIR)/rlock $(ZSHDIR)/_rlock $(FISHDIR)/rlock.fish
 	for page in man/*.1; do rm -f $(MANDIR)/$$(basename $$page); done
+
+# The Debian package, target/debian/rlock_<version>_<arch>.deb (see
+# scripts/deb.sh): builds the release binary first, as yourself; root is
+# not needed. Given RLOCK_BIN=path, packages that binary instead of
+# building (a test packages the one it built); DEB_DIR=dir writes there.
+DEB_DIR ?= target/debian
+deb: $(if $(filter file,$(origin RLOCK_BIN)),build)
+	RLOCK_BIN=$(RLOCK_BIN) DEB_DIR=$(DEB_DIR) scripts/deb.sh
