@@ -1,0 +1,251 @@
+//! `make deb` (scripts/deb.sh): the Debian package's metadata and files,
+//! unpacked into a scratch root and run from there. It packages the
+//! binary this test run built (`make deb RLOCK_BIN=...` builds nothing),
+//! as the `make install` test does: no release build here.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    String::from_utf8(run(cmd).stdout).unwrap()
+}
+
+/// `make deb` into a fresh directory; returns the .deb's path.
+fn make_deb(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let _ = std::fs::remove_dir_all(dir);
+    let printed = stdout(
+        Command::new("make")
+            .current_dir(root)
+            .args(["-s", "deb"])
+            .arg(format!("RLOCK_BIN={}", env!("CARGO_BIN_EXE_rlock")))
+            .arg(format!("DEB_DIR={}", dir.display())),
+    );
+    let arch = stdout(Command::new("dpkg").arg("--print-architecture"));
+    // A pre-release's `-` is `~` in Debian versions: 1.0.0~rc.1 < 1.0.0.
+    let version = env!("CARGO_PKG_VERSION").replace('-', "~");
+    let deb = dir.join(format!("rlock_{version}_{}.deb", arch.trim()));
+    assert_eq!(printed.trim(), deb.display().to_string());
+    assert!(deb.is_file(), "{deb:?} missing");
+    deb
+}
+
+#[test]
+fn make_deb_builds_a_package_whose_fields_files_and_binary_are_right() {
+    let dir = std::env::temp_dir().join(format!("rlock-deb-{}", std::process::id()));
+    let deb = make_deb(&dir);
+    let field = |name: &str| stdout(Command::new("dpkg-deb").arg("-f").arg(&deb).arg(name));
+
+    // The control fields, from Cargo.toml and dpkg.
+    assert_eq!(field("Package").trim(), "rlock");
+    assert_eq!(
+        field("Version").trim(),
+        env!("CARGO_PKG_VERSION").replace('-', "~")
+    );
+    assert_eq!(
+        field("Architecture").trim(),
+        stdout(Command::new("dpkg").arg("--print-architecture")).trim()
+    );
+    assert_eq!(field("Section").trim(), "utils");
+    assert_eq!(field("Priority").trim(), "optional");
+    let homepage = match env!("CARGO_PKG_HOMEPAGE") {
+        "" => env!("CARGO_PKG_REPOSITORY"),
+        h => h,
+    };
+    assert_eq!(field("Homepage").trim(), homepage);
+    let maintainer = field("Maintainer");
+    assert!(
+        maintainer.contains(" <") && maintainer.trim().ends_with('>'),
+        "Maintainer: {maintainer}"
+    );
+    let description = field("Description");
+    let mut lines = description.lines();
+    assert_eq!(lines.next(), Some(env!("CARGO_PKG_DESCRIPTION")));
+    let long: Vec<_> = lines.collect();
+    assert!(long.len() >= 3, "no long description: {description}");
+    assert!(long.iter().all(|l| l.starts_with(' ')), "{description}");
+
+    // The files: exactly these, all root's, with Debian's modes.
+    let listing = stdout(Command::new("dpkg-deb").arg("-c").arg(&deb));
+    let mut files = BTreeSet::new();
+    for line in listing.lines() {
+        let cols: Vec<_> = line.split_whitespace().collect();
+        let (mode, owner, path) = (cols[0], cols[1], cols[5]);
+        assert_eq!(owner, "root/root", "{line}");
+        match mode.chars().next() {
+            Some('d') => assert_eq!(mode, "drwxr-xr-x", "{line}"),
+            Some('-') if path == "./usr/bin/rlock" => assert_eq!(mode, "-rwxr-xr-x", "{line}"),
+            Some('-') => assert_eq!(mode, "-rw-r--r--", "{line}"),
+            _ => panic!("neither file nor directory: {line}"),
+        }
+        if !mode.starts_with('d') {
+            files.insert(path.trim_start_matches("./").to_string());
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages: Vec<String> = std::fs::read_dir(root.join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    assert!(pages.len() > 10 && pages.contains(&"rlock-exec.1".to_string()));
+    let completions = [
+        ("rlock.bash", "usr/share/bash-completion/completions/rlock"),
+        ("_rlock", "usr/share/zsh/vendor-completions/_rlock"),
+        ("rlock.fish", "usr/share/fish/vendor_completions.d/rlock.fish"),
+    ];
+    let mut expected: BTreeSet<String> = [
+        "usr/bin/rlock",
+        "usr/share/doc/rlock/copyright",
+        "usr/share/doc/rlock/changelog.gz",
+        "usr/share/doc/rlock/changelog.Debian.gz",
+    ]
+    .into_iter()
+    .chain(completions.iter().map(|c| c.1))
+    .map(String::from)
+    .collect();
+    expected.extend(pages.iter().map(|p| format!("usr/share/man/man1/{p}.gz")));
+    assert_eq!(files, expected);
+
+    // Unpacked into a scratch root: the binary runs, the man pages are the
+    // generated ones compressed as policy wants (gzip -9n: best compression,
+    // no name, no timestamp), the completions are the committed ones, and
+    // every file matches DEBIAN/md5sums.
+    let scratch = dir.join("root");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&scratch));
+    let v = stdout(Command::new(scratch.join("usr/bin/rlock")).arg("--version"));
+    assert_eq!(v.trim(), format!("rlock {}", env!("CARGO_PKG_VERSION")));
+    for page in &pages {
+        let gz = scratch.join(format!("usr/share/man/man1/{page}.gz"));
+        let bytes = std::fs::read(&gz).unwrap();
+        assert_eq!(&bytes[..3], &[0x1f, 0x8b, 8], "{page}: not gzip");
+        assert_eq!(bytes[3] & 0x08, 0, "{page}: gzip stored a name (no -n)");
+        assert_eq!(&bytes[4..8], &[0, 0, 0, 0], "{page}: gzip stored a time");
+        assert_eq!(bytes[8], 2, "{page}: not gzip -9");
+        let text = run(Command::new("gzip").arg("-dc").arg(&gz)).stdout;
+        assert_eq!(text, std::fs::read(root.join("man").join(page)).unwrap());
+    }
+    for (source, installed) in completions {
+        assert_eq!(
+            std::fs::read(scratch.join(installed)).unwrap(),
+            std::fs::read(root.join("completions").join(source)).unwrap(),
+            "{installed}"
+        );
+    }
+    let copyright = std::fs::read_to_string(scratch.join("usr/share/doc/rlock/copyright")).unwrap();
+    assert_eq!(env!("CARGO_PKG_LICENSE"), "MIT OR Apache-2.0");
+    for needle in [
+        "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n",
+        "License: MIT or Apache-2.0\n",
+        "\nLicense: MIT\n",
+        "\nLicense: Apache-2.0\n",
+        "/usr/share/common-licenses/Apache-2.0",
+    ] {
+        assert!(copyright.contains(needle), "{needle:?} not in\n{copyright}");
+    }
+    let control = dir.join("control");
+    run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control));
+    run(Command::new("md5sum")
+        .arg("--quiet")
+        .arg("-c")
+        .arg(control.join("md5sums"))
+        .current_dir(&scratch));
+
+    // Installed-Size: KiB per file rounded up, 1 per directory.
+    let size: u64 = field("Installed-Size").trim().parse().unwrap();
+    assert_eq!(size, kib(&scratch.join("usr")));
+
+    // Depends, checked against a second way of computing it: every
+    // library the binary links (ELF NEEDED) belongs to a package that
+    // Depends names, with a minimum version.
+    let depends = field("Depends");
+    let dynamic = stdout(
+        Command::new("objdump")
+            .arg("-p")
+            .arg(scratch.join("usr/bin/rlock")),
+    );
+    let needed: Vec<&str> = dynamic
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("NEEDED"))
+        .map(str::trim)
+        .collect();
+    assert!(needed.contains(&"libc.so.6"), "{dynamic}");
+    for lib in needed {
+        let owners = stdout(Command::new("dpkg").arg("-S").arg(format!("*/{lib}")));
+        let package = owners
+            .lines()
+            .next()
+            .and_then(|l| l.split([':', ',']).next())
+            .unwrap_or_else(|| panic!("no package ships {lib}"));
+        assert!(
+            depends
+                .split(',')
+                .any(|d| d.trim().starts_with(&format!("{package} (>= "))),
+            "{lib} is {package}'s, not in Depends: {depends}"
+        );
+    }
+
+    // lintian, where it is installed: its findings are printed, and an
+    // error (E:) fails the test; warnings and infos do not.
+    match Command::new("lintian")
+        .args(["-I", "-E", "--pedantic"])
+        .arg(&deb)
+        .output()
+    {
+        Err(_) => eprintln!("lintian is not installed: not run"),
+        Ok(out) => {
+            let report = String::from_utf8_lossy(&out.stdout);
+            eprintln!("lintian:\n{report}{}", String::from_utf8_lossy(&out.stderr));
+            let errors: Vec<_> = report.lines().filter(|l| l.starts_with("E:")).collect();
+            assert!(errors.is_empty(), "lintian errors: {errors:#?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What dpkg-gencontrol counts as Installed-Size below `dir`.
+fn kib(dir: &Path) -> u64 {
+    let mut n = 1;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        n += if meta.is_dir() {
+            kib(&p)
+        } else {
+            meta.len().div_ceil(1024)
+        };
+    }
+    n
+}
+
+#[test]
+fn make_deb_without_a_binary_says_what_is_missing_and_writes_nothing() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("rlock-nodeb-{}", std::process::id()));
+    let out = Command::new("make")
+        .current_dir(root)
+        .args(["-s", "deb", "RLOCK_BIN=/nonexistent/rlock"])
+        .arg(format!("DEB_DIR={}", dir.display()))
+        .output()
+        .expect("make");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("rlock: /nonexistent/rlock is missing") && first.contains("make deb"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "wrote {dir:?}");
+}
