@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install what the demo and the tests need from Debian's packages, if it is
 # missing: redis-server and redis-cli, and openssl (the TLS tests make their
-# certificates with it), make (a test runs make install) and tmux (the
-# `rlock top` tests drive it in a real terminal), and dpkg-dev (`make deb`
-# and its test compute the package's Depends with dpkg-shlibdeps).
+# certificates with it), make (a test runs make install), tmux (the
+# `rlock top` tests drive it in a real terminal), dpkg-dev (`make deb`
+# computes the package's Depends with dpkg-shlibdeps) and binutils (its
+# test checks them against objdump's list of linked libraries).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
@@ -11,6 +12,7 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v make >/dev/null || missing+=(make)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
+command -v objdump >/dev/null || missing+=(binutils)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "rlock: installing ${missing[*]} (apt-get)..." >&2
 sudo=""
