@@ -27,8 +27,8 @@
 # (`description`), Homepage (`homepage`, else `repository`), and from its
 # [package.metadata.deb] table: Maintainer, Section, Priority. Depends is
 # computed by dpkg-shlibdeps from the libraries the binary links, and
-# Architecture is dpkg's. Builds are reproducible: every timestamp is
-# SOURCE_DATE_EPOCH, by default the last commit's time.
+# Architecture is dpkg's. The same binary gives a byte-identical package:
+# every timestamp is SOURCE_DATE_EPOCH, by default the last commit's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
