@@ -265,3 +265,32 @@ fn make_deb_without_a_binary_says_what_is_missing_and_writes_nothing() {
     );
     assert!(!dir.exists(), "wrote {dir:?}");
 }
+
+#[test]
+fn make_deb_builds_the_release_binary_unless_given_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // -n: what make would run, without running it (a release build takes
+    // minutes).
+    let plan = |args: &[&str]| {
+        stdout(
+            Command::new("make")
+                .current_dir(root)
+                .args(["-n", "deb"])
+                .args(args),
+        )
+    };
+    let default = plan(&[]);
+    let lines: Vec<_> = default.lines().collect();
+    assert_eq!(lines.len(), 2, "{default}");
+    assert!(
+        lines[0].starts_with("cargo build --locked --release"),
+        "{default}"
+    );
+    assert!(
+        lines[1].contains("RLOCK_BIN=target/release/rlock") && lines[1].ends_with("scripts/deb.sh"),
+        "{default}"
+    );
+    let given = plan(&["RLOCK_BIN=/some/rlock"]);
+    assert!(!given.contains("cargo"), "{given}");
+    assert!(given.contains("RLOCK_BIN=/some/rlock"), "{given}");
+}
