@@ -40,10 +40,9 @@ die() {
 bin=${RLOCK_BIN:-target/release/rlock}
 out=${DEB_DIR:-target/debian}
 [ -x "$bin" ] || die "$bin is missing: run \`make deb\` (it builds first), or give RLOCK_BIN=path/to/rlock"
-for tool in dpkg-deb dpkg-shlibdeps; do
-  command -v "$tool" >/dev/null ||
-    die "$tool is missing: apt-get install dpkg-dev"
-done
+command -v dpkg-deb >/dev/null || die "dpkg-deb is missing: is this Debian?"
+command -v dpkg-shlibdeps >/dev/null || die "dpkg-shlibdeps is missing: apt-get install dpkg-dev"
+command -v strip >/dev/null || die "strip is missing: apt-get install binutils"
 
 # `key = "value"` of one [section] of Cargo.toml (the first one).
 toml() {
