@@ -328,8 +328,16 @@ pub fn run_set(
     // thread only while a wait for the lock blocks (see `acquire`), then by
     // the supervisor's poll loop.
     let signals = crate::signals::Blocked::new(&FORWARDED)?;
+    // `req.reenter` is the first key's (RLOCK_HELD / RLOCK_TOKEN): the
+    // others of a set take fresh grants.
     let mut leases = crate::multi::take_all(locker, keys, req, &mut |l, k, r| {
-        acquire(l, k, r, &signals, &mut *on_wait)
+        if k == key {
+            acquire(l, k, r, &signals, &mut *on_wait)
+        } else {
+            let mut r = r.clone();
+            r.reenter = None;
+            acquire(l, k, &r, &signals, &mut *on_wait)
+        }
     })?;
     let mut lease = leases.remove(0);
     let others = leases;
