@@ -663,6 +663,10 @@ pub struct HolderStatus {
     pub count: u64,
     /// The fencing value of this hold.
     pub fence: u64,
+    /// The other locks taken together with this one (`rlock exec a b`),
+    /// sorted; empty for a lock taken alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
 }
 
 /// Reject TTLs that are zero, too short to renew, or absurdly long.
