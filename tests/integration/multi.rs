@@ -1,0 +1,235 @@
+//! Several locks in one exec (`rlock exec a b -- cmd`, issue #23): taken in
+//! one canonical order (no deadlock whatever order they are named in), -n
+//! and -w for the whole set, a loss of any one is a loss, bad input.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::util::*;
+
+fn tmp(name: &str) -> PathBuf {
+    tmp_dir("multi", name)
+}
+
+/// A shell script that fails loudly (writes `overlap`) if another job is
+/// inside, marks itself inside for a moment, and leaves.
+fn inside(dir: &std::path::Path, me: &str) -> String {
+    let m = dir.join("inside");
+    let o = dir.join("overlap");
+    format!(
+        "if [ -e {m} ]; then echo {me} >> {o}; fi; echo {me} > {m}; sleep 0.02; rm -f {m}",
+        m = m.display(),
+        o = o.display()
+    )
+}
+
+/// Two jobs naming the same two locks in opposite orders, many rounds:
+/// nested locks in opposite orders would deadlock until -w runs out (75);
+/// a set is taken in one order, so every round runs, and never together.
+fn opposite_orders(rl: &(dyn Fn() -> Rlock + Sync), a: &str, b: &str, rounds: usize) {
+    let dir = tmp(&format!("opp-{a}-{b}"));
+    std::thread::scope(|s| {
+        let jobs = [(a, b, "ab"), (b, a, "ba")].map(|(x, y, me)| {
+            let script = inside(&dir, me);
+            s.spawn(move || {
+                for _ in 0..rounds {
+                    rl().args(["exec", "-w", "30s", x, y, "--", "sh", "-c", &script])
+                        .run()
+                        .ok();
+                }
+            })
+        });
+        for j in jobs {
+            j.join().unwrap();
+        }
+    });
+    assert!(
+        !dir.join("overlap").exists(),
+        "two jobs were inside at once: {}",
+        read(&dir.join("overlap"))
+    );
+}
+
+#[test]
+fn opposite_orders_never_deadlock_nor_overlap() {
+    let r = Redis::start();
+    opposite_orders(&|| rlock(&r), "staging-db", "staging-app", 25);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn the_command_sees_every_fence_and_status_shows_the_set() {
+    let r = Redis::start();
+    let out = rlock(&r)
+        .args([
+            "exec",
+            "b",
+            "a",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$RLOCK_KEY $RLOCK_FENCES\"; echo \"$RLOCK_HELD\" | wc -l",
+        ])
+        .run()
+        .ok()
+        .stdout;
+    let lines: Vec<&str> = out.lines().collect();
+    let fences: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(fences[0], "b", "{out}");
+    assert!(fences[1].starts_with("b=") && fences[2].starts_with("a="), "{out}");
+    assert_eq!(lines[1].trim(), "2", "RLOCK_HELD lists both: {out}");
+    // While held: status (text and JSON) names the other lock of the set.
+    let child = rlock(&r)
+        .args(["exec", "x", "y", "z", "--", "sleep", "5"])
+        .spawn();
+    eventually(Duration::from_secs(5), "the set held", || r.held("z"));
+    let st = r.status_json("y");
+    assert_eq!(st["holders"][0]["set"], serde_json::json!(["x", "z"]), "{st}");
+    let text = rlock(&r).args(["status", "x"]).run().ok().stdout;
+    assert!(text.contains(" with y,z"), "{text}");
+    kill(child.id(), libc::SIGTERM);
+    finish(child, "exec x y z").code(143);
+    let h = rlock(&r).args(["history", "y", "--json"]).run().ok().stdout;
+    assert!(h.contains(r#""set":["x","z"]"#), "{h}");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn busy_on_the_second_key_leaves_the_first_free() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "b"]).run().ok().token();
+    rlock(&r)
+        .args(["exec", "-n", "a", "b", "--", "true"])
+        .run()
+        .fails(75, "\"b\"");
+    assert!(!r.held("a"), "a was left held");
+    assert_eq!(r.status_json("b")["waiters"], 0);
+    rlock(&r).args(["release", "b", "--token", &tok]).run().ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn a_timed_out_wait_leaves_nothing_held_or_queued() {
+    let r = Redis::start();
+    let tok = rlock(&r).args(["acquire", "b"]).run().ok().token();
+    // -w is for the whole set: a is taken at once, b times out.
+    rlock(&r)
+        .args(["exec", "-w", "1s", "b", "a", "--", "true"])
+        .run()
+        .fails(75, "\"b\"");
+    assert!(!r.held("a"), "a was left held");
+    assert_eq!(r.status_json("a")["waiters"], 0);
+    assert_eq!(r.status_json("b")["waiters"], 0);
+    rlock(&r).args(["release", "b", "--token", &tok]).run().ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn losing_one_lock_of_the_set_stops_the_command_with_79_naming_it() {
+    let r = Redis::start();
+    let dir = tmp("loss");
+    let ready = dir.join("ready");
+    let script = format!(
+        "touch {}; while :; do sleep 0.01; done",
+        ready.display()
+    );
+    let child = rlock(&r)
+        .args(["exec", "--ttl", "900ms", "a", "b", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the command", || ready.exists());
+    let _: () = r.cmd(&["DEL", "rlock:{b}:h"]);
+    let run = finish(child, "exec a b").fails_with_lines(79, "lock \"b\"");
+    assert!(!run.stderr.contains("lock \"a\""), "{}", run.stderr);
+    assert!(!r.held("a"), "a was left held after b's loss");
+}
+
+#[test]
+fn breaking_one_lock_of_the_set_stops_the_command() {
+    let r = Redis::start();
+    let dir = tmp("break");
+    let ready = dir.join("ready");
+    let script = format!("touch {}; sleep 30", ready.display());
+    let child = rlock(&r)
+        .args(["exec", "--ttl", "900ms", "b", "a", "--", "sh", "-c", &script])
+        .spawn();
+    eventually(Duration::from_secs(5), "the command", || ready.exists());
+    rlock(&r).args(["break", "a", "-y", "--reason", "test"]).run().ok();
+    finish(child, "exec b a").fails_with_lines(79, "\"a\"");
+    assert!(!r.held("b"));
+}
+
+#[test]
+fn bad_input_is_refused_with_64_and_nothing_written() {
+    let r = Redis::start();
+    rlock(&r)
+        .args(["exec", "a", "a", "--", "true"])
+        .run()
+        .fails(64, "named twice");
+    let many: Vec<String> = (0..17).map(|i| format!("k{i}")).collect();
+    rlock(&r)
+        .args(["exec"])
+        .args(&many)
+        .args(["--", "true"])
+        .run()
+        .fails(64, "at most 16");
+    rlock(&r)
+        .args(["exec", "a", "b", "--ttl", "5s", "--", "true"])
+        .run()
+        .fails(64, "--ttl");
+    rlock(&r)
+        .args(["exec", "a", "b", "--"])
+        .run()
+        .fails(64, "no command");
+    assert!(r.keys().is_empty(), "written: {:?}", r.keys());
+    // 16 is allowed.
+    rlock(&r)
+        .args(["exec"])
+        .args(&many[..16])
+        .args(["--", "true"])
+        .run()
+        .ok();
+}
+
+#[test]
+fn a_set_on_a_cluster_spans_masters() {
+    let c = Cluster::start(3);
+    let keys: Vec<String> = (0..12).map(|i| format!("job-{i}")).collect();
+    let a = &keys[0];
+    let b = keys
+        .iter()
+        .find(|k| c.master_of(k) != c.master_of(a))
+        .expect("a key on another master");
+    let rc = || {
+        bare_rlock()
+            .env("RLOCK_URL", &c.urls())
+            .env("RLOCK_CLUSTER", "1")
+    };
+    opposite_orders(&rc, a, b, 10);
+    let tok = rc().args(["acquire", b]).run().ok().token();
+    rc().args(["exec", "-n", a, b, "--", "true"])
+        .run()
+        .fails(75, b);
+    rc().args(["release", b, "--token", &tok]).run().ok();
+    for r in &c.nodes {
+        r.assert_nothing_held(&[]);
+    }
+}
+
+#[test]
+fn a_set_under_redlock() {
+    let ms: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let urls = ms.iter().map(Redis::url).collect::<Vec<_>>().join(",");
+    let rl = || bare_rlock().env("RLOCK_URL", &urls);
+    opposite_orders(&rl, "a", "b", 8);
+    let tok = rl().args(["acquire", "b"]).run().ok().token();
+    rl().args(["exec", "-n", "a", "b", "--", "true"])
+        .run()
+        .fails(75, "\"b\"");
+    for m in &ms {
+        assert!(!m.held("a"));
+    }
+    rl().args(["release", "b", "--token", &tok]).run().ok();
+    for m in &ms {
+        m.assert_nothing_held(&[]);
+    }
+}
