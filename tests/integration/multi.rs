@@ -111,12 +111,17 @@ fn busy_on_the_second_key_leaves_the_first_free() {
 #[test]
 fn a_timed_out_wait_leaves_nothing_held_or_queued() {
     let r = Redis::start();
-    let tok = rlock(&r).args(["acquire", "b"]).run().ok().token();
+    let tok = rlock(&r)
+        .args(["acquire", "b"])
+        .by_another_process()
+        .run()
+        .ok()
+        .token();
     // -w is for the whole set: a is taken at once, b times out.
     rlock(&r)
-        .args(["exec", "-w", "1s", "b", "a", "--", "true"])
+        .args(["exec", "-q", "-w", "1s", "b", "a", "--", "true"])
         .run()
-        .fails(75, "\"b\"");
+        .fails(75, "timed out after 1");
     assert!(!r.held("a"), "a was left held");
     assert_eq!(r.status_json("a")["waiters"], 0);
     assert_eq!(r.status_json("b")["waiters"], 0);

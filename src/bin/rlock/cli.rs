@@ -264,6 +264,11 @@ Examples:
     Acquire {
         /// Lock name
         key: String,
+        /// More locks to take together with the first, in one canonical
+        /// order whatever order they are named in (at most 16 in all): one
+        /// token per line on stdout, in the order named
+        #[arg(value_name = "KEY")]
+        more: Vec<String>,
         #[command(flatten)]
         lock: LockOpts,
         #[command(flatten)]
