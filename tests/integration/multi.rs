@@ -238,3 +238,63 @@ fn a_set_under_redlock() {
         m.assert_nothing_held(&[]);
     }
 }
+
+/// The locks taken first are renewed while a later one is waited for: a
+/// wait longer than the TTL does not let them expire under the set.
+#[test]
+fn the_first_locks_are_kept_while_a_later_one_is_waited_for() {
+    let r = Redis::start();
+    // b is held for 3 s (it expires: nobody renews it), more than a's TTL.
+    rlock(&r)
+        .args(["acquire", "--ttl", "3s", "b"])
+        .by_another_process()
+        .run()
+        .ok();
+    // `check a` inside: a's own token (RLOCK_HELD) still holds it.
+    rlock(&r)
+        .args(["exec", "-q", "--ttl", "1s", "-w", "10s", "a", "b", "--"])
+        .args(["sh", "-c", &format!("{} check a", env!("CARGO_BIN_EXE_rlock"))])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn acquire_prints_one_token_per_lock_in_the_order_named() {
+    let r = Redis::start();
+    let out = rlock(&r).args(["acquire", "z", "a"]).run().ok().stdout;
+    let toks: Vec<&str> = out.lines().collect();
+    assert_eq!(toks.len(), 2, "{out}");
+    rlock(&r).args(["check", "z", "--token", toks[0]]).run().ok();
+    rlock(&r).args(["check", "a", "--token", toks[1]]).run().ok();
+    assert_eq!(r.status_json("a")["holders"][0]["set"], serde_json::json!(["z"]));
+    // -n for the set: z busy, a (taken first) given back.
+    rlock(&r).args(["release", "a", "--token", toks[1]]).run().ok();
+    rlock(&r)
+        .args(["acquire", "-n", "z", "a"])
+        .run()
+        .fails(75, "\"z\"");
+    assert!(!r.held("a"), "a was left held");
+    rlock(&r).args(["release", "z", "--token", toks[0]]).run().ok();
+    rlock(&r)
+        .args(["acquire", "a", "a"])
+        .run()
+        .fails(64, "named twice");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn rw_takes_a_set_too() {
+    let r = Redis::start();
+    let out = rlock(&r)
+        .args(["rw", "read", "a", "b", "--", "sh", "-c", "echo $RLOCK_FENCES"])
+        .run()
+        .ok()
+        .stdout;
+    assert!(out.starts_with("a=") && out.contains(" b="), "{out}");
+    rlock(&r)
+        .args(["rw", "write", "b", "b", "--", "true"])
+        .run()
+        .fails(64, "named twice");
+    r.assert_nothing_held(&[]);
+}
