@@ -76,7 +76,10 @@ fn the_command_sees_every_fence_and_status_shows_the_set() {
     let lines: Vec<&str> = out.lines().collect();
     let fences: Vec<&str> = lines[0].split(' ').collect();
     assert_eq!(fences[0], "b", "{out}");
-    assert!(fences[1].starts_with("b=") && fences[2].starts_with("a="), "{out}");
+    assert!(
+        fences[1].starts_with("b=") && fences[2].starts_with("a="),
+        "{out}"
+    );
     assert_eq!(lines[1].trim(), "2", "RLOCK_HELD lists both: {out}");
     // While held: status (text and JSON) names the other lock of the set.
     let child = rlock(&r)
@@ -84,7 +87,11 @@ fn the_command_sees_every_fence_and_status_shows_the_set() {
         .spawn();
     eventually(Duration::from_secs(5), "the set held", || r.held("z"));
     let st = r.status_json("y");
-    assert_eq!(st["holders"][0]["set"], serde_json::json!(["x", "z"]), "{st}");
+    assert_eq!(
+        st["holders"][0]["set"],
+        serde_json::json!(["x", "z"]),
+        "{st}"
+    );
     let text = rlock(&r).args(["status", "x"]).run().ok().stdout;
     assert!(text.contains(" with y,z"), "{text}");
     kill(child.id(), libc::SIGTERM);
@@ -134,12 +141,11 @@ fn losing_one_lock_of_the_set_stops_the_command_with_79_naming_it() {
     let r = Redis::start();
     let dir = tmp("loss");
     let ready = dir.join("ready");
-    let script = format!(
-        "touch {}; while :; do sleep 0.01; done",
-        ready.display()
-    );
+    let script = format!("touch {}; while :; do sleep 0.01; done", ready.display());
     let child = rlock(&r)
-        .args(["exec", "--ttl", "900ms", "a", "b", "--", "sh", "-c", &script])
+        .args([
+            "exec", "--ttl", "900ms", "a", "b", "--", "sh", "-c", &script,
+        ])
         .spawn();
     eventually(Duration::from_secs(5), "the command", || ready.exists());
     let _: () = r.cmd(&["DEL", "rlock:{b}:h"]);
@@ -155,10 +161,15 @@ fn breaking_one_lock_of_the_set_stops_the_command() {
     let ready = dir.join("ready");
     let script = format!("touch {}; sleep 30", ready.display());
     let child = rlock(&r)
-        .args(["exec", "--ttl", "900ms", "b", "a", "--", "sh", "-c", &script])
+        .args([
+            "exec", "--ttl", "900ms", "b", "a", "--", "sh", "-c", &script,
+        ])
         .spawn();
     eventually(Duration::from_secs(5), "the command", || ready.exists());
-    rlock(&r).args(["break", "a", "-y", "--reason", "test"]).run().ok();
+    rlock(&r)
+        .args(["break", "a", "-y", "--reason", "test"])
+        .run()
+        .ok();
     finish(child, "exec b a").fails_with_lines(79, "\"a\"");
     assert!(!r.held("b"));
 }
@@ -253,7 +264,11 @@ fn the_first_locks_are_kept_while_a_later_one_is_waited_for() {
     // `check a` inside: a's own token (RLOCK_HELD) still holds it.
     rlock(&r)
         .args(["exec", "-q", "--ttl", "1s", "-w", "10s", "a", "b", "--"])
-        .args(["sh", "-c", &format!("{} check a", env!("CARGO_BIN_EXE_rlock"))])
+        .args([
+            "sh",
+            "-c",
+            &format!("{} check a", env!("CARGO_BIN_EXE_rlock")),
+        ])
         .run()
         .ok();
     r.assert_nothing_held(&[]);
@@ -265,17 +280,32 @@ fn acquire_prints_one_token_per_lock_in_the_order_named() {
     let out = rlock(&r).args(["acquire", "z", "a"]).run().ok().stdout;
     let toks: Vec<&str> = out.lines().collect();
     assert_eq!(toks.len(), 2, "{out}");
-    rlock(&r).args(["check", "z", "--token", toks[0]]).run().ok();
-    rlock(&r).args(["check", "a", "--token", toks[1]]).run().ok();
-    assert_eq!(r.status_json("a")["holders"][0]["set"], serde_json::json!(["z"]));
+    rlock(&r)
+        .args(["check", "z", "--token", toks[0]])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["check", "a", "--token", toks[1]])
+        .run()
+        .ok();
+    assert_eq!(
+        r.status_json("a")["holders"][0]["set"],
+        serde_json::json!(["z"])
+    );
     // -n for the set: z busy, a (taken first) given back.
-    rlock(&r).args(["release", "a", "--token", toks[1]]).run().ok();
+    rlock(&r)
+        .args(["release", "a", "--token", toks[1]])
+        .run()
+        .ok();
     rlock(&r)
         .args(["acquire", "-n", "z", "a"])
         .run()
         .fails(75, "\"z\"");
     assert!(!r.held("a"), "a was left held");
-    rlock(&r).args(["release", "z", "--token", toks[0]]).run().ok();
+    rlock(&r)
+        .args(["release", "z", "--token", toks[0]])
+        .run()
+        .ok();
     rlock(&r)
         .args(["acquire", "a", "a"])
         .run()
@@ -287,7 +317,16 @@ fn acquire_prints_one_token_per_lock_in_the_order_named() {
 fn rw_takes_a_set_too() {
     let r = Redis::start();
     let out = rlock(&r)
-        .args(["rw", "read", "a", "b", "--", "sh", "-c", "echo $RLOCK_FENCES"])
+        .args([
+            "rw",
+            "read",
+            "a",
+            "b",
+            "--",
+            "sh",
+            "-c",
+            "echo $RLOCK_FENCES",
+        ])
         .run()
         .ok()
         .stdout;

@@ -108,10 +108,9 @@ pub(crate) fn print_tokens(
     let leases = std::thread::scope(|s| -> anyhow::Result<Vec<Lease>> {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
         let progress = waiting(g, &label);
-        let leases =
-            rlock::multi::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
-                progress.update(b)
-            });
+        let leases = rlock::multi::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
+            progress.update(b)
+        });
         progress.finish();
         Ok(leases?)
     })?;

@@ -61,9 +61,9 @@ pub(crate) fn split_keys(
                 extra.pop();
             }
             for k in extra {
-                let k = k.into_string().map_err(|k| {
-                    rlock::Error::Usage(format!("lock name {k:?} is not UTF-8"))
-                })?;
+                let k = k
+                    .into_string()
+                    .map_err(|k| rlock::Error::Usage(format!("lock name {k:?} is not UTF-8")))?;
                 if k.starts_with('-') {
                     return Err(rlock::Error::Usage(format!(
                         "unknown option {k:?} (with several keys, give rlock's options \
