@@ -168,9 +168,7 @@ pub(crate) fn take_all(
 /// another owner) ends it with that error. Transient failures are retried
 /// quickly; a lease that runs out meanwhile is caught by the caller.
 fn keep_alive(locker: &mut Locker, leases: &mut [Lease], stop: &AtomicBool) -> Option<Error> {
-    let Some(first) = leases.iter().min_by_key(|l| l.valid_until) else {
-        return None;
-    };
+    let first = leases.iter().min_by_key(|l| l.valid_until)?;
     let RenewalSchedule {
         every,
         retry,
