@@ -39,11 +39,12 @@ pub(crate) fn mistyped_option(command: &[std::ffi::OsString]) -> Result<(), rloc
 /// `rlock exec a b c -- cmd`: the keys are everything from the key to the
 /// first `--` on the command line (clap puts the names after the first in
 /// `command`, with the command itself: it cannot tell them apart). Without
-/// a `--`, one key as before (flock's `rlock exec KEY CMD ARGS`). A name
-/// that starts with '-' between the keys and the `--` is an option given
-/// after the keys: refused by [`mistyped_option`] (options go before the
-/// keys, or right after the first). Duplicates and more than
-/// [`rlock::multi::MAX_KEYS`] names are refused here, before connecting.
+/// a `--`, one key as before (flock's `rlock exec KEY CMD ARGS`); and when
+/// a word between the key and the `--` starts with '-', that too is
+/// flock's form, a command with its own `--` (`rlock exec k sh -c 'exit 4'
+/// -- x`), so options go before the keys or right after the first.
+/// Duplicates and more than [`rlock::multi::MAX_KEYS`] names are refused
+/// here, before connecting.
 pub(crate) fn split_keys(
     key: &str,
     command: &[std::ffi::OsString],
@@ -60,22 +61,33 @@ pub(crate) fn split_keys(
             if extra.last().is_some_and(|a| a == "--") {
                 extra.pop();
             }
+            if extra
+                .iter()
+                .any(|a| a.as_encoded_bytes().first() == Some(&b'-'))
+            {
+                return Ok((keys, command_given(command, extra)));
+            }
             for k in extra {
                 let k = k
                     .into_string()
                     .map_err(|k| rlock::Error::Usage(format!("lock name {k:?} is not UTF-8")))?;
-                if k.starts_with('-') {
-                    return Err(rlock::Error::Usage(format!(
-                        "unknown option {k:?} (with several keys, give rlock's options \
-                         before the keys; see --help)"
-                    )));
-                }
                 keys.push(k);
             }
         }
     }
     rlock::multi::check_keys(&keys)?;
     Ok((keys, command))
+}
+
+/// Flock's form after all: the command as clap gave it.
+fn command_given(
+    mut tail: Vec<std::ffi::OsString>,
+    extra: Vec<std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut all = extra;
+    all.push("--".into());
+    all.append(&mut tail);
+    all
 }
 
 /// `exec`, and `rw` with a command.
