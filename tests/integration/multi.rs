@@ -337,3 +337,25 @@ fn rw_takes_a_set_too() {
         .fails(64, "named twice");
     r.assert_nothing_held(&[]);
 }
+
+/// `acquire --keep a b`: both held while the script lives, both released
+/// when it ends.
+#[test]
+fn acquire_keep_holds_the_set_for_the_script() {
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let script = format!(
+        "{bin} acquire --keep q p >/dev/null || exit 9; \
+         {bin} status p --json; {bin} status q --json"
+    );
+    let out = rlock(&r)
+        .args(["exec", "outer", "--", "sh", "-c", &script])
+        .run()
+        .ok()
+        .stdout;
+    assert_eq!(out.matches("\"held\":true").count(), 2, "{out}");
+    eventually(Duration::from_secs(5), "the keepers to release", || {
+        !r.held("p") && !r.held("q")
+    });
+    r.assert_nothing_held(&[]);
+}

@@ -144,9 +144,12 @@ pub(crate) fn exec(
             }
             Event::Lost { why, action } => {
                 reported = true;
-                if set {
+                if set && why.starts_with('"') {
                     // The renewer names the lock of the set it lost.
                     say!("rlock: lock {why}; {action}")
+                } else if set {
+                    // No renewal confirmed: the set as a whole.
+                    say!("rlock: locks {keys:?} lost: {why}; {action}")
                 } else {
                     say!("rlock: lock {key:?} lost: {why}; {action}")
                 }
