@@ -328,14 +328,21 @@ pub fn run_set(
     // thread only while a wait for the lock blocks (see `acquire`), then by
     // the supervisor's poll loop.
     let signals = crate::signals::Blocked::new(&FORWARDED)?;
-    // `req.reenter` is the first key's (RLOCK_HELD / RLOCK_TOKEN): the
-    // others of a set take fresh grants.
+    // `req.reenter` is the first key's (RLOCK_HELD / RLOCK_TOKEN, as the
+    // caller found it); each other lock of a set re-enters with the token
+    // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
+    // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
+    let held_env = std::env::var(HELD_ENV).ok();
     let mut leases = crate::multi::take_all(locker, keys, req, &mut |l, k, r| {
         if k == key {
             acquire(l, k, r, &signals, &mut *on_wait)
         } else {
             let mut r = r.clone();
-            r.reenter = None;
+            r.reenter = names
+                .iter()
+                .zip(keys)
+                .find(|(_, n)| *n == k)
+                .and_then(|(name, _)| held::reentry_token(held_env.as_deref(), None, name));
             acquire(l, k, &r, &signals, &mut *on_wait)
         }
     })?;

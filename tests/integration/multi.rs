@@ -359,3 +359,17 @@ fn acquire_keep_holds_the_set_for_the_script() {
     });
     r.assert_nothing_held(&[]);
 }
+
+/// A set nested in an exec of the same set, named in another order,
+/// re-enters every lock instead of waiting for its own parent.
+#[test]
+fn a_nested_exec_of_the_same_set_reenters() {
+    let r = Redis::start();
+    let bin = env!("CARGO_BIN_EXE_rlock");
+    let inner = format!("{bin} exec -n b a -- true");
+    rlock(&r)
+        .args(["exec", "a", "b", "--", "sh", "-c", &inner])
+        .run()
+        .ok();
+    r.assert_nothing_held(&[]);
+}
