@@ -94,6 +94,10 @@ fn the_command_sees_every_fence_and_status_shows_the_set() {
     );
     let text = rlock(&r).args(["status", "x"]).run().ok().stdout;
     assert!(text.contains(" with y,z"), "{text}");
+    let list = rlock(&r).args(["list", "--json"]).run().ok().stdout;
+    assert!(list.contains(r#""set":["x","y"]"#), "{list}");
+    let top = rlock(&r).args(["top", "--once"]).run().ok().stdout;
+    assert!(top.contains(" with x,z"), "{top}");
     kill(child.id(), libc::SIGTERM);
     finish(child, "exec x y z").code(143);
     let h = rlock(&r).args(["history", "y", "--json"]).run().ok().stdout;
