@@ -196,6 +196,12 @@ fn bad_input_is_refused_with_64_and_nothing_written() {
         .args(["exec", "a", "b", "--"])
         .run()
         .fails(64, "no command");
+    // A bad second name is bad input, even with no Redis to connect to.
+    bare_rlock()
+        .env("RLOCK_URL", "redis://127.0.0.1:1")
+        .args(["exec", "a", "b\u{1}", "--", "true"])
+        .run()
+        .fails(64, "control");
     assert!(r.keys().is_empty(), "written: {:?}", r.keys());
     // Options before the keys, or right after the first; 16 is allowed.
     rlock(&r)

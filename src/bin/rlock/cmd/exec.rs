@@ -99,6 +99,10 @@ pub(crate) fn exec(
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
     let (keys, command) = split_keys(key, command)?;
+    // Bad names are bad input, before any connection is tried.
+    for k in &keys[1..] {
+        rlock::lock::LockName::new(&g.prefix, k)?;
+    }
     let command = &command[..];
     if command.is_empty() {
         return Err(rlock::Error::Usage(
