@@ -42,6 +42,7 @@ mod fd;
 pub mod keep;
 pub mod lock;
 mod locker;
+pub mod multi;
 mod quorum;
 mod redact;
 pub mod signals;

@@ -287,7 +287,30 @@ pub fn run(
     on_wait: &mut dyn FnMut(&Busy),
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Finished> {
+    run_set(locker, &[key.to_string()], req, spec, on_wait, on_event)
+}
+
+/// [`run`] under several locks at once (`rlock exec a b -- cmd`): all are
+/// taken (in the canonical order, one wait for the set: see
+/// [`crate::multi`]) before the command starts, each renewed, and all
+/// released after it; a loss of any one is a loss ([`Error::Lost`] names
+/// that lock). The first key named is the one RLOCK_KEY, RLOCK_TOKEN and
+/// RLOCK_FENCE speak of; RLOCK_FENCES lists `key=fence` for every lock.
+pub fn run_set(
+    locker: &mut Locker,
+    keys: &[String],
+    req: &Request,
+    spec: &Spec,
+    on_wait: &mut dyn FnMut(&Busy),
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Finished> {
+    crate::multi::check_keys(keys)?;
+    let key = keys[0].as_str();
     let lock = locker.name(key)?;
+    let names = keys
+        .iter()
+        .map(|k| locker.name(k))
+        .collect::<Result<Vec<_>>>()?;
     let term = tty::Terminal::open();
     let interactive =
         term.as_ref().is_some_and(tty::Terminal::ours) && !tty::started_in_background();
@@ -305,7 +328,34 @@ pub fn run(
     // thread only while a wait for the lock blocks (see `acquire`), then by
     // the supervisor's poll loop.
     let signals = crate::signals::Blocked::new(&FORWARDED)?;
-    let lease = acquire(locker, key, req, &signals, on_wait)?;
+    // `req.reenter` is the first key's (RLOCK_HELD / RLOCK_TOKEN, as the
+    // caller found it); each other lock of a set re-enters with the token
+    // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
+    // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
+    let held_env = std::env::var(HELD_ENV).ok();
+    let mut leases = crate::multi::take_all(locker, keys, req, &mut |l, k, r| {
+        if k == key {
+            acquire(l, k, r, &signals, &mut *on_wait)
+        } else {
+            let mut r = r.clone();
+            r.reenter = names
+                .iter()
+                .zip(keys)
+                .find(|(_, n)| *n == k)
+                .and_then(|(name, _)| held::reentry_token(held_env.as_deref(), None, name));
+            acquire(l, k, &r, &signals, &mut *on_wait)
+        }
+    })?;
+    let mut lease = leases.remove(0);
+    let others = leases;
+    // The set is as safe as its earliest lease: the kill deadline, the
+    // first renewal and every check below count from it. (Safety: the
+    // command may only run while *every* lock is held, so the minimum is
+    // the only deadline that can be used.)
+    if let Some(earliest) = others.iter().map(|l| l.valid_until).min() {
+        lease.valid_until = lease.valid_until.min(earliest);
+    }
+    let fences = crate::multi::fences_env(&[&[lease.clone()][..], &others[..]].concat());
     // The outermost exec gives back every hold of its token, so that a
     // nested exec that crashed before its release cannot keep the lock
     // held; a nested one gives back its own.
@@ -315,6 +365,9 @@ pub fn run(
     // host to fire, not skipped for the whole min-hold).
     let release = |locker: &mut Locker, succeeded: bool| {
         let hold = succeeded.then_some(Duration::ZERO);
+        for o in others.iter().rev() {
+            let _ = locker.release_with(&o.key, &o.token, o.count == 1, hold);
+        }
         locker.release_with(key, &lease.token, lease.count == 1, hold)
     };
     // The release after the command ended: the history's `released` event
@@ -325,7 +378,22 @@ pub fn run(
             exit_code: code,
             overran,
         };
-        locker.release_noted(key, &lease.token, lease.count == 1, hold, &note)
+        // Every lock of the set; the first that was gone (or taken) when
+        // the command ended is the one reported, with its name.
+        let mut result = (
+            key.to_string(),
+            locker.release_noted(key, &lease.token, lease.count == 1, hold, &note),
+        );
+        for o in &others {
+            let r = locker.release_noted(&o.key, &o.token, o.count == 1, hold, &note);
+            let gone = |r: &Result<Released>| {
+                matches!(r, Ok(Released::NotHeld) | Err(Error::NotOwner { .. }))
+            };
+            if gone(&r) && !gone(&result.1) {
+                result = (o.key.clone(), r);
+            }
+        }
+        result
     };
     on_event(Event::Acquired(&lease));
     // --max-hold counts from the grant (its request's send: the lease's
@@ -354,14 +422,18 @@ pub fn run(
         let held = std::env::var(HELD_ENV).ok();
         let fence = lease.fence.to_string();
         let exported = std::env::var("RLOCK_TOKEN").ok();
-        let held =
+        let mut held =
             held::held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
+        for (name, o) in names.iter().skip(1).zip(&others) {
+            held = held::held_with(Some(&held), name, &o.token);
+        }
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
         let sent = guard.spawn(&[
             ("RLOCK_KEY", &lease.key),
             ("RLOCK_TOKEN", lease.token.as_str()),
             ("RLOCK_FENCE", &fence),
+            ("RLOCK_FENCES", &fences),
             (HELD_ENV, &held),
         ]);
         if let Err(e) = sent {
@@ -380,8 +452,11 @@ pub fn run(
             .timeout()
             .min((lease.ttl / 3).max(Duration::from_millis(50))),
     );
+    let lost_key = Mutex::new(None);
     let renewal = Renewal {
         lease: &lease,
+        others: &others,
+        lost_key: &lost_key,
         valid_until: &valid_until,
         stop: &stop,
         guard: deadline.map(|_| &guard),
@@ -442,16 +517,23 @@ pub fn run(
         let left = valid_until.remaining();
         // The renewal that found the loss was answered (gone, or taken):
         // the history's `lost` event, sent once.
+        // In a set, the renewer says which lock it found gone and why.
+        let (lost, why) = lost_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or((key.to_string(), why));
+        let all = std::iter::once(&lease).chain(&others);
         if why == crate::lock::LOST_GONE || why == crate::lock::LOST_TAKEN {
-            let _ = locker.record_lost(key, &lease.token, &req.info, &why);
+            let token = &all.clone().find(|l| l.key == lost).unwrap_or(&lease).token;
+            let _ = locker.record_lost(&lost, token, &req.info, &why);
         }
         if !left.is_zero() {
-            let _ = locker.release_within(key, &lease.token, lease.count == 1, None, left);
+            for l in all {
+                let _ = locker.release_within(&l.key, &l.token, l.count == 1, None, left);
+            }
         }
-        return Err(Error::Lost {
-            key: key.into(),
-            why,
-        });
+        return Err(Error::Lost { key: lost, why });
     }
     // An overrun is no success: no --min-hold after it.
     let succeeded = !outcome.overran && outcome.status.is_some_and(|st| st.success());
@@ -459,7 +541,7 @@ pub fn run(
         .status
         .map(|st| i32::from(crate::exit_code::for_status(Some(st))));
     // After --max-hold the history says `overran`, not `released`.
-    let released = release_noted(locker, succeeded, code, outcome.overran);
+    let (gone_key, released) = release_noted(locker, succeeded, code, outcome.overran);
     let answered = BootTime::now();
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),
@@ -499,10 +581,7 @@ pub fn run(
         on_event(Event::ReleasedLate(valid_until - ended));
     }
     if let Some(why) = lost {
-        return Err(Error::Lost {
-            key: key.into(),
-            why,
-        });
+        return Err(Error::Lost { key: gone_key, why });
     }
     if let Err(e) = &released
         && !late

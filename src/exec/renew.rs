@@ -22,6 +22,11 @@ use super::guard::Guard;
 /// Everything the renewer shares with the supervisor.
 pub(crate) struct Renewal<'a> {
     pub lease: &'a Lease,
+    /// The other locks of a set (`rlock exec a b`), renewed with `lease`;
+    /// `lease.valid_until` is already the set's earliest.
+    pub others: &'a [Lease],
+    /// In a set, the lock found lost and the reason, unprefixed.
+    pub lost_key: &'a Mutex<Option<(String, String)>>,
     /// Last confirmed validity deadline.
     pub valid_until: &'a Mutex<BootTime>,
     /// Set when the lock is lost or given back: renew no more.
@@ -107,9 +112,17 @@ impl<'s, 'e> Renewer<'s, 'e> {
     pub(crate) fn lost(&mut self) -> Option<String> {
         let p = self.lost.as_mut()?;
         // One byte, then for a break the notice's words; the thread ends
-        // right after writing, so the read ends too.
+        // right after writing, so the read ends too. In a set, the lost
+        // lock's name first: `K<name>\0`.
         let mut b = Vec::new();
         let _ = p.read_to_end(&mut b);
+        let mut named = None;
+        if b.first() == Some(&b'K')
+            && let Some(end) = b.iter().position(|&c| c == 0)
+        {
+            named = Some(String::from_utf8_lossy(&b[1..end]).into_owned());
+            b.drain(..=end);
+        }
         let why = match b.first() {
             Some(b'O') => crate::lock::LOST_TAKEN.into(),
             Some(b'B') => String::from_utf8_lossy(&b[1..]).into_owned(),
@@ -121,7 +134,10 @@ impl<'s, 'e> Renewer<'s, 'e> {
             }
         };
         self.lost = None;
-        Some(why)
+        Some(match named {
+            Some(key) => format!("{key:?}: {why}"),
+            None => why,
+        })
     }
 }
 
@@ -142,7 +158,37 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
             return;
         }
         let sent = BootTime::now();
-        match locker.renew(&r.lease.key, &r.lease.token, r.lease.ttl) {
+        // Every lock of the set, the earliest validity is the set's; the
+        // first definite loss of any is the set's loss.
+        let mut result = locker.renew(&r.lease.key, &r.lease.token, r.lease.ttl);
+        let mut which = &r.lease.key;
+        for o in r.others {
+            if r.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if result.is_err() {
+                break;
+            }
+            which = &o.key;
+            result = match locker.renew(&o.key, &o.token, o.ttl) {
+                Ok(v) => result.map(|valid| valid.min(v)),
+                Err(e) => Err(e),
+            };
+        }
+        if !r.others.is_empty()
+            && let Err(e @ (Error::Lost { .. } | Error::NotOwner { .. })) = &result
+        {
+            let why = match e {
+                Error::Lost { why, .. } if why.starts_with(crate::lock::breaking::BROKEN_BY) => {
+                    why.clone()
+                }
+                Error::Lost { .. } => crate::lock::LOST_GONE.into(),
+                _ => crate::lock::LOST_TAKEN.into(),
+            };
+            *r.lost_key.lock().unwrap_or_else(|e| e.into_inner()) = Some((which.clone(), why));
+            let _ = tx.write_all(format!("K{which}\0").as_bytes());
+        }
+        match result {
             Ok(valid) => {
                 // A renewal that completes after a loss was declared must
                 // not move the deadline back out.

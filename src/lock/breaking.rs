@@ -121,6 +121,7 @@ mod tests {
             ttl_ms: 1000,
             count: 1,
             fence,
+            set: Vec::new(),
         }
     }
 

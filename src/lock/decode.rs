@@ -274,6 +274,7 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
             ttl_ms: n(2),
             count: n(3),
             fence: n(4),
+            set: info.set,
         });
     }
     Ok(Status {

@@ -72,6 +72,10 @@ pub struct HolderInfo {
     /// [`ci_job`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<String>,
+    /// The other locks taken together with this one (`rlock exec a b --
+    /// ...`), sorted; empty for a lock taken alone. See [`crate::multi`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
 }
 
 impl HolderInfo {
@@ -83,6 +87,7 @@ impl HolderInfo {
             cmd,
             user: login_name(),
             ci: ci_job(&|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
+            set: Vec::new(),
         }
     }
 }
@@ -392,7 +397,7 @@ impl Request {
 }
 
 /// A granted lock.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Lease {
     /// The lock's name.
     pub key: String,
@@ -658,6 +663,10 @@ pub struct HolderStatus {
     pub count: u64,
     /// The fencing value of this hold.
     pub fence: u64,
+    /// The other locks taken together with this one (`rlock exec a b`),
+    /// sorted; empty for a lock taken alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
 }
 
 /// Reject TTLs that are zero, too short to renew, or absurdly long.

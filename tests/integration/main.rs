@@ -26,6 +26,7 @@ mod keep_safety;
 mod library;
 mod max_hold;
 mod metrics;
+mod multi;
 mod new_user;
 mod oom;
 mod redlock;

@@ -260,10 +260,16 @@ Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   rlock acquire -w 30s nightly
   rlock acquire -n deploy --keep >/dev/null || exit 0    # held until the script ends
-  export RLOCK_TOKEN=$(rlock acquire deploy --keep)")]
+  export RLOCK_TOKEN=$(rlock acquire deploy --keep)
+  rlock acquire staging-db staging-app    # both (no deadlock): one token per line")]
     Acquire {
         /// Lock name
         key: String,
+        /// More locks to take together with the first, in one canonical
+        /// order whatever order they are named in (at most 16 in all): one
+        /// token per line on stdout, in the order named
+        #[arg(value_name = "KEY")]
+        more: Vec<String>,
         #[command(flatten)]
         lock: LockOpts,
         #[command(flatten)]
@@ -285,12 +291,23 @@ command re-enters instead of waiting for its parent; the outermost exec
 releases every hold. So does one given the holder's token in RLOCK_TOKEN
 (a script that exported the token of its `rlock acquire --keep`).
 
+Several locks: `rlock exec KEY KEY... -- CMD` (up to 16, each named once;
+options before the keys or right after the first) takes them all, in one
+order (by name) whatever order they are named in, so jobs naming them in
+different orders never deadlock; -n/-w are for the whole set (busy or timed
+out: nothing left held or queued). The command starts once all are held;
+each is renewed, all are released together, and a loss of any one stops
+the command (exit 79, naming it). RLOCK_KEY/TOKEN/FENCE are the first
+key's; RLOCK_FENCES lists key=fence for each (\"a=17 b=4\"). `rlock status`
+shows the other locks of a holder's set.
+
 Examples:
   rlock exec market -- ./settle.sh
+  rlock exec -w 30m staging-db staging-app -- ./deploy.sh   # both, no deadlock
   rlock exec -n -E 0 nightly -- ./report.sh     # cron: skip if running elsewhere
   rlock exec --ttl 2m -w 10m deploy -- make deploy")]
     Exec {
-        /// Lock name
+        /// Lock name (more names may follow it, up to `--`: several locks)
         key: String,
         #[command(flatten)]
         lock: LockOpts,
@@ -329,7 +346,8 @@ Examples:
         /// read (shared) or write (exclusive)
         #[arg(value_enum)]
         mode: RwMode,
-        /// Lock name
+        /// Lock name (with a command, more names may follow it, up to `--`:
+        /// several locks, as exec takes them)
         key: String,
         #[command(flatten)]
         lock: LockOpts,

@@ -98,6 +98,10 @@ fn row(v: &LockView) -> [String; 9] {
             if st.holders.len() > 1 {
                 s.push_str(&format!(" +{}", st.holders.len() - 1));
             }
+            // Taken together with other locks (`rlock exec a b`).
+            if !first.set.is_empty() {
+                s.push_str(&format!(" with {}", first.set.join(",")));
+            }
             s
         }
     };

@@ -58,6 +58,9 @@ pub(crate) fn status(st: &Status) -> String {
                 let _ = write!(out, " held {n}x");
             }
         }
+        if !h.set.is_empty() {
+            let _ = write!(out, " with {}", plain(&h.set.join(",")));
+        }
         if let Some(cmd) = &h.cmd {
             let _ = write!(out, " cmd {cmd}");
         }
@@ -100,6 +103,9 @@ pub(crate) fn event_json(e: &rlock::Event) -> serde_json::Value {
     add("by", e.by.clone().into());
     add("reason", e.reason.clone().into());
     add("ci", h.and_then(|h| h.ci.clone()).into());
+    if let Some(h) = h.filter(|h| !h.set.is_empty()) {
+        add("set", h.set.clone().into());
+    }
     v
 }
 
@@ -229,6 +235,7 @@ mod tests {
                 ttl_ms: 29_517,
                 count: 1,
                 fence: 3,
+                set: Vec::new(),
             }],
         };
         let out = status(&st);

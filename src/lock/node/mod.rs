@@ -26,6 +26,9 @@ use crate::conn::{Conn, IDLE_RECONNECT, Server};
 use crate::duration::{human, millis};
 use crate::{Busy, Error, Result};
 
+// One per reply, moved out at once: boxing `Busy` (larger since holder
+// info has `set`) would cost an allocation per busy reply for nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Attempt {
     Granted {
         fence: u64,

@@ -82,6 +82,83 @@ pub(crate) fn print_token(
     Ok(exit_code::OK)
 }
 
+/// `acquire a b c`: take every lock of the set (see [`rlock::multi`]: one
+/// canonical order, one wait for the set, nothing left held or queued on
+/// failure) and print one token per line, in the order the keys were
+/// named. With `keep`, one keeper per lock, each watching the same
+/// process: a loss of any one applies --on-lost to it.
+pub(crate) fn print_tokens(
+    g: &Global,
+    keys: &[String],
+    mut req: Request,
+    keep: Option<rlock::keep::Keep>,
+) -> anyhow::Result<u8> {
+    req.check()?;
+    req.info.pid = match &keep {
+        Some(k) => k.watched.process_id() as u32,
+        None => rlock::keep::script_pid(),
+    };
+    if let Err(e) = stdout() {
+        anyhow::bail!("cannot write the tokens to stdout: {e}; nothing acquired");
+    }
+    let mut locker = connect(g)?;
+    req.reenter = inherited(&locker, &keys[0])?;
+    let cancel = rlock::Cancel::new();
+    let label = keys.join(" ");
+    let leases = std::thread::scope(|s| -> anyhow::Result<Vec<Lease>> {
+        let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
+        let progress = waiting(g, &label);
+        let leases = rlock::multi::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
+            progress.update(b)
+        });
+        progress.finish();
+        Ok(leases?)
+    })?;
+    let give_back = |locker: &mut Locker| {
+        for l in leases.iter().rev() {
+            let _ = locker.release_with(&l.key, &l.token, l.count == 1, None);
+        }
+    };
+    if cancel.is_cancelled() {
+        give_back(&mut locker);
+        return Err(cancel.interrupted().into());
+    }
+    if g.verbose {
+        for l in &leases {
+            say!(
+                "rlock: acquired {:?} (fence {}, ttl {})",
+                l.key,
+                l.fence,
+                human(l.ttl)
+            );
+        }
+    }
+    let text: String = leases
+        .iter()
+        .map(|l| format!("{}\n", l.token.as_str()))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        give_back(&mut locker);
+        anyhow::bail!("cannot write the tokens to stdout; locks released");
+    }
+    if let Some(keep) = keep {
+        for l in &leases {
+            let mut program = std::process::Command::new("/proc/self/exe");
+            program.arg0("rlock-keeper").arg(rlock::keep::KEEPER_ARG);
+            if let Err(e) = rlock::keep::spawn(program, &options(g), &g.prefix, l, &keep) {
+                give_back(&mut locker);
+                return Err(anyhow::Error::new(e).context("--keep: locks released"));
+            }
+        }
+    }
+    Ok(exit_code::OK)
+}
+
 /// What `--keep` watches, checked before anything is acquired.
 pub(crate) fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
     if !keep.keep {

@@ -36,6 +36,60 @@ pub(crate) fn mistyped_option(command: &[std::ffi::OsString]) -> Result<(), rloc
     )))
 }
 
+/// `rlock exec a b c -- cmd`: the keys are everything from the key to the
+/// first `--` on the command line (clap puts the names after the first in
+/// `command`, with the command itself: it cannot tell them apart). Without
+/// a `--`, one key as before (flock's `rlock exec KEY CMD ARGS`); and when
+/// a word between the key and the `--` starts with '-', that too is
+/// flock's form, a command with its own `--` (`rlock exec k sh -c 'exit 4'
+/// -- x`), so options go before the keys or right after the first.
+/// Duplicates and more than [`rlock::multi::MAX_KEYS`] names are refused
+/// here, before connecting.
+pub(crate) fn split_keys(
+    key: &str,
+    command: &[std::ffi::OsString],
+) -> Result<(Vec<String>, Vec<std::ffi::OsString>), rlock::Error> {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut keys = vec![key.to_string()];
+    let mut command = command.to_vec();
+    if let Some(dd) = raw.iter().position(|a| a == "--") {
+        let tail = &raw[dd + 1..];
+        if command.len() > tail.len() && command.ends_with(tail) {
+            let mut extra: Vec<std::ffi::OsString> =
+                command.drain(..command.len() - tail.len()).collect();
+            // clap keeps the `--` once the trailing values have begun.
+            if extra.last().is_some_and(|a| a == "--") {
+                extra.pop();
+            }
+            if extra
+                .iter()
+                .any(|a| a.as_encoded_bytes().first() == Some(&b'-'))
+            {
+                return Ok((keys, command_given(command, extra)));
+            }
+            for k in extra {
+                let k = k
+                    .into_string()
+                    .map_err(|k| rlock::Error::Usage(format!("lock name {k:?} is not UTF-8")))?;
+                keys.push(k);
+            }
+        }
+    }
+    rlock::multi::check_keys(&keys)?;
+    Ok((keys, command))
+}
+
+/// Flock's form after all: the command as clap gave it.
+fn command_given(
+    mut tail: Vec<std::ffi::OsString>,
+    extra: Vec<std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut all = extra;
+    all.push("--".into());
+    all.append(&mut tail);
+    all
+}
+
 /// `exec`, and `rw` with a command.
 pub(crate) fn exec(
     g: &Global,
@@ -44,6 +98,18 @@ pub(crate) fn exec(
     run: &RunOpts,
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
+    let (keys, command) = split_keys(key, command)?;
+    // Bad names are bad input, before any connection is tried.
+    for k in &keys[1..] {
+        rlock::lock::LockName::new(&g.prefix, k)?;
+    }
+    let command = &command[..];
+    if command.is_empty() {
+        return Err(rlock::Error::Usage(
+            "no command given after the keys: rlock exec KEY... -- CMD [ARGS...]".into(),
+        )
+        .into());
+    }
     mistyped_option(command)?;
     let max_hold = crate::setup::max_hold(run.max_hold)?;
     req.check()?;
@@ -61,9 +127,10 @@ pub(crate) fn exec(
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;
     let progress = waiting(g, key);
-    let result = rlock::exec::run(
+    let set = keys.len() > 1;
+    let result = rlock::exec::run_set(
         &mut locker,
-        key,
+        &keys,
         &req,
         &spec,
         &mut |busy| progress.update(busy),
@@ -81,7 +148,15 @@ pub(crate) fn exec(
             }
             Event::Lost { why, action } => {
                 reported = true;
-                say!("rlock: lock {key:?} lost: {why}; {action}")
+                if set && why.starts_with('"') {
+                    // The renewer names the lock of the set it lost.
+                    say!("rlock: lock {why}; {action}")
+                } else if set {
+                    // No renewal confirmed: the set as a whole.
+                    say!("rlock: locks {keys:?} lost: {why}; {action}")
+                } else {
+                    say!("rlock: lock {key:?} lost: {why}; {action}")
+                }
             }
             Event::Forwarded(sig) if g.verbose => {
                 say!("rlock: passed signal {sig} to the command")

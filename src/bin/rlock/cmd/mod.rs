@@ -23,17 +23,27 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Acquire {
             key,
+            more,
             lock,
             slots,
             keep,
         } => {
+            let keys: Vec<String> = std::iter::once(key).chain(more).cloned().collect();
+            for k in more {
+                rlock::lock::LockName::new(&g.prefix, k)?;
+            }
+            rlock::multi::check_keys(&keys)?;
             let mut req = request(lock);
             req.limit = slots.limit;
             let mut keep = acquire::keeper(keep)?;
             if let Some(k) = &mut keep {
                 k.history = crate::setup::history(g);
             }
-            acquire::print_token(g, key, req, keep)
+            if more.is_empty() {
+                acquire::print_token(g, key, req, keep)
+            } else {
+                acquire::print_tokens(g, &keys, req, keep)
+            }
         }
         Command::Exec {
             key,
