@@ -401,6 +401,25 @@ fn the_history_shows_no_password() {
     }
 }
 
+/// A password glued to mysql's `-p` (the most common way to give one to
+/// a cron'd mysqldump) is hidden too, in the history as in status.
+#[test]
+fn the_history_shows_no_mysql_password() {
+    let r = Redis::shared();
+    rlock(&r)
+        .args(["exec", "mysqlpw", "--", "sh", "-c", "true", "mysql", "-phunter2"])
+        .run()
+        .ok();
+    for args in [
+        vec!["history", "mysqlpw"],
+        vec!["history", "mysqlpw", "--json"],
+    ] {
+        let out = rlock(&r).args(args).run().ok().stdout;
+        assert!(out.contains("released") && out.contains("-p***"), "{out}");
+        assert!(!out.contains("hunter2"), "{out}");
+    }
+}
+
 /// Bad input: one line, exit 64, nothing written.
 #[test]
 fn bad_history_input_is_refused_with_64_and_writes_nothing() {
