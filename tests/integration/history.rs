@@ -426,7 +426,16 @@ fn the_history_shows_no_password() {
 fn the_history_shows_no_mysql_password() {
     let r = Redis::shared();
     rlock(&r)
-        .args(["exec", "mysqlpw", "--", "sh", "-c", "true", "mysql", "-phunter2"])
+        .args([
+            "exec",
+            "mysqlpw",
+            "--",
+            "sh",
+            "-c",
+            "true",
+            "mysql",
+            "-phunter2",
+        ])
         .run()
         .ok();
     for args in [
