@@ -244,8 +244,18 @@ mod tests {
     #[test]
     fn build_rs_hashes_each_script_as_sent() {
         for s in [
-            &ACQUIRE, &RELEASE, &RENEW, &STATUS, &CHECK, &WAIT, &WAKE, &HISTORY, &LOST, &BREAK,
-            &INDEX, &INDEX_DROP,
+            &ACQUIRE,
+            &RELEASE,
+            &RENEW,
+            &STATUS,
+            &CHECK,
+            &WAIT,
+            &WAKE,
+            &HISTORY,
+            &LOST,
+            &BREAK,
+            &INDEX,
+            &INDEX_DROP,
         ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }
