@@ -42,6 +42,7 @@ mod contended;
 mod cost;
 mod crowd;
 mod cycle;
+mod dead;
 mod deployments;
 mod expiry;
 mod handoff;
@@ -76,7 +77,7 @@ impl Bench {
 type Section = fn(&Bench);
 
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, Section); 13] = [
+const SECTIONS: [(&str, Section); 14] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),
@@ -90,6 +91,7 @@ const SECTIONS: [(&str, Section); 13] = [
     ("11", waiters::run),
     ("12", expiry::run),
     ("13", index::run),
+    ("14", dead::run),
 ];
 
 fn main() {
