@@ -285,7 +285,7 @@ if may_enter(kind, mode, limit, tok, rank) then
   local fence, bad = grant()
   if bad then return bad end
   leave_queue(tok)
-  local wake = with_wake(to_wake(tok), superseded)
+  local wake = with_wake(to_wake(tok, now), superseded)
   tidy(now)
   return with_wake({GRANTED, fence, 1}, wake)
 end
@@ -310,7 +310,7 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-local wake = with_wake(to_wake(tok), superseded)
+local wake = with_wake(to_wake(tok, now), superseded)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or

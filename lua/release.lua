@@ -166,7 +166,7 @@ if held then
   forget_holder(tok, h[6])
   ended(h)
   prune(now)
-  local wake = to_wake(nil)
+  local wake = to_wake(nil, now)
   tidy(now)
   return with_wake({0}, wake)
 end
@@ -184,6 +184,6 @@ if all then
 end
 prune(now)
 local result = not_held_reply()
-local wake = to_wake(nil)
+local wake = to_wake(nil, now)
 tidy(now)
 return with_wake({result}, wake)
