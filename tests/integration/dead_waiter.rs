@@ -41,7 +41,11 @@ fn job(r: &Redis, key: &str, n: u64, name: &str, file: &std::path::Path, extra: 
     let line = format!("echo {name}+ >> {f}; sleep 0.2; echo {name}- >> {f}");
     let child = rlock(r)
         .args(["exec"])
-        .args(if extra.contains(&"-w") { &[][..] } else { &["-w", "4"][..] })
+        .args(if extra.contains(&"-w") {
+            &[][..]
+        } else {
+            &["-w", "4"][..]
+        })
         .args(extra)
         .args([key, "--", "sh", "-c", &line])
         .spawn();
