@@ -313,9 +313,13 @@ local CLAIM_MS = 800
 -- and takes the lock (or, if it finds it cannot, is queued again with a
 -- full lease); a dead one lets the claim lapse, and the next prune drops
 -- it. To have that prune come within the claim, the waiter right behind
--- the woken ones (the "scout") is woken too, without a claim: its
--- acquire.lua finds the claimant ahead and is told to look again when the
--- claim ends (the BUSY reply's wait_ms), then finds it taken or pruned.
+-- the woken ones (the "scout") is signalled too, without a claim: named
+-- '~' .. token in the list returned (tokens are UUIDs: no '~'), the client
+-- pushes 's' instead of '1' to its wake-up list (wake.lua), and the scout,
+-- instead of running acquire.lua, keeps blocking and looks again (wait.lua)
+-- once the claim ends (src/lock/node/acquire.rs, CLAIM): it finds the
+-- claimant holding the lock, or the lock free and runs acquire.lua, which
+-- prunes the dead claimant and lets the scout in.
 -- Safety: a claim only shortens a waiter lease; nothing here grants, and
 -- grants are still made only by acquire.lua under may_enter, which counts
 -- the holders, so a claim never makes two holders. A waiter dropped after
@@ -323,9 +327,9 @@ local CLAIM_MS = 800
 -- longer queued: its next call finds no place (wait.lua: NOT_HELD) and
 -- joins the queue again at the tail, as a new arrival. FIFO: claims go to
 -- the head of the queue in its order, and a waiter behind enters only once
--- the claimant took the lock or was dropped. The scout's wake-up and its
--- one acquire.lua come with a release, never from an idle waiter: an idle
--- waiter's cost is its heartbeat alone. Left as before: a live waiter
+-- the claimant took the lock or was dropped. The scout's signal (one more
+-- BLPOP) and its one heartbeat come with a release, never from an idle
+-- waiter: an idle waiter's cost is its heartbeat alone. Left as before: a live waiter
 -- not woken (its waker died between release and wake-up) may miss its
 -- claim and lose its place to the one behind; a dead scout wakes nobody,
 -- so a second dead waiter in a row costs the next live one up to a
@@ -358,7 +362,7 @@ local function to_wake(except, now)
   if #out > 0 then
     -- (head is a prefix of the queue: the scout is the one after it)
     local scout = redis.call('ZRANGE', QUEUE, #head, #head)[1]
-    if scout and scout ~= except then out[#out + 1] = scout end
+    if scout and scout ~= except then out[#out + 1] = '~' .. scout end
   end
   return out
 end
