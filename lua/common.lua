@@ -329,11 +329,11 @@ local CLAIM_MS = 800
 -- the head of the queue in its order, and a waiter behind enters only once
 -- the claimant took the lock or was dropped. The scout's signal (one more
 -- BLPOP) and its one heartbeat come with a release, never from an idle
--- waiter: an idle waiter's cost is its heartbeat alone. Left as before: a live waiter
--- not woken (its waker died between release and wake-up) may miss its
--- claim and lose its place to the one behind; a dead scout wakes nobody,
--- so a second dead waiter in a row costs the next live one up to a
--- heartbeat more.
+-- waiter: an idle waiter's cost is its heartbeat alone. Left open: a live
+-- waiter not woken (its waker died between release and wake-up) may miss
+-- its claim and lose its place to the one behind; a dead scout wakes
+-- nobody, so a second dead waiter in a row costs the next live one up to
+-- a heartbeat more.
 local function to_wake(except, now)
   local out, head = {}, {}
   if redis.call('EXISTS', QUEUE) == 0 then return out end
