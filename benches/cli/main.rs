@@ -42,6 +42,7 @@ mod contended;
 mod cost;
 mod crowd;
 mod cycle;
+mod dead;
 mod deployments;
 mod expiry;
 mod handoff;
@@ -78,7 +79,7 @@ impl Bench {
 type Section = fn(&Bench);
 
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, Section); 15] = [
+const SECTIONS: [(&str, Section); 16] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),
@@ -94,6 +95,7 @@ const SECTIONS: [(&str, Section); 15] = [
     ("13", index::run),
     ("14", top::run),
     ("15", profile::run),
+    ("16", dead::run),
 ];
 
 fn main() {
