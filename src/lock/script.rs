@@ -157,42 +157,36 @@ impl Node {
             let mut touched = None;
             let mut out_of_step = false;
             let mut res = match (&touch, &mut *conn) {
-                (Some(t), crate::conn::Conn::One(c)) => {
-                    // Both in one write; the script's reply first. The
-                    // touch's reply is read only after a reply Redis made
-                    // (an answer or an error reply): after anything else
-                    // (a timeout, a peer that is not Redis) it may never
-                    // come, and the connection is not used again.
-                    let mut packed = call("EVALSHA", script.sha).get_packed_command();
-                    t.cmd("EVALSHA").write_packed_command(&mut packed);
-                    match c
-                        .send_packed_command(&packed)
-                        .and_then(|()| c.recv_response())
-                    {
-                        Ok(first) => {
-                            match c.recv_response() {
-                                Ok(v) => touched = Some(v),
-                                Err(_) => out_of_step = true,
-                            }
-                            first
-                                .extract_error()
-                                .and_then(|v| Ok(T::from_redis_value(v)?))
-                        }
-                        Err(e) => {
-                            out_of_step = !e.is_timeout();
-                            Err(e)
-                        }
-                    }
-                }
+                (Some(t), crate::conn::Conn::One(c)) => with_touch(
+                    c,
+                    &call("EVALSHA", script.sha),
+                    &t.cmd("EVALSHA"),
+                    &mut touched,
+                    &mut out_of_step,
+                ),
                 _ => call("EVALSHA", script.sha).query(conn),
             };
 
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
-                res = call("EVAL", script.code).query(conn);
-                // The touch went in the pipeline before the script ran:
-                // send it again after it.
-                touched = None;
+                // The touch went in the pipeline before the script ran (and
+                // was refused too, or ran first): send both again, the
+                // script first, again in one write, so that they land
+                // together even if this process is gone by the script's
+                // reply (a RedLock master that answers last).
+                res = match (&touch, &mut *conn) {
+                    (Some(t), crate::conn::Conn::One(c)) if !out_of_step => with_touch(
+                        c,
+                        &call("EVAL", script.code),
+                        &t.cmd("EVAL"),
+                        &mut touched,
+                        &mut out_of_step,
+                    ),
+                    _ => {
+                        touched = None;
+                        call("EVAL", script.code).query(conn)
+                    }
+                };
             }
             if out_of_step {
                 // Never reuse it: its replies may be out of step.
@@ -234,6 +228,40 @@ impl Node {
                     return Err(self.fail(e, what()));
                 }
             }
+        }
+    }
+}
+
+/// `script`, then an index `touch`, in one write; the script's reply is
+/// returned, the touch's put in `touched`. The touch's reply is read only
+/// after a reply Redis made (an answer or an error reply): after anything
+/// else (a timeout, a peer that is not Redis) it may never come, and
+/// `out_of_step` says not to use the connection again.
+fn with_touch<T: FromRedisValue>(
+    c: &mut redis::Connection,
+    script: &redis::Cmd,
+    touch: &redis::Cmd,
+    touched: &mut Option<Value>,
+    out_of_step: &mut bool,
+) -> redis::RedisResult<T> {
+    let mut packed = script.get_packed_command();
+    touch.write_packed_command(&mut packed);
+    match c
+        .send_packed_command(&packed)
+        .and_then(|()| c.recv_response())
+    {
+        Ok(first) => {
+            match c.recv_response() {
+                Ok(v) => *touched = Some(v),
+                Err(_) => *out_of_step = true,
+            }
+            first
+                .extract_error()
+                .and_then(|v| Ok(T::from_redis_value(v)?))
+        }
+        Err(e) => {
+            *out_of_step = !e.is_timeout();
+            Err(e)
         }
     }
 }

@@ -295,7 +295,10 @@ fn redlock_list_reads_each_masters_index() {
     }
     // `list` shows the locks of the first master that answers: a master
     // whose acquire came after the majority's answer (or never: the
-    // process may exit first) holds fewer.
+    // process may exit first) holds fewer. A request already sent when the
+    // process exited still lands, with its index touch (they go in one
+    // write): let those land before looking.
+    std::thread::sleep(Duration::from_millis(300));
     let shown = listed(rl().args(["list", "--json"]).run());
     let held_on = |m: &Redis| -> Vec<String> {
         ["a", "b", "c"]
