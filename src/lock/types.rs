@@ -22,6 +22,8 @@ pub const WAITER_LEASE: Duration = Duration::from_secs(6);
 pub const MIN_TTL: Duration = Duration::from_millis(50);
 /// Longest lease TTL accepted.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Highest [`Request::priority`]; the lowest is its negative.
+pub const MAX_PRIORITY: i32 = 1000;
 /// An owner token: a UUIDv4, 122 random bits. Its Debug output hides it so
 /// it cannot end up in logs by accident.
 #[derive(Clone, PartialEq, Eq)]
@@ -348,6 +350,14 @@ pub struct Request {
     /// Holders are never touched. Needs a wait (not [`Wait::No`]) and one
     /// Redis (or Sentinel, or Cluster): RedLock refuses it.
     pub supersede: bool,
+    /// Waiters with a higher priority are served before lower ones; equal
+    /// priorities in arrival order. From -[`MAX_PRIORITY`] to
+    /// [`MAX_PRIORITY`], default 0. It orders the wait queue only: a holder
+    /// is never pre-empted, and a steady stream of higher priorities can
+    /// keep a lower one waiting for as long as it waits (bound it with
+    /// [`Wait::For`]). Needs one Redis (or Sentinel, or Cluster): RedLock,
+    /// which keeps no wait queue, refuses a priority other than 0.
+    pub priority: i32,
 }
 
 impl Request {
@@ -369,6 +379,12 @@ impl Request {
                  the queue, which Wait::No and Wait::For(0) never do"
                     .into(),
             ));
+        }
+        if !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
+            return Err(Error::Usage(format!(
+                "Request::priority {} is out of range: from {} to {}",
+                self.priority, -MAX_PRIORITY, MAX_PRIORITY
+            )));
         }
         if self.min_hold > MAX_TTL {
             return Err(Error::Usage(format!(
@@ -392,6 +408,7 @@ impl Request {
             info: HolderInfo::current(None),
             min_hold: Duration::ZERO,
             supersede: false,
+            priority: 0,
         }
     }
 }

@@ -621,6 +621,21 @@ pub(crate) struct LockOpts {
     #[arg(long, conflicts_with = "no_wait", help_heading = "Lock")]
     pub supersede: bool,
 
+    /// Wait-queue priority, an integer from -1000 to 1000 (default 0):
+    /// waiters with a higher one are served first, equal ones in arrival
+    /// order. A holder is never pre-empted, and a steady stream of higher
+    /// priorities keeps a lower one waiting (bound it with -w). With several
+    /// keys, the same for each. Not with RedLock (several --url: no queue)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(-1000..=1000),
+        help_heading = "Lock"
+    )]
+    pub priority: i32,
+
     /// Exit code when the lock is busy, the wait times out, or a newer
     /// --supersede waiter replaced this one
     #[arg(
