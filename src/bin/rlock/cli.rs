@@ -333,7 +333,8 @@ Examples:
 Readers share the lock; a writer excludes readers and other writers. Each
 reader has its own token, lease and renewal: a crashed reader frees only its
 own share. Once a writer waits, new readers queue behind it, so a stream of
-readers cannot starve writers. With CMD, behaves like `rlock exec`; without,
+readers cannot starve writers (a reader at a higher --priority than the
+waiting writer goes first). With CMD, behaves like `rlock exec`; without,
 prints a token like `rlock acquire` (release and renew it as usual).
 A nested read inside a read, or read/write inside a write, re-enters; a read
 that tries to re-enter as a write is refused (exit 64) instead of deadlocking.
@@ -616,7 +617,7 @@ pub(crate) struct LockOpts {
     /// CI "newest wins" queue: while waiting, a newer --supersede waiter of
     /// the same lock replaces this one, which then exits with the -E code
     /// ("superseded by host H pid P"); joining, this one replaces the older.
-    /// Holders are never touched. Everybody else waits in FIFO order as
+    /// Holders are never touched. Everybody else waits in the queue as
     /// usual. Not with -n or -w 0, nor RedLock (several --url)
     #[arg(long, conflicts_with = "no_wait", help_heading = "Lock")]
     pub supersede: bool,
