@@ -28,7 +28,15 @@ fn queue(
     let line = format!("echo {name} >> {}", file.display());
     let child = rlock(r)
         .args(cmd)
-        .args(["--priority", &priority.to_string(), key, "--", "sh", "-c", &line])
+        .args([
+            "--priority",
+            &priority.to_string(),
+            key,
+            "--",
+            "sh",
+            "-c",
+            &line,
+        ])
         .spawn();
     r.await_waiters(key, queued);
     child
@@ -120,7 +128,10 @@ fn a_high_priority_writer_goes_before_readers_queued_earlier() {
         queue(&r, &read, 0, "db", "reader", &file, 2),
         queue(&r, &["rw", "write"], 10, "db", "writer", &file, 3),
     ];
-    rlock(&r).args(["release", "db", "--token", &tok]).run().ok();
+    rlock(&r)
+        .args(["release", "db", "--token", &tok])
+        .run()
+        .ok();
     finish_all(kids);
     assert_eq!(ran(&file), ["writer", "reader", "reader"]);
     r.assert_nothing_held(&[]);
@@ -150,7 +161,10 @@ fn a_high_priority_reader_goes_before_a_waiting_writer() {
         .run()
         .ok();
     assert_eq!(ran(&file), ["urgent"], "the writer ran before its turn");
-    rlock(&r).args(["release", "db", "--token", &tok]).run().ok();
+    rlock(&r)
+        .args(["release", "db", "--token", &tok])
+        .run()
+        .ok();
     finish(writer, "the writer").ok();
     assert_eq!(ran(&file), ["urgent", "writer"]);
     r.assert_nothing_held(&[]);
@@ -171,7 +185,17 @@ fn acquire_and_several_keys_queue_by_priority() {
     let low = queue(&r, &["exec"], 0, "a", "low", &file, 1);
     let line = format!("echo set >> {}", file.display());
     let set = rlock(&r)
-        .args(["exec", "--priority", "10", "a", "b", "--", "sh", "-c", &line])
+        .args([
+            "exec",
+            "--priority",
+            "10",
+            "a",
+            "b",
+            "--",
+            "sh",
+            "-c",
+            &line,
+        ])
         .spawn();
     r.await_waiters("a", 2);
     let acq = rlock(&r)
@@ -180,7 +204,10 @@ fn acquire_and_several_keys_queue_by_priority() {
     r.await_waiters("a", 3);
     rlock(&r).args(["release", "a", "--token", &tok]).run().ok();
     let got = finish(acq, "the acquire").ok().token();
-    assert!(ran(&file).is_empty(), "someone ran beside the acquire's hold");
+    assert!(
+        ran(&file).is_empty(),
+        "someone ran beside the acquire's hold"
+    );
     rlock(&r).args(["release", "a", "--token", &got]).run().ok();
     finish(set, "the set").ok();
     finish(low, "the low waiter").ok();
@@ -260,4 +287,31 @@ fn a_priority_is_refused_with_redlock() {
     eventually(Duration::from_secs(5), "the lock freed", || {
         masters.iter().all(|m| !m.held("k"))
     });
+}
+
+/// A queue an older release left (scores 1, 2, ... and no arrival counter
+/// in the state hash) keeps its order: a new waiter of priority 0 scores
+/// past the waiters already there, never beside them.
+#[test]
+fn a_queue_of_an_older_release_keeps_its_order() {
+    let r = Redis::start();
+    let file = tmpfile("upgrade");
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let first = queue(&r, &["exec"], 0, "k", "older", &file, 1);
+    let (state, q) = (r.key("k"), format!("{}:q", r.key("k")));
+    let scores = |r: &Redis| -> Vec<String> { r.cmd(&["ZRANGE", &q, "0", "-1", "WITHSCORES"]) };
+    assert_eq!(scores(&r)[1], "1", "a priority-0 waiter scores as before");
+    // What an older release leaves: the same score, no counter.
+    let gone: i64 = r.cmd(&["HDEL", &state, "qn"]);
+    assert_eq!(gone, 1);
+    let second = queue(&r, &["exec"], 0, "k", "newer", &file, 2);
+    assert_eq!(scores(&r)[3], "2", "{:?}", scores(&r));
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    finish_all(vec![first, second]);
+    assert_eq!(ran(&file), ["older", "newer"]);
+    r.assert_nothing_held(&[]);
 }
