@@ -315,3 +315,43 @@ fn a_queue_of_an_older_release_keeps_its_order() {
     assert_eq!(ran(&file), ["older", "newer"]);
     r.assert_nothing_held(&[]);
 }
+
+/// Redis Cluster: each lock's queue lives on its master, and priorities
+/// order it there, for keys on every master.
+#[test]
+fn priorities_work_on_a_cluster() {
+    let c = Cluster::start(3);
+    let rc = || {
+        bare_rlock()
+            .env("RLOCK_URL", &c.urls())
+            .env("RLOCK_CLUSTER", "1")
+    };
+    let waiting = |k: &str, n: u32| {
+        rc().args(["status", k, "--json"])
+            .run()
+            .ok()
+            .stdout
+            .contains(&format!("\"waiters\":{n}"))
+    };
+    for k in ["a", "b", "c", "d"] {
+        let file = tmpfile(&format!("cluster-{k}"));
+        let tok = rc().args(["acquire", "--ttl", "30s", k]).run().ok().token();
+        let mut kids = Vec::new();
+        for (n, (p, name)) in [("0", "low"), ("10", "high")].into_iter().enumerate() {
+            let line = format!("echo {name} >> {}", file.display());
+            kids.push(
+                rc().args(["exec", "--priority", p, k, "--", "sh", "-c", &line])
+                    .spawn(),
+            );
+            eventually(Duration::from_secs(10), "the waiter to queue", || {
+                waiting(k, n as u32 + 1)
+            });
+        }
+        rc().args(["release", k, "--token", &tok]).run().ok();
+        finish_all(kids);
+        assert_eq!(ran(&file), ["high", "low"], "lock {k}");
+    }
+    for r in &c.nodes {
+        r.assert_nothing_held(&[]);
+    }
+}
