@@ -63,9 +63,10 @@ Examples:
 
 const AFTER_LONG_HELP: &str = "\
 Waiting:
-  Waiters queue in Redis in arrival order (FIFO) and block on a wake-up list;
-  a release wakes the next in line. Each sleep is bounded by the holder's TTL
-  (a crashed holder costs at most its TTL) and by a 2.5s heartbeat. A
+  Waiters queue in Redis by --priority, then in arrival order (FIFO), and
+  block on a wake-up list; a release wakes the next in line. Each sleep is
+  bounded by the holder's TTL (a crashed holder costs at most its TTL) and
+  by a 2.5s heartbeat. A
   waiter that dies is skipped after its 6s waiter lease (server clock; the
   TTL if shorter); one that times out or is interrupted leaves the queue at
   once.
