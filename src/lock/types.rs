@@ -624,9 +624,10 @@ pub struct Status {
     /// The last loss an `acquire --keep` keeper recorded, within its hour.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_lost: Option<LostRecord>,
-    /// When the first waiter still queued joined the queue (server clock,
-    /// ms since 1970); `None` when nobody waits (or the waiter joined
-    /// before rlock kept that).
+    /// When the waiter still queued that joined first joined the queue
+    /// (server clock, ms since 1970), wherever its priority puts it;
+    /// `None` when nobody waits (or the waiters joined before rlock kept
+    /// that).
     #[serde(skip)]
     pub oldest_wait_since_ms: Option<u64>,
 }

@@ -355,3 +355,37 @@ fn priorities_work_on_a_cluster() {
         r.assert_nothing_held(&[]);
     }
 }
+
+/// `top`'s and `metrics`' oldest wait is the earliest join among the
+/// waiters, not the head of the queue (a later, higher priority).
+#[test]
+fn the_oldest_wait_is_the_earliest_join_not_the_head() {
+    let r = Redis::start();
+    let file = tmpfile("oldest");
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let low = queue(&r, &["exec"], 0, "k", "low", &file, 1);
+    std::thread::sleep(Duration::from_millis(50)); // two joins, two ms
+    let high = queue(&r, &["exec"], 10, "k", "high", &file, 2);
+    let state: Vec<String> = r.cmd(&["HGETALL", &r.key("k")]);
+    let joins: Vec<u64> = state
+        .chunks(2)
+        .filter(|f| f[0].starts_with("a:"))
+        .map(|f| f[1].parse().unwrap())
+        .collect();
+    let (first, last) = (*joins.iter().min().unwrap(), *joins.iter().max().unwrap());
+    assert!(first < last, "{joins:?}");
+    let mut l = r.locker();
+    assert_eq!(l.status("k").unwrap().oldest_wait_since_ms, Some(first));
+    let views = l.overview("*").unwrap();
+    let v = views.iter().find(|v| v.status.key == "k").unwrap();
+    let since = v.now_ms - v.oldest_wait.unwrap().as_millis() as u64;
+    assert_eq!(since, first);
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    finish_all(vec![low, high]);
+    assert_eq!(ran(&file), ["high", "low"]);
+    r.assert_nothing_held(&[]);
+}
