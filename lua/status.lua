@@ -5,8 +5,9 @@
 --
 -- Returns {kind, limit, fence, waiters, waiting_writers, lost,
 -- oldest_wait_since, holder...}, lost being the loss record (JSON, '' if
--- none), oldest_wait_since when the first waiter still queued joined (server
--- ms; 0 if nobody waits, or it joined before rlock kept that) and each holder
+-- none), oldest_wait_since when the earliest waiter still queued joined
+-- (server ms; 0 if nobody waits, or they joined before rlock kept that;
+-- not the head of the queue, which --priority may change) and each holder
 -- {info_json, since_ms, ttl_left_ms, count, fence, mode}.
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
 -- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
