@@ -306,7 +306,8 @@ Examples:
   rlock exec market -- ./settle.sh
   rlock exec -w 30m staging-db staging-app -- ./deploy.sh   # both, no deadlock
   rlock exec -n -E 0 nightly -- ./report.sh     # cron: skip if running elsewhere
-  rlock exec --ttl 2m -w 10m deploy -- make deploy")]
+  rlock exec --ttl 2m -w 10m deploy -- make deploy
+  rlock exec --priority 10 -w 1h deploy -- ./hotfix.sh   # before routine waiters")]
     Exec {
         /// Lock name (more names may follow it, up to `--`: several locks)
         key: String,
