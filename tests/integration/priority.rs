@@ -337,14 +337,14 @@ fn priorities_work_on_a_cluster() {
         let file = tmpfile(&format!("cluster-{k}"));
         let tok = rc().args(["acquire", "--ttl", "30s", k]).run().ok().token();
         let mut kids = Vec::new();
-        for (n, (p, name)) in [("0", "low"), ("10", "high")].into_iter().enumerate() {
+        for (n, (p, name)) in [(1u32, ("0", "low")), (2, ("10", "high"))] {
             let line = format!("echo {name} >> {}", file.display());
             kids.push(
                 rc().args(["exec", "--priority", p, k, "--", "sh", "-c", &line])
                     .spawn(),
             );
             eventually(Duration::from_secs(10), "the waiter to queue", || {
-                waiting(k, n as u32 + 1)
+                waiting(k, n)
             });
         }
         rc().args(["release", k, "--token", &tok]).run().ok();
@@ -382,7 +382,7 @@ fn the_oldest_wait_is_the_earliest_join_not_the_head() {
     assert_eq!(l.status("k").unwrap().oldest_wait_since_ms, Some(first));
     let views = l.overview("*").unwrap();
     let v = views.iter().find(|v| v.status.key == "k").unwrap();
-    let since = v.now_ms - v.oldest_wait.unwrap().as_millis() as u64;
+    let since = v.now_ms - u64::try_from(v.oldest_wait.unwrap().as_millis()).unwrap();
     assert_eq!(since, first);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     finish_all(vec![low, high]);
