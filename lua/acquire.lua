@@ -302,7 +302,7 @@ if may_enter(kind, mode, limit, tok, rank) then
   local fence, bad = grant()
   if bad then return bad end
   leave_queue(tok)
-  local wake = with_wake(to_wake(tok), superseded)
+  local wake = with_wake(to_wake(tok, now), superseded)
   tidy(now)
   return with_wake({GRANTED, fence, 1}, wake)
 end
@@ -349,7 +349,7 @@ if ARGV[5] == '1' then
       local fence, bad = grant()
       if bad then return bad end
       leave_queue(tok)
-      local wake = with_wake(to_wake(tok), superseded)
+      local wake = with_wake(to_wake(tok, now), superseded)
       tidy(now)
       return with_wake({GRANTED, fence, 1}, wake)
     end
@@ -358,12 +358,18 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-local wake = with_wake(to_wake(tok), superseded)
+local wake = with_wake(to_wake(tok, now), superseded)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or
 -- another waiter's lease ends (a dead waiter ahead is then skipped), unless
--- someone wakes it.
+-- someone wakes it. A waiter ahead that was woken to take the lock has only
+-- a claim left (to_wake in common.lua, just above for the waiters this
+-- call names): the caller, a scout or a newcomer, looks again when that
+-- ends, and finds the claimant holding the lock or pruned. A claimant that
+-- calls here while its claim runs still has its place (may_enter above):
+-- it takes the lock, and the ZADD above gives it back a full waiter lease
+-- if it cannot (only a prune removes a queued token; nothing else grants).
 local first = redis.call('ZRANGE', HOLDERS, 0, 0, 'WITHSCORES')
 local wait_ms, info, since, holder_id = 0, '', 0, ''
 if first[1] then

@@ -74,6 +74,6 @@ for _, tok in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
     out[#out + 1] = tonumber(fence) or 0
   end
 end
-local wake = to_wake(nil)
+local wake = to_wake(nil, now)
 tidy(now)
 return with_wake(out, wake)

@@ -166,7 +166,11 @@ if held then
   forget_holder(tok, h[6])
   ended(h)
   prune(now)
-  local wake = to_wake(nil)
+  -- The waiters woken get a claim (a short waiter lease), the one behind
+  -- them a wake-up to check: a dead waiter at the head costs the live ones
+  -- at most the claim. Only leases are shortened here, nothing is granted:
+  -- see to_wake in common.lua for why that never makes two holders.
+  local wake = to_wake(nil, now)
   tidy(now)
   return with_wake({0}, wake)
 end
@@ -184,6 +188,6 @@ if all then
 end
 prune(now)
 local result = not_held_reply()
-local wake = to_wake(nil)
+local wake = to_wake(nil, now)
 tidy(now)
 return with_wake({result}, wake)

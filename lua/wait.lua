@@ -28,7 +28,9 @@ local now = now_ms()
 -- refused when its turn comes, by acquire.lua, if memory is still full.
 writes_at_maxmemory()
 -- XX: only refresh a place the caller has; CH: count it as done. A
--- heartbeat never lands in the same millisecond as the one before.
+-- heartbeat never lands in the same millisecond as the one before. (A
+-- claim, see to_wake in common.lua, ends here too: the caller is alive, and
+-- with the lock free this returns 0, so it runs acquire.lua at once.)
 if redis.call('ZADD', ALIVE, 'XX', 'CH', now + tonumber(ARGV[2]), tok) == 0 then
   return {NOT_HELD}
 end

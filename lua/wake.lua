@@ -4,10 +4,13 @@
 --
 -- KEYS     the wake-up lists, P{K}:w:<token>, all of one lock
 -- ARGV[1]  how long (ms) a signal waits in a list
+-- ARGV[1 + i] the signal for KEYS[i]: '1' (the default) wake up and look;
+--          's' a scout's (see to_wake in common.lua): look again when the
+--          claim of the waiter ahead ends
 -- A list without a TTL there is not rlock's (see common.lua): left alone.
-for _, k in ipairs(KEYS) do
+for i, k in ipairs(KEYS) do
   if redis.pcall('PTTL', k) ~= -1 then
-    redis.call('RPUSH', k, 1)
+    redis.call('RPUSH', k, ARGV[1 + i] or 1)
     redis.call('PEXPIRE', k, ARGV[1])
   end
 end

@@ -12,7 +12,7 @@
 //! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
 //! etcd-client), it starts a throwaway single-node etcd the same way and
 //! adds `etcdctl lock` rows; without them those rows are skipped. Sections
-//! 8 to 13 start redis-servers of their own (section 8: two RedLock sets of
+//! 8 to 14 start redis-servers of their own (section 8: two RedLock sets of
 //! 3 and 5 independent masters and a 3-master Redis Cluster).
 //!
 //! Layout: this file picks and runs the sections; `server.rs` (Redis INFO,
@@ -42,11 +42,13 @@ mod contended;
 mod cost;
 mod crowd;
 mod cycle;
+mod dead;
 mod deployments;
 mod expiry;
 mod handoff;
 mod idle;
 mod index;
+mod profile;
 mod rss;
 mod safety;
 mod throughput;
@@ -77,7 +79,7 @@ impl Bench {
 type Section = fn(&Bench);
 
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, Section); 14] = [
+const SECTIONS: [(&str, Section); 16] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),
@@ -92,6 +94,8 @@ const SECTIONS: [(&str, Section); 14] = [
     ("12", expiry::run),
     ("13", index::run),
     ("14", top::run),
+    ("15", profile::run),
+    ("16", dead::run),
 ];
 
 fn main() {

@@ -488,13 +488,16 @@ pub fn run_set(
         }
     }
     if let Some(source) = outcome.spawn_failed {
-        let _ = release(locker, false);
+        let code = match source.kind() {
+            std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+            _ => exit_code::CANNOT_EXECUTE,
+        };
+        // The history's `released` says why the hold was so short: the
+        // exit code rlock gives (127, 126), as a shell would.
+        let _ = release_noted(locker, false, Some(i32::from(code)), false);
         return Err(Error::Spawn {
             program: spec.program.to_string_lossy().into_owned(),
-            code: match source.kind() {
-                std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
-                _ => exit_code::CANNOT_EXECUTE,
-            },
+            code,
             source,
         });
     }

@@ -11,13 +11,15 @@ use crate::{Error, Result};
 
 /// A waiter checks in with Redis at least this often, even if nothing
 /// wakes it: one blocking pop and one heartbeat script (lua/wait.lua) per
-/// period, 6 server commands, so an idle waiter costs the server about 2.4
-/// commands and 0.8 requests a second.
-pub const HEARTBEAT: Duration = Duration::from_millis(2500);
+/// period, 7 server commands counted (the script's 5 included), so an idle
+/// waiter costs the server about 1.4 commands and 0.4 requests a second.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// A queued waiter that has not checked in for this long is presumed dead
-/// and skipped (server clock). Shorter for leases shorter than this: a dead
-/// waiter never blocks others for longer than its own TTL.
-pub const WAITER_LEASE: Duration = Duration::from_secs(6);
+/// and dropped from the queue (server clock; the TTL if shorter). A dead
+/// waiter does not hold up the queue that long once the lock is free: the
+/// waiter woken to take it has a claim of 800 ms (see `to_wake` in
+/// lua/common.lua), after which the one behind it goes ahead.
+pub const WAITER_LEASE: Duration = Duration::from_secs(15);
 /// Shortest lease TTL accepted.
 pub const MIN_TTL: Duration = Duration::from_millis(50);
 /// Longest lease TTL accepted.

@@ -188,15 +188,72 @@ impl Backend for Quorum {
         reason: &str,
     ) -> Result<Broken> {
         self.check_twins()?;
-        let (k, h, b, r) = (
-            key.to_string(),
-            holders.clone(),
-            by.to_string(),
-            reason.to_string(),
-        );
+        // A grant's fence is each master's own: a majority agrees on it
+        // (RLOCK_FENCE), but a master outside that majority may show
+        // another (its counter ran ahead), and `status`, which reads the
+        // first master that answers, shows that one then. So the fences
+        // named are first turned into the holders they name (host, pid,
+        // mode) on the masters, and each master breaks those holders'
+        // holds under its own fences. A fence that names different
+        // holders on different masters names the one most masters give
+        // it (the majority's).
+        // Safety: breaking by the fences themselves on every master
+        // missed the hold wherever its fence differed: with the fence of
+        // a master outside the majority, the holder kept its majority (its
+        // renewals went on: not broken at all, yet reported broken, the
+        // woken waiter without a majority to take).
+        // (`named`: the fences named that hold somewhere, reported as the
+        // fences broken if any master broke a hold.)
+        let (who, named) = match holders {
+            Holders::All => (None, Vec::new()),
+            Holders::Fences(fences) => {
+                let k = key.to_string();
+                let statuses = self.on_all(Turn::Skip, move |node| node.status(&k), |_, late| late);
+                let statuses: Vec<Status> = statuses.into_iter().flatten().flatten().collect();
+                let mut who: Vec<(String, u32, String)> = Vec::new();
+                let mut named = Vec::new();
+                for f in fences {
+                    let mut seen: Vec<((String, u32, String), usize)> = Vec::new();
+                    for h in statuses.iter().flat_map(|st| &st.holders) {
+                        if h.fence != *f {
+                            continue;
+                        }
+                        let id = (h.host.clone(), h.pid, h.mode.clone());
+                        match seen.iter_mut().find(|(i, _)| *i == id) {
+                            Some((_, n)) => *n += 1,
+                            None => seen.push((id, 1)),
+                        }
+                    }
+                    if let Some((id, _)) = seen.into_iter().max_by_key(|(_, n)| *n) {
+                        named.push(*f);
+                        if !who.contains(&id) {
+                            who.push(id);
+                        }
+                    }
+                }
+                (Some(who), named)
+            }
+        };
+        let (k, b, r) = (key.to_string(), by.to_string(), reason.to_string());
         let answers = self.on_all(
             Turn::Queue,
-            move |node| node.break_lock(&k, &h, &b, &r),
+            move |node| match &who {
+                None => node.break_lock(&k, &Holders::All, &b, &r),
+                Some(who) => {
+                    let here = node.status(&k)?;
+                    let fences = here
+                        .holders
+                        .iter()
+                        .filter(|h| {
+                            who.iter().any(|(host, pid, mode)| {
+                                h.host == *host && h.pid == *pid && h.mode == *mode
+                            })
+                        })
+                        .map(|h| h.fence)
+                        .collect();
+                    node.break_lock(&k, &Holders::Fences(fences), &b, &r)
+                }
+            },
             |_, late| late,
         );
         let n = answers.len();
@@ -215,6 +272,12 @@ impl Backend for Quorum {
                 }
                 Err(e) => error = error.or(Some(e)),
             }
+        }
+        if let Some(o) = out.as_mut()
+            && !o.fences.is_empty()
+            && !named.is_empty()
+        {
+            o.fences = named;
         }
         match (out, error) {
             (Some(o), _) => Ok(o),

@@ -24,6 +24,10 @@ use super::redact;
 ///   and `-passout`; and `-a`, but only after redis-cli (or
 ///   redis-benchmark, or valkey's and keydb's), as `-a` means something
 ///   harmless to most programs (`cp -a`). `--no-...` flags take no value.
+///   Likewise a password glued to `-p` (`-p***`) after mysql (or
+///   mariadb, and their mysqldump, mysqladmin... tools), whose `-p` takes
+///   its password only that way (`mysql -p db`: db is a database), and
+///   `-p` of sshpass, glued or not;
 ///   The match is stricter than for `NAME=value` because a flag that takes
 ///   no value would hide an innocent argument;
 /// - after redis-cli (and the like), every word after AUTH or AUTH2, user
@@ -96,6 +100,29 @@ const REDIS_TOOLS: &[&str] = &[
     "keydb-benchmark",
 ];
 
+/// Programs whose `-pPASSWORD` (glued: a separate word is no password)
+/// is a password.
+const MYSQL_TOOLS: &[&str] = &[
+    "mysql",
+    "mysqldump",
+    "mysqladmin",
+    "mysqlcheck",
+    "mysqlimport",
+    "mysqlshow",
+    "mysqlpump",
+    "mysqlbinlog",
+    "mysqlslap",
+    "mysqlsh",
+    "mariadb",
+    "mariadb-dump",
+    "mariadb-admin",
+    "mariadb-check",
+    "mariadb-import",
+    "mariadb-show",
+    "mariadb-binlog",
+    "mariadb-slap",
+];
+
 /// Words that, after a redis-cli, start a command's credentials: AUTH
 /// [user] password, HELLO 3 AUTH user password, MIGRATE ... AUTH
 /// password or AUTH2 user password. What follows them is hidden.
@@ -116,6 +143,10 @@ struct Words {
     script: bool,
     /// A redis-cli came before: its `-a` takes a password.
     redis_tool: bool,
+    /// A mysql (or the like) came before: its `-pPASSWORD` is one.
+    mysql_tool: bool,
+    /// An sshpass came before: its `-p` takes a password, glued or not.
+    sshpass: bool,
 }
 
 #[derive(Default, PartialEq)]
@@ -192,6 +223,22 @@ impl Words {
         let program = bare.rsplit('/').next().unwrap_or(bare);
         if REDIS_TOOLS.contains(&program) {
             self.redis_tool = true;
+        }
+        if MYSQL_TOOLS.contains(&program) {
+            self.mysql_tool = true;
+        }
+        if program == "sshpass" {
+            self.sshpass = true;
+        }
+        if (self.mysql_tool || self.sshpass)
+            && let Some(pw) = bare.strip_prefix("-p")
+            && !pw.is_empty()
+        {
+            return "-p***".into();
+        }
+        if self.sshpass && bare == "-p" {
+            self.hide = Hide::Next;
+            return w.into();
         }
         if self.redis_tool {
             if REDIS_AUTH.iter().any(|c| bare.eq_ignore_ascii_case(c)) {

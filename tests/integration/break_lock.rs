@@ -332,6 +332,71 @@ fn under_redlock_the_break_reaches_every_master_and_exec_says_why() {
     );
 }
 
+/// Under RedLock a majority agrees on a grant's fence, but a master
+/// outside it may show another (its counter was behind the floor the
+/// others jumped to), and `status` shows that one when that master
+/// answers first. `--holder` with that fence breaks the hold on every
+/// master: breaking by the fence alone ended it on that master only, and
+/// the holder kept its majority and ran on, reported broken.
+#[test]
+fn under_redlock_holder_names_the_hold_whatever_master_its_fence_is_from() {
+    let ms: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
+    let urls = ms.iter().map(Redis::url).collect::<Vec<_>>().join(",");
+    // Masters 1 and 2 ahead: they agree on a fence master 0 does not give.
+    for m in &ms[1..] {
+        let _: () = m.cmd(&[
+            "SET",
+            &format!("{}:fence", m.key("k")),
+            "5000000000000",
+            "PX",
+            "600000",
+        ]);
+    }
+    let holder = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args(["exec", "--ttl", "3s", "k", "--", "sleep", "60"])
+        .spawn();
+    eventually(Duration::from_secs(10), "held on every master", || {
+        ms.iter().all(|m| m.held("k"))
+    });
+    let fence_on = |m: &Redis| m.status_json("k")["holders"][0]["fence"].as_u64().unwrap();
+    let odd = fence_on(&ms[0]);
+    assert_ne!(odd, fence_on(&ms[1]), "the masters agree: nothing tested");
+    // Masters 1 and 2 answer late: `break` sees master 0's status first,
+    // as the operator's `status` did.
+    for m in &ms[1..] {
+        let _: () = m.cmd(&["CLIENT", "PAUSE", "250", "ALL"]);
+    }
+    let out = bare_rlock()
+        .env("RLOCK_URL", &urls)
+        .args([
+            "break",
+            "k",
+            "--holder",
+            &odd.to_string(),
+            "--reason",
+            "r",
+            "--yes",
+        ])
+        .run()
+        .ok();
+    assert!(
+        out.stderr
+            .contains(&format!("broke lock \"k\" (fence {odd})")),
+        "{}",
+        out.stderr
+    );
+    for m in &ms {
+        assert!(!m.held("k"), "still held on {}", m.url());
+    }
+    let broken = finish(holder, "the broken exec").code(79);
+    assert!(
+        broken.stderr.contains("it was broken by"),
+        "{}",
+        broken.stderr
+    );
+}
+
 #[test]
 fn on_a_cluster_break_works_for_keys_on_every_master() {
     let c = Cluster::start(3);

@@ -99,6 +99,25 @@ fn exec_records_granted_and_released_with_its_exit_code_oldest_first() {
     assert!(lines[2].contains("exit 3"), "{text}");
 }
 
+/// A command that cannot start: rlock exits 127 (not found) or 126 (not
+/// executable: a directory), and the `released` of its short hold says so.
+#[test]
+fn a_command_that_cannot_start_is_released_with_127_or_126() {
+    let r = Redis::shared();
+    rlock(&r)
+        .args(["exec", "nostart", "--", "/nonexistent/cmd"])
+        .run()
+        .code(127);
+    rlock(&r)
+        .args(["exec", "nostart", "--", "/"])
+        .run()
+        .code(126);
+    let h = history(&r, "nostart", &[]);
+    assert_eq!(events(&h), ["granted", "released", "granted", "released"]);
+    assert_eq!(h[1]["exit_code"], 127, "{h:?}");
+    assert_eq!(h[3]["exit_code"], 126, "{h:?}");
+}
+
 /// `acquire` prints a token; no form of the history shows it.
 #[test]
 fn no_token_shows_in_the_history() {
@@ -397,6 +416,34 @@ fn the_history_shows_no_password() {
     for args in [vec!["history", "pw"], vec!["history", "pw", "--json"]] {
         let out = rlock(&r).args(args).run().ok().stdout;
         assert!(out.contains("released"), "{out}");
+        assert!(!out.contains("hunter2"), "{out}");
+    }
+}
+
+/// A password glued to mysql's `-p` (the most common way to give one to
+/// a cron'd mysqldump) is hidden too, in the history as in status.
+#[test]
+fn the_history_shows_no_mysql_password() {
+    let r = Redis::shared();
+    rlock(&r)
+        .args([
+            "exec",
+            "mysqlpw",
+            "--",
+            "sh",
+            "-c",
+            "true",
+            "mysql",
+            "-phunter2",
+        ])
+        .run()
+        .ok();
+    for args in [
+        vec!["history", "mysqlpw"],
+        vec!["history", "mysqlpw", "--json"],
+    ] {
+        let out = rlock(&r).args(args).run().ok().stdout;
+        assert!(out.contains("released") && out.contains("-p***"), "{out}");
         assert!(!out.contains("hunter2"), "{out}");
     }
 }

@@ -367,3 +367,35 @@ fn a_bad_rlock_list_scan_is_refused() {
         .ok();
     assert!(r.keys().is_empty(), "{:?}", r.keys());
 }
+
+/// A command line is stored as given (redacted), control characters and
+/// all; `list` and `status` show it, but never let an escape sequence in
+/// it reach the operator's terminal (as `history` does not).
+#[test]
+fn list_and_status_show_no_escape_sequence_a_holder_stored() {
+    let r = Redis::shared();
+    let job = rlock(&r)
+        .args([
+            "exec",
+            "--ttl",
+            "30s",
+            "escaped-cmd",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+            "\x1b]0;pwned\x07\x1b[2J",
+        ])
+        .spawn();
+    eventually(Duration::from_secs(5), "the job to hold the lock", || {
+        r.held("escaped-cmd")
+    });
+    let list = rlock(&r).args(["list", "escaped-cmd"]).run().ok().stdout;
+    let status = rlock(&r).args(["status", "escaped-cmd"]).run().ok().stdout;
+    kill(job.id(), libc::SIGKILL);
+    let _ = finish(job, "exec");
+    for out in [list, status] {
+        assert!(out.contains("cmd sh -c sleep 30 ?]0;pwned??[2J"), "{out:?}");
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+    }
+}

@@ -12,6 +12,7 @@ mod algo;
 mod break_lock;
 mod cli;
 mod cluster;
+mod dead_waiter;
 mod deb;
 mod docs;
 mod doctor;

@@ -66,9 +66,10 @@ Waiting:
   Waiters queue in Redis by --priority, then in arrival order (FIFO), and
   block on a wake-up list; a release wakes the next in line. Each sleep is
   bounded by the holder's TTL (a crashed holder costs at most its TTL) and
-  by a 2.5s heartbeat. A
-  waiter that dies is skipped after its 6s waiter lease (server clock; the
-  TTL if shorter); one that times out or is interrupted leaves the queue at
+  by a 5s heartbeat. A waiter woken for its turn has 800ms to claim it, so
+  one that died while queued holds up the next in line by at most that,
+  once the lock is free (server clock); one that times out or is
+  interrupted leaves the queue at
   once.
 
 Signals (exec):

@@ -44,7 +44,7 @@ pub(crate) fn status(st: &Status) -> String {
         let _ = write!(
             out,
             "host {} pid {} since {} ttl {} fence {}",
-            h.host,
+            plain(&h.host),
             h.pid,
             h.since,
             human(Duration::from_millis(h.ttl_ms)),
@@ -61,13 +61,15 @@ pub(crate) fn status(st: &Status) -> String {
         if !h.set.is_empty() {
             let _ = write!(out, " with {}", plain(&h.set.join(",")));
         }
+        // What a holder stored is shown, never obeyed: no escape
+        // sequence reaches the operator's terminal (as in `history`).
         if let Some(cmd) = &h.cmd {
-            let _ = write!(out, " cmd {cmd}");
+            let _ = write!(out, " cmd {}", plain(cmd));
         }
         out.push('\n');
     }
     if let Some(lost) = &st.last_lost {
-        let _ = writeln!(out, "  last lost: {lost}");
+        let _ = writeln!(out, "  last lost: {}", plain(&lost.to_string()));
     }
     out
 }
@@ -111,7 +113,7 @@ pub(crate) fn event_json(e: &rlock::Event) -> serde_json::Value {
 
 /// Text without control characters (a terminal must not obey a stored
 /// escape sequence).
-fn plain(s: &str) -> String {
+pub(crate) fn plain(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::{Attempt, Node};
+use super::{Attempt, CLAIM, Node, SCOUT};
 use crate::clock::BootTime;
 use crate::duration::millis;
 use crate::lock::backend::Backend;
@@ -126,8 +126,9 @@ impl Node {
         w.interrupted()
     }
 
-    /// Block on our wake-up list for at most `nap`. Whether we were woken.
-    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<bool> {
+    /// Block on our wake-up list for at most `nap`. The signal we were
+    /// woken with ("1", or [`SCOUT`]), or None.
+    fn nap(&mut self, wake_key: &str, nap: Duration) -> Result<Option<String>> {
         // At least 2 ms: Redis 6.2 turns a timeout of "0.001" seconds into
         // 0.999... ms, truncates that to 0, and 0 blocks for ever (Redis 7
         // rounds up); the read then timed out and the acquire failed.
@@ -141,7 +142,7 @@ impl Node {
             .query(conn);
         let _ = conn.set_read_timeout(Some(timeout));
         self.used();
-        res.map(|r| r.is_some())
+        res.map(|r| r.map(|(_, signal)| signal))
             .map_err(|e| self.fail(e, "wait for the lock".into()))
     }
 
@@ -347,7 +348,15 @@ impl Node {
                     nap = nap.min(left);
                 }
                 let checked = match self.nap(&lock.wake_key(&token), nap) {
-                    Ok(false) if w.left() != Some(Duration::ZERO) && !w.cancelled() => {
+                    Ok(Some(signal)) if signal == SCOUT && !w.cancelled() => {
+                        // The waiter ahead was woken to take the lock, with
+                        // a claim (lua/common.lua, to_wake): if it is dead,
+                        // the claim lapses, and a look then finds the lock
+                        // free and prunes it. Not woken ourselves: block on.
+                        quiet = CLAIM;
+                        continue;
+                    }
+                    Ok(None) if w.left() != Some(Duration::ZERO) && !w.cancelled() => {
                         // With several holders the first by lease end may
                         // change at every renewal: do not ask then.
                         let known = if busy.holders == 1 { &*holder_id } else { "" };

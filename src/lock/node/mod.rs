@@ -26,6 +26,15 @@ use crate::conn::{Conn, IDLE_RECONNECT, Server};
 use crate::duration::{human, millis};
 use crate::{Busy, Error, Result};
 
+/// The signal a scout gets on its wake-up list (lua/wake.lua): the waiter
+/// ahead of it was woken to take the lock and has a claim of [`CLAIM`]; look
+/// again once that ends.
+pub(super) const SCOUT: &str = "s";
+
+/// How long a waiter woken to take the lock has to claim it: `CLAIM_MS` in
+/// lua/common.lua.
+pub(super) const CLAIM: Duration = Duration::from_millis(800);
+
 // One per reply, moved out at once: boxing `Busy` (larger since holder
 // info has `set`) would cost an allocation per busy reply for nothing.
 #[allow(clippy::large_enum_variant)]
@@ -187,21 +196,44 @@ impl Node {
     /// Wake the waiters a script named (see lua/common.lua): push to each
     /// one's wake-up list, in one round trip (lua/wake.lua, so that every
     /// key is declared and a cluster routes it). Best effort, sent once: a
-    /// waiter that is not woken finds out at its next heartbeat.
+    /// waiter that is not woken finds out at its next heartbeat. A token
+    /// named `~<token>` is a scout's (see `to_wake` in lua/common.lua): it
+    /// gets the signal [`SCOUT`], not a wake-up.
     fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
-        let keys: Vec<String> = tokens
-            .iter()
-            .filter_map(|t| String::from_redis_value(t.clone()).ok())
-            .map(|t| lock.wake_key_of(&t))
-            .collect();
+        let mut keys = Vec::with_capacity(tokens.len());
+        let mut args = vec![WAKE_TTL_MS.to_string()];
+        for t in tokens {
+            let Ok(t) = String::from_redis_value(t.clone()) else {
+                continue;
+            };
+            let (t, signal) = match t.strip_prefix('~') {
+                Some(scout) => (scout, SCOUT),
+                None => (&*t, "1"),
+            };
+            keys.push(lock.wake_key_of(t));
+            args.push(signal.to_string());
+        }
         if !keys.is_empty() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let _: Result<i64> = self.eval(
                 &WAKE,
                 &keys,
-                &[&WAKE_TTL_MS.to_string()],
+                &args,
                 || format!("wake the waiters for {:?}", lock.name()),
                 Duration::ZERO,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CLAIM;
+
+    #[test]
+    fn the_claim_is_the_scripts() {
+        let common = include_str!("../../../lua/common.lua");
+        let want = format!("local CLAIM_MS = {}\n", CLAIM.as_millis());
+        assert!(common.contains(&want), "lua/common.lua lacks {want:?}");
     }
 }

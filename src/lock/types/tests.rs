@@ -92,10 +92,10 @@ fn backoff_doubles_from_100_to_800_ms() {
 fn waiters_check_in_well_within_their_lease() {
     assert_eq!(waiter_lease(Duration::from_secs(30)), WAITER_LEASE);
     assert_eq!(waiter_lease(Duration::from_secs(1)), Duration::from_secs(1));
-    // 2/5 of the 6 s waiter lease comes first: HEARTBEAT (2.5 s) is a cap
-    // no TTL reaches.
-    assert_eq!(heartbeat(Duration::from_secs(30)), ms(2400));
-    assert!(heartbeat(MAX_TTL) < HEARTBEAT);
+    // HEARTBEAT (5 s) comes before 2/5 of the 15 s waiter lease (6 s).
+    assert_eq!(heartbeat(Duration::from_secs(30)), HEARTBEAT);
+    assert_eq!(heartbeat(MAX_TTL), HEARTBEAT);
+    assert_eq!(heartbeat(Duration::from_secs(10)), ms(4000));
     assert_eq!(heartbeat(Duration::from_secs(1)), ms(400));
     assert_eq!(heartbeat(MIN_TTL), ms(20));
 }

@@ -232,6 +232,38 @@ fn redis_cli_passwords() {
 }
 
 #[test]
+fn mysql_and_sshpass_passwords_glued_to_p() {
+    assert_eq!(
+        cmd(&["mysql", "-u", "root", "-phunter2", "db"]),
+        "mysql -u root -p*** db"
+    );
+    assert_eq!(
+        cmd(&["/usr/bin/mysqldump", "-phunter2", "--all-databases"]),
+        "/usr/bin/mysqldump -p*** --all-databases"
+    );
+    assert_eq!(
+        cmd(&["sh", "-c", "mariadb -phunter2 -e 'select 1'"]),
+        "sh -c mariadb -p*** -e 'select 1'"
+    );
+    assert_eq!(
+        cmd(&["sshpass", "-p", "hunter2", "ssh", "h"]),
+        "sshpass -p *** ssh h"
+    );
+    assert_eq!(
+        cmd(&["sshpass", "-phunter2", "ssh", "h"]),
+        "sshpass -p*** ssh h"
+    );
+    // mysql's `-p db` prompts for the password: db is a database; and
+    // -p of other programs is no password.
+    assert_eq!(cmd(&["mysql", "-p", "db"]), "mysql -p db");
+    assert_eq!(cmd(&["mkdir", "-pv", "d"]), "mkdir -pv d");
+    assert_eq!(
+        cmd(&["mysql", "-P3306", "--port=3306"]),
+        "mysql -P3306 --port=3306"
+    );
+}
+
+#[test]
 fn secrets_in_env_style_assignments() {
     for (arg, shown) in [
         ("REDIS_PASSWORD=hunter2", "REDIS_PASSWORD=***"),

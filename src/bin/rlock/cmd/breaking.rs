@@ -114,11 +114,11 @@ fn describe(holders: &[&HolderStatus]) -> String {
             let cmd = h
                 .cmd
                 .as_deref()
-                .map(|c| format!(", cmd {c}"))
+                .map(|c| format!(", cmd {}", crate::render::plain(c)))
                 .unwrap_or_default();
             format!(
                 "host {} pid {} (fence {}, held {}{cmd})",
-                h.host,
+                crate::render::plain(&h.host),
                 h.pid,
                 h.fence,
                 human(held)

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use rlock::duration::human;
 use rlock::exec::{Event, KillCause, Spec};
-use rlock::{HolderInfo, Request, exit_code};
+use rlock::{Request, exit_code};
 
 use crate::cli::{Global, RunOpts};
 use crate::setup::{connect, inherited, waiting};
@@ -113,7 +113,10 @@ pub(crate) fn exec(
     mistyped_option(command)?;
     let max_hold = crate::setup::max_hold(run.max_hold)?;
     req.check()?;
-    req.info = HolderInfo::current(Some(rlock::conn::redact_command(command)));
+    // Request::new made the holder info of this process already: only
+    // the command is added (looking the user up again cost a second pass
+    // through the password database where USER is not set).
+    req.info.cmd = Some(rlock::conn::redact_command(command));
     let mut locker = connect(g)?;
     req.reenter = inherited(&locker, key)?;
     let spec = Spec {
