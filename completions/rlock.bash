@@ -161,7 +161,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__acquire)
-            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --limit --keep --keep-while --on-lost --grace --max-hold --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
+            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --priority --conflict-exit-code --limit --keep --keep-while --on-lost --grace --max-hold --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -184,6 +184,10 @@ _rlock() {
                     return 0
                     ;;
                 --min-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --priority)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -441,7 +445,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__exec)
-            opts="-w -n -E -s -x -c -o -F -u -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --limit --on-lost --kill-leftovers --grace --max-hold --shared --exclusive --command --close --no-fork --unlock --fd --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
+            opts="-w -n -E -s -x -c -o -F -u -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --priority --conflict-exit-code --limit --on-lost --kill-leftovers --grace --max-hold --shared --exclusive --command --close --no-fork --unlock --fd --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -464,6 +468,10 @@ _rlock() {
                     return 0
                     ;;
                 --min-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --priority)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1051,7 +1059,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__rw)
-            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --conflict-exit-code --on-lost --kill-leftovers --grace --max-hold --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help read write"
+            opts="-w -n -E -q -v -h --ttl --timeout --wait --nb --nonblock --no-wait --min-hold --supersede --priority --conflict-exit-code --on-lost --kill-leftovers --grace --max-hold --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help read write"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1074,6 +1082,10 @@ _rlock() {
                     return 0
                     ;;
                 --min-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --priority)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

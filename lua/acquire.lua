@@ -27,7 +27,10 @@
 --         '1' yes, this token's first call; '2' yes, a later call
 -- ARGV[14] how long (ms) the caller has waited so far (for the history's
 --         `granted` event)
--- ARGV[15] history cap, ARGV[16] history retention in ms (see common.lua)
+-- ARGV[15] --priority: an integer from -1000 to 1000 ('0' the default);
+--         a waiter with a higher one is served first (see "Priority")
+-- ARGV[16] history cap, ARGV[17] history retention in ms (see common.lua:
+--         always the last two)
 --
 -- Returns one of (names as in common.lua)
 --   {GRANTED, fence, count, wake...}   count > 1 means re-entered
@@ -82,6 +85,20 @@
 -- --supersede waiter queued is older than that one, so it is superseded
 -- too. Holders are never touched. Everything here is in the slow path:
 -- an uncontended acquire of a free lock pays nothing for it.
+--
+-- Priority (--priority P): a waiter's score in the queue (and in P{K}:qw)
+-- is its priority band, then its arrival: -P * PRIO_BAND + n, n from the
+-- counter 'qn' in the state hash (one more per join). A higher priority
+-- is a lower score, served first; equal priorities keep arrival order;
+-- priority 0 scores 1, 2, 3... as before priorities. may_enter, to_wake
+-- and first_writer in common.lua compare these scores as they compared
+-- arrival orders, so a reader queued at a higher priority than the first
+-- waiting writer goes before it, one at a lower priority behind it.
+-- Holders are never pre-empted: the score orders waiters only. A steady
+-- stream of higher priorities starves a lower one (its -w bounds its
+-- wait). Scores stay below 1e14 in size (|P| <= 1000, n < PRIO_BAND), so
+-- they pass through Lua numbers and '(' .. score exactly (%.14g).
+local PRIO_BAND = 1e10
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
@@ -119,7 +136,7 @@ local function grant()
   -- left open until its end is recorded (released, expired, ...). The
   -- XADD is the first write: at maxmemory, or on a P{K}:log rlock did not
   -- write, the script stops before anything is written.
-  local cap, keep = tonumber(ARGV[15]) or 200, tonumber(ARGV[16]) or 604800000
+  local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
   if cap > 0 then
     redis.call('XADD', KEYS[7], 'MAXLEN', '~', cap, '*', 'e', 'granted', 'f', fence,
       'i', ARGV[4], 'w', tonumber(ARGV[14]) or 0)
@@ -296,8 +313,20 @@ if ARGV[5] == '1' then
     -- Joining creates the queue keys: check their types first.
     local bad = check_types()
     if bad then return bad end
-    local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')
-    local seq = (tonumber(last[2]) or 0) + 1
+    -- Its score: priority band, then arrival (see "Priority" above). A
+    -- queue of an earlier release scores its waiters 1, 2, 3... and keeps
+    -- no counter: a new counter starts past them.
+    local n = redis.call('HINCRBY', STATE, 'qn', 1)
+    if n == 1 then
+      local last = redis.call('ZREVRANGEBYSCORE', QUEUE, '(' .. PRIO_BAND, 0, 'WITHSCORES',
+        'LIMIT', 0, 1)
+      if last[2] then
+        n = tonumber(last[2]) + 1
+        redis.call('HSET', STATE, 'qn', n)
+      end
+    end
+    local prio = math.floor(math.max(-1000, math.min(1000, tonumber(ARGV[15]) or 0)))
+    local seq = -prio * PRIO_BAND + n
     redis.call('ZADD', QUEUE, seq, tok)
     if mode == 'w' then redis.call('ZADD', WRITERS, seq, tok) end
     -- 'a:<token>': when it joined (server ms), for `top` and `metrics`
@@ -309,6 +338,23 @@ if ARGV[5] == '1' then
     end
   end
   redis.call('ZADD', ALIVE, now + tonumber(ARGV[6]), tok)
+  if not rank then
+    -- A higher priority may have placed it ahead of waiters that were
+    -- woken to a free place but have not come to take it yet: then the
+    -- place is its own now (they find themselves behind it, and wait).
+    -- At the tail, as every priority-0 newcomer, this is the may_enter
+    -- above again, and false.
+    local now_rank = redis.call('ZRANK', QUEUE, tok)
+    if now_rank < position and may_enter(kind, mode, limit, tok, now_rank) then
+      local fence, bad = grant()
+      if bad then return bad end
+      leave_queue(tok)
+      local wake = with_wake(to_wake(tok, now), superseded)
+      tidy(now)
+      return with_wake({GRANTED, fence, 1}, wake)
+    end
+    position = now_rank
+  end
 elseif rank then
   leave_queue(tok)
 end

@@ -24,11 +24,16 @@
 --                                              by whom (info JSON)
 --                               a:<token>   -> when that waiter joined the
 --                                              queue (server ms)
+--                               qn          -> waiters that joined so far
+--                                              (their arrival order; see
+--                                              "Priority" in acquire.lua)
 --   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
---   KEYS[3] P{K}:q      ZSET    <token> -> arrival order of a waiter (FIFO)
+--   KEYS[3] P{K}:q      ZSET    <token> -> a waiter's place: priority band,
+--                               then arrival order (FIFO within a priority;
+--                               see "Priority" in acquire.lua)
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
 --   KEYS[5] P{K}:fence  STRING  the last fencing value granted (see below)
---   KEYS[6] P{K}:qw     ZSET    <token> -> arrival order, waiting writers only
+--   KEYS[6] P{K}:qw     ZSET    <token> -> the same score, waiting writers only
 --   KEYS[7] P{K}:log    STREAM  the lock's history: one entry per event
 --                               (see log_event below)
 --   KEYS[8] P{K}:n      HASH    counters of events (grants, released,
@@ -275,7 +280,7 @@ local function prune(now)
   end
 end
 
--- The first waiting writer's arrival order, or nil.
+-- The first waiting writer and its score in the queue (as in QUEUE), or nil.
 local function first_writer()
   local w = redis.call('ZRANGE', WRITERS, 0, 0, 'WITHSCORES')
   if w[1] then return w[1], tonumber(w[2]) end

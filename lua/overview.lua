@@ -43,12 +43,11 @@ local function one(b)
   if #alive > 0 then
     local live = {}
     for _, tok in ipairs(alive) do live[tok] = true end
-    -- The queue is in arrival order: the first live waiter waited longest.
-    for _, tok in ipairs(redis.call('ZRANGE', K(3), 0, -1)) do
-      if live[tok] then
-        oldest = tonumber(f['a:' .. tok]) or 0
-        break
-      end
+    -- The queue is in priority order (--priority), so the longest wait is
+    -- the earliest join among live waiters, wherever they stand.
+    for tok in pairs(live) do
+      local a = tonumber(f['a:' .. tok])
+      if a and (oldest == 0 or a < oldest) then oldest = a end
     end
     for _, tok in ipairs(redis.call('ZRANGE', K(6), 0, -1)) do
       if live[tok] then writers = writers + 1 end

@@ -5,8 +5,9 @@
 --
 -- Returns {kind, limit, fence, waiters, waiting_writers, lost,
 -- oldest_wait_since, holder...}, lost being the loss record (JSON, '' if
--- none), oldest_wait_since when the first waiter still queued joined (server
--- ms; 0 if nobody waits, or it joined before rlock kept that) and each holder
+-- none), oldest_wait_since when the earliest waiter still queued joined
+-- (server ms; 0 if nobody waits, or they joined before rlock kept that;
+-- not the head of the queue, which --priority may change) and each holder
 -- {info_json, since_ms, ttl_left_ms, count, fence, mode}.
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
 -- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
@@ -29,14 +30,12 @@ local out = {
   redis.call('GET', KEYS[9]) or '',
   0,
 }
--- The queue is in arrival order; waiters that stopped calling in are
--- skipped (they are pruned by the next acquire).
-for _, tok in ipairs(redis.call('ZRANGE', QUEUE, 0, -1)) do
-  local alive = redis.call('ZSCORE', ALIVE, tok)
-  if alive and tonumber(alive) > now then
-    out[7] = tonumber(redis.call('HGET', STATE, 'a:' .. tok)) or 0
-    break
-  end
+-- The queue is in priority order (--priority), so the longest wait is the
+-- earliest join among the live waiters; waiters that stopped calling in
+-- are skipped (they are pruned by the next acquire).
+for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '(' .. now, '+inf')) do
+  local a = tonumber(redis.call('HGET', STATE, 'a:' .. tok))
+  if a and (out[7] == 0 or a < out[7]) then out[7] = a end
 end
 local hs = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #hs, 2 do

@@ -30,7 +30,7 @@ SERVERS=(
 TESTS=(
   server:: cli:: rw:: algo:: library:: oom:: doctor:: keep:: history::
   cluster:: redlock:: sentinel:: failover:: index::
-  break_lock:: max_hold::
+  break_lock:: max_hold:: priority::
   waiting::supersede
   metrics:: top::once_ranks_the_most_contended_first_in_plain_text
   top::the_oldest_wait_counts_from_the_first_waiter_still_queued

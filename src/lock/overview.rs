@@ -57,8 +57,9 @@ pub struct LockView {
     /// The server's clock when this view was read (ms since 1970): held
     /// times and waits count to it.
     pub now_ms: u64,
-    /// How long the first waiter still queued has waited (None: nobody
-    /// waits, or it joined before this release of rlock).
+    /// How long the waiter that joined first, of those still queued, has
+    /// waited (None: nobody waits, or they joined before this release of
+    /// rlock).
     pub oldest_wait: Option<Duration>,
     /// Grants in the last [`GRANTS_WINDOW`], by the server's clock.
     pub grants_last_minute: u64,

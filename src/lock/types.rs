@@ -24,6 +24,8 @@ pub const WAITER_LEASE: Duration = Duration::from_secs(15);
 pub const MIN_TTL: Duration = Duration::from_millis(50);
 /// Longest lease TTL accepted.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Highest [`Request::priority`]; the lowest is its negative.
+pub const MAX_PRIORITY: i32 = 1000;
 /// An owner token: a UUIDv4, 122 random bits. Its Debug output hides it so
 /// it cannot end up in logs by accident.
 #[derive(Clone, PartialEq, Eq)]
@@ -350,6 +352,14 @@ pub struct Request {
     /// Holders are never touched. Needs a wait (not [`Wait::No`]) and one
     /// Redis (or Sentinel, or Cluster): RedLock refuses it.
     pub supersede: bool,
+    /// Waiters with a higher priority are served before lower ones; equal
+    /// priorities in arrival order. From -[`MAX_PRIORITY`] to
+    /// [`MAX_PRIORITY`], default 0. It orders the wait queue only: a holder
+    /// is never pre-empted, and a steady stream of higher priorities can
+    /// keep a lower one waiting for as long as it waits (bound it with
+    /// [`Wait::For`]). Needs one Redis (or Sentinel, or Cluster): RedLock,
+    /// which keeps no wait queue, refuses a priority other than 0.
+    pub priority: i32,
 }
 
 impl Request {
@@ -371,6 +381,12 @@ impl Request {
                  the queue, which Wait::No and Wait::For(0) never do"
                     .into(),
             ));
+        }
+        if !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
+            return Err(Error::Usage(format!(
+                "Request::priority {} is out of range: from {} to {}",
+                self.priority, -MAX_PRIORITY, MAX_PRIORITY
+            )));
         }
         if self.min_hold > MAX_TTL {
             return Err(Error::Usage(format!(
@@ -394,6 +410,7 @@ impl Request {
             info: HolderInfo::current(None),
             min_hold: Duration::ZERO,
             supersede: false,
+            priority: 0,
         }
     }
 }
@@ -609,9 +626,10 @@ pub struct Status {
     /// The last loss an `acquire --keep` keeper recorded, within its hour.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_lost: Option<LostRecord>,
-    /// When the first waiter still queued joined the queue (server clock,
-    /// ms since 1970); `None` when nobody waits (or the waiter joined
-    /// before rlock kept that).
+    /// When the waiter still queued that joined first joined the queue
+    /// (server clock, ms since 1970), wherever its priority puts it;
+    /// `None` when nobody waits (or the waiters joined before rlock kept
+    /// that).
     #[serde(skip)]
     pub oldest_wait_since_ms: Option<u64>,
 }

@@ -28,9 +28,9 @@
 //!   master with a known run_id is refused (a usage error). On the first
 //!   call the outcome waits a moment for every master to say who it is;
 //!   a master that answers only later is checked then.
-//! - Read-write locks, semaphores (`Request::limit` above 1) and
-//!   `Request::supersede` need one Redis (one queue, one counter) and are
-//!   refused here.
+//! - Read-write locks, semaphores (`Request::limit` above 1),
+//!   `Request::supersede` and a `Request::priority` other than 0 need one
+//!   Redis (one queue, one counter) and are refused here.
 //!
 //! # Mutual exclusion
 //!

@@ -70,6 +70,15 @@ impl Backend for Quorum {
                     .into(),
             ));
         }
+        if req.priority != 0 {
+            // A priority orders a wait queue; RedLock waits by retrying
+            // on every master, in no queue, so it could not mean anything.
+            return Err(Error::Usage(
+                "Request::priority needs one Redis (or Sentinel, or Cluster): RedLock \
+                 (several ConnectOptions::urls) keeps no wait queue to order"
+                    .into(),
+            ));
+        }
         self.check_twins()?;
         let lock = self.name(key)?;
         let w = Waiting::new(key, req.wait, cancel);

@@ -30,6 +30,7 @@ mod metrics;
 mod multi;
 mod new_user;
 mod oom;
+mod priority;
 mod redlock;
 mod rw;
 mod sentinel;

@@ -63,12 +63,13 @@ Examples:
 
 const AFTER_LONG_HELP: &str = "\
 Waiting:
-  Waiters queue in Redis in arrival order (FIFO) and block on a wake-up list;
-  a release wakes the next in line. Each sleep is bounded by the holder's TTL
-  (a crashed holder costs at most its TTL) and by a 5s heartbeat. A
-  waiter woken for its turn has 800ms to claim it, so one that died while
-  queued holds up the next in line by at most that, once the lock is free
-  (server clock); one that times out or is interrupted leaves the queue at
+  Waiters queue in Redis by --priority, then in arrival order (FIFO), and
+  block on a wake-up list; a release wakes the next in line. Each sleep is
+  bounded by the holder's TTL (a crashed holder costs at most its TTL) and
+  by a 5s heartbeat. A waiter woken for its turn has 800ms to claim it, so
+  one that died while queued holds up the next in line by at most that,
+  once the lock is free (server clock); one that times out or is
+  interrupted leaves the queue at
   once.
 
 Signals (exec):
@@ -306,7 +307,8 @@ Examples:
   rlock exec market -- ./settle.sh
   rlock exec -w 30m staging-db staging-app -- ./deploy.sh   # both, no deadlock
   rlock exec -n -E 0 nightly -- ./report.sh     # cron: skip if running elsewhere
-  rlock exec --ttl 2m -w 10m deploy -- make deploy")]
+  rlock exec --ttl 2m -w 10m deploy -- make deploy
+  rlock exec --priority 10 -w 1h deploy -- ./hotfix.sh   # before routine waiters")]
     Exec {
         /// Lock name (more names may follow it, up to `--`: several locks)
         key: String,
@@ -334,7 +336,8 @@ Examples:
 Readers share the lock; a writer excludes readers and other writers. Each
 reader has its own token, lease and renewal: a crashed reader frees only its
 own share. Once a writer waits, new readers queue behind it, so a stream of
-readers cannot starve writers. With CMD, behaves like `rlock exec`; without,
+readers cannot starve writers (a reader at a higher --priority than the
+waiting writer goes first). With CMD, behaves like `rlock exec`; without,
 prints a token like `rlock acquire` (release and renew it as usual).
 A nested read inside a read, or read/write inside a write, re-enters; a read
 that tries to re-enter as a write is refused (exit 64) instead of deadlocking.
@@ -617,10 +620,25 @@ pub(crate) struct LockOpts {
     /// CI "newest wins" queue: while waiting, a newer --supersede waiter of
     /// the same lock replaces this one, which then exits with the -E code
     /// ("superseded by host H pid P"); joining, this one replaces the older.
-    /// Holders are never touched. Everybody else waits in FIFO order as
+    /// Holders are never touched. Everybody else waits in the queue as
     /// usual. Not with -n or -w 0, nor RedLock (several --url)
     #[arg(long, conflicts_with = "no_wait", help_heading = "Lock")]
     pub supersede: bool,
+
+    /// Wait-queue priority, an integer from -1000 to 1000 (default 0):
+    /// waiters with a higher one are served first, equal ones in arrival
+    /// order. A holder is never pre-empted, and a steady stream of higher
+    /// priorities keeps a lower one waiting (bound it with -w). With several
+    /// keys, the same for each. Not with RedLock (several --url: no queue)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(-1000..=1000),
+        help_heading = "Lock"
+    )]
+    pub priority: i32,
 
     /// Exit code when the lock is busy, the wait times out, or a newer
     /// --supersede waiter replaced this one

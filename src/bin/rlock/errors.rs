@@ -44,7 +44,7 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
 /// The library's errors name its own fields and values; a user of the
 /// command line knows them as flags.
 pub(crate) fn cli_terms(text: &str) -> String {
-    const TERMS: [(&str, &str); 21] = [
+    const TERMS: [(&str, &str); 22] = [
         ("give one (owner_token's flag)", "give --token TOKEN"),
         (
             "a read-write lock (Mode::Read or Mode::Write)",
@@ -68,6 +68,7 @@ pub(crate) fn cli_terms(text: &str) -> String {
         ("HistoryLimits::events", "--history-events"),
         ("Request::min_hold", "--min-hold"),
         ("Request::supersede", "--supersede"),
+        ("Request::priority", "--priority"),
         ("Request::limit", "--limit"),
         ("ConnectOptions::urls", "--url"),
         ("Wait::No", "-n"),

@@ -51,6 +51,7 @@ pub(crate) fn request(lock: &LockOpts) -> Request {
     let mut req = Request::new(lock.ttl.0);
     req.min_hold = lock.min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
     req.supersede = lock.supersede;
+    req.priority = lock.priority;
     req.wait = match (lock.no_wait, lock.wait) {
         (true, _) => Wait::No,
         (false, Some(d)) => Wait::For(d.0),

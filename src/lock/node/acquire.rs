@@ -50,6 +50,7 @@ impl Node {
             (true, true) => "2",
         };
         let waited = millis(waited).to_string();
+        let priority = req.priority.to_string();
         let [cap, retention] = self.server.history.args();
         let resend_for = until.map_or(RESEND_WINDOW, |u| {
             u.saturating_duration_since(Instant::now())
@@ -78,6 +79,7 @@ impl Node {
                 &record,
                 supersede,
                 &waited,
+                &priority,
                 &cap,
                 &retention,
             ],

@@ -132,6 +132,18 @@ fn a_request_is_refused_in_the_librarys_terms() {
         refused(&r),
         "Request::min_hold 7days 1s is too long: at most 7days"
     );
+    r.min_hold = Duration::ZERO;
+    for p in [-MAX_PRIORITY, 0, MAX_PRIORITY] {
+        r.priority = p;
+        assert!(r.check().is_ok(), "{p}");
+    }
+    for p in [-MAX_PRIORITY - 1, MAX_PRIORITY + 1, i32::MIN] {
+        r.priority = p;
+        assert!(
+            refused(&r).starts_with(&format!("Request::priority {p} is out of range")),
+            "{p}"
+        );
+    }
 }
 
 #[test]
