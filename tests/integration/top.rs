@@ -111,9 +111,7 @@ fn the_oldest_wait_counts_from_the_first_waiter_still_queued() {
     // The second was killed: once its waiter lease ran out, the next
     // acquire prunes it, and no arrival time is left in the lock's hash.
     let lease = rlock::lock::WAITER_LEASE + Duration::from_secs(5);
-    eventually(lease, "no waiter", || {
-        r.status_json("k")["waiters"] == 0
-    });
+    eventually(lease, "no waiter", || r.status_json("k")["waiters"] == 0);
     rlock(&r).args(["acquire", "-n", "k"]).run().code(75);
     let fields: Vec<String> = r.cmd(&["HKEYS", &r.key("k")]);
     assert!(!fields.iter().any(|f| f.starts_with("a:")), "{fields:?}");
