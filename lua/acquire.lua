@@ -318,8 +318,10 @@ if ARGV[5] == '1' then
     -- no counter: a new counter starts past them.
     local n = redis.call('HINCRBY', STATE, 'qn', 1)
     if n == 1 then
-      local last = redis.call('ZREVRANGEBYSCORE', QUEUE, '(' .. PRIO_BAND, 0, 'WITHSCORES',
-        'LIMIT', 0, 1)
+      -- (ZRANGE BYSCORE REV, Redis 6.2: a command the documented ACL
+      -- line allows, unlike ZREVRANGEBYSCORE)
+      local last = redis.call('ZRANGE', QUEUE, '(' .. PRIO_BAND, 0, 'BYSCORE', 'REV',
+        'LIMIT', 0, 1, 'WITHSCORES')
       if last[2] then
         n = tonumber(last[2]) + 1
         redis.call('HSET', STATE, 'qn', n)
