@@ -11,6 +11,23 @@ use crate::cli::{Global, KeepOpts};
 use crate::out::stdout;
 use crate::setup::{connect, inherited, options, waiting};
 
+/// Check `req`, name its holder, and make sure the token(s) can be
+/// printed, before anything is taken.
+fn prepare(req: &mut Request, keep: Option<&rlock::keep::Keep>, what: &str) -> anyhow::Result<()> {
+    req.check()?;
+    // `status` names the holder: this process exits at once, so the script
+    // that runs it (as --keep finds it; the watched process with --keep).
+    req.info.pid = match keep {
+        Some(k) => k.watched.process_id() as u32,
+        None => rlock::keep::script_pid(),
+    };
+    if let Err(e) = stdout() {
+        // Nobody could learn the token: do not take the lock at all.
+        anyhow::bail!("cannot write the {what} to stdout: {e}; nothing acquired");
+    }
+    Ok(())
+}
+
 /// `acquire`, and `rw` without a command: print the token and exit;
 /// with `keep`, leave a keeper behind.
 pub(crate) fn print_token(
@@ -19,17 +36,7 @@ pub(crate) fn print_token(
     mut req: Request,
     keep: Option<rlock::keep::Keep>,
 ) -> anyhow::Result<u8> {
-    req.check()?;
-    // `status` names the holder: this process exits at once, so the script
-    // that runs it (as --keep finds it; the watched process with --keep).
-    req.info.pid = match &keep {
-        Some(k) => k.watched.process_id() as u32,
-        None => rlock::keep::script_pid(),
-    };
-    if let Err(e) = stdout() {
-        // Nobody could learn the token: do not take the lock at all.
-        anyhow::bail!("cannot write the token to stdout: {e}; nothing acquired");
-    }
+    prepare(&mut req, keep.as_ref(), "token")?;
     let mut locker = connect(g)?;
     let lease = acquire(g, &mut locker, key, req)?;
     if g.verbose {
@@ -93,14 +100,7 @@ pub(crate) fn print_tokens(
     mut req: Request,
     keep: Option<rlock::keep::Keep>,
 ) -> anyhow::Result<u8> {
-    req.check()?;
-    req.info.pid = match &keep {
-        Some(k) => k.watched.process_id() as u32,
-        None => rlock::keep::script_pid(),
-    };
-    if let Err(e) = stdout() {
-        anyhow::bail!("cannot write the tokens to stdout: {e}; nothing acquired");
-    }
+    prepare(&mut req, keep.as_ref(), "tokens")?;
     let mut locker = connect(g)?;
     req.reenter = inherited(&locker, &keys[0])?;
     let cancel = rlock::Cancel::new();
