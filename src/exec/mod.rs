@@ -105,6 +105,7 @@ mod guard;
 mod held;
 mod renew;
 mod supervisor;
+mod take;
 pub(crate) mod tree;
 pub mod tty;
 
@@ -114,15 +115,18 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::clock::BootTime;
-use crate::{Busy, Cancel, Error, Lease, Locker, Released, Request, Result, Wait, exit_code};
+use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
 pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
+use guard::guard_killed;
 use guard::{Guard, Launch};
 use renew::Renewal;
 use supervisor::Supervisor;
+pub(crate) use supervisor::kill_point;
+use take::{acquire, ends_wait};
 
 /// Signals rlock passes on to the command once it runs.
 pub const FORWARDED: [i32; 6] = [
@@ -230,42 +234,6 @@ pub struct Finished {
     /// It ran past [`Spec::max_hold`] and was stopped (`code` is then
     /// [`exit_code::OVERRAN`]).
     pub overran: bool,
-}
-
-/// Margin between the validity deadline and the guard's SIGKILL, for the
-/// kernel to tear the processes down: TTL/20, at most 250 ms.
-pub(crate) fn kill_margin(ttl: Duration) -> Duration {
-    (ttl / 20).min(Duration::from_millis(250))
-}
-
-/// When the command's tree must be killed if the lease is valid until
-/// `valid_until` and nothing confirms it further.
-pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
-    valid_until - kill_margin(ttl)
-}
-
-/// The guard was killed (its socket closed). Reap it: from then on, every
-/// process left of the command's tree is rlock's child or descendant (a
-/// subreaper's orphans come to it, see [`tree::Subreaper`]). SIGKILL and
-/// reap them all, then give the lock back with `release`; if one does not
-/// die (uninterruptible sleep), releasing could let a rival in beside it,
-/// so the lease ends within its TTL instead.
-fn guard_killed(guard: Guard, key: &str, release: impl FnOnce() -> Result<Released>) -> Error {
-    drop(guard);
-    let all_dead = tree::kill_all(std::process::id().cast_signed());
-    tree::reap_children();
-    let why = if all_dead {
-        let _ = release();
-        "the guard process was killed; rlock killed every process of the command \
-         and released the lock"
-    } else {
-        "the guard process was killed; a process of the command did not die, so \
-         the lock is left to expire with its TTL"
-    };
-    Error::Lost {
-        key: key.into(),
-        why: why.into(),
-    }
 }
 
 /// Acquire `key` as `req` says, run `spec` under the lock (renewing it,
@@ -606,78 +574,4 @@ pub fn run_set(
         interactive,
         overran: false,
     })
-}
-
-/// Acquire as `req` says; INT/TERM/HUP/QUIT received meanwhile end the
-/// wait (nothing held or queued), USR1/USR2 are dropped.
-///
-/// On one server, one attempt is made first without a thread: it is
-/// bounded (no queueing, no riding out an outage: see `Node::acquire`),
-/// and its signals wait in `signals` until it returns. Only if the lock is
-/// busy (or Redis failed after answering, which a waiting acquire rides
-/// out) does the full, waiting acquire run, with a thread taking signals
-/// and cancelling the wait at once. The uncontended case so starts no
-/// thread at all; a waiter pays one extra non-queued attempt. Not for
-/// `--supersede` (it acts when it joins the queue) nor RedLock.
-fn acquire(
-    locker: &mut Locker,
-    key: &str,
-    req: &Request,
-    signals: &crate::signals::Blocked,
-    on_wait: &mut dyn FnMut(&Busy),
-) -> Result<Lease> {
-    let waits = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
-    // `--supersede` acts when its acquire joins the queue: it gets the
-    // full acquire from the start.
-    let mut rest = req.clone();
-    let first = if locker.is_single() && !req.supersede {
-        let mut once = req.clone();
-        once.wait = Wait::No;
-        match locker.acquire(key, &once, None, &mut |_| {}) {
-            Ok(lease) => Some(lease),
-            Err(Error::Busy { .. }) if waits => {
-                // Busy means a re-entry was tried and found the token
-                // holding nothing, which it cannot come to: not again.
-                rest.reenter = None;
-                None
-            }
-            Err(_) if waits && locker.answered() => None,
-            Err(e) => return Err(e),
-        }
-    } else {
-        None
-    };
-    let lease = match first {
-        Some(lease) => lease,
-        None => {
-            let cancel = Cancel::new();
-            let lease = std::thread::scope(|s| {
-                let _watcher = signals.watch(s, |sig| {
-                    if crate::signals::ENDS_WAIT.contains(&sig) {
-                        cancel.cancel(sig);
-                    }
-                })?;
-                locker.acquire(key, &rest, Some(&cancel), on_wait)
-            })?;
-            if cancel.is_cancelled() {
-                let _ = locker.release_with(key, &lease.token, lease.count == 1, None);
-                return Err(cancel.interrupted());
-            }
-            lease
-        }
-    };
-    // A signal taken meanwhile: `run` looks right after, before the spawn.
-    Ok(lease)
-}
-
-/// Take every pending signal; the first that ends a wait, if any (the
-/// others are dropped, as while waiting).
-fn ends_wait(signals: &crate::signals::Blocked) -> Option<i32> {
-    let mut first = None;
-    while let Some(sig) = signals.take() {
-        if crate::signals::ENDS_WAIT.contains(&sig) {
-            first = first.or(Some(sig));
-        }
-    }
-    first
 }

@@ -15,7 +15,7 @@ use crate::duration::human;
 
 use super::guard::{Guard, Report};
 use super::renew::Renewer;
-use super::{Event, KillCause, OnLost, Spec, kill_point, tree, tty};
+use super::{Event, KillCause, OnLost, Spec, tree, tty};
 
 /// Events for the supervisor.
 enum Msg {
@@ -223,7 +223,7 @@ impl Supervisor<'_, '_, '_> {
                                     format!(
                                         "no renewal was confirmed in time (rlock stalled?); the \
                                          guard killed the command {} before the lease's end",
-                                        human(super::kill_margin(self.lease.ttl))
+                                        human(kill_margin(self.lease.ttl))
                                     ),
                                     "killed every process of the command",
                                 )
@@ -440,4 +440,16 @@ fn earliest(due: Due, at: BootTime, cause: Option<KillCause>) -> Due {
         Some((k, _)) if k <= at => due,
         _ => Some((at, cause)),
     }
+}
+
+/// Margin between the validity deadline and the guard's SIGKILL, for the
+/// kernel to tear the processes down: TTL/20, at most 250 ms.
+fn kill_margin(ttl: Duration) -> Duration {
+    (ttl / 20).min(Duration::from_millis(250))
+}
+
+/// When the command's tree must be killed if the lease is valid until
+/// `valid_until` and nothing confirms it further.
+pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
+    valid_until - kill_margin(ttl)
 }

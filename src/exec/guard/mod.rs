@@ -40,7 +40,36 @@ pub(crate) use process::close_all_but;
 pub(crate) use wire::Report;
 
 use super::tree;
+use crate::{Error, Released, Result};
 
 fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The guard was killed (its socket closed). Reap it: from then on, every
+/// process left of the command's tree is rlock's child or descendant (a
+/// subreaper's orphans come to it, see [`tree::Subreaper`]). SIGKILL and
+/// reap them all, then give the lock back with `release`; if one does not
+/// die (uninterruptible sleep), releasing could let a rival in beside it,
+/// so the lease ends within its TTL instead.
+pub(super) fn guard_killed(
+    guard: Guard,
+    key: &str,
+    release: impl FnOnce() -> Result<Released>,
+) -> Error {
+    drop(guard);
+    let all_dead = tree::kill_all(std::process::id().cast_signed());
+    tree::reap_children();
+    let why = if all_dead {
+        let _ = release();
+        "the guard process was killed; rlock killed every process of the command \
+         and released the lock"
+    } else {
+        "the guard process was killed; a process of the command did not die, so \
+         the lock is left to expire with its TTL"
+    };
+    Error::Lost {
+        key: key.into(),
+        why: why.into(),
+    }
 }

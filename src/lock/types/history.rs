@@ -1,0 +1,100 @@
+//! A lock's history as the library reads and writes it: how much is kept,
+//! how a release ends, and one event.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::HolderInfo;
+use crate::duration::human;
+use crate::{Error, Result};
+
+/// How much history each lock keeps (see `rlock history`, lua/common.lua):
+/// about `events` events (the stream is trimmed a node at a time: a few
+/// dozen more may stay), each lock's history and counters kept for
+/// `retention` after its last event. `events` 0 keeps the counters only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryLimits {
+    /// Events kept per lock (about; 0: none, counters only).
+    pub events: u32,
+    /// How long a lock's history and counters outlive its last event.
+    pub retention: Duration,
+}
+
+/// Most events [`HistoryLimits::events`] may keep per lock.
+pub const MAX_HISTORY_EVENTS: u32 = 100_000;
+/// Longest [`HistoryLimits::retention`].
+pub const MAX_HISTORY_RETENTION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+impl Default for HistoryLimits {
+    fn default() -> Self {
+        HistoryLimits {
+            events: 200,
+            retention: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+impl HistoryLimits {
+    /// Refuse limits out of range (a usage error).
+    pub fn check(&self) -> Result<()> {
+        if self.events > MAX_HISTORY_EVENTS {
+            return Err(Error::Usage(format!(
+                "HistoryLimits::events {} is too many: at most {MAX_HISTORY_EVENTS}",
+                self.events
+            )));
+        }
+        if self.retention < Duration::from_secs(1) || self.retention > MAX_HISTORY_RETENTION {
+            return Err(Error::Usage(format!(
+                "HistoryLimits::retention {} is out of range: use 1s to 366d",
+                human(self.retention),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The scripts' last two ARGV (lua/common.lua).
+    pub(crate) fn args(&self) -> [String; 2] {
+        [
+            self.events.to_string(),
+            crate::duration::millis(self.retention).to_string(),
+        ]
+    }
+}
+
+/// How a hold ended, for the history (see [`crate::Locker::release_noted`]):
+/// by default a plain release.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReleaseNote {
+    /// The exit code of the command run under the lock (exec).
+    pub exit_code: Option<i32>,
+    /// The holder was stopped for holding longer than allowed
+    /// (`--max-hold`): the history says `overran` (counted in `overruns`)
+    /// instead of `released`.
+    pub overran: bool,
+}
+
+/// One event in a lock's history (see [`crate::Locker::history`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Event {
+    /// granted, released, expired, lost, timeout, superseded, broken or
+    /// overran.
+    pub event: String,
+    /// When (server clock, ms since 1970).
+    pub at: u64,
+    /// Who: the holder (or the waiter, for timeout and superseded), as it
+    /// stored itself; None if not recorded.
+    pub holder: Option<HolderInfo>,
+    /// The grant's fencing value, where one applies.
+    pub fence: Option<u64>,
+    /// granted: how long the holder had waited.
+    pub waited_ms: Option<u64>,
+    /// released, overran, expired (when known): how long it was held.
+    pub held_ms: Option<u64>,
+    /// released: the exit code of exec's command.
+    pub exit_code: Option<i32>,
+    /// broken: user@host of the breaker; superseded: of the newer waiter.
+    pub by: Option<String>,
+    /// lost, broken: why.
+    pub reason: Option<String>,
+}
