@@ -68,10 +68,12 @@ pub(crate) trait Backend: Send {
         token: &Token,
         all: bool,
         min_hold: Option<Duration>,
-    ) -> Result<Released>;
+    ) -> Result<Released> {
+        self.release_noted(key, token, all, min_hold, &ReleaseNote::default())
+    }
 
     /// [`Backend::release`], telling the history how the hold ended (exec's
-    /// exit code, or `overran`).
+    /// exit code, or `overran`; the default note is a plain release).
     fn release_noted(
         &mut self,
         key: &str,

@@ -91,29 +91,6 @@ impl Backend for Quorum {
     }
 
     /// Release one hold of `token`, or with `all` every hold.
-    fn release(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-    ) -> Result<Released> {
-        self.check_twins()?;
-        let (k, t) = (key.to_string(), token.clone());
-        let m = self.majority();
-        // Wait for every master (a grant left on one would sit there until
-        // its TTL), but for a silent one (frozen, or still busy with an
-        // earlier call) no longer than the per-master timeout once a
-        // majority has answered.
-        let answers = self.on_all(
-            Turn::Queue,
-            move |node| node.release(&k, &t, all, min_hold),
-            move |a, late| late && a.iter().flatten().count() >= m,
-        );
-        self.check_twins()?;
-        released(answers, m, key)
-    }
-
     fn release_noted(
         &mut self,
         key: &str,

@@ -213,16 +213,6 @@ impl Backend for Node {
         self.acquire_new(key, &lock, req, cancel, on_wait)
     }
 
-    fn release(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-    ) -> Result<Released> {
-        self.release_for(key, token, all, min_hold, RESEND_WINDOW, Ending::Plain)
-    }
-
     fn release_noted(
         &mut self,
         key: &str,
