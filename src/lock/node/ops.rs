@@ -418,25 +418,18 @@ impl Node {
     /// index.rs): only when asked, RLOCK_LIST_SCAN=1 (locks taken by an
     /// rlock older than the index are in no index).
     fn scan_asked(&self, pattern: &str) -> Result<bool> {
-        if pattern.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
-                "pattern {pattern:?} contains control characters"
-            )));
-        }
-        match std::env::var("RLOCK_LIST_SCAN").as_deref() {
-            Ok("1") => Ok(true),
-            Ok("0" | "") | Err(std::env::VarError::NotPresent) => Ok(false),
-            Ok(v) => Err(Error::Usage(format!(
-                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
-            ))),
-            Err(std::env::VarError::NotUnicode(v)) => Err(Error::Usage(format!(
-                "RLOCK_LIST_SCAN is {v:?}; use 1 (scan) or 0"
+        crate::lock::overview::check_pattern(pattern)?;
+        let v = std::env::var_os("RLOCK_LIST_SCAN");
+        match v.as_ref().map(|v| v.to_str()) {
+            None | Some(Some("0" | "")) => Ok(false),
+            Some(Some("1")) => Ok(true),
+            Some(_) => Err(Error::Usage(format!(
+                "RLOCK_LIST_SCAN is {:?}; use 1 (scan) or 0",
+                v.unwrap_or_default()
             ))),
         }
     }
-}
 
-impl Node {
     /// The lock names as rlock found them before the index: SCAN every
     /// key under the prefix (on every master of a cluster), O(keys in
     /// Redis).
