@@ -82,6 +82,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand acquire" -l cluster -d 'The 
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rlock -n "__fish_rlock_using_subcommand exec" -l and -d 'Hold lock KEY too (repeatable): a lock set, taken deadlock-free' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r
@@ -117,6 +118,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand exec" -l cluster -d 'The URL
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rlock -n "__fish_rlock_using_subcommand rw" -l and -d 'With a command, hold lock KEY too (repeatable), as exec does' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l ttl -d 'Lease time; the lock frees itself this long after the last renewal' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -s w -l wait -l timeout -d 'Wait at most this long for a busy lock (default: forever); a bare number is seconds, as in flock(1) (`-w 0.5`; `0`: do not wait)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand rw" -l min-hold -d 'Keep the lock taken until at least this long after the grant, even if released sooner (exec: if the command succeeded); the lease just ends later on the server, nothing stays running' -r

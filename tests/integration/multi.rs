@@ -1,4 +1,4 @@
-//! Several locks in one exec (`rlock exec a b -- cmd`, issue #23): taken in
+//! Several locks in one exec (`rlock exec a --and b -- cmd`, issue #23): taken in
 //! one canonical order (no deadlock whatever order they are named in), -n
 //! and -w for the whole set, a loss of any one is a loss, bad input.
 
@@ -33,9 +33,11 @@ fn opposite_orders(rl: &(dyn Fn() -> Rlock + Sync), a: &str, b: &str, rounds: us
             let script = inside(&dir, me);
             s.spawn(move || {
                 for _ in 0..rounds {
-                    rl().args(["exec", "-w", "30s", x, y, "--", "sh", "-c", &script])
-                        .run()
-                        .ok();
+                    rl().args([
+                        "exec", "-w", "30s", x, "--and", y, "--", "sh", "-c", &script,
+                    ])
+                    .run()
+                    .ok();
                 }
             })
         });
@@ -64,6 +66,7 @@ fn the_command_sees_every_fence_and_status_shows_the_set() {
         .args([
             "exec",
             "b",
+            "--and",
             "a",
             "--",
             "sh",
@@ -83,7 +86,7 @@ fn the_command_sees_every_fence_and_status_shows_the_set() {
     assert_eq!(lines[1].trim(), "2", "RLOCK_HELD lists both: {out}");
     // While held: status (text and JSON) names the other lock of the set.
     let child = rlock(&r)
-        .args(["exec", "x", "y", "z", "--", "sleep", "5"])
+        .args(["exec", "x", "--and", "y", "--and", "z", "--", "sleep", "5"])
         .spawn();
     eventually(Duration::from_secs(5), "the set held", || r.held("z"));
     let st = r.status_json("y");
@@ -110,7 +113,7 @@ fn busy_on_the_second_key_leaves_the_first_free() {
     let r = Redis::start();
     let tok = rlock(&r).args(["acquire", "b"]).run().ok().token();
     rlock(&r)
-        .args(["exec", "-n", "a", "b", "--", "true"])
+        .args(["exec", "-n", "a", "--and", "b", "--", "true"])
         .run()
         .fails(75, "\"b\"");
     assert!(!r.held("a"), "a was left held");
@@ -130,7 +133,7 @@ fn a_timed_out_wait_leaves_nothing_held_or_queued() {
         .token();
     // -w is for the whole set: a is taken at once, b times out.
     rlock(&r)
-        .args(["exec", "-q", "-w", "1s", "b", "a", "--", "true"])
+        .args(["exec", "-q", "-w", "1s", "b", "--and", "a", "--", "true"])
         .run()
         .fails(75, "timed out after 1");
     assert!(!r.held("a"), "a was left held");
@@ -148,7 +151,7 @@ fn losing_one_lock_of_the_set_stops_the_command_with_79_naming_it() {
     let script = format!("touch {}; while :; do sleep 0.01; done", ready.display());
     let child = rlock(&r)
         .args([
-            "exec", "--ttl", "900ms", "a", "b", "--", "sh", "-c", &script,
+            "exec", "--ttl", "900ms", "a", "--and", "b", "--", "sh", "-c", &script,
         ])
         .spawn();
     eventually(Duration::from_secs(5), "the command", || ready.exists());
@@ -166,7 +169,7 @@ fn breaking_one_lock_of_the_set_stops_the_command() {
     let script = format!("touch {}; sleep 30", ready.display());
     let child = rlock(&r)
         .args([
-            "exec", "--ttl", "900ms", "b", "a", "--", "sh", "-c", &script,
+            "exec", "--ttl", "900ms", "b", "--and", "a", "--", "sh", "-c", &script,
         ])
         .spawn();
     eventually(Duration::from_secs(5), "the command", || ready.exists());
@@ -182,35 +185,43 @@ fn breaking_one_lock_of_the_set_stops_the_command() {
 fn bad_input_is_refused_with_64_and_nothing_written() {
     let r = Redis::start();
     rlock(&r)
-        .args(["exec", "a", "a", "--", "true"])
+        .args(["exec", "a", "--and", "a", "--", "true"])
         .run()
         .fails(64, "named twice");
-    let many: Vec<String> = (0..17).map(|i| format!("k{i}")).collect();
+    // k0 --and k1 --and k2 ...: `set(n)` names n locks.
+    let set = |n: usize| -> Vec<String> {
+        (0..n)
+            .flat_map(|i| ["--and".to_string(), format!("k{i}")])
+            .skip(1)
+            .collect()
+    };
     rlock(&r)
         .args(["exec"])
-        .args(&many)
+        .args(set(17))
         .args(["--", "true"])
         .run()
         .fails(64, "at most 16");
     rlock(&r)
-        .args(["exec", "a", "b", "--"])
+        .args(["exec", "a", "--and", "b", "--"])
         .run()
         .fails(64, "no command");
     // A bad second name is bad input, even with no Redis to connect to.
     bare_rlock()
         .env("RLOCK_URL", "redis://127.0.0.1:1")
-        .args(["exec", "a", "b\u{1}", "--", "true"])
+        .args(["exec", "a", "--and", "b\u{1}", "--", "true"])
         .run()
         .fails(64, "control");
     assert!(r.keys().is_empty(), "written: {:?}", r.keys());
-    // Options before the keys, or right after the first; 16 is allowed.
+    // Options anywhere before `--`; 16 is allowed.
     rlock(&r)
-        .args(["exec", "--ttl", "5s", "a", "-n", "b", "--", "true"])
+        .args([
+            "exec", "--ttl", "5s", "a", "-n", "--and", "b", "-q", "--", "true",
+        ])
         .run()
         .ok();
     rlock(&r)
         .args(["exec"])
-        .args(&many[..16])
+        .args(set(16))
         .args(["--", "true"])
         .run()
         .ok();
@@ -232,7 +243,7 @@ fn a_set_on_a_cluster_spans_masters() {
     };
     opposite_orders(&rc, a, b, 10);
     let tok = rc().args(["acquire", b]).run().ok().token();
-    rc().args(["exec", "-n", a, b, "--", "true"])
+    rc().args(["exec", "-n", a, "--and", b, "--", "true"])
         .run()
         .fails(75, b);
     rc().args(["release", b, "--token", &tok]).run().ok();
@@ -248,7 +259,7 @@ fn a_set_under_redlock() {
     let rl = || bare_rlock().env("RLOCK_URL", &urls);
     opposite_orders(&rl, "a", "b", 8);
     let tok = rl().args(["acquire", "b"]).run().ok().token();
-    rl().args(["exec", "-n", "a", "b", "--", "true"])
+    rl().args(["exec", "-n", "a", "--and", "b", "--", "true"])
         .run()
         .fails(75, "\"b\"");
     for m in &ms {
@@ -273,7 +284,9 @@ fn the_first_locks_are_kept_while_a_later_one_is_waited_for() {
         .ok();
     // `check a` inside: a's own token (RLOCK_HELD) still holds it.
     rlock(&r)
-        .args(["exec", "-q", "--ttl", "1s", "-w", "10s", "a", "b", "--"])
+        .args([
+            "exec", "-q", "--ttl", "1s", "-w", "10s", "a", "--and", "b", "--",
+        ])
         .args([
             "sh",
             "-c",
@@ -331,6 +344,7 @@ fn rw_takes_a_set_too() {
             "rw",
             "read",
             "a",
+            "--and",
             "b",
             "--",
             "sh",
@@ -342,7 +356,7 @@ fn rw_takes_a_set_too() {
         .stdout;
     assert!(out.starts_with("a=") && out.contains(" b="), "{out}");
     rlock(&r)
-        .args(["rw", "write", "b", "b", "--", "true"])
+        .args(["rw", "write", "b", "--and", "b", "--", "true"])
         .run()
         .fails(64, "named twice");
     r.assert_nothing_held(&[]);
@@ -376,9 +390,9 @@ fn acquire_keep_holds_the_set_for_the_script() {
 fn a_nested_exec_of_the_same_set_reenters() {
     let r = Redis::start();
     let bin = env!("CARGO_BIN_EXE_rlock");
-    let inner = format!("{bin} exec -n b a -- true");
+    let inner = format!("{bin} exec -n b --and a -- true");
     rlock(&r)
-        .args(["exec", "a", "b", "--", "sh", "-c", &inner])
+        .args(["exec", "a", "--and", "b", "--", "sh", "-c", &inner])
         .run()
         .ok();
     r.assert_nothing_held(&[]);

@@ -190,6 +190,7 @@ fn acquire_and_several_keys_queue_by_priority() {
             "--priority",
             "10",
             "a",
+            "--and",
             "b",
             "--",
             "sh",

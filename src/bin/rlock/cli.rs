@@ -293,11 +293,19 @@ command re-enters instead of waiting for its parent; the outermost exec
 releases every hold. So does one given the holder's token in RLOCK_TOKEN
 (a script that exported the token of its `rlock acquire --keep`).
 
-Several locks: `rlock exec KEY KEY... -- CMD` (up to 16, each named once;
-options before the keys or right after the first) takes them all, in one
-order (by name) whatever order they are named in, so jobs naming them in
-different orders never deadlock; -n/-w are for the whole set (busy or timed
-out: nothing left held or queued). The command starts once all are held;
+Which words are the command: options may stand anywhere before it; the
+first `--` ends rlock's words (`rlock exec k -- ssh host -- touch x` runs
+`ssh host -- touch x`); without a `--` before it, the command starts at
+the first word after the key that is not an option, as after flock's file,
+and runs to the end. A line with a `--` after the command's first word
+reads two ways (`rlock exec k ssh host -- touch x`: flock runs `ssh host
+-- touch x` under k, the lock-set form `touch x` under k, ssh, host) and is
+refused (64), naming both and how to write each. Write `--` after the key.
+
+Several locks: `rlock exec KEY --and KEY... -- CMD` (up to 16, each named
+once) takes them all, in one order (by name) whatever order they are
+named in, so jobs naming them in different orders never deadlock; -n/-w
+are for the whole set (busy or timed out: nothing left held or queued). The command starts once all are held;
 each is renewed, all are released together, and a loss of any one stops
 the command (exit 79, naming it). RLOCK_KEY/TOKEN/FENCE are the first
 key's; RLOCK_FENCES lists key=fence for each (\"a=17 b=4\"). `rlock status`
@@ -305,13 +313,16 @@ shows the other locks of a holder's set.
 
 Examples:
   rlock exec market -- ./settle.sh
-  rlock exec -w 30m staging-db staging-app -- ./deploy.sh   # both, no deadlock
+  rlock exec -w 30m staging-db --and staging-app -- ./deploy.sh   # both
   rlock exec -n -E 0 nightly -- ./report.sh     # cron: skip if running elsewhere
   rlock exec --ttl 2m -w 10m deploy -- make deploy
   rlock exec --priority 10 -w 1h deploy -- ./hotfix.sh   # before routine waiters")]
     Exec {
-        /// Lock name (more names may follow it, up to `--`: several locks)
+        /// Lock name
         key: String,
+        /// Hold lock KEY too (repeatable): a lock set, taken deadlock-free
+        #[arg(long = "and", value_name = "KEY")]
+        also: Vec<String>,
         #[command(flatten)]
         lock: LockOpts,
         #[command(flatten)]
@@ -350,9 +361,11 @@ Examples:
         /// read (shared) or write (exclusive)
         #[arg(value_enum)]
         mode: RwMode,
-        /// Lock name (with a command, more names may follow it, up to `--`:
-        /// several locks, as exec takes them)
+        /// Lock name
         key: String,
+        /// With a command, hold lock KEY too (repeatable), as exec does
+        #[arg(long = "and", value_name = "KEY")]
+        also: Vec<String>,
         #[command(flatten)]
         lock: LockOpts,
         #[command(flatten)]

@@ -7,6 +7,7 @@
 //! - `setup.rs`: what the flags and the environment make of a connection,
 //!   a request, a token;
 //! - `out.rs`: stdout, which may have been closed at start;
+//! - `readings.rs`: which command an `exec` or `rw` line runs;
 //! - `errors.rs`: an error's one line, and clap's;
 //! - `progress.rs` (the wait on stderr) and `render.rs` (status for people);
 //! - `frame.rs` (one frame of `top`) and `screen.rs` (its terminal).
@@ -30,6 +31,7 @@ mod errors;
 mod frame;
 mod out;
 mod progress;
+mod readings;
 mod render;
 mod screen;
 mod setup;
@@ -87,10 +89,15 @@ fn rlock_main() -> u8 {
             exit_code::USAGE
         });
     }
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return errors::clap_exit(e),
     };
+    if let Err(e) = readings::check(&args, &cli) {
+        say!("rlock: {e}");
+        return exit_code::USAGE;
+    }
     let conflict = match &cli.command {
         Command::Acquire { lock, .. } | Command::Exec { lock, .. } | Command::Rw { lock, .. } => {
             lock.conflict_exit_code

@@ -5,3 +5,4 @@ mod bad_input;
 mod busy;
 mod lifecycle;
 mod output;
+mod wrong_command;

@@ -156,8 +156,10 @@ fn a_mistyped_option_before_the_dashes_is_64_not_the_command() {
             .run()
             .fails(64, "unknown option \"--tll\"");
     }
-    // After the first `--`, a dash starts the command as before; and
-    // without `--`, a command's own `--` is its own.
+    // After the first `--`, a dash starts the command; a command's own
+    // `--` after the first is its own. Without a `--` before the command,
+    // a `--` in it makes the line read two ways: refused (see
+    // cli::wrong_command).
     rlock(&r)
         .args(["exec", "k", "--", "sh", "-c", "exit 3", "--", "x"])
         .run()
@@ -165,6 +167,6 @@ fn a_mistyped_option_before_the_dashes_is_64_not_the_command() {
     rlock(&r)
         .args(["exec", "k", "sh", "-c", "exit 4", "--", "x"])
         .run()
-        .code(4);
+        .fails(64, "reads two ways");
     r.assert_nothing_held(&[]);
 }

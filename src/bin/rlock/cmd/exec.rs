@@ -9,108 +9,16 @@ use rlock::{Request, exit_code};
 use crate::cli::{Global, RunOpts};
 use crate::setup::{connect, inherited, waiting};
 
-/// `rlock exec k --tll 5s -- true`: an option rlock does not know, before
-/// the `--`, became the command (`--tll`, exit 127). When a `--` follows
-/// the key, everything between the key and it is rlock's options: a
-/// command that starts with a dash before the first `--` on the command
-/// line is such an option, mistyped. (`rlock exec k -- --cmd -- x` runs
-/// `--cmd`: it comes after the first `--`.)
-pub(crate) fn mistyped_option(command: &[std::ffi::OsString]) -> Result<(), rlock::Error> {
-    let Some(first) = command.first() else {
-        return Ok(());
-    };
-    if !first.to_string_lossy().starts_with('-') {
-        return Ok(());
-    }
-    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let Some(dd) = raw.iter().position(|a| a == "--") else {
-        return Ok(());
-    };
-    if raw[dd + 1..] == *command {
-        return Ok(());
-    }
-    Err(rlock::Error::Usage(format!(
-        "unknown option {:?} (everything between the key and `--` is rlock's options; \
-         see --help)",
-        first.to_string_lossy()
-    )))
-}
-
-/// `rlock exec a b c -- cmd`: the keys are everything from the key to the
-/// first `--` on the command line (clap puts the names after the first in
-/// `command`, with the command itself: it cannot tell them apart). Without
-/// a `--`, one key as before (flock's `rlock exec KEY CMD ARGS`); and when
-/// a word between the key and the `--` starts with '-', that too is
-/// flock's form, a command with its own `--` (`rlock exec k sh -c 'exit 4'
-/// -- x`), so options go before the keys or right after the first.
-/// Duplicates and more than [`rlock::multi::MAX_KEYS`] names are refused
-/// here, before connecting.
-pub(crate) fn split_keys(
-    key: &str,
-    command: &[std::ffi::OsString],
-) -> Result<(Vec<String>, Vec<std::ffi::OsString>), rlock::Error> {
-    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let mut keys = vec![key.to_string()];
-    let mut command = command.to_vec();
-    if let Some(dd) = raw.iter().position(|a| a == "--") {
-        let tail = &raw[dd + 1..];
-        if command.len() > tail.len() && command.ends_with(tail) {
-            let mut extra: Vec<std::ffi::OsString> =
-                command.drain(..command.len() - tail.len()).collect();
-            // clap keeps the `--` once the trailing values have begun.
-            if extra.last().is_some_and(|a| a == "--") {
-                extra.pop();
-            }
-            if extra
-                .iter()
-                .any(|a| a.as_encoded_bytes().first() == Some(&b'-'))
-            {
-                return Ok((keys, command_given(command, extra)));
-            }
-            for k in extra {
-                let k = k
-                    .into_string()
-                    .map_err(|k| rlock::Error::Usage(format!("lock name {k:?} is not UTF-8")))?;
-                keys.push(k);
-            }
-        }
-    }
-    rlock::multi::check_keys(&keys)?;
-    Ok((keys, command))
-}
-
-/// Flock's form after all: the command as clap gave it.
-fn command_given(
-    mut tail: Vec<std::ffi::OsString>,
-    extra: Vec<std::ffi::OsString>,
-) -> Vec<std::ffi::OsString> {
-    let mut all = extra;
-    all.push("--".into());
-    all.append(&mut tail);
-    all
-}
-
-/// `exec`, and `rw` with a command.
+/// `exec`, and `rw` with a command: `keys` all held (the first is
+/// RLOCK_KEY's), `command` as [`crate::readings`] settled it.
 pub(crate) fn exec(
     g: &Global,
-    key: &str,
+    keys: &[String],
     mut req: Request,
     run: &RunOpts,
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
-    let (keys, command) = split_keys(key, command)?;
-    // Bad names are bad input, before any connection is tried.
-    for k in &keys[1..] {
-        rlock::lock::LockName::new(&g.prefix, k)?;
-    }
-    let command = &command[..];
-    if command.is_empty() {
-        return Err(rlock::Error::Usage(
-            "no command given after the keys: rlock exec KEY... -- CMD [ARGS...]".into(),
-        )
-        .into());
-    }
-    mistyped_option(command)?;
+    let key = &keys[0];
     let max_hold = crate::setup::max_hold(run.max_hold)?;
     req.check()?;
     // Request::new made the holder info of this process already: only
@@ -133,7 +41,7 @@ pub(crate) fn exec(
     let set = keys.len() > 1;
     let result = rlock::exec::run_set(
         &mut locker,
-        &keys,
+        keys,
         &req,
         &spec,
         &mut |busy| progress.update(busy),

@@ -28,11 +28,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             slots,
             keep,
         } => {
-            let keys: Vec<String> = std::iter::once(key).chain(more).cloned().collect();
-            for k in more {
-                rlock::lock::LockName::new(&g.prefix, k)?;
-            }
-            rlock::multi::check_keys(&keys)?;
+            let keys = lock_set(g, key, more)?;
             let mut req = request(lock);
             req.limit = slots.limit;
             let mut keep = acquire::keeper(keep)?;
@@ -47,27 +43,31 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Exec {
             key,
+            also,
             lock,
             slots,
             run,
             flock,
             command,
         } => {
+            let keys = lock_set(g, key, also)?;
             flock.refuse(key, command).map_err(rlock::Error::Usage)?;
             let mut req = request(lock);
             req.limit = slots.limit;
             if flock.shared {
                 req.mode = Mode::Read;
             }
-            exec::exec(g, key, req, run, &flock.command(command))
+            exec::exec(g, &keys, req, run, &flock.command(command))
         }
         Command::Rw {
             mode,
             key,
+            also,
             lock,
             run,
             command,
         } => {
+            let keys = lock_set(g, key, also)?;
             let mut req = request(lock);
             req.mode = match mode {
                 RwMode::Read => Mode::Read,
@@ -82,9 +82,13 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                     )
                     .into());
                 }
-                acquire::print_token(g, key, req, None)
+                if also.is_empty() {
+                    acquire::print_token(g, key, req, None)
+                } else {
+                    acquire::print_tokens(g, &keys, req, None)
+                }
             } else {
-                exec::exec(g, key, req, run, command)
+                exec::exec(g, &keys, req, run, command)
             }
         }
         Command::Release {
@@ -111,4 +115,17 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         } => top::top(g, pattern, delay.0, *once),
         Command::Metrics { pattern } => metrics::metrics(g, pattern),
     }
+}
+
+/// The locks one command names, `key` then `more` (`acquire a b`, `exec a
+/// --and b`): each a valid name, none twice, not too many. Checked before
+/// any connection is tried.
+fn lock_set(g: &crate::cli::Global, key: &str, more: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut keys = vec![key.to_string()];
+    keys.extend_from_slice(more);
+    for k in more {
+        rlock::lock::LockName::new(&g.prefix, k)?;
+    }
+    rlock::multi::check_keys(&keys)?;
+    Ok(keys)
 }
