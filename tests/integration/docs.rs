@@ -21,7 +21,12 @@ fn generated() -> Vec<(String, Vec<u8>)> {
     clap_mangen::Man::new(top.clone()).render(&mut man).unwrap();
     out.push(("man/rlock.1".to_string(), man));
     // One page per subcommand, as git and cargo do: `man rlock-exec`.
+    // Each with the global options that apply to it (cli::page_of).
     for sub in top.get_subcommands() {
+        let sub = match sub.get_name() {
+            "help" => sub.clone(),
+            name => cli::page_of(name),
+        };
         let name = format!("rlock-{}", sub.get_name());
         let extra = match sub.get_after_help() {
             Some(h) => format!("{h}\n\n{}", cli::ENVIRONMENT),
@@ -66,4 +71,29 @@ fn man_page_and_completions_are_fresh() {
         stale.is_empty(),
         "stale generated files {stale:?}: run `RLOCK_BLESS=1 cargo test --test integration docs`"
     );
+}
+
+/// A subcommand's man page lists the global options that apply to it and
+/// not the others: `--min-replicas` only where a grant is taken.
+#[test]
+fn each_page_lists_only_the_options_that_apply() {
+    let synopsis = |name: &str| -> String {
+        let mut man = Vec::new();
+        clap_mangen::Man::new(cli::page_of(name))
+            .render_synopsis_section(&mut man)
+            .unwrap();
+        String::from_utf8(man).unwrap()
+    };
+    for name in ["acquire", "exec", "rw"] {
+        let s = synopsis(name);
+        assert!(s.contains(r"\-\-min\-replicas"), "{name}: {s}");
+        assert!(s.contains(r"\-\-history\-events"), "{name}: {s}");
+    }
+    for name in ["status", "list", "release", "break", "top", "metrics"] {
+        let s = synopsis(name);
+        assert!(!s.contains(r"\-\-min\-replicas"), "{name}: {s}");
+        assert!(s.contains(r"\-\-url"), "{name}: {s}");
+    }
+    let s = synopsis("doctor");
+    assert!(!s.contains(r"\-\-history\-events"), "doctor: {s}");
 }

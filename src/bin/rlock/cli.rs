@@ -894,6 +894,31 @@ pub(crate) fn command() -> clap::Command {
     Cli::command()
 }
 
+/// The subcommands that take a new grant, where `--min-replicas` applies.
+#[allow(dead_code)]
+const GRANTS: &[&str] = &["acquire", "exec", "rw", "doctor"];
+
+/// Subcommand `name` as its man page shows it: with the global options
+/// (--url, --prefix, TLS...; each with its environment variable) that
+/// apply to it — `--min-replicas` for the commands in [`GRANTS`], the
+/// history limits for every command that writes a lock's history (all but
+/// doctor) — and not the others, which it accepts but ignores.
+#[allow(dead_code)] // used by the docs test, which includes this file
+pub(crate) fn page_of(name: &str) -> clap::Command {
+    let grants = GRANTS.contains(&name);
+    let writes = name != "doctor";
+    // Hidden at the top before clap copies the globals into every
+    // subcommand (build); hiding them in a built subcommand breaks it.
+    let mut top = Cli::command()
+        .mut_arg("min_replicas", |a| a.hide(!grants))
+        .mut_arg("history_events", |a| a.hide(!writes))
+        .mut_arg("history_retention", |a| a.hide(!writes));
+    top.build();
+    top.find_subcommand(name)
+        .unwrap_or_else(|| panic!("no subcommand {name}"))
+        .clone()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
