@@ -242,11 +242,22 @@ pub(crate) fn signal_all(root: libc::pid_t, sig: i32) {
                 more = true;
                 // SAFETY: plain syscall; see the module comment on pid reuse.
                 unsafe { libc::kill(pid, sig) };
+                continue_after(pid, sig);
             }
         }
         if !more {
             return;
         }
+    }
+}
+
+/// After a SIGTERM, a SIGCONT, as timeout(1) sends: a stopped process
+/// (SIGSTOP, Ctrl-Z) acts on its TERM only once continued, and without the
+/// CONT would sit out the whole `--grace` and die of the SIGKILL.
+pub(crate) fn continue_after(pid: libc::pid_t, sig: i32) {
+    if sig == libc::SIGTERM {
+        // SAFETY: plain syscall, to the pid just signalled.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
     }
 }
 

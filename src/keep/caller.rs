@@ -158,18 +158,21 @@ impl Watched {
             .into_iter()
             .filter(|&p| p != me && stat(p).is_some_and(|s| s.start >= since))
             .collect();
-        match &self.pidfd {
-            Some(fd) => crate::fd::pidfd_send_signal(fd, sig),
-            // SAFETY: plain syscall; `gone` has just checked the pid's
-            // start time (the window is this one call).
-            None => unsafe {
-                libc::kill(self.pid, sig);
-            },
-        }
-        for pid in below {
-            // SAFETY: plain syscall; a pid from the snapshot just taken
-            // (see exec's tree.rs on pid reuse).
-            unsafe { libc::kill(pid, sig) };
+        // A TERM goes with a CONT (exec's tree::continue_after).
+        for sig in std::iter::once(sig).chain((sig == libc::SIGTERM).then_some(libc::SIGCONT)) {
+            match &self.pidfd {
+                Some(fd) => crate::fd::pidfd_send_signal(fd, sig),
+                // SAFETY: plain syscall; `gone` has just checked the pid's
+                // start time (the window is this one call).
+                None => unsafe {
+                    libc::kill(self.pid, sig);
+                },
+            }
+            for &pid in &below {
+                // SAFETY: plain syscall; a pid from the snapshot just taken
+                // (see exec's tree.rs on pid reuse).
+                unsafe { libc::kill(pid, sig) };
+            }
         }
     }
 

@@ -125,3 +125,36 @@ fn bad_max_hold_is_64_and_holds_nothing() {
         .fails(64, "--max-hold");
     assert!(r.keys().is_empty(), "{:?}", r.keys());
 }
+
+/// A stopped command gets SIGCONT with its SIGTERM, as timeout(1) sends
+/// it: it ends at once, not at the SIGKILL after the whole --grace (30 s
+/// here; a stopped process acts on no signal but KILL and CONT).
+#[test]
+fn a_stopped_command_is_continued_with_its_sigterm() {
+    let r = Redis::shared();
+    let out = rlock(&r)
+        .args([
+            "exec",
+            "--max-hold",
+            "1s",
+            "--grace",
+            "30s",
+            "stopped",
+            "--",
+            "sh",
+            "-c",
+            "kill -STOP $$; sleep 60",
+        ])
+        .run()
+        .code(124);
+    assert!(
+        out.elapsed < Duration::from_secs(20),
+        "waited for the SIGKILL: {:?}",
+        out.elapsed
+    );
+    assert!(!out.stderr.contains("sent SIGKILL"), "{}", out.stderr);
+    rlock(&r)
+        .args(["exec", "-n", "stopped", "--", "true"])
+        .run()
+        .ok();
+}
