@@ -108,7 +108,7 @@ pub(in crate::quorum) fn status_on_majority(key: &str, answers: &[&Status], m: u
 }
 
 /// The keys any answer names, sorted, each with the answers that name it.
-fn union<'a, T>(answers: &'a [Vec<T>], key: impl Fn(&T) -> &str) -> Vec<(&'a str, Vec<&'a T>)> {
+fn union<T>(answers: &[Vec<T>], key: impl Fn(&T) -> &str) -> Vec<(&str, Vec<&T>)> {
     let mut out: Vec<(&str, Vec<&T>)> = Vec::new();
     for a in answers {
         for x in a {
