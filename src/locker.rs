@@ -149,8 +149,9 @@ impl Locker {
 
     /// The last `limit` events of `key` (1 to 100,000), oldest first.
     /// Leases that ran out with nobody releasing them are recorded as
-    /// `expired` first. Under RedLock, as the first master that answers
-    /// has them.
+    /// `expired` first. Under RedLock, the events a majority of the
+    /// masters has (the same event within 5 s on each, see
+    /// docs/deployments.md).
     pub fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
         if limit == 0 || limit > crate::lock::MAX_HISTORY_EVENTS as usize {
             return Err(crate::Error::Usage(format!(
@@ -227,13 +228,15 @@ impl Locker {
     }
 
     /// Who holds `key`, how long they keep it, who waits. Under RedLock,
-    /// as the first server that answers sees it.
+    /// as a majority of the masters sees it: a holder whose token a
+    /// majority reports holding (fewer than a majority answering is
+    /// [`crate::Error::Unavailable`]).
     pub fn status(&mut self, key: &str) -> Result<Status> {
         self.0.status(key)
     }
 
     /// Every live lock whose key matches the glob `pattern`. Under RedLock,
-    /// as the first server that answers sees them.
+    /// the locks any master lists, each as a majority sees it.
     pub fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         self.0.list(pattern)
     }
@@ -241,7 +244,7 @@ impl Locker {
     /// Every live lock whose key matches the glob `pattern`, with its
     /// history's counters, last event and grants in the last minute, most
     /// contended first ([`crate::lock::overview::rank`]). Read-only. Under
-    /// RedLock, as the first server that answers sees them.
+    /// RedLock, the locks any master shows, each as a majority sees it.
     pub fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
         crate::lock::overview::check_pattern(pattern)?;
         self.0.overview(pattern)

@@ -88,13 +88,13 @@ pub(crate) trait Backend: Send {
     fn set_history(&mut self, limits: HistoryLimits);
 
     /// The last `limit` events of `key`, oldest first, after recording
-    /// leases that ran out unnoticed. Under RedLock, as the first master
-    /// that answers has them.
+    /// leases that ran out unnoticed. Under RedLock, the events a majority
+    /// of the masters has.
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>>;
 
     /// Record that the holder with `token` (and `info`) found `key` gone,
-    /// and why (a `lost` event). Sent once; under RedLock, to the first
-    /// master that answers (the others record the grant as expired).
+    /// and why (a `lost` event). Sent once; under RedLock, to every master
+    /// (`history` shows what a majority has).
     fn record_lost(
         &mut self,
         key: &str,
@@ -139,7 +139,8 @@ pub(crate) trait Backend: Send {
     /// holders' next renewal finds them gone, with a notice that `by`
     /// broke them for `reason`; the waiters that may now take the lock are
     /// woken. `by` and `reason` are checked by the caller. Under RedLock,
-    /// on every master that answers.
+    /// on every master that answers, the holders named by fence being
+    /// those a majority reports.
     fn break_lock(
         &mut self,
         key: &str,
@@ -149,16 +150,16 @@ pub(crate) trait Backend: Send {
     ) -> Result<Broken>;
 
     /// Who holds `key`, how long they keep it, who waits. Under RedLock, as
-    /// the first master that answers sees it.
+    /// a majority of the masters sees it.
     fn status(&mut self, key: &str) -> Result<Status>;
 
     /// Every live lock whose key matches the glob `pattern`. Under RedLock,
-    /// as the first master that answers sees them.
+    /// the locks any master lists, each as a majority sees it.
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>>;
 
     /// Every live lock matching `pattern` with its history's counters,
     /// last event and recent grants, most contended first (see
-    /// `super::overview`). Under RedLock, as the first master that answers
-    /// sees them.
+    /// `super::overview`). Under RedLock, the locks any master shows, each
+    /// as a majority sees it.
     fn overview(&mut self, pattern: &str) -> Result<Vec<LockView>>;
 }

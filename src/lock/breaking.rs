@@ -122,6 +122,7 @@ mod tests {
             count: 1,
             fence,
             set: Vec::new(),
+            token_digest: String::new(),
         }
     }
 

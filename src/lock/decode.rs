@@ -275,6 +275,7 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
             count: n(3),
             fence: n(4),
             set: info.set,
+            token_digest: text(f.get(6)),
         });
     }
     Ok(Status {

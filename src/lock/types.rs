@@ -457,6 +457,11 @@ pub struct HolderStatus {
     /// sorted; empty for a lock taken alone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<String>,
+    /// The SHA-1 of the holder's token, in hex (never the token): the same
+    /// on every RedLock master, so that reads tell one holder's holds from
+    /// another's there. Not printed, not in `--json`.
+    #[serde(skip)]
+    pub token_digest: String,
 }
 
 /// Reject TTLs that are zero, too short to renew, or absurdly long.

@@ -100,10 +100,13 @@
 //! - `identity`: twin detection (two URLs that reach one server);
 //! - `tally`: the pure decisions over the masters' answers (majorities,
 //!   fence agreement, what an attempt may have left to undo, what a
-//!   release, renewal or check adds up to), unit-tested in `tally/tests.rs`;
+//!   release, renewal or check adds up to), unit-tested in `tally/tests.rs`,
+//!   and in `tally/reads.rs` what the reads add up to: status, list,
+//!   overview and history decided by majority;
 //! - `acquire`: attempts, give-backs, re-entry and the acquire loop;
 //! - `ops`: the operations of `lock::Backend`: what an acquire refuses,
-//!   release, renew, check, status and list.
+//!   release, renew, check, break and the reads (status, list, overview,
+//!   history), which ask every master and decide by majority.
 
 mod acquire;
 mod fanout;

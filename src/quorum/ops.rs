@@ -1,7 +1,8 @@
 //! The lock operations under RedLock (the contract is `lock::Backend`):
 //! acquire refuses what needs one Redis, then re-enters or acquires afresh
 //! (`acquire`); release, renew and check are confirmed by a majority;
-//! status and list take the first master that answers.
+//! the reads (status, list, overview, history, and break's reading of who
+//! holds) ask every master and decide by majority (`tally::reads`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,7 +124,14 @@ impl Backend for Quorum {
 
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
         let k = key.to_string();
-        self.first(move |node| node.history(&k, limit))
+        // Twice as many from each: a master's own extra events (attempts
+        // a minority granted and gave back) push older ones out of its
+        // last `limit`, and those would then miss its record.
+        let ask = limit.saturating_mul(2);
+        let all = self.read_all(&format!("history {key:?}"), move |node| {
+            node.history(&k, ask)
+        })?;
+        Ok(tally::history_on_majority(&all, self.majority(), limit))
     }
 
     fn record_lost(
@@ -139,7 +147,13 @@ impl Backend for Quorum {
             info.clone(),
             reason.to_string(),
         );
-        self.first(move |node| node.record_lost(&k, &t, &i, &r))
+        // On every master: `history` shows the events a majority has.
+        let answers = self.on_all(
+            Turn::Skip,
+            move |node| node.record_lost(&k, &t, &i, &r),
+            |_, late| late,
+        );
+        tally::answered(answers, 1, "record the loss").map(|_| ())
     }
 
     fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
@@ -167,47 +181,24 @@ impl Backend for Quorum {
         self.check_twins()?;
         // A grant's fence is each master's own: a majority agrees on it
         // (RLOCK_FENCE), but a master outside that majority may show
-        // another (its counter ran ahead), and `status`, which reads the
-        // first master that answers, shows that one then. So the fences
-        // named are first turned into the holders they name (host, pid,
-        // mode) on the masters, and each master breaks those holders'
-        // holds under its own fences. A fence that names different
-        // holders on different masters names the one most masters give
-        // it (the majority's).
+        // another (its counter ran ahead). So the fences named are first
+        // turned into the holders they name, told apart by their tokens'
+        // digests, among those a majority reports (as `status` shows them),
+        // and each master breaks those holders' holds under its own fences.
         // Safety: breaking by the fences themselves on every master
-        // missed the hold wherever its fence differed: with the fence of
-        // a master outside the majority, the holder kept its majority (its
-        // renewals went on: not broken at all, yet reported broken, the
-        // woken waiter without a majority to take).
+        // missed the hold wherever its fence differed: the holder kept its
+        // majority (its renewals went on: not broken at all, yet reported
+        // broken, the woken waiter without a majority to take).
         // (`named`: the fences named that hold somewhere, reported as the
         // fences broken if any master broke a hold.)
         let (who, named) = match holders {
             Holders::All => (None, Vec::new()),
             Holders::Fences(fences) => {
                 let k = key.to_string();
-                let statuses = self.on_all(Turn::Skip, move |node| node.status(&k), |_, late| late);
-                let statuses: Vec<Status> = statuses.into_iter().flatten().flatten().collect();
-                let mut who: Vec<(String, u32, String)> = Vec::new();
-                let mut named = Vec::new();
-                for f in fences {
-                    let mut seen: Vec<((String, u32, String), usize)> = Vec::new();
-                    for h in statuses.iter().flat_map(|st| &st.holders) {
-                        if h.fence != *f {
-                            continue;
-                        }
-                        let id = (h.host.clone(), h.pid, h.mode.clone());
-                        match seen.iter_mut().find(|(i, _)| *i == id) {
-                            Some((_, n)) => *n += 1,
-                            None => seen.push((id, 1)),
-                        }
-                    }
-                    if let Some((id, _)) = seen.into_iter().max_by_key(|(_, n)| *n) {
-                        named.push(*f);
-                        if !who.contains(&id) {
-                            who.push(id);
-                        }
-                    }
-                }
+                let statuses =
+                    self.read_all(&format!("status {key:?}"), move |node| node.status(&k))?;
+                let statuses: Vec<&Status> = statuses.iter().collect();
+                let (who, named) = tally::named_holders(&statuses, fences, self.majority());
                 (Some(who), named)
             }
         };
@@ -221,11 +212,7 @@ impl Backend for Quorum {
                     let fences = here
                         .holders
                         .iter()
-                        .filter(|h| {
-                            who.iter().any(|(host, pid, mode)| {
-                                h.host == *host && h.pid == *pid && h.mode == *mode
-                            })
-                        })
+                        .filter(|h| who.contains(&h.token_digest))
                         .map(|h| h.fence)
                         .collect();
                     node.break_lock(&k, &Holders::Fences(fences), &b, &r)
@@ -259,23 +246,27 @@ impl Backend for Quorum {
         match (out, error) {
             (Some(o), _) => Ok(o),
             (None, Some(e)) => Err(e),
-            (None, None) => tally::first::<Broken>((0..n).map(|_| None).collect()),
+            (None, None) => Err(tally::no_answer(&format!("break {key:?}"), 0, n, 1, None)),
         }
     }
 
     fn status(&mut self, key: &str) -> Result<Status> {
         let k = key.to_string();
-        self.first(move |node| node.status(&k))
+        let all = self.read_all(&format!("status {key:?}"), move |node| node.status(&k))?;
+        let all: Vec<&Status> = all.iter().collect();
+        Ok(tally::status_on_majority(key, &all, self.majority()))
     }
 
     fn list(&mut self, pattern: &str) -> Result<Vec<Status>> {
         let p = pattern.to_string();
-        self.first(move |node| node.list(&p))
+        let all = self.read_all("list", move |node| node.list(&p))?;
+        Ok(tally::list_on_majority(&all, self.majority()))
     }
 
     fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
         let p = pattern.to_string();
-        self.first(move |node| node.overview(&p))
+        let all = self.read_all("overview", move |node| node.overview(&p))?;
+        Ok(tally::overview_on_majority(&all, self.majority()))
     }
 }
 
@@ -296,16 +287,16 @@ impl Quorum {
         tally::confirmed(&answers, m, what, key)
     }
 
-    /// The first answer any master gives.
-    fn first<T: Send + 'static>(
+    /// Run a read on every master, waiting for each to answer (or its
+    /// timeout): the answers, if a majority answered, to decide by.
+    fn read_all<T: Send + 'static>(
         &self,
+        what: &str,
         f: impl Fn(&mut Node) -> Result<T> + Send + Sync + 'static,
-    ) -> Result<T> {
+    ) -> Result<Vec<T>> {
         self.check_twins()?;
-        let answers = self.on_all(Turn::Skip, f, |a, _| {
-            a.iter().any(|x| matches!(x, Some(Ok(_))))
-        });
+        let answers = self.on_all(Turn::Skip, f, |_, late| late);
         self.check_twins()?;
-        tally::first(answers)
+        tally::answered(answers, self.majority(), what)
     }
 }

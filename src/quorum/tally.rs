@@ -6,9 +6,15 @@
 use std::time::Duration;
 
 use super::fanout::Answers;
+
+mod reads;
+
 use crate::clock::BootTime;
 use crate::lock::{Attempt, Busy, Held};
 use crate::{Error, Released, Result};
+pub(super) use reads::{
+    history_on_majority, list_on_majority, named_holders, overview_on_majority, status_on_majority,
+};
 
 /// How many of `n` masters make a majority.
 pub(super) fn majority(n: usize) -> usize {
@@ -306,18 +312,26 @@ pub(super) fn held_on_majority(mut held: Vec<Held>, m: usize) -> Held {
     Held { ttl, fence }
 }
 
-/// The first answer any master gave, or the first error, or (none
-/// answered) why not.
-pub(super) fn first<T>(answers: Answers<T>) -> Result<T> {
+/// A read's answers, if a majority of the masters answered it: those that
+/// did (see `reads` for what they add up to). Otherwise the first refusal
+/// (a foreign key, a usage error), else why not.
+pub(super) fn answered<T>(answers: Answers<T>, m: usize, what: &str) -> Result<Vec<T>> {
     let n = answers.len();
-    let mut error = None;
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
     for a in answers.into_iter().flatten() {
         match a {
-            Ok(v) => return Ok(v),
-            Err(e) => error = error.or(Some(e)),
+            Ok(v) => ok.push(v),
+            Err(e) => errors.push(e),
         }
     }
-    Err(error.unwrap_or_else(|| no_answer("status", 0, n, 1, None)))
+    if ok.len() >= m {
+        return Ok(ok);
+    }
+    if let Some(i) = errors.iter().position(refusal) {
+        return Err(errors.swap_remove(i));
+    }
+    Err(no_answer(what, ok.len(), n, m, errors.first()))
 }
 
 #[cfg(test)]

@@ -548,8 +548,8 @@ fn the_ci_job_shows_when_the_environment_names_one() {
     assert_eq!(h[0]["ci"], "github acme/site run 42 job deploy");
 }
 
-/// RedLock: each master writes its own history; `history` reads the first
-/// that answers.
+/// RedLock: each master writes its own history; `history` shows the
+/// events a majority of them has.
 #[test]
 fn redlock_masters_each_keep_the_history() {
     let masters: Vec<Redis> = (0..3).map(|_| Redis::start()).collect();
@@ -562,7 +562,8 @@ fn redlock_masters_each_keep_the_history() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     // A first attempt whose fences disagree is given back (see
-    // src/quorum/): granted and released on a master, then the real one.
+    // src/quorum/): granted and released where it was granted (shown if a
+    // majority granted it at one fence), then the real one.
     let names = events(&h);
     assert!(names.ends_with(&["granted", "released"]), "{names:?}");
     assert_eq!(names.len() % 2, 0, "{names:?}");

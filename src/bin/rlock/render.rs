@@ -238,6 +238,7 @@ mod tests {
                 count: 1,
                 fence: 3,
                 set: Vec::new(),
+                token_digest: String::new(),
             }],
         };
         let out = status(&st);

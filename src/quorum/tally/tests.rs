@@ -362,14 +362,19 @@ fn a_check_reports_the_mth_longest_lease_at_the_commonest_fence() {
 }
 
 #[test]
-fn status_takes_the_first_answer_or_the_first_error() {
-    assert_eq!(first(vec![None, down(), ok(5), ok(6)]).unwrap(), 5);
-    let e = first::<i32>(vec![down(), refusal()]).unwrap_err();
+fn a_read_needs_a_majority_of_answers() {
+    assert_eq!(
+        answered(vec![None, down(), ok(5), ok(6)], 2, "status").unwrap(),
+        [5, 6]
+    );
+    // Too few: a refusal is the real answer, else how many answered.
+    let e = answered::<i32>(vec![down(), refusal(), ok(1)], 2, "status").unwrap_err();
+    assert!(matches!(e, Error::Conflict(_)), "{e}");
+    let e = answered::<i32>(vec![None, down(), ok(1)], 2, "status \"k\"").unwrap_err();
     assert!(matches!(e, Error::Unavailable { .. }));
-    let e = first::<i32>(vec![None, None]).unwrap_err();
     assert!(
         e.to_string()
-            .starts_with("status: 0 of 2 Redis masters answered as needed, RedLock needs 1"),
+            .starts_with("status \"k\": 1 of 3 Redis masters answered as needed, RedLock needs 2"),
         "{e}"
     );
 }
