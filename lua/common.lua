@@ -15,6 +15,9 @@
 --                               s:<token>   -> held since (server ms)
 --                               f:<token>   -> fencing value of that grant
 --                               m:<token>   -> 'r' or 'w' (kind rw)
+--                               p:<token>   -> pid of the command that
+--                                              holder runs (exec, rw), sent
+--                                              with its first renewal
 --                               u:<token>   -> min-hold: the lease lasts at
 --                                              least until then (server ms)
 --                               sup, supi   -> the --supersede waiter queued
@@ -236,7 +239,7 @@ end
 
 local function forget_holder(tok, mode)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'u:' .. tok)
+    'u:' .. tok, 'p:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if mode == 'w' then
     redis.call('HDEL', STATE, 'writer')

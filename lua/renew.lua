@@ -7,7 +7,9 @@
 --                notices, b:<token>)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms, counted from now (server clock)
--- ARGV[3] history cap, ARGV[4] history retention in ms (see common.lua):
+-- ARGV[3] pid of the command the holder runs, to note for status
+--         ('' for none, or once noted)
+-- ARGV[4] history cap, ARGV[5] history retention in ms (see common.lua):
 --         a renewal that finds leases run out records them as expired
 --
 -- Returns
@@ -23,9 +25,19 @@ local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 local now = now_ms()
 if exp and tonumber(exp) > now then
-  if redis.call('HGET', STATE, 'c:' .. tok) == '0' then
+  local count = redis.call('HGET', STATE, 'c:' .. tok)
+  if count == '0' then
     -- Released, parked until its min-hold ends (release.lua): not renewable.
     return NOT_HELD
+  end
+  if count and ARGV[3] ~= '' then
+    -- Into the state hash, which exists (it has c:<token>) and has its
+    -- TTL; forget_holder deletes the field with the holder's others. The
+    -- first pid noted stays: a nested exec re-entering with this token
+    -- runs inside the command that was noted first. (A few bytes, once
+    -- per hold: like a release's request record, it goes on at maxmemory.)
+    writes_at_maxmemory()
+    redis.call('HSETNX', STATE, 'p:' .. tok, ARGV[3])
   end
   exp = tonumber(exp)
   if now + ttl > exp then

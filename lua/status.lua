@@ -8,11 +8,12 @@
 -- none), oldest_wait_since when the earliest waiter still queued joined
 -- (server ms; 0 if nobody waits, or they joined before rlock kept that;
 -- not the head of the queue, which --priority may change) and each holder
--- {info_json, since_ms, ttl_left_ms, count, fence, mode, token_digest},
--- token_digest the SHA-1 of the holder's token in hex (the same on every
--- RedLock master; never the token itself).
+-- {info_json, since_ms, ttl_left_ms, count, fence, mode, token_digest,
+-- cmd_pid}, token_digest the SHA-1 of the holder's token in hex (the same
+-- on every RedLock master; never the token itself).
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
--- 'r' or 'w' for a read-write lock, '' otherwise. Leases and waiters that
+-- 'r' or 'w' for a read-write lock, '' otherwise; cmd_pid is the pid of
+-- the command the holder runs (exec, rw) once a renewal noted it, else ''. Leases and waiters that
 -- have run out by the server's clock are left out.
 --@common
 local _, foreign = lock_kind()
@@ -51,6 +52,7 @@ for i = 1, #hs, 2 do
     fence,
     redis.call('HGET', STATE, 'm:' .. tok) or '',
     redis.sha1hex(tok),
+    redis.call('HGET', STATE, 'p:' .. tok) or '',
   }
   -- The fence key lasts for its grant's TTL (see grant() in acquire.lua);
   -- a holder that renewed outlives it, and its fence is still the last.

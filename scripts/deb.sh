@@ -28,7 +28,8 @@
 # [package.metadata.deb] table: Maintainer, Section, Priority. Depends is
 # computed by dpkg-shlibdeps from the libraries the binary links, and
 # Architecture is dpkg's. The same binary gives a byte-identical package:
-# every timestamp is SOURCE_DATE_EPOCH, by default the last commit's time.
+# every timestamp is SOURCE_DATE_EPOCH, by default the last commit's time
+# (and when git cannot tell it, the script stops and asks for one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,9 +75,17 @@ priority=$(field package.metadata.deb priority)
 [ "$license" = "MIT OR Apache-2.0" ] ||
   die "Cargo.toml's license is \"$license\": scripts/deb.sh only knows \"MIT OR Apache-2.0\""
 
+# Never the build's own time: that would make the package differ from
+# one build to the next. Without git's answer (a tarball without .git, or
+# a checkout git refuses: "dubious ownership" of another user's tree),
+# the caller must say.
 if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
-  SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+  SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null) && [ -n "$SOURCE_DATE_EPOCH" ] ||
+    die "no commit time from git (no .git, or git refuses this checkout): set SOURCE_DATE_EPOCH (seconds since 1970) for a reproducible package"
 fi
+case $SOURCE_DATE_EPOCH in
+  *[!0-9]*) die "SOURCE_DATE_EPOCH must be seconds since 1970, not \"$SOURCE_DATE_EPOCH\"" ;;
+esac
 export SOURCE_DATE_EPOCH
 year=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)
 

@@ -199,6 +199,20 @@ impl Locker {
         self.0.renew(key, token, ttl)
     }
 
+    /// [`Locker::renew`], noting for `status` the pid of the command the
+    /// holder runs (`cmd_pid` in [`crate::lock::HolderStatus`]); the first
+    /// pid noted for a hold stays.
+    pub fn renew_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        ttl: Duration,
+        cmd_pid: Option<u32>,
+    ) -> Result<BootTime> {
+        crate::lock::check_ttl(ttl)?;
+        self.0.renew_noted(key, token, ttl, cmd_pid)
+    }
+
     /// Does `token` hold `key` now (under RedLock: on a majority)? Its time
     /// left and fence; [`crate::Error::Lost`] if it holds nothing,
     /// [`crate::Error::NotOwner`] if another owner holds it.

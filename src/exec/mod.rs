@@ -111,7 +111,7 @@ pub mod tty;
 
 use std::ffi::OsString;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::Duration;
 
 use crate::clock::BootTime;
@@ -421,6 +421,7 @@ pub fn run_set(
             .min((lease.ttl / 3).max(Duration::from_millis(50))),
     );
     let lost_key = Mutex::new(None);
+    let cmd_pid = AtomicI32::new(0);
     let renewal = Renewal {
         lease: &lease,
         others: &others,
@@ -428,6 +429,7 @@ pub fn run_set(
         valid_until: &valid_until,
         stop: &stop,
         guard: deadline.map(|_| &guard),
+        cmd_pid: &cmd_pid,
     };
     let outcome = std::thread::scope(|s| {
         Supervisor {
@@ -441,6 +443,7 @@ pub fn run_set(
             stop: &stop,
             signals: &signals,
             overrun_at,
+            cmd_pid: &cmd_pid,
             renewer: renew::Renewer::new(s, &mut renewer, renewal),
         }
         .run(on_event)

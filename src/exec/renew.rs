@@ -10,7 +10,7 @@
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::{Scope, Thread};
 
 use crate::clock::BootTime;
@@ -33,6 +33,9 @@ pub(crate) struct Renewal<'a> {
     pub stop: &'a AtomicBool,
     /// Where to move the kill deadline; None under `--on-lost ignore`.
     pub guard: Option<&'a Guard>,
+    /// The command's pid once the guard reported its start (0 until then),
+    /// noted in Redis by the first renewal after that (for `status`).
+    pub cmd_pid: &'a AtomicI32,
 }
 
 /// When the first renewal is due (the command's start may have taken a
@@ -150,6 +153,8 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
         retry,
         first: mut next,
     } = RenewalSchedule::new(r.lease.valid_until, r.lease.ttl);
+    // Sent with each renewal until one is confirmed.
+    let mut pid_noted = false;
     loop {
         while !r.stop.load(Ordering::SeqCst) && !next.passed() {
             std::thread::park_timeout(next.remaining());
@@ -160,7 +165,10 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
         let sent = BootTime::now();
         // Every lock of the set, the earliest validity is the set's; the
         // first definite loss of any is the set's loss.
-        let mut result = locker.renew(&r.lease.key, &r.lease.token, r.lease.ttl);
+        let pid = u32::try_from(r.cmd_pid.load(Ordering::SeqCst))
+            .ok()
+            .filter(|&p| p > 0 && !pid_noted);
+        let mut result = locker.renew_noted(&r.lease.key, &r.lease.token, r.lease.ttl, pid);
         let mut which = &r.lease.key;
         for o in r.others {
             if r.stop.load(Ordering::SeqCst) {
@@ -170,7 +178,7 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
                 break;
             }
             which = &o.key;
-            result = match locker.renew(&o.key, &o.token, o.ttl) {
+            result = match locker.renew_noted(&o.key, &o.token, o.ttl, pid) {
                 Ok(v) => result.map(|valid| valid.min(v)),
                 Err(e) => Err(e),
             };
@@ -196,6 +204,7 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
                     return;
                 }
                 *r.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = valid;
+                pid_noted |= pid.is_some();
                 if let Some(g) = r.guard {
                     g.deadline(Some(super::kill_point(valid, r.lease.ttl)));
                 }

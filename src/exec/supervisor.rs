@@ -6,7 +6,7 @@
 
 use std::process::ExitStatus;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use crate::Lease;
@@ -65,6 +65,9 @@ pub(crate) struct Supervisor<'a, 's, 'e> {
     pub signals: &'a crate::signals::Blocked,
     /// When `--max-hold` ends, if given.
     pub overrun_at: Option<BootTime>,
+    /// Where the command's pid goes for the renewer to note (see
+    /// `Renewal::cmd_pid`).
+    pub cmd_pid: &'a AtomicI32,
     pub renewer: Renewer<'s, 'e>,
 }
 
@@ -184,6 +187,7 @@ impl Supervisor<'_, '_, '_> {
                         // rule of this loop applies from the start.
                         self.pgid = Some(pid);
                         out.pgid = Some(pid);
+                        self.cmd_pid.store(pid, Ordering::SeqCst);
                         if let Some(t) = self.term.filter(|_| self.interactive) {
                             t.give(pid);
                         }

@@ -126,7 +126,20 @@ pub(crate) trait Backend: Send {
     /// lease is safe to rely on: under RedLock, until the latest instant a
     /// majority still holds it. [`crate::Error::Lost`] if the token holds
     /// nothing, [`crate::Error::NotOwner`] if another owner holds the lock.
-    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime>;
+    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+        self.renew_noted(key, token, ttl, None)
+    }
+
+    /// [`Backend::renew`], noting for `status` the pid of the command the
+    /// holder runs (exec's), if given; the first pid noted for a hold
+    /// stays.
+    fn renew_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        ttl: Duration,
+        cmd_pid: Option<u32>,
+    ) -> Result<BootTime>;
 
     /// Does `token` hold `key` now? Its lease's time left and fence if so
     /// (under RedLock: on a majority, for as long as the m-th longest

@@ -116,6 +116,7 @@ mod tests {
             host: host.into(),
             pid,
             cmd: None,
+            cmd_pid: None,
             since: String::new(),
             since_ms: 0,
             ttl_ms: 1000,

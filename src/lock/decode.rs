@@ -269,6 +269,7 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
             host: info.host,
             pid: info.pid,
             cmd: info.cmd,
+            cmd_pid: text(f.get(7)).parse().ok().filter(|&p: &u32| p > 0),
             since: format_ms(n(1)),
             since_ms: n(1),
             ttl_ms: n(2),

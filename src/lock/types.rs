@@ -443,6 +443,10 @@ pub struct HolderStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// The holder's command line, if given (`rlock` stores it redacted).
     pub cmd: Option<String>,
+    /// The pid of the command the holder runs (exec, rw), on the holder's
+    /// host, once its first renewal noted it; `pid` is rlock's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cmd_pid: Option<u32>,
     /// RFC 3339, server clock.
     pub since: String,
     /// The same moment, server clock, in ms since 1970.

@@ -156,9 +156,17 @@ impl Backend for Quorum {
         tally::answered(answers, 1, "record the loss").map(|_| ())
     }
 
-    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+    fn renew_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        ttl: Duration,
+        cmd_pid: Option<u32>,
+    ) -> Result<BootTime> {
         let (k, t) = (key.to_string(), token.clone());
-        let valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl))?;
+        let valid = self.confirmed("renew", key, move |node| {
+            node.renew_noted(&k, &t, ttl, cmd_pid)
+        })?;
         Ok(valid_on_majority(valid, self.majority()))
     }
 

@@ -294,3 +294,49 @@ fn make_deb_builds_the_release_binary_unless_given_one() {
     assert!(!given.contains("cargo"), "{given}");
     assert!(given.contains("RLOCK_BIN=/some/rlock"), "{given}");
 }
+
+/// `make deb` where git cannot tell the last commit's time (GIT_DIR
+/// pointing nowhere, as in a tarball without .git or a checkout git
+/// refuses): with SOURCE_DATE_EPOCH, a package stamped with it; without,
+/// one line asking for it, exit nonzero, nothing written (never the
+/// build's own time, which would make every build differ).
+#[test]
+fn make_deb_without_git_needs_source_date_epoch() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("rlock-nogit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let make = || {
+        let mut cmd = Command::new("make");
+        cmd.current_dir(root)
+            .args(["-s", "deb"])
+            .arg(format!("RLOCK_BIN={}", env!("CARGO_BIN_EXE_rlock")))
+            .arg(format!("DEB_DIR={}", dir.display()))
+            .env("GIT_DIR", dir.join("no-git"))
+            .env_remove("SOURCE_DATE_EPOCH");
+        cmd
+    };
+    let out = make().output().expect("make");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let lines: Vec<_> = err.lines().filter(|l| !l.starts_with("make")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("rlock: ") && lines[0].contains("set SOURCE_DATE_EPOCH"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "{dir:?} written");
+
+    let printed = stdout(make().env("SOURCE_DATE_EPOCH", "1700000000"));
+    let deb = PathBuf::from(printed.trim());
+    let listing = stdout(
+        Command::new("dpkg-deb")
+            .arg("-c")
+            .arg(&deb)
+            .env("TZ", "UTC"),
+    );
+    assert!(
+        listing.lines().all(|l| l.contains("2023-11-14 22:13")),
+        "{listing}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,13 +13,18 @@ mod cli;
 fn generated() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let mut top = cli::command();
-    // Propagates the global options (--url, --prefix, --connect-timeout,
-    // TLS, ...; each with its environment variable) to every subcommand,
-    // so that `man rlock-exec` lists them too.
+    // The top page's synopsis lists every global option.
     top.build();
-    let mut man = Vec::new();
-    clap_mangen::Man::new(top.clone()).render(&mut man).unwrap();
-    out.push(("man/rlock.1".to_string(), man));
+    // The environment has a section of its own (see `environment`), not
+    // the text of the top page's long help.
+    let long = top.get_after_long_help().map(|h| h.to_string());
+    let page = match long {
+        Some(h) => top
+            .clone()
+            .after_long_help(h.replace(cli::ENVIRONMENT, "").trim_start().to_string()),
+        None => top.clone(),
+    };
+    out.push(("man/rlock.1".to_string(), man_page(page)));
     // One page per subcommand, as git and cargo do: `man rlock-exec`.
     // Each with the global options that apply to it (cli::page_of).
     for sub in top.get_subcommands() {
@@ -28,18 +33,11 @@ fn generated() -> Vec<(String, Vec<u8>)> {
             name => cli::page_of(name),
         };
         let name = format!("rlock-{}", sub.get_name());
-        let extra = match sub.get_after_help() {
-            Some(h) => format!("{h}\n\n{}", cli::ENVIRONMENT),
-            None => cli::ENVIRONMENT.to_string(),
-        };
         let page = sub
             .clone()
             .name(&*name.clone().leak())
-            .bin_name(format!("rlock {}", sub.get_name()))
-            .after_help(extra);
-        let mut man = Vec::new();
-        clap_mangen::Man::new(page).render(&mut man).unwrap();
-        out.push((format!("man/{name}.1"), man));
+            .bin_name(format!("rlock {}", sub.get_name()));
+        out.push((format!("man/{name}.1"), man_page(page)));
     }
     for (shell, file) in [
         (Shell::Bash, "completions/rlock.bash"),
@@ -51,6 +49,57 @@ fn generated() -> Vec<(String, Vec<u8>)> {
         out.push((file.to_string(), buf));
     }
     out
+}
+
+/// `cmd`'s man page, with an ENVIRONMENT section (before EXTRA, where the
+/// after-help text goes).
+fn man_page(cmd: clap::Command) -> Vec<u8> {
+    let mut man = Vec::new();
+    clap_mangen::Man::new(cmd).render(&mut man).unwrap();
+    let man = String::from_utf8(man).unwrap();
+    let at = ["\n.SH EXTRA\n", "\n.SH VERSION\n"]
+        .iter()
+        .find_map(|s| man.find(s).map(|i| i + 1))
+        .unwrap_or(man.len());
+    format!("{}{}{}", &man[..at], environment(), &man[at..]).into_bytes()
+}
+
+/// `cli::ENVIRONMENT` as a man page section, one tagged paragraph (.TP)
+/// per variable. As the help's text (aligned columns), man refilled its
+/// lines and wrapped them mid-column.
+fn environment() -> String {
+    let mut out = String::from(".SH ENVIRONMENT\n");
+    // After the "Environment:" line: `  NAME    text`, then continuation
+    // lines indented deeper.
+    for line in cli::ENVIRONMENT.lines().skip(1) {
+        let body = line.trim_start();
+        if line.len() - body.len() > 2 {
+            out.push_str(&roff(body));
+        } else if let Some((names, text)) = body.split_once("  ") {
+            out.push_str(".TP\n");
+            out.push_str(&format!("\\fB{}\\fR\n", roff(names).trim_end()));
+            out.push_str(&roff(text.trim_start()));
+        } else {
+            panic!("cli::ENVIRONMENT: {line:?} is neither `  NAME  text` nor a continuation");
+        }
+    }
+    out
+}
+
+/// One line of text in roff: backslashes, dashes and apostrophes as
+/// clap_mangen writes them, and a leading `.` or `'` kept from being read
+/// as a request.
+fn roff(text: &str) -> String {
+    let t = text
+        .replace('\\', "\\e")
+        .replace('-', "\\-")
+        .replace('\'', "\\*(Aq");
+    let lead = if t.starts_with(['.', '\'']) {
+        "\\&"
+    } else {
+        ""
+    };
+    format!("{lead}{t}\n")
 }
 
 #[test]
@@ -96,4 +145,26 @@ fn each_page_lists_only_the_options_that_apply() {
     }
     let s = synopsis("doctor");
     assert!(!s.contains(r"\-\-history\-events"), "doctor: {s}");
+}
+
+/// Every page lists the environment as a section of tagged paragraphs,
+/// one per variable, and no longer as help text (which man refilled).
+#[test]
+fn man_pages_list_the_environment_one_variable_a_paragraph() {
+    let entries = cli::ENVIRONMENT
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("   "))
+        .count();
+    for (file, page) in generated() {
+        if !file.starts_with("man/") {
+            continue;
+        }
+        let page = String::from_utf8(page).unwrap();
+        let (_, env) = page.split_once(".SH ENVIRONMENT\n").expect(&file);
+        let env = env.split("\n.SH ").next().unwrap();
+        assert_eq!(env.matches(".TP\n\\fBRLOCK_").count(), entries, "{file}");
+        assert!(env.contains("\\fBRLOCK_URL\\fR\nRedis URL(s)"), "{file}");
+        assert!(!page.contains("Environment:"), "{file}");
+    }
 }

@@ -31,6 +31,7 @@ mod multi;
 mod new_user;
 mod oom;
 mod priority;
+mod redaction;
 mod redlock;
 mod rw;
 mod sentinel;

@@ -41,11 +41,15 @@ pub(crate) fn status(st: &Status) -> String {
         if h.mode != "exclusive" {
             let _ = write!(out, "{} ", h.mode);
         }
+        let _ = write!(out, "host {} pid {}", plain(&h.host), h.pid);
+        // The command's own process, beside rlock's (`pid`, which is alive
+        // and renewing whatever the command does).
+        if let Some(p) = h.cmd_pid {
+            let _ = write!(out, " command pid {p}");
+        }
         let _ = write!(
             out,
-            "host {} pid {} since {} ttl {} fence {}",
-            plain(&h.host),
-            h.pid,
+            " since {} ttl {} fence {}",
             h.since,
             human(Duration::from_millis(h.ttl_ms)),
             h.fence
@@ -232,6 +236,7 @@ mod tests {
                 host: "h".into(),
                 pid: 7,
                 cmd: None,
+                cmd_pid: None,
                 since: "2024-01-01T00:00:00Z".into(),
                 since_ms: 0,
                 ttl_ms: 29_517,
@@ -243,5 +248,10 @@ mod tests {
         };
         let out = status(&st);
         assert!(out.contains(" ttl 29.5s fence 3"), "{out}");
+        assert!(out.contains("pid 7 since"), "{out}");
+        let mut st = st;
+        st.holders[0].cmd_pid = Some(42);
+        let out = status(&st);
+        assert!(out.contains("pid 7 command pid 42 since"), "{out}");
     }
 }

@@ -367,6 +367,25 @@ fn status_of_an_exclusive_lock() {
     assert_eq!((h.ttl_ms, h.count, h.fence), (2500, 2, 9));
 }
 
+/// The command's pid, the 8th field (after the token digest) once a
+/// renewal noted it ('' before; absent from a shorter reply).
+#[test]
+fn status_gives_the_commands_pid_once_noted() {
+    let with = |pid: Option<&str>| {
+        let Value::Array(mut h) = holder(r#"{"host":"h","pid":5}"#, 0, 2500, 1, 9, "") else {
+            unreachable!()
+        };
+        h.push(s("digest"));
+        h.extend(pid.map(s));
+        let reply = vec![s("x"), i(1), i(9), i(0), i(0), s(""), i(0), Value::Array(h)];
+        status("k", reply).unwrap().holders[0].cmd_pid
+    };
+    assert_eq!(with(Some("4133")), Some(4133));
+    assert_eq!(with(Some("")), None);
+    assert_eq!(with(None), None);
+    assert_eq!(with(Some("x")), None);
+}
+
 #[test]
 fn status_of_a_semaphore_and_of_a_read_write_lock() {
     let sem = vec![s("x"), i(3), i(4), i(0), i(0), s("")];

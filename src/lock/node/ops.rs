@@ -249,8 +249,15 @@ impl Backend for Node {
         res
     }
 
-    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
+    fn renew_noted(
+        &mut self,
+        key: &str,
+        token: &Token,
+        ttl: Duration,
+        cmd_pid: Option<u32>,
+    ) -> Result<BootTime> {
         let lock = self.name(key)?;
+        let pid = cmd_pid.map(|p| p.to_string()).unwrap_or_default();
         let sent = BootTime::now();
         let timeout = self.server.timeout;
         // Naturally idempotent (it sets the lease end to at least now +
@@ -259,7 +266,13 @@ impl Backend for Node {
         let n: Value = self.eval(
             &RENEW,
             &lock.keys(None),
-            &[token.as_str(), &millis(ttl).to_string(), &cap, &retention],
+            &[
+                token.as_str(),
+                &millis(ttl).to_string(),
+                &pid,
+                &cap,
+                &retention,
+            ],
             || format!("renew {key:?}"),
             timeout,
         )?;

@@ -341,3 +341,250 @@ fn hides_the_credentials_of_redis_commands() {
     assert_eq!(cmd(&["./deploy", "auth", "check"]), "./deploy auth check");
     assert_eq!(cmd(&["redis-cli", "ping"]), "redis-cli ping");
 }
+
+#[test]
+fn curl_user_passwords() {
+    assert_eq!(
+        cmd(&["curl", "-u", "admin:hunter2", "https://h/x"]),
+        "curl -u admin:*** https://h/x"
+    );
+    assert_eq!(
+        cmd(&["curl", "--user", "admin:hunter2", "https://h/x"]),
+        "curl --user admin:*** https://h/x"
+    );
+    assert_eq!(
+        cmd(&[
+            "curl",
+            "--user=admin:hunter2",
+            "-uadmin:hunter2",
+            "-U",
+            "p:hunter2"
+        ]),
+        "curl --user=admin:*** -uadmin:*** -U p:***"
+    );
+    // A user name alone: curl asks for the password.
+    assert_eq!(cmd(&["curl", "-u", "admin", "u"]), "curl -u admin u");
+    // Not after curl: docker's user:group is no password.
+    assert_eq!(
+        cmd(&["docker", "run", "-u", "www-data:www-data", "img"]),
+        "docker run -u www-data:www-data img"
+    );
+}
+
+#[test]
+fn authorization_header_without_a_space() {
+    assert_eq!(
+        cmd(&["curl", "-H", "Authorization:Bearer hunter2", "u"]),
+        "curl -H Authorization:*** u"
+    );
+    assert_eq!(
+        cmd(&["curl", "-H", "X-Api-Key:hunter2", "u"]),
+        "curl -H X-Api-Key:*** u"
+    );
+    assert_eq!(
+        cmd(&["sh", "-c", "curl -H 'Authorization:Bearer hunter2' u"]),
+        "sh -c curl -H 'Authorization:*** *** u"
+    );
+    // host:port with a name that only contains AUTH is left alone.
+    assert_eq!(cmd(&["nc", "auth-server:443"]), "nc auth-server:443");
+}
+
+#[test]
+fn cookie_headers() {
+    assert_eq!(
+        cmd(&["curl", "-H", "Cookie: session=hunter2", "u"]),
+        "curl -H Cookie: *** u"
+    );
+    assert_eq!(
+        cmd(&["curl", "-H", "cookie:session=hunter2", "u"]),
+        "curl -H cookie:*** u"
+    );
+}
+
+#[test]
+fn curl_cookies() {
+    assert_eq!(
+        cmd(&["curl", "-b", "session=hunter2", "u"]),
+        "curl -b *** u"
+    );
+    assert_eq!(
+        cmd(&["curl", "--cookie", "session=hunter2", "u"]),
+        "curl --cookie *** u"
+    );
+    // -b of git is a branch.
+    assert_eq!(
+        cmd(&["git", "checkout", "-b", "topic"]),
+        "git checkout -b topic"
+    );
+}
+
+#[test]
+fn git_extra_header() {
+    assert_eq!(
+        cmd(&[
+            "git",
+            "-c",
+            "http.extraHeader=Authorization: Bearer hunter2",
+            "fetch"
+        ]),
+        "git -c http.extraHeader=Authorization: *** *** fetch"
+    );
+    assert_eq!(
+        cmd(&[
+            "git",
+            "-c",
+            "http.extraHeader=Authorization:Basic aGk=",
+            "fetch"
+        ]),
+        "git -c http.extraHeader=Authorization:*** *** fetch"
+    );
+    // Not after -c: one setting, hidden whole.
+    assert_eq!(
+        cmd(&["x", "--header=Authorization: Bearer hunter2"]),
+        "x --header=Authorization: ***"
+    );
+    assert_eq!(
+        cmd(&["git", "-c", "http.sslVerify=false", "fetch"]),
+        "git -c http.sslVerify=false fetch"
+    );
+}
+
+#[test]
+fn gpg_passphrase() {
+    assert_eq!(
+        cmd(&["gpg", "--batch", "--passphrase", "hunter2", "-d", "f"]),
+        "gpg --batch --passphrase *** -d f"
+    );
+    assert_eq!(
+        cmd(&["gpg", "--passphrase-file", "/p", "--passphrase-fd", "0"]),
+        "gpg --passphrase-file /p --passphrase-fd 0"
+    );
+}
+
+#[test]
+fn mount_options() {
+    assert_eq!(
+        cmd(&[
+            "mount",
+            "-t",
+            "cifs",
+            "-o",
+            "username=bob,password=hunter2,uid=1000",
+            "//s/x",
+            "/mnt"
+        ]),
+        "mount -t cifs -o username=bob,password=***,uid=1000 //s/x /mnt"
+    );
+    assert_eq!(
+        cmd(&["mount", "-o", "rw,noatime", "/dev/x", "/mnt"]),
+        "mount -o rw,noatime /dev/x /mnt"
+    );
+    // Form fields too.
+    assert_eq!(
+        cmd(&["curl", "-d", "user=bob&token=hunter2", "u"]),
+        "curl -d user=bob&token=*** u"
+    );
+}
+
+#[test]
+fn docker_login_password() {
+    assert_eq!(
+        cmd(&["docker", "login", "-u", "bob", "-p", "hunter2", "reg"]),
+        "docker login -u bob -p *** reg"
+    );
+    assert_eq!(
+        cmd(&["helm", "registry", "login", "-p", "hunter2", "reg"]),
+        "helm registry login -p *** reg"
+    );
+    // -p of docker run is a port.
+    assert_eq!(
+        cmd(&["docker", "run", "-p", "8080:80", "img"]),
+        "docker run -p 8080:80 img"
+    );
+}
+
+#[test]
+fn mysql_pwd_assignment() {
+    assert_eq!(
+        cmd(&["env", "MYSQL_PWD=hunter2", "mysql", "db"]),
+        "env MYSQL_PWD=*** mysql db"
+    );
+    assert_eq!(
+        cmd(&["sh", "-c", "MYSQL_PWD=hunter2 mysql db"]),
+        "sh -c MYSQL_PWD=*** mysql db"
+    );
+    // The working directory is no password.
+    assert_eq!(
+        cmd(&["env", "PWD=/srv", "OLDPWD=/", "x"]),
+        "env PWD=/srv OLDPWD=/ x"
+    );
+}
+
+#[test]
+fn pscp_pw() {
+    assert_eq!(
+        cmd(&["pscp", "-pw", "hunter2", "f", "bob@h:/x"]),
+        "pscp -pw *** f bob@h:/x"
+    );
+    assert_eq!(cmd(&["plink", "-pw", "hunter2", "h"]), "plink -pw *** h");
+}
+
+#[test]
+fn smbclient_user_percent_password() {
+    assert_eq!(
+        cmd(&["smbclient", "-U", "bob%hunter2", "//s/x"]),
+        "smbclient -U bob%*** //s/x"
+    );
+    assert_eq!(
+        cmd(&["smbclient", "-Ubob%hunter2", "--user=bob%hunter2", "//s/x"]),
+        "smbclient -Ubob%*** --user=bob%*** //s/x"
+    );
+    assert_eq!(
+        cmd(&["smbclient", "-U", "bob", "//s/x"]),
+        "smbclient -U bob //s/x"
+    );
+}
+
+#[test]
+fn innocent_commands_stay_unchanged() {
+    for c in [
+        &[
+            "curl",
+            "-sS",
+            "-H",
+            "Accept: application/json",
+            "https://h/a",
+        ][..],
+        &[
+            "curl",
+            "-X",
+            "POST",
+            "-d",
+            r#"{"name":"x","n":2}"#,
+            "https://h",
+        ],
+        &["docker", "run", "--user", "1000:1000", "-p", "80:80", "img"],
+        &[
+            "git",
+            "-c",
+            "user.name=Ann",
+            "commit",
+            "-m",
+            "fix auth flow",
+        ],
+        &["git", "checkout", "-b", "feature/cookie-banner"],
+        &["mount", "-o", "ro,uid=1000,gid=1000", "/dev/sdb1", "/mnt"],
+        &["gpg", "--verify", "f.sig", "f"],
+        &["rsync", "-az", "-e", "ssh -p 2222", "src/", "h:/dst/"],
+        &["scp", "-P", "2222", "f", "bob@h:/x"],
+        &["kubectl", "get", "pods", "-o", "jsonpath={.items[*].name}"],
+        &["ssh", "h", "cd /srv && ./deploy --env=prod,eu"],
+        &["tar", "-czf", "b.tgz", "--exclude=node_modules", "."],
+        &["env", "PWD=/srv", "PATH=/bin:/usr/bin", "x"],
+        &["./job", "--user", "bob", "--pwd", "/tmp"],
+        &["echo", "ghp_", "AKIA", "xoxb-1"],
+        &["nc", "auth.example.com:443"],
+    ] {
+        assert_eq!(cmd(c), c.join(" "), "{c:?}");
+    }
+}

@@ -200,6 +200,46 @@ fn status_shows_the_command_line_redacted() {
     let _ = finish(child, "exec");
 }
 
+/// `status` gives the command's own pid beside rlock's (`pid`, alive and
+/// renewing whatever the command does): noted by the first renewal (here
+/// at TTL/3 = 1s), in text and JSON, and it is the command's process.
+#[test]
+fn status_shows_the_commands_own_pid() {
+    let r = Redis::shared();
+    let dir = tmp_dir("exec", "cmd-pid");
+    let go = dir.join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let child = rlock(&r)
+        .args(["exec", "cmd-pid", "--ttl", "3s", "--", "sh", "-c", &script])
+        .spawn();
+    let mut st = serde_json::Value::Null;
+    eventually(Duration::from_secs(20), "cmd_pid in status", || {
+        st = r.status_json("cmd-pid");
+        st["holders"][0]["cmd_pid"].is_u64()
+    });
+    let holder = &st["holders"][0];
+    let pid = holder["cmd_pid"].as_u64().unwrap();
+    assert_eq!(holder["pid"].as_u64(), Some(u64::from(child.id())), "{st}");
+    assert_ne!(pid, u64::from(child.id()), "{st}");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv: Vec<_> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert_eq!(argv, ["sh", "-c", script.as_str()], "{st}");
+    let text = rlock(&r).args(["status", "cmd-pid"]).run().ok().stdout;
+    assert!(text.contains(&format!(" command pid {pid}")), "{text}");
+    std::fs::write(&go, "").unwrap();
+    finish(child, "exec").ok();
+    // Gone with its holder.
+    let st = r.status_json("cmd-pid");
+    assert_eq!(st["held"], false, "{st}");
+    let fields: Vec<String> = r.cmd(&["HKEYS", &r.key("cmd-pid")]);
+    assert!(fields.iter().all(|f| !f.starts_with("p:")), "{fields:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn min_hold_keeps_the_lock_taken_after_a_quick_success_only() {
     // The cron recipe: a 0.1 s job with --min-hold 3s keeps the lock taken
