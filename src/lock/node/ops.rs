@@ -357,9 +357,7 @@ impl Backend for Node {
             || format!("history {key:?}"),
             RESEND_WINDOW,
         )?;
-        let mut events = decode::history(reply)?;
-        events.reverse();
-        Ok(events)
+        decode::history(reply)
     }
 
     fn record_lost(
