@@ -308,9 +308,10 @@ fn event(entry: &str) -> Result<Event> {
     use serde_json::Value as J;
     let bad = || Error::Protocol(format!("history: an entry rlock did not write: {entry:?}"));
     let parts: Vec<J> = serde_json::from_str(entry).map_err(|_| bad())?;
-    // Numbers as Lua's cjson writes them (up to 14 digits), or as text.
+    // Numbers as Lua's cjson writes them (integers up to 14 digits, which
+    // it prints whole), or as text.
     let num = |v: &J| match v {
-        J::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        J::Number(n) => n.as_i64(),
         J::String(s) => s.parse().ok(),
         _ => None,
     };
