@@ -134,12 +134,13 @@ local function grant()
   -- The history's `granted` event (see log_event in common.lua, written
   -- out here for the fast path, which runs without it), and the grant
   -- left open until its end is recorded (released, expired, ...). The
-  -- XADD is the first write: at maxmemory, or on a P{K}:log rlock did not
-  -- write, the script stops before anything is written.
+  -- RPUSH is the first write: at maxmemory, or on a P{K}:log rlock did not
+  -- write (not a list), the script stops before anything is written.
   local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
   if cap > 0 then
-    redis.call('XADD', KEYS[7], 'MAXLEN', '~', cap, '*', 'e', 'granted', 'f', fence,
-      'i', ARGV[4], 'w', tonumber(ARGV[14]) or 0)
+    local n = redis.call('RPUSH', KEYS[7], cjson.encode({now, 'granted', tostring(fence),
+      ARGV[4], 'w', tonumber(ARGV[14]) or 0}))
+    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
     redis.call('PEXPIRE', KEYS[7], keep)
   end
   redis.call('HINCRBY', KEYS[8], 'open', 1)
@@ -284,12 +285,12 @@ if supersede ~= '0' and ARGV[5] == '1' then
       leave_queue(older)
       redis.call('HSET', STATE, 'x:' .. older, ARGV[4])
       superseded[1] = older
-      log_event(now, 'superseded', {'i', redis.call('HGET', STATE, 'supi') or '',
-        'by', user_at_host(ARGV[4])})
+      log_event(now, 'superseded', 0, redis.call('HGET', STATE, 'supi') or '',
+        {'by', user_at_host(ARGV[4])})
     else
       leave_queue(tok)
       local by = redis.call('HGET', STATE, 'supi') or ''
-      log_event(now, 'superseded', {'i', ARGV[4], 'by', user_at_host(by)})
+      log_event(now, 'superseded', 0, ARGV[4], {'by', user_at_host(by)})
       return {SUPERSEDED, by}
     end
   end

@@ -8,7 +8,7 @@
 -- (renew.lua) to say who broke the lock and why.
 --
 -- KEYS[1..6] as in common.lua
--- KEYS[7] P{K}:log  STREAM  the lock's history (issue #19's shared layout)
+-- KEYS[7] P{K}:log  LIST    the lock's history (as in common.lua)
 -- KEYS[8] P{K}:n    HASH    the lock's counters, and the break notices
 -- ARGV[1] '' to break every hold; else the fences to break, comma-separated
 -- ARGV[2] who breaks it (user@host)
@@ -40,7 +40,7 @@ if foreign then return foreign end
 if not kind then return {0} end -- free, nobody waits: nothing to break
 -- Read before any write: a key of another type, or one without a TTL
 -- (not rlock's), stops the script before it changes anything.
-for k, t in pairs({[NOTES] = 'hash', [LOG] = 'stream'}) do
+for k, t in pairs({[NOTES] = 'hash', [LOG] = 'list'}) do
   local got = redis.call('TYPE', k).ok
   if got ~= 'none' and got ~= t then
     return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
@@ -68,8 +68,8 @@ for _, tok in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
     since = since or tonumber(h[4]) or now
     -- log_event PEXPIREs NOTES (P{K}:n) to the retention: no notice
     -- without a TTL.
-    log_event(now, 'broken', {'f', f or fence, 'i', info or h[3] or '',
-      'd', math.max(now - since, 0), 'by', by, 'r', reason})
+    log_event(now, 'broken', f or fence, info or h[3] or '',
+      {'d', math.max(now - since, 0), 'by', by, 'r', reason})
     out[1] = out[1] + 1
     out[#out + 1] = tonumber(fence) or 0
   end

@@ -37,8 +37,8 @@
 --   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
 --   KEYS[5] P{K}:fence  STRING  the last fencing value granted (see below)
 --   KEYS[6] P{K}:qw     ZSET    <token> -> the same score, waiting writers only
---   KEYS[7] P{K}:log    STREAM  the lock's history: one entry per event
---                               (see log_event below)
+--   KEYS[7] P{K}:log    LIST    the lock's history: one entry per event,
+--                               oldest first (see log_event below)
 --   KEYS[8] P{K}:n      HASH    counters of events (grants, released,
 --                               expired, losses, timeouts, superseded,
 --                               breaks, overruns), and the open grants:
@@ -53,8 +53,9 @@
 --                               in acquire.lua
 --
 -- Every script that writes events (acquire, release, renew, check, lost,
--- history, break) takes the history's cap (events kept, about: MAXLEN ~)
--- and retention (ms) as its last two ARGV.
+-- history, break) takes the history's cap
+-- (events kept: a list over cap + cap/8 is trimmed to cap) and retention
+-- (ms) as its last two ARGV.
 --
 -- Every holder, each reader included, has its own lease. Every expiry
 -- decision uses the server's clock (TIME), never a client's.
@@ -160,7 +161,7 @@ end
 -- error reply if a state key holds data rlock did not write.
 local function lock_kind()
   -- The history's keys (their types; a TTL, as every key rlock writes).
-  for k, want in pairs({[LOG] = 'stream', [STATS] = 'hash'}) do
+  for k, want in pairs({[LOG] = 'list', [STATS] = 'hash'}) do
     local got = redis.call('TYPE', k).ok
     if got ~= 'none' and (got ~= want or no_ttl(k)) then return nil, not_ours(k) end
   end
@@ -199,16 +200,23 @@ local COUNTER = {granted = 'grants', released = 'released', expired = 'expired',
   lost = 'losses', timeout = 'timeouts', superseded = 'superseded', broken = 'breaks',
   overran = 'overruns'}
 
--- Record an event in the lock's history: one stream entry (id from the
--- server's clock; e = event, then `fields`, a flat array {'f', fence,
--- 'i', info, ...}), one more in its counter, and both keys kept for the
--- retention from now. Cap and retention are the script's last two ARGV;
--- a cap of 0 keeps counters only. (acquire.lua and release.lua write
--- their fast path's event by hand, the same way.)
-local function log_event(now, event, fields)
+-- Record an event in the lock's history: one list entry, one more in its
+-- counter, and both keys kept for the retention from now. An entry is a
+-- JSON array, [ms, event, fence, info, field, value, ...]: the server's
+-- clock, the event, the grant's fence ('0': none) and holder info JSON
+-- ('': none), then `fields`, a flat array {'d', held ms, 'x', exit code,
+-- ...} (src/lock/decode.rs reads them). A list, not a stream: a stream's
+-- first node reserves 4 KB (docs/guide.md, "History"). Cap and retention
+-- are the script's last two ARGV; the list is trimmed to the cap once it
+-- is an eighth over it (one LTRIM per cap/8 events, not per event); a cap
+-- of 0 keeps counters only. (acquire.lua and release.lua write their fast
+-- path's event by hand, the same way.)
+local function log_event(now, event, fence, info, fields)
   local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
   if cap > 0 then
-    redis.call('XADD', LOG, 'MAXLEN', '~', cap, '*', 'e', event, unpack(fields))
+    local n = redis.call('RPUSH', LOG, cjson.encode({now, event, tostring(fence or 0),
+      info or '', unpack(fields or {})}))
+    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', LOG, -cap, -1) end
     redis.call('PEXPIRE', LOG, keep)
   end
   redis.call('HINCRBY', STATS, COUNTER[event] or event, 1)
@@ -275,7 +283,7 @@ local function prune(now)
     forget_holder(tok, redis.call('HGET', STATE, 'm:' .. tok))
     local f, since, info = close_grant(tok)
     if f then
-      log_event(now, 'expired', {'f', f, 'i', info, 'd', math.max(tonumber(gone[j + 1]) - since, 0)})
+      log_event(now, 'expired', f, info, {'d', math.max(tonumber(gone[j + 1]) - since, 0)})
     end
   end
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', now)) do
@@ -424,7 +432,7 @@ local function settle(now, cheap)
       local exp = redis.call('ZSCORE', HOLDERS, tok)
       if not exp or tonumber(exp) <= now then
         local f, _, info = close_grant(tok)
-        log_event(now, 'expired', {'f', f, 'i', info})
+        log_event(now, 'expired', f, info)
       else
         live = live + 1
       end

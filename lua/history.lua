@@ -1,4 +1,4 @@
--- history.lua: the last events of a lock, newest first, after recording
+-- history.lua: the last events of a lock, oldest first, after recording
 -- as expired the leases that ran out unnoticed (prune and settle in
 -- common.lua).
 --
@@ -6,7 +6,8 @@
 -- ARGV[1] how many events at most
 -- ARGV[2] history cap, ARGV[3] history retention in ms (see common.lua)
 --
--- Returns the stream entries, newest first: {id, {field, value, ...}}...
+-- Returns the last ARGV[1] entries (see log_event in common.lua), oldest
+-- first.
 --@common
 local _, foreign = lock_kind()
 if foreign then return foreign end
@@ -16,4 +17,6 @@ if redis.call('EXISTS', STATE) == 1 then
   prune(now)
 end
 settle(now, false)
-return redis.call('XREVRANGE', LOG, '+', '-', 'COUNT', tonumber(ARGV[1]) or 20)
+local count = tonumber(ARGV[1]) or 20
+if count < 1 then return {} end
+return redis.call('LRANGE', LOG, -count, -1)

@@ -14,5 +14,5 @@
 local now = now_ms()
 writes_at_maxmemory()
 local f, _, info = close_grant(ARGV[1])
-log_event(now, 'lost', {'f', f or '0', 'i', info or ARGV[2], 'r', ARGV[3]})
+log_event(now, 'lost', f, info or ARGV[2], {'r', ARGV[3]})
 return 1

@@ -22,8 +22,8 @@
 -- Returns one entry per lock, in KEYS' order: {} when nobody holds or
 -- waits for it, else {status, now_ms, counters, last, grants}: status as
 -- status.lua returns it (but fence: the highest holder's; lost: ''),
--- counters P{K}:n's fields and values (flat), last an XREVRANGE reply
--- holding the last event (if any), grants the 'granted' events of the
+-- counters P{K}:n's fields and values (flat), last a list holding the
+-- last history entry (if any), grants the 'granted' events of the
 -- window.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -65,20 +65,23 @@ local function one(b)
     if fence > status[3] then status[3] = fence end
   end
   -- Grants in the window, counted here: a busy lock's entries would make
-  -- a long reply.
-  local recent = redis.call('XREVRANGE', K(7), '+', now - window)
-  local grants = 0
-  for _, e in ipairs(recent) do
-    local fields = e[2]
-    for i = 1, #fields, 2 do
-      if fields[i] == 'e' then
-        if fields[i + 1] == 'granted' then grants = grants + 1 end
+  -- a long reply. Read from the newest back, 16 entries, then 64, ...,
+  -- until one is older than the window (each entry starts [ms,"event",).
+  local grants, last, got, size = 0, {}, 0, 16
+  repeat
+    local chunk = redis.call('LRANGE', K(7), -(got + size), -(got + 1))
+    local done = #chunk < size
+    if not last[1] then last[1] = chunk[#chunk] end
+    for j = #chunk, 1, -1 do
+      local ms, e = string.match(chunk[j], '^%[(%d+),"(%a+)"')
+      if (tonumber(ms) or 0) < now - window then
+        done = true
         break
       end
+      if e == 'granted' then grants = grants + 1 end
     end
-  end
-  local last = {recent[1]}
-  if not recent[1] then last = redis.call('XREVRANGE', K(7), '+', '-', 'COUNT', 1) end
+    got, size = got + size, size * 4
+  until done
   return {status, now, redis.call('HGETALL', K(8)), last, grants}
 end
 

@@ -71,13 +71,14 @@ local function ended(h, closed)
   local event, counter = 'released', 'released'
   if ARGV[7] == 'overran' then event, counter = 'overran', 'overruns' end
   if cap > 0 then
-    local fields = {'e', event, 'f', h[5] or '0', 'i', h[4] or '',
+    local entry = {clock(), event, h[5] or '0', h[4] or '',
       'd', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
-    if ARGV[8] and ARGV[8] ~= '' then
-      fields[#fields + 1] = 'x'
-      fields[#fields + 1] = ARGV[8]
+    if tonumber(ARGV[8]) then
+      entry[#entry + 1] = 'x'
+      entry[#entry + 1] = tonumber(ARGV[8])
     end
-    redis.call('XADD', KEYS[7], 'MAXLEN', '~', cap, '*', unpack(fields))
+    local n = redis.call('RPUSH', KEYS[7], cjson.encode(entry))
+    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
     redis.call('PEXPIRE', KEYS[7], keep)
   end
   redis.call('HINCRBY', KEYS[8], counter, 1)
@@ -89,7 +90,7 @@ end
 -- Returns an error reply, or nil.
 local function foreign_log()
   local t = redis.call('TYPE', KEYS[7]).ok
-  if t ~= 'none' and t ~= 'stream' then
+  if t ~= 'none' and t ~= 'list' then
     return redis.error_reply('NOTRLOCK key ' .. KEYS[7] .. ' holds data rlock did not write')
   end
 end
@@ -181,7 +182,7 @@ local _, foreign = lock_kind()
 if foreign then return foreign end
 if all then
   if ARGV[7] == 'timeout' and redis.call('ZSCORE', QUEUE, tok) then
-    log_event(now, 'timeout', {'i', ARGV[9] or '', 'w', tonumber(ARGV[10]) or 0})
+    log_event(now, 'timeout', 0, ARGV[9] or '', {'w', tonumber(ARGV[10]) or 0})
   end
   leave_queue(tok)
   redis.call('DEL', KEYS[9])

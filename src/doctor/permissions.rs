@@ -75,14 +75,15 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
         ("del", v(&["del", k]), Always),
         ("exists", v(&["exists", k]), Always),
         ("pttl", v(&["pttl", &fence]), Recognize),
+        // The history (lua/common.lua, log_event; history.lua).
         (
-            "xadd",
-            v(&["xadd", &format!("{k}:log"), "*", "e", "granted"]),
+            "ltrim",
+            v(&["ltrim", &format!("{k}:log"), "-200", "-1"]),
             Always,
         ),
         (
-            "xrevrange",
-            v(&["xrevrange", &format!("{k}:log"), "+", "-"]),
+            "lrange",
+            v(&["lrange", &format!("{k}:log"), "-20", "-1"]),
             Always,
         ),
         ("hgetall", v(&["hgetall", &format!("{k}:n")]), Always),

@@ -296,39 +296,54 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
 #[cfg(test)]
 mod tests;
 
-/// lua/history.lua's reply: stream entries `{id, {field, value, ...}}`
-/// (fields as in lua/common.lua, log_event), in the order given. The
-/// entry id's milliseconds are the event's time.
+/// lua/history.lua's reply: history entries as lua/common.lua's log_event
+/// writes them (a JSON array: ms, event, fence, holder info, then field,
+/// value pairs), in the order given.
 pub(super) fn history(reply: Value) -> Result<Vec<Event>> {
-    let bad = |what: &str| Error::Protocol(format!("history: {what}"));
-    let entries: Vec<(String, Vec<String>)> =
-        FromRedisValue::from_redis_value(reply).map_err(|e| bad(&e.to_string()))?;
-    let mut out = Vec::with_capacity(entries.len());
-    for (id, fields) in entries {
-        let at = id
-            .split('-')
-            .next()
-            .and_then(|ms| ms.parse().ok())
-            .ok_or_else(|| bad("an entry id that is no stream id"))?;
-        let mut e = Event {
-            at,
-            ..Event::default()
-        };
-        for kv in fields.chunks(2) {
-            let [k, v] = kv else { break };
-            match k.as_str() {
-                "e" => e.event = v.clone(),
-                "i" => e.holder = serde_json::from_str::<HolderInfo>(v).ok(),
-                "f" => e.fence = v.parse().ok().filter(|f| *f > 0),
-                "w" => e.waited_ms = v.parse().ok(),
-                "d" => e.held_ms = v.parse().ok(),
-                "x" => e.exit_code = v.parse().ok(),
-                "by" => e.by = Some(v.clone()).filter(|b| !b.is_empty()),
-                "r" => e.reason = Some(v.clone()),
-                _ => {}
-            }
+    let entries: Vec<String> = FromRedisValue::from_redis_value(reply)
+        .map_err(|e| Error::Protocol(format!("history: {e}")))?;
+    entries.iter().map(|e| event(e)).collect()
+}
+
+/// One history entry (see [`history`]).
+fn event(entry: &str) -> Result<Event> {
+    use serde_json::Value as J;
+    let bad = || Error::Protocol(format!("history: an entry rlock did not write: {entry:?}"));
+    let parts: Vec<J> = serde_json::from_str(entry).map_err(|_| bad())?;
+    // Numbers as Lua's cjson writes them (integers up to 14 digits, which
+    // it prints whole), or as text.
+    let num = |v: &J| match v {
+        J::Number(n) => n.as_i64(),
+        J::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    let [at, name, fence, info, rest @ ..] = &parts[..] else {
+        return Err(bad());
+    };
+    let mut e = Event {
+        at: num(at)
+            .and_then(|t| u64::try_from(t).ok())
+            .ok_or_else(bad)?,
+        event: name.as_str().ok_or_else(bad)?.to_string(),
+        fence: num(fence)
+            .and_then(|f| u64::try_from(f).ok())
+            .filter(|f| *f > 0),
+        holder: info
+            .as_str()
+            .and_then(|i| serde_json::from_str::<HolderInfo>(i).ok()),
+        ..Event::default()
+    };
+    for kv in rest.chunks(2) {
+        let [J::String(k), v] = kv else { break };
+        let count = || num(v).and_then(|n| u64::try_from(n).ok());
+        match k.as_str() {
+            "w" => e.waited_ms = count(),
+            "d" => e.held_ms = count(),
+            "x" => e.exit_code = num(v).and_then(|n| i32::try_from(n).ok()),
+            "by" => e.by = v.as_str().filter(|b| !b.is_empty()).map(str::to_string),
+            "r" => e.reason = v.as_str().map(str::to_string),
+            _ => {}
         }
-        out.push(e);
     }
-    Ok(out)
+    Ok(e)
 }

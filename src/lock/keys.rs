@@ -87,7 +87,7 @@ impl LockName {
         self.wake_key_of(token.as_str())
     }
 
-    /// The lock's history, a stream (lua/common.lua).
+    /// The lock's history, a list of events (lua/common.lua).
     pub fn log_key(&self) -> String {
         format!("{}:log", self.base)
     }

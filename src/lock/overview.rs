@@ -1,6 +1,6 @@
 //! Every lock in use at a glance, for `rlock top` and `rlock metrics`: its
 //! status (as `list` gives it), plus what its history says (`P{K}:log`, a
-//! stream of events, and `P{K}:n`, their counters; lua/common.lua): the
+//! list of events, and `P{K}:n`, their counters; lua/common.lua): the
 //! last event, the grants in the last minute, the totals.
 //!
 //! The names come from the same place as `list`'s (`Node::lock_names`);
@@ -234,7 +234,7 @@ pub(crate) fn counters(fields: &[(String, String)]) -> Counters {
     c
 }
 
-/// An XREVRANGE reply's entries (an absent stream: none).
+/// History entries (see lua/overview.lua; none: an empty list).
 fn events(reply: &Value) -> Result<Vec<Event>> {
     match reply {
         Value::Nil => Ok(Vec::new()),
@@ -271,12 +271,12 @@ mod tests {
             Value::Int(4_000),
             holder,
         ]);
-        let entry = |id: &str, e: &str| Value::Array(vec![b(id), Value::Array(vec![b("e"), b(e)])]);
+        let entry = |at: u64, e: &str| b(&format!(r#"[{at},"{e}","0",""]"#));
         let reply = Value::Array(vec![
             status,
             Value::Int(10_000),
             Value::Array(vec![b("grants"), b("7"), b("timeouts"), b("2")]),
-            Value::Array(vec![entry("9000-0", "timeout")]),
+            Value::Array(vec![entry(9000, "timeout")]),
             Value::Int(2),
         ]);
         let v = view("k", reply).unwrap().unwrap();

@@ -156,6 +156,73 @@ fn a_lock_held_past_its_first_index_deadline_stays_listed() {
     });
 }
 
+/// The server's clock (ms).
+fn server_ms(r: &Redis) -> i64 {
+    let t: Vec<String> = r.cmd(&["TIME"]);
+    t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000
+}
+
+#[test]
+fn a_lock_parked_by_a_long_min_hold_keeps_its_entry_for_the_whole_hold() {
+    // A 5 h min-hold outlasts the hour an entry outlives its lease: the
+    // entry's deadline must cover the parked lease itself. One lock gets
+    // its min-hold at release, the other at the grant.
+    let r = Redis::start();
+    let late = rlock(&r)
+        .args(["acquire", "--ttl", "10s", "late"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["release", "late", "--token", &late, "--min-hold", "5h"])
+        .run()
+        .ok();
+    let early = rlock(&r)
+        .args(["acquire", "--ttl", "10s", "--min-hold", "5h", "early"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["release", "early", "--token", &early])
+        .run()
+        .ok();
+    let now = server_ms(&r);
+    let scores = entries(&r);
+    for name in ["early", "late"] {
+        let lease: i64 = r.cmd(&["PTTL", &format!("{}:h", r.key(name))]);
+        assert!(lease > 4 * 3600 * 1000, "{name}'s lease has PTTL {lease}");
+        let score = scores.iter().find(|(n, _)| n == name).unwrap().1;
+        assert!(
+            score - now >= lease,
+            "{name}'s entry keeps until {} ms from now, its lease {lease} ms",
+            score - now
+        );
+    }
+    for (k, ttl) in index_keys(&r) {
+        let last = scores.iter().map(|(_, s)| s).max().unwrap();
+        assert!(
+            ttl >= last - now,
+            "{k} has PTTL {ttl}, an entry {}",
+            last - now
+        );
+    }
+    assert_eq!(
+        listed(rlock(&r).args(["list", "--json"]).run()),
+        ["early", "late"]
+    );
+    // The same with keep = 1 s: past the deadline a 1 s lease's touch set
+    // (and its shard's expiry), `list` still finds the parked lock.
+    let short = |args: &[&str]| rlock(&r).env("RLOCK_INDEX_KEEP", "1000").args(args).run();
+    let tok = short(&["acquire", "--ttl", "1s", "brief"]).ok().token();
+    short(&["release", "brief", "--token", &tok, "--min-hold", "8s"]).ok();
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(r.held("brief"));
+    assert_eq!(
+        listed(rlock(&r).args(["list", "--json", "brief"]).run()),
+        ["brief"]
+    );
+}
+
 #[test]
 fn a_long_wait_refreshes_its_entry() {
     let r = Redis::start();

@@ -448,49 +448,15 @@ fn text_past_the_end_is_empty() {
 
 #[test]
 fn history_entries_decode_with_their_optional_fields() {
-    let entry = |id: &str, fields: &[&str]| {
-        Value::Array(vec![
-            Value::BulkString(id.as_bytes().to_vec()),
-            Value::Array(
-                fields
-                    .iter()
-                    .map(|f| Value::BulkString(f.as_bytes().to_vec()))
-                    .collect(),
-            ),
-        ])
-    };
     let reply = Value::Array(vec![
-        entry(
-            "1700000000123-0",
-            &[
-                "e",
-                "released",
-                "f",
-                "42",
-                "i",
-                r#"{"host":"h","pid":7,"user":"u"}"#,
-                "d",
-                "1500",
-                "x",
-                "3",
-            ],
+        s(
+            r#"[1700000000123,"released","42","{\"host\":\"h\",\"pid\":7,\"user\":\"u\"}","d",1500,"x",3]"#,
         ),
-        entry(
-            "1700000000456-1",
-            &[
-                "e",
-                "lost",
-                "f",
-                "0",
-                "i",
-                "",
-                "r",
-                "it expired or was deleted",
-            ],
-        ),
+        s(r#"[1700000000456,"lost","0","","r","it expired or was deleted"]"#),
+        s(r#"[1700000000789,"broken","7","","d",5,"by","ops@h","r",""]"#),
     ]);
     let h = history(reply).unwrap();
-    assert_eq!(h.len(), 2);
+    assert_eq!(h.len(), 3);
     assert_eq!(h[0].event, "released");
     assert_eq!(h[0].at, 1_700_000_000_123);
     assert_eq!(h[0].fence, Some(42));
@@ -501,5 +467,13 @@ fn history_entries_decode_with_their_optional_fields() {
     // Fence 0 is no fence; info that is not JSON is no holder.
     assert_eq!((h[1].fence, h[1].holder.is_none()), (None, true));
     assert_eq!(h[1].reason.as_deref(), Some("it expired or was deleted"));
-    assert!(history(Value::Array(vec![entry("x-0", &["e", "granted"])])).is_err());
+    assert_eq!(
+        (h[2].by.as_deref(), h[2].reason.as_deref()),
+        (Some("ops@h"), Some(""))
+    );
+    // Not an entry rlock wrote: too short, not JSON, no time.
+    for bad in [r#"[1,"granted"]"#, "granted", r#"["x","granted","1",""]"#] {
+        assert!(history(Value::Array(vec![s(bad)])).is_err(), "{bad}");
+    }
+    assert!(history(Value::Array(vec![])).unwrap().is_empty());
 }

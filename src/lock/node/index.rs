@@ -15,6 +15,9 @@
 //!   since this process last did, or when they ask for a longer lease than
 //!   that touch covered: so between two touches no lease can outrun the
 //!   deadline (a lease set at r < t + keep/2 ends before t + lease + keep);
+//!   a grant's touch covers its --min-hold, and a release with a min-hold
+//!   of its own (which may park the lock until then) touches for it, as a
+//!   renewal would;
 //! - `list` reads the shards, asks each named lock's state (status.lua) and
 //!   shows only locks someone holds or waits for; an entry whose lock has
 //!   no state is removed with lua/index_drop.lua, only if its score is

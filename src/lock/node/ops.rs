@@ -155,6 +155,15 @@ impl Node {
         let id = request_id();
         let args = release_args(token, all, &id, min_hold, &self.server, ending);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // A min-hold given here may park the lock for longer than its
+        // index entry was touched for (a grant's touch covers its lease and
+        // the grant's own min-hold): the entry must last the whole park,
+        // which ends by now + min-hold. The touch follows the script, as
+        // an acquire's; a release that parked nothing leaves an entry that
+        // `list` removes (see index.rs).
+        if let Some(hold) = min_hold.filter(|d| !d.is_zero()) {
+            self.refresh_next(lock, hold);
+        }
         let reply: Vec<Value> = self.eval(
             &RELEASE,
             &lock.request_keys(token, &id),
@@ -361,9 +370,7 @@ impl Backend for Node {
             || format!("history {key:?}"),
             RESEND_WINDOW,
         )?;
-        let mut events = decode::history(reply)?;
-        events.reverse();
-        Ok(events)
+        decode::history(reply)
     }
 
     fn record_lost(

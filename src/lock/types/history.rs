@@ -10,9 +10,10 @@ use crate::duration::human;
 use crate::{Error, Result};
 
 /// How much history each lock keeps (see `rlock history`, lua/common.lua):
-/// about `events` events (the stream is trimmed a node at a time: a few
-/// dozen more may stay), each lock's history and counters kept for
-/// `retention` after its last event. `events` 0 keeps the counters only.
+/// about `events` events (the list is trimmed back to `events` once it is
+/// an eighth over: up to events/8 more may stay), each lock's history and
+/// counters kept for `retention` after its last event. `events` 0 keeps
+/// the counters only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HistoryLimits {
     /// Events kept per lock (about; 0: none, counters only).
