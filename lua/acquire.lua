@@ -181,10 +181,13 @@ end
 --@common
 
 -- The lock is held, waited for, or was until its leases ran out.
-local cur_kind, foreign = lock_kind()
+local cur_kind, foreign, remains = lock_kind()
 if foreign then return foreign end
 -- At maxmemory: refused here, nothing written (see common.lua).
 refuse_at_maxmemory()
+-- A damaged lock (its state hash deleted by hand) holds nothing: its
+-- remains go, and it is taken as a free one.
+clear_remains(remains)
 prune(now)
 settle(now, true)
 local supersede = ARGV[13] or '0'

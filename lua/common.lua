@@ -90,7 +90,9 @@
 -- rolling upgrade: the state hash has 'kind' from its first write on
 -- (grant() and joining the queue set it; only the DEL of the whole state
 -- removes it); the zsets never exist without that hash (created in the
--- scripts that keep it, they expire with it and are deleted with it); and
+-- scripts that keep it, they expire with it and are deleted with it),
+-- unless it was deleted by hand (then they are a damaged lock's remains,
+-- see lock_kind); and
 -- every key rlock writes has a TTL from the script that creates it, the
 -- fence key and wake-up lists included (grant() in acquire.lua,
 -- wake.lua). PTTL goes through pcall: to a user whose ACL lacks +pttl it
@@ -105,7 +107,7 @@ local LOG, STATS = KEYS[7], KEYS[8]
 -- Replies, named the same in src/lock/script.rs (mod reply).
 local GRANTED, BUSY = 1, 0
 local NOT_HELD, OTHER_OWNER, OTHER_LIMIT, OTHER_KIND, NO_UPGRADE = -1, -2, -3, -4, -5
-local SUPERSEDED = -6
+local SUPERSEDED, BROKEN = -6, -7
 
 -- A waiter may learn that the holder it waits for changed, but never a
 -- holder's token (it would let the waiter release or renew that lock):
@@ -158,7 +160,14 @@ local function not_ours(k)
 end
 
 -- The lock's kind ('x' or 'rw'; nil if it has no state), or nil and an
--- error reply if a state key holds data rlock did not write.
+-- error reply if a state key holds data rlock did not write; or nil, nil
+-- and the remains of a damaged lock: the zsets (P{K}:h, :q, :qa, :qw)
+-- still there without the state hash. Only a DEL of P{K} by hand makes
+-- those (the scripts delete the hash last and expire it last, see tidy);
+-- the holds and places in them are gone with it (no hold without its c:
+-- field: renew.lua, release.lua), so writers clear them
+-- (clear_remains) and go on as on a free lock, and status.lua reports
+-- them. Such a zset is rlock's by its type and its TTL.
 local function lock_kind()
   -- The history's keys (their types; a TTL, as every key rlock writes).
   for k, want in pairs({[LOG] = 'list', [STATS] = 'hash'}) do
@@ -169,6 +178,17 @@ local function lock_kind()
   local keys = {STATE, HOLDERS, QUEUE, ALIVE, WRITERS}
   if kind ~= 'x' and kind ~= 'rw' then
     if not kind and redis.call('EXISTS', unpack(keys)) == 0 then return nil end
+    if redis.call('EXISTS', STATE) == 0 then
+      local left = {}
+      for _, k in ipairs({HOLDERS, QUEUE, ALIVE, WRITERS}) do
+        local got = redis.call('TYPE', k).ok
+        if got ~= 'none' then
+          if got ~= 'zset' or no_ttl(k) then return nil, not_ours(k) end
+          left[#left + 1] = k
+        end
+      end
+      return nil, nil, left
+    end
     for _, k in ipairs(keys) do
       if redis.call('EXISTS', k) == 1 then return nil, not_ours(k) end
     end
@@ -177,6 +197,23 @@ local function lock_kind()
     if no_ttl(k) then return nil, not_ours(k) end
   end
   return kind
+end
+
+-- Delete the remains lock_kind found (nil: none). Their waiters, still
+-- calling in, find no place (wait.lua) and join the queue again.
+local function clear_remains(left)
+  if left then redis.call('DEL', unpack(left)) end
+end
+
+-- Drop what is left of `tok`'s hold when it holds nothing (its fields
+-- without a lease: P{K}:h deleted by hand; a lease without its fields:
+-- see renew.lua). Unlike forget_holder, the writer mark goes only if it
+-- is this token's: another writer may have been granted since.
+local function forget_remains(tok)
+  redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
+    'u:' .. tok)
+  redis.call('ZREM', HOLDERS, tok)
+  if redis.call('HGET', STATE, 'writer') == tok then redis.call('HDEL', STATE, 'writer') end
 end
 
 -- Refuse to create keys where someone else's data is.
@@ -289,6 +326,19 @@ local function prune(now)
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', now)) do
     leave_queue(tok)
   end
+  -- Repairs after a key was deleted by hand (docs/guide.md, "The keys of
+  -- a lock"), two reads when there is nothing to repair. Every queued
+  -- token has a waiter lease (acquire.lua adds both, leave_queue drops
+  -- both): without P{K}:qa, a dead waiter would keep its place for ever.
+  if redis.call('ZCARD', QUEUE) > redis.call('ZCARD', ALIVE) then
+    for _, tok in ipairs(redis.call('ZRANGE', QUEUE, 0, -1)) do
+      if not redis.call('ZSCORE', ALIVE, tok) then leave_queue(tok) end
+    end
+  end
+  -- The writer mark names a holder (grant() sets both, forget_holder
+  -- drops both): without P{K}:h, it would keep every reader out.
+  local w = redis.call('HGET', STATE, 'writer')
+  if w and not redis.call('ZSCORE', HOLDERS, w) then redis.call('HDEL', STATE, 'writer') end
 end
 
 -- The first waiting writer and its score in the queue (as in QUEUE), or nil.

@@ -55,7 +55,7 @@ local function one(b)
   end
   -- The lock's fence is the highest of its holders' (the fence key is not
   -- read), and no keeper's loss record ('').
-  local status = {kind, tonumber(f['limit']) or 0, 0, #alive, writers, '', oldest}
+  local status = {kind, tonumber(f['limit']) or 0, 0, #alive, writers, '', oldest, {}}
   for i = 1, #hs, 2 do
     local tok = hs[i]
     local fence = tonumber(f['f:' .. tok]) or 0

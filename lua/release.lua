@@ -2,6 +2,7 @@
 -- place in the wait queue at once), then say which waiters to wake.
 --
 -- KEYS[1..10] as in common.lua (KEYS[10]: P{K}:r:<request id>)
+-- KEYS[11] P{K}:b  HASH  break.lua's notices (see renew.lua)
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
 -- ARGV[3] request id, the same for every resend of one call
@@ -37,7 +38,15 @@
 --   NOT_HELD      this token holds nothing (already released, or expired);
 --                 the lock may have other holders if it is shared
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
--- and `wake...` the tokens of waiters that may now take the lock.
+-- and `wake...` the tokens of waiters that may now take the lock; or
+-- {BROKEN, notice, wake...}: this token holds nothing because its hold was
+-- broken (`rlock break`), notice being the JSON {by, reason} break.lua
+-- left. A break that lands while exec's command ends is found here, not
+-- by a renewal. The notice is not deleted (a resend finds it again); it
+-- expires with the broken lease (break.lua).
+--
+-- A hold is its lease in P{K}:h and its fields in P{K}: a lease whose
+-- count field is gone (P{K} deleted by hand) holds nothing.
 local tok, done, all = ARGV[1], KEYS[10], ARGV[2] == '1'
 local now
 local function clock()
@@ -111,7 +120,7 @@ if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
   local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
     'f:' .. tok)
   local ends = hold_end(h)
-  if (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
+  if h[1] and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
       and (ends == 0 or ends <= clock()) then
     -- The history's keys are looked at first (TYPE, then the HDEL, which
     -- like the DEL adds no memory: see common.lua).
@@ -131,6 +140,7 @@ writes_at_maxmemory()
 clock()
 local exp = (first[1] == tok and first[2]) or redis.call('ZSCORE', HOLDERS, tok)
 local held = exp and tonumber(exp) > now
+  and redis.call('HEXISTS', STATE, 'c:' .. tok) == 1
 if held then
   local bad = history_readable()
   if bad then return bad end
@@ -178,8 +188,13 @@ end
 
 local prev = redis.call('GET', done)
 if prev then return {tonumber(prev)} end
-local _, foreign = lock_kind()
+local _, foreign, remains = lock_kind()
 if foreign then return foreign end
+-- (TYPE first: a key of another type must not fail the HGET.)
+local notice
+if redis.call('TYPE', KEYS[11]).ok == 'hash' then
+  notice = redis.call('HGET', KEYS[11], 'b:' .. tok)
+end
 if all then
   if ARGV[7] == 'timeout' and redis.call('ZSCORE', QUEUE, tok) then
     log_event(now, 'timeout', 0, ARGV[9] or '', {'w', tonumber(ARGV[10]) or 0})
@@ -188,7 +203,10 @@ if all then
   redis.call('DEL', KEYS[9])
 end
 prune(now)
+clear_remains(remains)
+forget_remains(tok)
 local result = not_held_reply()
 local wake = to_wake(nil, now)
 tidy(now)
+if notice then return with_wake({BROKEN, notice}, wake) end
 return with_wake({result}, wake)

@@ -3,8 +3,9 @@
 -- nested holder with a short TTL, or `rlock renew` with the default TTL,
 -- must not cut the lease an outer holder relies on.
 --
--- KEYS[1..8] as in common.lua (KEYS[8] P{K}:n also holds break.lua's
---                notices, b:<token>)
+-- KEYS[1..8] as in common.lua
+-- KEYS[9] P{K}:b  HASH  break.lua's notices, b:<token> (older releases
+--                left them in KEYS[8], P{K}:n: read there too)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms, counted from now (server clock)
 -- ARGV[3] pid of the command the holder runs, to note for status
@@ -14,12 +15,18 @@
 --
 -- Returns
 --   ms > 0        renewed; the lease now ends ms from now (at least ARGV[2])
---   NOT_HELD      this token holds nothing (released, or expired; other
---                 holders of a shared lock do not change that)
+--   NOT_HELD      this token holds nothing (released, or expired, or the
+--                 lock's keys deleted by hand; other holders of a shared
+--                 lock do not change that)
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 --   {NOT_HELD, notice}  this token's hold was broken (`rlock break`):
 --                 notice is the JSON {by, reason} break.lua left, read
 --                 once (deleted here: only this token's holder asks)
+--
+-- A hold is its lease in P{K}:h and its fields in P{K}: the HGET of its
+-- count, which tells a parked hold, also tells that the state hash is
+-- still there (a DEL by hand, see lock_kind in common.lua): no read more
+-- on the path every renewal takes.
 --@common
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', HOLDERS, tok)
@@ -30,34 +37,43 @@ if exp and tonumber(exp) > now then
     -- Released, parked until its min-hold ends (release.lua): not renewable.
     return NOT_HELD
   end
-  if count and ARGV[3] ~= '' then
-    -- Into the state hash, which exists (it has c:<token>) and has its
-    -- TTL; forget_holder deletes the field with the holder's others. The
-    -- first pid noted stays: a nested exec re-entering with this token
-    -- runs inside the command that was noted first. (A few bytes, once
-    -- per hold: like a release's request record, it goes on at maxmemory.)
-    writes_at_maxmemory()
-    redis.call('HSETNX', STATE, 'p:' .. tok, ARGV[3])
+  if count then
+    if ARGV[3] ~= '' then
+      -- Into the state hash, which exists (it has c:<token>) and has its
+      -- TTL; forget_holder deletes the field with the holder's others. The
+      -- first pid noted stays: a nested exec re-entering with this token
+      -- runs inside the command that was noted first. (A few bytes, once
+      -- per hold: like a release's request record, it goes on at maxmemory.)
+      writes_at_maxmemory()
+      redis.call('HSETNX', STATE, 'p:' .. tok, ARGV[3])
+    end
+    exp = tonumber(exp)
+    if now + ttl > exp then
+      exp = now + ttl
+      writes_at_maxmemory() -- a renewal adds no memory (see common.lua)
+      redis.call('ZADD', HOLDERS, exp, tok)
+      tidy(now)
+    end
+    return exp - now
   end
-  exp = tonumber(exp)
-  if now + ttl > exp then
-    exp = now + ttl
-    writes_at_maxmemory() -- a renewal adds no memory (see common.lua)
-    redis.call('ZADD', HOLDERS, exp, tok)
-    tidy(now)
-  end
-  return exp - now
+  -- A lease without its fields: the hold is gone (below).
 end
-local _, foreign = lock_kind()
+local _, foreign, remains = lock_kind()
 if foreign then return foreign end
 -- (TYPE first: a key of another type must not fail the HGET.)
-if redis.call('TYPE', KEYS[8]).ok == 'hash' and not no_ttl(KEYS[8]) then
-  local notice = redis.call('HGET', KEYS[8], 'b:' .. tok)
-  if notice then
-    redis.call('HDEL', KEYS[8], 'b:' .. tok)
-    prune(now)
-    return {NOT_HELD, notice}
+local notice
+for _, k in ipairs({KEYS[9], KEYS[8]}) do
+  if not notice and redis.call('TYPE', k).ok == 'hash' and not no_ttl(k) then
+    notice = redis.call('HGET', k, 'b:' .. tok)
+    if notice then
+      writes_at_maxmemory()
+      redis.call('HDEL', k, 'b:' .. tok)
+    end
   end
 end
+writes_at_maxmemory()
 prune(now)
+clear_remains(remains)
+forget_remains(tok)
+if notice then return {NOT_HELD, notice} end
 return not_held_reply()

@@ -4,20 +4,28 @@
 -- KEYS[9] P{K}:lost, where an `acquire --keep` keeper records a loss
 --
 -- Returns {kind, limit, fence, waiters, waiting_writers, lost,
--- oldest_wait_since, holder...}, lost being the loss record (JSON, '' if
+-- oldest_wait_since, remains, holder...}, lost being the loss record (JSON, '' if
 -- none), oldest_wait_since when the earliest waiter still queued joined
 -- (server ms; 0 if nobody waits, or they joined before rlock kept that;
 -- not the head of the queue, which --priority may change) and each holder
 -- {info_json, since_ms, ttl_left_ms, count, fence, mode, token_digest,
 -- cmd_pid}, token_digest the SHA-1 of the holder's token in hex (the same
--- on every RedLock master; never the token itself).
+-- on every RedLock master; never the token itself). remains lists the
+-- keys of a damaged lock (its state hash deleted by hand, see lock_kind
+-- in common.lua), empty for a sound one: such a lock has no holders or
+-- waiters (the next writer clears the remains), and this returns them
+-- alone.
 -- kind is '' and limit 0 when nobody holds or waits for the lock; mode is
 -- 'r' or 'w' for a read-write lock, '' otherwise; cmd_pid is the pid of
 -- the command the holder runs (exec, rw) once a renewal noted it, else ''. Leases and waiters that
 -- have run out by the server's clock are left out.
 --@common
-local _, foreign = lock_kind()
+local _, foreign, remains = lock_kind()
 if foreign then return foreign end
+if remains then
+  return {'', 0, tonumber(redis.call('GET', FENCE)) or 0, 0, 0,
+    redis.call('GET', KEYS[9]) or '', 0, remains}
+end
 local now = now_ms()
 local writers = 0
 for _, tok in ipairs(redis.call('ZRANGE', WRITERS, 0, -1)) do
@@ -32,6 +40,7 @@ local out = {
   writers,
   redis.call('GET', KEYS[9]) or '',
   0,
+  {},
 }
 -- The queue is in priority order (--priority), so the longest wait is the
 -- earliest join among the live waiters; waiters that stopped calling in

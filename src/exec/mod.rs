@@ -355,7 +355,10 @@ pub fn run_set(
         for o in &others {
             let r = locker.release_noted(&o.key, &o.token, o.count == 1, hold, &note);
             let gone = |r: &Result<Released>| {
-                matches!(r, Ok(Released::NotHeld) | Err(Error::NotOwner { .. }))
+                matches!(
+                    r,
+                    Ok(Released::NotHeld) | Err(Error::NotOwner { .. } | Error::Lost { .. })
+                )
             };
             if gone(&r) && !gone(&result.1) {
                 result = (o.key.clone(), r);
@@ -517,6 +520,17 @@ pub fn run_set(
     // After --max-hold the history says `overran`, not `released`.
     let (gone_key, released) = release_noted(locker, succeeded, code, outcome.overran);
     let answered = BootTime::now();
+    // A break that landed while the command ended (the release found its
+    // notice, lua/release.lua) is reported as a break, whenever it came:
+    // the operator ended the hold.
+    if let Err(Error::Lost { why, .. }) = &released
+        && why.starts_with(crate::lock::breaking::BROKEN_BY)
+    {
+        return Err(Error::Lost {
+            key: gone_key,
+            why: why.clone(),
+        });
+    }
     let gone = match &released {
         Ok(Released::NotHeld) => Some("it was gone when the command ended"),
         Err(Error::NotOwner { .. }) => Some("another owner held it when the command ended"),

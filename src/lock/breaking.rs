@@ -140,6 +140,7 @@ mod tests {
             last_lost: None,
             holders: vec![holder(7, 10, "a"), holder(9, 11, "b")],
             oldest_wait_since_ms: None,
+            damaged: Vec::new(),
         };
         assert_eq!(matching(&st, "9").unwrap()[0].pid, 11);
         assert_eq!(matching(&st, "10@a").unwrap()[0].fence, 7);

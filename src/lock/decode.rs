@@ -122,10 +122,14 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt>
 }
 
 /// lua/release.lua's reply: the holds the token has left (or a reply
-/// code), and the waiters to wake.
-pub(super) fn release(reply: &[Value]) -> Result<(i64, &[Value])> {
+/// code), the break notice of a hold broken (`rlock break`), and the
+/// waiters to wake.
+pub(super) fn release(reply: &[Value]) -> Result<(i64, Option<String>, &[Value])> {
     let n = int(reply, 0, "release")?;
-    Ok((n, &reply[1..]))
+    if n == reply::BROKEN {
+        return Ok((n, Some(text(reply, 1)), reply.get(2..).unwrap_or_default()));
+    }
+    Ok((n, None, &reply[1..]))
 }
 
 /// lua/break.lua's reply: what was broken, and the waiters to wake.
@@ -148,8 +152,16 @@ pub(super) fn broken(reply: &[Value]) -> Result<(Broken, &[Value])> {
 /// What a release of `key` that answered `n` did. `resent`: the call was
 /// sent more than once, and the first send may have released it already
 /// (lua/release.lua, "Resends"), so "not held" and "another owner" (who
-/// took the freed lock) mean released.
-pub(super) fn released(n: i64, resent: bool, key: &str) -> Result<Released> {
+/// took the freed lock) mean released. A hold broken (`notice`, from
+/// [`release`]) is a loss that says who broke it and why, resent or not:
+/// a release that ran finds no notice.
+pub(super) fn released(n: i64, notice: Option<&str>, resent: bool, key: &str) -> Result<Released> {
+    if let Some(notice) = notice {
+        return Err(Error::Lost {
+            key: key.into(),
+            why: lost_why(notice),
+        });
+    }
     match n {
         0 => Ok(Released::Released),
         reply::NOT_HELD | reply::OTHER_OWNER if resent => Ok(Released::Released),
@@ -253,7 +265,15 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
     let last_lost = serde_json::from_str(&text(reply.get(5))).ok();
     let mut holders = Vec::new();
     let oldest_wait_since_ms = reply.get(6).and_then(num).filter(|&ms| ms > 0);
-    for h in reply.get(7..).unwrap_or_default() {
+    // The remains of a damaged lock (lua/status.lua): the keys, or none.
+    let damaged: Vec<String> = match reply.get(7) {
+        Some(v @ Value::Array(_)) => {
+            FromRedisValue::from_redis_value(v.clone()).map_err(|_| bad())?
+        }
+        Some(_) => return Err(bad()),
+        None => Vec::new(),
+    };
+    for h in reply.get(8..).unwrap_or_default() {
         let Value::Array(f) = h else {
             return Err(bad());
         };
@@ -290,6 +310,7 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
         holders,
         last_lost,
         oldest_wait_since_ms,
+        damaged,
     })
 }
 

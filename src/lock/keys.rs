@@ -97,6 +97,27 @@ impl LockName {
         format!("{}:n", self.base)
     }
 
+    /// The break notices of the lock's broken holds, a hash (lua/break.lua).
+    pub(super) fn notice_key(&self) -> String {
+        format!("{}:b", self.base)
+    }
+
+    /// The keys of a renewal or a break: [`LockName::keys`] and the
+    /// notices (lua/renew.lua, lua/break.lua).
+    pub(super) fn noticed_keys(&self) -> Vec<String> {
+        let mut keys = self.keys(None);
+        keys.push(self.notice_key());
+        keys
+    }
+
+    /// The keys of a release by `token` with request id `req`:
+    /// [`LockName::request_keys`] and the notices (lua/release.lua).
+    pub(super) fn release_keys(&self, token: &Token, req: &str) -> Vec<String> {
+        let mut keys = self.request_keys(token, req);
+        keys.push(self.notice_key());
+        keys
+    }
+
     /// Where a keeper records a loss (src/keep.rs; `status` shows it).
     pub(crate) fn lost_key(&self) -> String {
         format!("{}:lost", self.base)
@@ -255,7 +276,7 @@ mod tests {
     fn names_share_one_hash_tag() {
         let l = LockName::new("rlock:", "a}b").unwrap();
         let tok = Token::generate();
-        for k in l.keys(Some(&tok)) {
+        for k in l.release_keys(&tok, "r") {
             let open = k.find('{').unwrap();
             let close = open + k[open..].find('}').unwrap();
             assert_eq!(&k[open + 1..close], "a", "{k}");

@@ -269,6 +269,7 @@ mod tests {
             Value::Int(0),
             b(""),
             Value::Int(4_000),
+            Value::Array(vec![]),
             holder,
         ]);
         let entry = |at: u64, e: &str| b(&format!(r#"[{at},"{e}","0",""]"#));
@@ -303,6 +304,7 @@ mod tests {
                 holders: Vec::new(),
                 last_lost: None,
                 oldest_wait_since_ms: None,
+                damaged: Vec::new(),
             },
             now_ms: 0,
             oldest_wait: oldest_s.map(Duration::from_secs),

@@ -64,6 +64,9 @@ pub(super) mod reply {
     pub(crate) const NO_UPGRADE: i64 = -5;
     /// A newer `--supersede` waiter replaced this one.
     pub(crate) const SUPERSEDED: i64 = -6;
+    /// The token's hold was broken (`rlock break`): a release's reply
+    /// then carries the break notice.
+    pub(crate) const BROKEN: i64 = -7;
 }
 
 /// How long a script call is sent again after a failure that leaves it

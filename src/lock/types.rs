@@ -402,6 +402,11 @@ pub struct Status {
     /// that).
     #[serde(skip)]
     pub oldest_wait_since_ms: Option<u64>,
+    /// The keys left of a damaged lock: its state hash was deleted by hand
+    /// (`DEL`) while these remained. It has no holders or waiters; the
+    /// next acquire, or `rlock break`, deletes them. Empty for a sound lock.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 /// The last loss a keeper recorded for a lock (`P{K}:lost`).

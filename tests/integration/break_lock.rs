@@ -438,3 +438,119 @@ fn on_a_cluster_break_works_for_keys_on_every_master() {
         all_keys_expire(r);
     }
 }
+
+/// A break that lands while exec's command ends is found by the release,
+/// not a renewal (the TTL is far longer than the command): it is reported
+/// as the break, who and why, never as "another owner held it" or "gone".
+/// Two execs at a time, so the lock is often taken by the other one
+/// before the broken one's release.
+#[test]
+fn a_break_storm_is_reported_as_breaks_by_every_exec_it_hits() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let r = Redis::shared();
+    let stop = Arc::new(AtomicBool::new(false));
+    let storm = {
+        let (mut l, stop) = (r.locker(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) && n < 20_000 {
+                let _ = l.break_lock(
+                    "k",
+                    &rlock::lock::breaking::Holders::All,
+                    "ops@storm",
+                    "storm",
+                );
+                std::thread::sleep(Duration::from_millis(5));
+                n += 1;
+            }
+        })
+    };
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let streams: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..10)
+                        .map(|_| {
+                            rlock(&r)
+                                .args(["exec", "--ttl", "5s", "k", "--", "sleep", "0.3"])
+                                .run()
+                        })
+                        .collect::<Vec<Run>>()
+                })
+            })
+            .collect();
+        streams
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    stop.store(true, Ordering::SeqCst);
+    storm.join().unwrap();
+    let lost: Vec<&Run> = runs.iter().filter(|o| o.code != 0).collect();
+    for o in &lost {
+        assert_eq!(o.code, 79, "{}", o.stderr);
+    }
+    let broken = lost
+        .iter()
+        .filter(|o| {
+            o.stderr
+                .contains("it was broken by ops@storm (reason: storm)")
+        })
+        .count();
+    // Every loss is a break, and the storm hit most runs (each holds the
+    // lock 300 ms; a break comes every few ms).
+    assert_eq!(
+        broken,
+        lost.len(),
+        "{:?}",
+        lost.iter().map(|o| &o.stderr).collect::<Vec<_>>()
+    );
+    assert!(
+        broken >= runs.len() / 2,
+        "{broken} of {} broken",
+        runs.len()
+    );
+    // The notices expire with the broken leases (5 s at most), and none
+    // is left in the counters for the history's retention.
+    let notes = format!("{}:b", r.key("k"));
+    let ttl: i64 = r.cmd(&["PTTL", &notes]);
+    assert!(
+        ttl == -2 || (0..=5000).contains(&ttl),
+        "{notes} has PTTL {ttl}"
+    );
+    let counters: Vec<String> = r.cmd(&["HKEYS", &format!("{}:n", r.key("k"))]);
+    assert!(
+        !counters.iter().any(|f| f.starts_with("b:")),
+        "{counters:?}"
+    );
+    all_keys_expire(&r);
+}
+
+#[test]
+fn a_break_notice_lives_as_long_as_the_broken_lease() {
+    let r = Redis::shared();
+    let mut a = r.locker();
+    let lease = a
+        .acquire(
+            "k",
+            &rlock::Request::new(Duration::from_secs(10)),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
+    let b = r
+        .locker()
+        .break_lock("k", &rlock::lock::breaking::Holders::All, "ops@h", "why")
+        .unwrap();
+    assert_eq!(b.fences, [lease.fence]);
+    let ttl: i64 = r.cmd(&["PTTL", &format!("{}:b", r.key("k"))]);
+    assert!((1..=10_000).contains(&ttl), "PTTL {ttl}");
+    // The holder's release reads it: a break, not "not held".
+    let e = a.release("k", &lease.token).unwrap_err();
+    assert!(
+        matches!(&e, rlock::Error::Lost { why, .. } if why == "it was broken by ops@h (reason: why)"),
+        "{e}"
+    );
+    all_keys_expire(&r);
+}

@@ -14,6 +14,7 @@ mod cli;
 mod cluster;
 mod dead_waiter;
 mod deb;
+mod deleted_keys;
 mod docs;
 mod doctor;
 mod exec;

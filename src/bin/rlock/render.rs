@@ -231,6 +231,7 @@ mod tests {
             waiting_writers: 0,
             last_lost: None,
             oldest_wait_since_ms: None,
+            damaged: Vec::new(),
             holders: vec![HolderStatus {
                 mode: "exclusive".into(),
                 host: "h".into(),

@@ -190,37 +190,55 @@ fn an_unknown_acquire_answer_is_a_protocol_error() {
 #[test]
 fn a_release_reply_is_a_count_then_the_waiters_to_wake() {
     let reply = [i(2), s("a"), s("b")];
-    let (n, wake) = release(&reply).unwrap();
+    let (n, notice, wake) = release(&reply).unwrap();
     assert_eq!(
-        (n, texts(wake)),
-        (2, vec!["a".to_string(), "b".to_string()])
+        (n, notice, texts(wake)),
+        (2, None, vec!["a".to_string(), "b".to_string()])
     );
     let reply = [i(-2)];
-    let (n, wake) = release(&reply).unwrap();
+    let (n, _, wake) = release(&reply).unwrap();
     assert_eq!((n, wake.len()), (-2, 0));
+    // A broken hold: the notice, then the waiters.
+    let reply = [i(-7), s(r#"{"by":"ann@h","reason":"storm"}"#), s("a")];
+    let (n, notice, wake) = release(&reply).unwrap();
+    assert_eq!((n, texts(wake)), (-7, vec!["a".to_string()]));
+    let e = released(n, notice.as_deref(), true, "k").unwrap_err();
+    assert!(
+        matches!(&e, Error::Lost { why, .. } if why == "it was broken by ann@h (reason: storm)"),
+        "{e}"
+    );
     assert!(protocol(release(&[])).starts_with("release returned"));
     protocol(release(&[s("x")]));
 }
 
 #[test]
 fn a_release_counts_what_is_left() {
-    assert_eq!(released(0, false, "k").unwrap(), Released::Released);
-    assert_eq!(released(3, false, "k").unwrap(), Released::StillHeld(3));
-    assert_eq!(released(-1, false, "k").unwrap(), Released::NotHeld);
-    let e = released(-2, false, "k").unwrap_err();
+    assert_eq!(released(0, None, false, "k").unwrap(), Released::Released);
+    assert_eq!(
+        released(3, None, false, "k").unwrap(),
+        Released::StillHeld(3)
+    );
+    assert_eq!(released(-1, None, false, "k").unwrap(), Released::NotHeld);
+    let e = released(-2, None, false, "k").unwrap_err();
     assert!(
         matches!(e, Error::NotOwner { ref key } if key == "k"),
         "{e}"
     );
-    assert_eq!(protocol(released(-3, false, "k")), "release returned -3");
+    assert_eq!(
+        protocol(released(-3, None, false, "k")),
+        "release returned -3"
+    );
 }
 
 #[test]
 fn a_resent_release_that_finds_nothing_had_released() {
-    assert_eq!(released(-1, true, "k").unwrap(), Released::Released);
-    assert_eq!(released(-2, true, "k").unwrap(), Released::Released);
-    assert_eq!(released(2, true, "k").unwrap(), Released::StillHeld(2));
-    assert_eq!(released(0, true, "k").unwrap(), Released::Released);
+    assert_eq!(released(-1, None, true, "k").unwrap(), Released::Released);
+    assert_eq!(released(-2, None, true, "k").unwrap(), Released::Released);
+    assert_eq!(
+        released(2, None, true, "k").unwrap(),
+        Released::StillHeld(2)
+    );
+    assert_eq!(released(0, None, true, "k").unwrap(), Released::Released);
 }
 
 #[test]
@@ -344,6 +362,7 @@ fn status_of_an_exclusive_lock() {
         i(0),
         s(""),
         i(1500),
+        Value::Array(vec![]),
         holder(r#"{"host":"h","pid":5,"cmd":"job"}"#, 0, 2500, 2, 9, ""),
     ];
     let st = status("k", reply).unwrap();
@@ -357,6 +376,7 @@ fn status_of_an_exclusive_lock() {
     );
     assert!(st.last_lost.is_none());
     assert_eq!(st.oldest_wait_since_ms, Some(1500));
+    assert!(st.damaged.is_empty());
     let h = &st.holders[0];
     assert_eq!(
         (h.mode.as_str(), h.host.as_str(), h.pid),
@@ -377,7 +397,17 @@ fn status_gives_the_commands_pid_once_noted() {
         };
         h.push(s("digest"));
         h.extend(pid.map(s));
-        let reply = vec![s("x"), i(1), i(9), i(0), i(0), s(""), i(0), Value::Array(h)];
+        let reply = vec![
+            s("x"),
+            i(1),
+            i(9),
+            i(0),
+            i(0),
+            s(""),
+            i(0),
+            Value::Array(vec![]),
+            Value::Array(h),
+        ];
         status("k", reply).unwrap().holders[0].cmd_pid
     };
     assert_eq!(with(Some("4133")), Some(4133));
@@ -398,6 +428,7 @@ fn status_of_a_semaphore_and_of_a_read_write_lock() {
         i(1),
         s(""),
         i(0),
+        Value::Array(vec![]),
         holder(r#"{"host":"a","pid":1}"#, 1000, 100, 1, 4, "r"),
         holder(r#"{"host":"b","pid":2}"#, 2000, 200, 1, 5, "w"),
     ];
@@ -428,6 +459,18 @@ fn status_of_a_free_lock_with_a_recorded_loss() {
             action: "sent TERM".into(),
         })
     );
+}
+
+#[test]
+fn status_of_a_damaged_lock_names_its_remains() {
+    let remains = Value::Array(vec![s("rlock:{k}:h"), s("rlock:{k}:qa")]);
+    let st = status(
+        "k",
+        vec![s(""), i(0), i(7), i(0), i(0), s(""), i(0), remains],
+    )
+    .unwrap();
+    assert_eq!(st.damaged, ["rlock:{k}:h", "rlock:{k}:qa"]);
+    assert_eq!((st.held, st.fence), (false, 7));
 }
 
 #[test]

@@ -70,6 +70,7 @@ impl Node {
     pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
         let timeout = self.server.timeout;
         self.release_script(lock, token, true, None, timeout, Ending::Plain)
+            .map(|(n, _)| n)
     }
 
     /// [`Node::abandon`] by a waiter that gave up after `waited`: the
@@ -85,6 +86,7 @@ impl Node {
         let timeout = self.server.timeout;
         let ending = Ending::TimedOut(&info, millis(waited));
         self.release_script(lock, token, true, None, timeout, ending)
+            .map(|(n, _)| n)
     }
 
     /// [`Node::abandon`] after an acquire call that failed, without a
@@ -103,7 +105,7 @@ impl Node {
         }
         if let Some(Conn::One(mut conn)) = self.silent.take() {
             let id = request_id();
-            let keys = lock.request_keys(token, &id);
+            let keys = lock.release_keys(token, &id);
             let args = release_args(token, true, &id, None, &self.server, Ending::Plain);
             let mut c = redis::cmd("EVAL");
             c.arg(RELEASE.code)
@@ -138,11 +140,12 @@ impl Node {
         ending: Ending,
     ) -> Result<Released> {
         let lock = self.name(key)?;
-        let n = self.release_script(&lock, token, all, min_hold, resend_for, ending)?;
-        decode::released(n, self.resent, key)
+        let (n, notice) = self.release_script(&lock, token, all, min_hold, resend_for, ending)?;
+        decode::released(n, notice.as_deref(), self.resent, key)
     }
 
-    /// One run of the release script (see lua/release.lua for the reply).
+    /// One run of the release script (see lua/release.lua for the reply):
+    /// its count or reply code, and a broken hold's notice.
     fn release_script(
         &mut self,
         lock: &LockName,
@@ -151,7 +154,7 @@ impl Node {
         min_hold: Option<Duration>,
         resend_for: Duration,
         ending: Ending,
-    ) -> Result<i64> {
+    ) -> Result<(i64, Option<String>)> {
         let id = request_id();
         let args = release_args(token, all, &id, min_hold, &self.server, ending);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -166,14 +169,14 @@ impl Node {
         }
         let reply: Vec<Value> = self.eval(
             &RELEASE,
-            &lock.request_keys(token, &id),
+            &lock.release_keys(token, &id),
             &args,
             || format!("release {:?}", lock.name()),
             resend_for,
         )?;
-        let (n, wake) = decode::release(&reply)?;
+        let (n, notice, wake) = decode::release(&reply)?;
         self.wake(lock, wake);
-        Ok(n)
+        Ok((n, notice))
     }
 }
 
@@ -274,7 +277,7 @@ impl Backend for Node {
         let [cap, retention] = self.server.history.args();
         let n: Value = self.eval(
             &RENEW,
-            &lock.keys(None),
+            &lock.noticed_keys(),
             &[
                 token.as_str(),
                 &millis(ttl).to_string(),
@@ -332,7 +335,7 @@ impl Backend for Node {
         let [cap, retention] = self.server.history.args();
         let reply: Vec<Value> = self.eval(
             &BREAK,
-            &lock.keys(None),
+            &lock.noticed_keys(),
             &[&fences, by, reason, &cap, &retention],
             || format!("break {key:?}"),
             resend_for,

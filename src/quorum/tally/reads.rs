@@ -103,6 +103,14 @@ pub(in crate::quorum) fn status_on_majority(key: &str, answers: &[&Status], m: u
             .filter_map(|s| s.oldest_wait_since_ms)
             .min()
             .filter(|_| waiters > 0),
+        // Remains on any master are worth the warning (break clears them
+        // on every master).
+        damaged: {
+            let mut d: Vec<String> = answers.iter().flat_map(|s| s.damaged.clone()).collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        },
         holders,
     }
 }

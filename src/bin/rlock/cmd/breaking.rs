@@ -38,6 +38,23 @@ pub(crate) fn break_lock(
     }
     let mut locker = connect(g)?;
     let st = locker.status(key)?;
+    if st.holders.is_empty() && !st.damaged.is_empty() {
+        // Its keys deleted by hand: the remains go (lua/break.lua), asked
+        // as for holders.
+        if ask && !confirm_remains(key, &st.damaged) {
+            say!("rlock: lock {key:?} not broken");
+            return Ok(NOT_BROKEN);
+        }
+        let broken = locker.break_lock(key, &Holders::All, &by, reason)?;
+        if !g.quiet {
+            say!(
+                "rlock: cleared the remains of damaged lock {key:?} ({}); {} hold(s) ended",
+                st.damaged.join(", "),
+                broken.fences.len()
+            );
+        }
+        return Ok(exit_code::OK);
+    }
     if st.holders.is_empty() {
         if !g.quiet {
             say!("rlock: lock {key:?} is not held: nothing to break");
@@ -102,6 +119,22 @@ fn confirm(key: &str, targets: &[&HolderStatus]) -> bool {
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
+/// Ask on the terminal about a damaged lock's remains; true for yes.
+fn confirm_remains(key: &str, remains: &[String]) -> bool {
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "lock {key:?} is damaged (left: {}); clear its remains? [y/N] ",
+        remains.join(", ")
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
 /// "host H pid P (fence F, held 5m)" for each holder, as status shows them.
 fn describe(holders: &[&HolderStatus]) -> String {
     let now = std::time::SystemTime::now()
@@ -141,5 +174,6 @@ fn empty(key: &str) -> rlock::Status {
         last_lost: None,
         holders: Vec::new(),
         oldest_wait_since_ms: None,
+        damaged: Vec::new(),
     }
 }

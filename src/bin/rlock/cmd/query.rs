@@ -52,6 +52,16 @@ pub(crate) fn check(g: &Global, key: &str, token: Option<&str>, json: bool) -> a
 pub(crate) fn status(g: &Global, key: &str, json: bool) -> anyhow::Result<u8> {
     let mut locker = connect(g)?;
     let st = locker.status(key)?;
+    // A damaged lock is no error (its remains are taken or cleared as a
+    // free lock's): a warning, and `damaged` in the JSON.
+    if !st.damaged.is_empty() {
+        say!(
+            "rlock: warning: lock {key:?} is damaged: its keys were deleted by hand \
+             (its state hash is gone; left: {}); its holds are gone, the next \
+             acquire takes it, and `rlock break {key:?}` clears the remains",
+            st.damaged.join(", ")
+        );
+    }
     if json {
         print(&(serde_json::to_string(&st)? + "\n"))?;
     } else {

@@ -32,6 +32,7 @@ fn free(key: &str) -> Status {
         holders: Vec::new(),
         last_lost: None,
         oldest_wait_since_ms: None,
+        damaged: Vec::new(),
     }
 }
 
