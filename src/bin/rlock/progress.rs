@@ -77,7 +77,9 @@ impl Progress {
                 *shown = Shown::Line(bar, seen);
             }
             Shown::Nothing => {
-                say(format_args!("rlock: waiting for lock {key:?} held by {busy}"));
+                say(format_args!(
+                    "rlock: waiting for lock {key:?} held by {busy}"
+                ));
                 *shown = Shown::Plain(busy.clone());
             }
             Shown::Line(bar, seen) => {
@@ -86,7 +88,9 @@ impl Progress {
             }
             Shown::Plain(last) => {
                 if new_wait {
-                    say(format_args!("rlock: waiting for lock {key:?} held by {busy}"));
+                    say(format_args!(
+                        "rlock: waiting for lock {key:?} held by {busy}"
+                    ));
                 } else if self.verbose && busy.holder.is_some() && !same_holder(last, busy) {
                     say(format_args!("rlock: lock {key:?} is now held by {busy}"));
                 }
@@ -245,7 +249,11 @@ fn hint_text(busy: &Busy, who: &SelfWait) -> String {
     let key = &busy.key;
     let mut at = String::new();
     if busy.since_ms > 0 {
-        let _ = write!(at, "acquired at {}, ", rlock::lock::format_ms(busy.since_ms));
+        let _ = write!(
+            at,
+            "acquired at {}, ",
+            rlock::lock::format_ms(busy.since_ms)
+        );
     }
     let by = match who {
         SelfWait::Ancestor => format!("by pid {pid}, which started this rlock"),
@@ -271,4 +279,77 @@ fn in_the_foreground() -> bool {
 
 fn say(args: std::fmt::Arguments) {
     let _ = writeln!(std::io::stderr(), "{args}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlock::HolderInfo;
+
+    fn busy(key: &str, host: &str, pid: u32) -> Busy {
+        Busy {
+            key: key.into(),
+            holder: Some(HolderInfo {
+                host: host.into(),
+                pid,
+                ..HolderInfo::default()
+            }),
+            since_ms: 1_700_000_000_000,
+            expires_in: Duration::from_secs(1),
+            position: 0,
+            holders: 1,
+            holder_ttl: Duration::from_secs(20),
+            waited: Duration::from_secs(3),
+        }
+    }
+
+    #[test]
+    fn the_holder_is_this_script_by_our_own_pid_or_an_ancestors() {
+        let ancestor = |pid| pid == 7;
+        let h = |host: &str, pid| busy("k", host, pid).holder.unwrap();
+        assert_eq!(
+            self_wait(&h("me", 42), "me", 42, ancestor),
+            Some(SelfWait::ThisPid)
+        );
+        assert_eq!(
+            self_wait(&h("me", 7), "me", 42, ancestor),
+            Some(SelfWait::Ancestor)
+        );
+        assert_eq!(self_wait(&h("me", 8), "me", 42, ancestor), None);
+        // Another host's pids are not ours.
+        assert_eq!(self_wait(&h("other", 42), "me", 42, ancestor), None);
+        assert_eq!(self_wait(&h("other", 7), "me", 42, ancestor), None);
+    }
+
+    #[test]
+    fn the_hint_names_the_lock_and_when_it_was_acquired() {
+        let b = busy("zb", "me", 42);
+        let text = hint_text(&b, &SelfWait::ThisPid);
+        assert!(
+            text.starts_with(
+                "rlock: this script already holds lock \"zb\" (acquired at \
+                 2023-11-14T22:13:20Z, by pid 42, "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("export RLOCK_TOKEN"), "{text}");
+        let mut unknown = b.clone();
+        unknown.since_ms = 0;
+        let text = hint_text(&unknown, &SelfWait::Ancestor);
+        assert!(
+            text.starts_with(
+                "rlock: this script already holds lock \"zb\" (by pid 42, which started this rlock)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_live_line_names_the_busy_lock() {
+        let s = status(&busy("zb", "h", 9), Duration::from_secs(2));
+        assert!(
+            s.starts_with("rlock: waiting 5s for \"zb\", next in line; held by host h pid 9"),
+            "{s}"
+        );
+    }
 }
