@@ -78,6 +78,7 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt>
         }),
         reply::BUSY => {
             let busy = Busy {
+                key: key.to_string(),
                 holder: serde_json::from_str(&text(reply, 3)).ok(),
                 expires_in: ms(1)?,
                 position: count(2)?,

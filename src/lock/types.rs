@@ -304,6 +304,9 @@ pub fn drift(ttl: Duration) -> Duration {
 /// The holder a waiter is waiting for.
 #[derive(Clone, Debug)]
 pub struct Busy {
+    /// The lock waited for: of a set (see [`crate::multi`]), the one that
+    /// is busy now.
+    pub key: String,
     /// Who holds the lock; `None` when only waiters queued ahead keep this
     /// one waiting.
     pub holder: Option<HolderInfo>,

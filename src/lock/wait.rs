@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::keys::WAKE_TTL_MS;
 use super::types::backoff;
@@ -79,29 +79,44 @@ impl Cancel {
 /// A Redis outage seen by a waiting acquire.
 #[derive(Default)]
 pub(crate) struct Outage {
-    since: Option<Instant>,
+    /// Since when Redis has not answered (monotonic, and wall clock to
+    /// name it).
+    since: Option<(Instant, SystemTime)>,
     tries: u32,
 }
 
 impl Outage {
     /// After a failure: should the wait go on? Yes for a waiting acquire
     /// (not -n) while Redis is unreachable, until its deadline or, without
-    /// one, for [`OUTAGE_LIMIT`]; it sleeps a backoff first.
+    /// one, for [`OUTAGE_LIMIT`]; it sleeps a backoff first, cut short at
+    /// the deadline, so that the last try comes at the deadline itself.
     /// `passing`: whether this kind of failure can pass (see `resendable`).
+    /// `silent`: how long the failed call had gone unanswered when it
+    /// failed (a timeout's; zero for a refused or dropped connection).
     pub(crate) fn ride_out(
         &mut self,
         passing: bool,
         queue: bool,
         deadline: Option<Instant>,
+        silent: Duration,
     ) -> bool {
         let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
+        let (since, _) = *self.since.get_or_insert_with(|| {
+            let wall = SystemTime::now();
+            (
+                now.checked_sub(silent).unwrap_or(now),
+                wall.checked_sub(silent).unwrap_or(wall),
+            )
+        });
         self.tries += 1;
-        let pause = backoff(self.tries);
+        let mut pause = backoff(self.tries);
         let go_on = queue
             && passing
             && match deadline {
-                Some(d) => now + pause < d,
+                Some(d) => {
+                    pause = pause.min(d.saturating_duration_since(now));
+                    now < d
+                }
                 None => now - since < OUTAGE_LIMIT,
             };
         if go_on {
@@ -110,11 +125,35 @@ impl Outage {
         go_on
     }
 
+    /// The error that ends the wait: after an outage ridden out (one retry
+    /// at least), an [`Error::Unavailable`] says since when Redis at
+    /// `label` has not answered; anything else is returned as it is.
+    pub(crate) fn ended(&self, e: Error, label: &str) -> Error {
+        match (e, self.since) {
+            (Error::Unavailable { cause, .. }, Some((at, wall))) if self.tries > 1 => {
+                Error::Unavailable {
+                    context: unanswered(label, wall, at.elapsed()),
+                    cause,
+                }
+            }
+            (e, _) => e,
+        }
+    }
+
     /// Redis answered again.
     pub(crate) fn over(&mut self) {
         self.since = None;
         self.tries = 0;
     }
+}
+
+/// "Redis at LABEL has not answered since TIME (FOR)".
+fn unanswered(label: &str, since: SystemTime, lasted: Duration) -> String {
+    format!(
+        "Redis at {label} has not answered since {} ({})",
+        humantime::format_rfc3339_seconds(since),
+        crate::duration::human(lasted)
+    )
 }
 
 /// One acquire's wait, as the single-Redis loop (`Node::acquire_new`) and
@@ -208,5 +247,87 @@ impl<'a> Waiting<'a> {
     pub(crate) fn observe(&self, busy: &mut Busy, on_wait: &mut dyn FnMut(&Busy)) {
         busy.waited = self.started.elapsed();
         on_wait(busy);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused() -> Error {
+        Error::Unavailable {
+            context: "cannot use Redis at h:1".into(),
+            cause: redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )),
+        }
+    }
+
+    #[test]
+    fn a_deadline_is_ridden_out_to_its_end_not_one_backoff_short() {
+        // One backoff (100 ms or more) is longer than the whole wait: a
+        // wait that stopped where the next backoff would overrun the
+        // deadline gave up at once.
+        let deadline = Instant::now() + Duration::from_millis(60);
+        let mut o = Outage::default();
+        let mut tries = 0;
+        while o.ride_out(true, true, Some(deadline), Duration::ZERO) {
+            tries += 1;
+            assert!(tries < 100, "never gave up");
+        }
+        assert!(Instant::now() >= deadline, "gave up before the deadline");
+        assert!(tries >= 1);
+    }
+
+    #[test]
+    fn no_wait_and_failures_that_do_not_pass_are_not_ridden_out() {
+        let later = Some(Instant::now() + Duration::from_secs(60));
+        assert!(!Outage::default().ride_out(false, true, later, Duration::ZERO));
+        assert!(!Outage::default().ride_out(true, false, later, Duration::ZERO));
+    }
+
+    #[test]
+    fn a_wait_that_outage_ended_says_since_when() {
+        let mut o = Outage::default();
+        let later = Some(Instant::now() + Duration::from_millis(1));
+        // A first failure that does not go on: no outage was ridden out.
+        let mut once = Outage::default();
+        assert!(!once.ride_out(true, false, later, Duration::ZERO));
+        let e = once.ended(refused(), "h:1");
+        assert!(
+            e.to_string().starts_with("cannot use Redis at h:1: "),
+            "{e}"
+        );
+        while o.ride_out(true, true, later, Duration::from_secs(2)) {}
+        let e = o.ended(refused(), "h:1");
+        let text = e.to_string();
+        assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        assert!(
+            text.starts_with("Redis at h:1 has not answered since 20"),
+            "{text}"
+        );
+        // Since the failed call began: 2 s before it timed out.
+        assert!(
+            text.contains("Z (2s): ") || text.contains("Z (2."),
+            "{text}"
+        );
+        // Anything else is left as it is.
+        let other = o.ended(Error::Usage("x".into()), "h:1");
+        assert!(matches!(other, Error::Usage(_)));
+        o.over();
+        assert!(
+            o.ended(refused(), "h:1")
+                .to_string()
+                .starts_with("cannot use")
+        );
+    }
+
+    #[test]
+    fn unanswered_names_the_server_the_time_and_how_long() {
+        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            unanswered("h:1", at, Duration::from_millis(4500)),
+            "Redis at h:1 has not answered since 2023-11-14T22:13:20Z (4.5s)"
+        );
     }
 }

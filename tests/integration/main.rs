@@ -39,4 +39,5 @@ mod sentinel;
 mod server;
 mod tls_acl;
 mod top;
+mod wait_outage;
 mod waiting;

@@ -420,3 +420,127 @@ fn a_background_waiter_writes_the_plain_line_not_the_live_one() {
     assert!(out.contains("the-command-ran"), "{out:?}");
     r.assert_nothing_held(&[]);
 }
+
+/// `rlock exec -w WAIT` of the lock set `keys`, running `true`: the one
+/// place these tests spell a lock set on the command line.
+fn exec_set(r: &Redis, wait: &str, keys: &[&str]) -> crate::util::Rlock {
+    let mut args = vec!["exec", "-w", wait, keys[0]];
+    for k in &keys[1..] {
+        args.extend(["--and", k]);
+    }
+    args.extend(["--", "true"]);
+    rlock(r).args(args)
+}
+
+/// Take `key` for 30 s from a shell that exits at once (so that it is
+/// nobody's ancestor); its token.
+fn hold_elsewhere(r: &Redis, key: &str) -> String {
+    rlock(r)
+        .args(["acquire", "--ttl", "30s", key])
+        .by_another_process()
+        .run()
+        .ok()
+        .token()
+}
+
+/// A set waits for its locks one at a time: each wait's line, and the
+/// timeout, name the lock that is busy, not the first one of the set.
+#[test]
+fn a_set_names_the_lock_it_waits_for() {
+    let r = Redis::shared();
+    hold_elsewhere(&r, "zb");
+    let pid = holder_pid(&r, "zb");
+    let run = exec_set(&r, "1s", &["za", "zb"]).run().code(75);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{:?}", run.stderr);
+    assert!(
+        lines[0].starts_with(&format!(
+            "rlock: waiting for lock \"zb\" held by host {} pid {pid} since ",
+            hostname()
+        )),
+        "{:?}",
+        run.stderr
+    );
+    assert!(
+        lines[1].starts_with("rlock: timed out after ")
+            && lines[1].contains("waiting for lock \"zb\""),
+        "{:?}",
+        run.stderr
+    );
+    // `acquire` of several keys: the same.
+    let run = rlock(&r)
+        .args(["acquire", "-w", "1s", "za", "zb"])
+        .run()
+        .code(75);
+    assert!(
+        run.stderr
+            .starts_with("rlock: waiting for lock \"zb\" held by host "),
+        "{:?}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("\"za"), "{:?}", run.stderr);
+    assert!(!r.held("za"), "the set's first lock was left held");
+}
+
+/// Each lock of a set that is busy in turn gets its own line.
+#[test]
+fn a_set_says_each_lock_it_waits_for_in_turn() {
+    let r = Redis::shared();
+    let a = hold_elsewhere(&r, "sa");
+    let b = hold_elsewhere(&r, "sb");
+    let child = exec_set(&r, "20s", &["sb", "sa"]).spawn();
+    r.await_waiters("sa", 1);
+    release(&r, "sa", &a);
+    r.await_waiters("sb", 1);
+    release(&r, "sb", &b);
+    let run = finish(child, "exec of a set").ok();
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{:?}", run.stderr);
+    assert!(
+        lines[0].starts_with("rlock: waiting for lock \"sa\" held by host "),
+        "{:?}",
+        run.stderr
+    );
+    assert!(
+        lines[1].starts_with("rlock: waiting for lock \"sb\" held by host "),
+        "{:?}",
+        run.stderr
+    );
+    r.assert_nothing_held(&[]);
+}
+
+/// A shell runs its last command in its own place (exec): the rlock that
+/// waits then has the pid of the script that holds the lock. It says it
+/// waits for itself, as for a holder that is one of its ancestors.
+#[test]
+fn a_script_whose_last_command_waits_for_its_own_lock_is_told() {
+    let r = Redis::shared();
+    let d = tmp_dir("waiting", "self-wait-in-place");
+    let mut sh = crate::keep::script(
+        &r,
+        "bash",
+        &d,
+        "tok=$(\"$B\" acquire k) || exit 9
+         echo \"$tok\" > \"$D/tok\"
+         echo $$ > \"$D/pid\"
+         \"$B\" exec -w 1s k -- true",
+    );
+    let (code, err) = crate::keep::finish_child(&mut sh);
+    assert_eq!(code, Some(75), "{err}");
+    let pid = read(&d.join("pid")).trim().to_string();
+    let hint = err.lines().next().unwrap_or("");
+    assert!(
+        hint.starts_with("rlock: this script already holds lock \"k\" (acquired at 20")
+            && hint.contains(&format!("by pid {pid}, "))
+            && hint.contains("waits for itself")
+            && hint.contains("RLOCK_TOKEN"),
+        "{err}"
+    );
+    // Someone else's lock, held by a pid that is not ours: no hint.
+    let mut sh = crate::keep::script(&r, "bash", &d, "\"$B\" exec -w 500ms k -- true");
+    let (code, err) = crate::keep::finish_child(&mut sh);
+    assert_eq!(code, Some(75), "{err}");
+    assert!(!err.contains("waits for itself"), "{err}");
+    release(&r, "k", read(&d.join("tok")).trim());
+    r.assert_nothing_held(&[]);
+}

@@ -13,8 +13,11 @@ pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> S
     };
     let text = &cli_terms(text);
     match e {
-        rlock::Error::Unavailable { cause, .. }
-            if cause.kind() == redis::ErrorKind::Io && text.contains("Connection refused") =>
+        // Not after an outage a wait rode out: that Redis did run there.
+        rlock::Error::Unavailable { cause, context }
+            if cause.kind() == redis::ErrorKind::Io
+                && text.contains("Connection refused")
+                && !context.contains(" has not answered since ") =>
         {
             format!(
                 "{text}; is Redis running there? --url URL (or RLOCK_URL) points rlock at another"

@@ -22,9 +22,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rlock::Busy;
 use rlock::duration::human;
 
-/// The wait's display, for one acquire of `key`.
-pub(crate) struct Progress<'a> {
-    key: &'a str,
+/// The wait's display, for one acquire (of a lock, or of a set: each
+/// observation names the lock that is busy, [`Busy::key`]).
+pub(crate) struct Progress {
     quiet: bool,
     verbose: bool,
     shown: RefCell<Shown>,
@@ -41,10 +41,9 @@ enum Shown {
     Done,
 }
 
-impl<'a> Progress<'a> {
-    pub(crate) fn new(key: &'a str, quiet: bool, verbose: bool) -> Progress<'a> {
+impl Progress {
+    pub(crate) fn new(quiet: bool, verbose: bool) -> Progress {
         Progress {
-            key,
             quiet,
             verbose,
             shown: RefCell::new(Shown::Nothing),
@@ -57,16 +56,20 @@ impl<'a> Progress<'a> {
             return;
         }
         let mut shown = self.shown.borrow_mut();
-        if matches!(*shown, Shown::Nothing) && waits_for_an_ancestor(busy) {
-            say(format_args!(
-                "rlock: lock {:?} is held by pid {}, which started this rlock: it waits for \
-                 itself; to re-enter, export the token it holds the lock with (export \
-                 RLOCK_TOKEN=\"$tok\" after tok=$(rlock acquire ...), or export \
-                 RLOCK_TOKEN=$(rlock acquire {:?} --keep))",
-                self.key,
-                busy.holder.as_ref().map_or(0, |h| h.pid),
-                self.key,
-            ));
+        let key = &busy.key;
+        // A new wait: the first, or the next lock of a set.
+        let new_wait = match &*shown {
+            Shown::Nothing => true,
+            Shown::Line(_, seen) => seen.lock().unwrap_or_else(|e| e.into_inner()).0.key != *key,
+            Shown::Plain(last) => last.key != *key,
+            Shown::Done => false,
+        };
+        if new_wait && let Some(hint) = self_wait_hint(busy) {
+            if let Shown::Line(bar, _) = &*shown {
+                bar.suspend(|| say(format_args!("{hint}")));
+            } else {
+                say(format_args!("{hint}"));
+            }
         }
         match &mut *shown {
             Shown::Nothing if std::io::stderr().is_terminal() && in_the_foreground() => {
@@ -75,8 +78,7 @@ impl<'a> Progress<'a> {
             }
             Shown::Nothing => {
                 say(format_args!(
-                    "rlock: waiting for lock {:?} held by {busy}",
-                    self.key
+                    "rlock: waiting for lock {key:?} held by {busy}"
                 ));
                 *shown = Shown::Plain(busy.clone());
             }
@@ -85,11 +87,12 @@ impl<'a> Progress<'a> {
                 bar.tick();
             }
             Shown::Plain(last) => {
-                if self.verbose && busy.holder.is_some() && !same_holder(last, busy) {
+                if new_wait {
                     say(format_args!(
-                        "rlock: lock {:?} is now held by {busy}",
-                        self.key
+                        "rlock: waiting for lock {key:?} held by {busy}"
                     ));
+                } else if self.verbose && busy.holder.is_some() && !same_holder(last, busy) {
+                    say(format_args!("rlock: lock {key:?} is now held by {busy}"));
                 }
                 *last = busy.clone();
             }
@@ -110,7 +113,6 @@ impl<'a> Progress<'a> {
     /// The live line, and where it reads the latest observation.
     #[allow(clippy::type_complexity)]
     fn line(&self, busy: &Busy) -> (ProgressBar, Arc<Mutex<(Busy, Instant)>>) {
-        let key = self.key.to_string();
         let seen = Arc::new(Mutex::new((busy.clone(), Instant::now())));
         let shared = seen.clone();
         let style = ProgressStyle::with_template("{spinner} {status}")
@@ -119,7 +121,7 @@ impl<'a> Progress<'a> {
                 "status",
                 move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
                     let (busy, at) = &*shared.lock().unwrap_or_else(|e| e.into_inner());
-                    let line = status(&key, busy, at.elapsed());
+                    let line = status(busy, at.elapsed());
                     // One row, never wrapped: a wrapped line cannot be
                     // redrawn in place (the spinner and a space go first).
                     let width = usize::from(console::Term::stderr().size().1);
@@ -139,7 +141,7 @@ impl<'a> Progress<'a> {
     }
 }
 
-impl Drop for Progress<'_> {
+impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
     }
@@ -147,8 +149,12 @@ impl Drop for Progress<'_> {
 
 /// The live line: `busy` as observed `age` ago. What changes comes first,
 /// so that a narrow terminal cuts only the holder's start time.
-fn status(key: &str, busy: &Busy, age: Duration) -> String {
-    let mut s = format!("rlock: waiting {} for {key:?}, ", secs(busy.waited + age));
+fn status(busy: &Busy, age: Duration) -> String {
+    let mut s = format!(
+        "rlock: waiting {} for {:?}, ",
+        secs(busy.waited + age),
+        busy.key
+    );
     match busy.position {
         0 => s.push_str("next in line"),
         n => {
@@ -191,18 +197,75 @@ fn same_holder(a: &Busy, b: &Busy) -> bool {
     }
 }
 
-/// Is the holder one of our own ancestors on this host? Then we wait for
-/// ourselves: a script that took the lock with `tok=$(rlock acquire K
-/// --keep)` (the holder's pid is the script's) and runs `rlock exec K`
-/// without exporting the token. Only a hint: the wait goes on as asked.
-fn waits_for_an_ancestor(busy: &Busy) -> bool {
-    let Some(h) = &busy.holder else {
-        return false;
-    };
-    if h.host != rlock::HolderInfo::current(None).host {
-        return false;
+/// How the holder of a busy lock is this very script, seen from this rlock.
+#[derive(Debug, PartialEq, Eq)]
+enum SelfWait {
+    /// The holder's pid is one of our ancestors': a script that took the
+    /// lock with `tok=$(rlock acquire K)` (the holder's pid is the
+    /// script's, see `prepare` in cmd/acquire.rs) runs `rlock exec K`.
+    Ancestor,
+    /// The holder's pid is our own: the same script ran rlock as its last
+    /// command, which a shell does in its own place (exec), so this rlock
+    /// has the script's pid. Never a hold of this rlock itself: rlock
+    /// never waits for a lock it holds (a set names each lock once, and
+    /// a re-entry with RLOCK_TOKEN is granted at once).
+    ThisPid,
+}
+
+/// Is the holder this script? (`here`: our host; `me`: our pid;
+/// `ancestor`: whether a pid is one of our ancestors'.)
+fn self_wait(
+    holder: &rlock::HolderInfo,
+    here: &str,
+    me: u32,
+    ancestor: impl Fn(u32) -> bool,
+) -> Option<SelfWait> {
+    if holder.host != here {
+        None
+    } else if holder.pid == me {
+        Some(SelfWait::ThisPid)
+    } else if ancestor(holder.pid) {
+        Some(SelfWait::Ancestor)
+    } else {
+        None
     }
-    rlock::exec::is_ancestor(h.pid)
+}
+
+/// The line that says we wait for ourselves, when the holder is this
+/// script (see [`SelfWait`]). Only a hint: the wait goes on as asked.
+fn self_wait_hint(busy: &Busy) -> Option<String> {
+    let h = busy.holder.as_ref()?;
+    let who = self_wait(
+        h,
+        &rlock::HolderInfo::current(None).host,
+        std::process::id(),
+        rlock::exec::is_ancestor,
+    )?;
+    Some(hint_text(busy, &who))
+}
+
+fn hint_text(busy: &Busy, who: &SelfWait) -> String {
+    let pid = busy.holder.as_ref().map_or(0, |h| h.pid);
+    let key = &busy.key;
+    let mut at = String::new();
+    if busy.since_ms > 0 {
+        let _ = write!(
+            at,
+            "acquired at {}, ",
+            rlock::lock::format_ms(busy.since_ms)
+        );
+    }
+    let by = match who {
+        SelfWait::Ancestor => format!("by pid {pid}, which started this rlock"),
+        SelfWait::ThisPid => {
+            format!("by pid {pid}, which ran this rlock in its own place: the same process")
+        }
+    };
+    format!(
+        "rlock: this script already holds lock {key:?} ({at}{by}): it waits for itself; \
+         to re-enter, export the token it holds the lock with (export RLOCK_TOKEN=\"$tok\" \
+         after tok=$(rlock acquire ...), or export RLOCK_TOKEN=$(rlock acquire {key:?} --keep))"
+    )
 }
 
 /// Is rlock's process group the foreground group of the terminal stderr
@@ -216,4 +279,77 @@ fn in_the_foreground() -> bool {
 
 fn say(args: std::fmt::Arguments) {
     let _ = writeln!(std::io::stderr(), "{args}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlock::HolderInfo;
+
+    fn busy(key: &str, host: &str, pid: u32) -> Busy {
+        Busy {
+            key: key.into(),
+            holder: Some(HolderInfo {
+                host: host.into(),
+                pid,
+                ..HolderInfo::default()
+            }),
+            since_ms: 1_700_000_000_000,
+            expires_in: Duration::from_secs(1),
+            position: 0,
+            holders: 1,
+            holder_ttl: Duration::from_secs(20),
+            waited: Duration::from_secs(3),
+        }
+    }
+
+    #[test]
+    fn the_holder_is_this_script_by_our_own_pid_or_an_ancestors() {
+        let ancestor = |pid| pid == 7;
+        let h = |host: &str, pid| busy("k", host, pid).holder.unwrap();
+        assert_eq!(
+            self_wait(&h("me", 42), "me", 42, ancestor),
+            Some(SelfWait::ThisPid)
+        );
+        assert_eq!(
+            self_wait(&h("me", 7), "me", 42, ancestor),
+            Some(SelfWait::Ancestor)
+        );
+        assert_eq!(self_wait(&h("me", 8), "me", 42, ancestor), None);
+        // Another host's pids are not ours.
+        assert_eq!(self_wait(&h("other", 42), "me", 42, ancestor), None);
+        assert_eq!(self_wait(&h("other", 7), "me", 42, ancestor), None);
+    }
+
+    #[test]
+    fn the_hint_names_the_lock_and_when_it_was_acquired() {
+        let b = busy("zb", "me", 42);
+        let text = hint_text(&b, &SelfWait::ThisPid);
+        assert!(
+            text.starts_with(
+                "rlock: this script already holds lock \"zb\" (acquired at \
+                 2023-11-14T22:13:20Z, by pid 42, "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("export RLOCK_TOKEN"), "{text}");
+        let mut unknown = b.clone();
+        unknown.since_ms = 0;
+        let text = hint_text(&unknown, &SelfWait::Ancestor);
+        assert!(
+            text.starts_with(
+                "rlock: this script already holds lock \"zb\" (by pid 42, which started this rlock)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_live_line_names_the_busy_lock() {
+        let s = status(&busy("zb", "h", 9), Duration::from_secs(2));
+        assert!(
+            s.starts_with("rlock: waiting 5s for \"zb\", next in line; held by host h pid 9"),
+            "{s}"
+        );
+    }
 }

@@ -92,12 +92,12 @@ pub(crate) static BUSY_IS_SUCCESS: std::sync::atomic::AtomicBool =
 /// a line on stderr would turn each such run into a cron mail. (On a
 /// terminal the live line is erased when the wait ends.) `-v` still shows
 /// it.
-pub(crate) fn waiting<'a>(g: &Global, key: &'a str) -> progress::Progress<'a> {
+pub(crate) fn waiting(g: &Global) -> progress::Progress {
     use std::io::IsTerminal;
     let silent = BUSY_IS_SUCCESS.load(std::sync::atomic::Ordering::Relaxed)
         && !g.verbose
         && !std::io::stderr().is_terminal();
-    progress::Progress::new(key, g.quiet || silent, g.verbose)
+    progress::Progress::new(g.quiet || silent, g.verbose)
 }
 
 /// `--max-hold D`: more than zero.

@@ -110,9 +110,21 @@ impl Node {
     }
     /// After a failure of a waiting acquire: ride it out (see
     /// [`Outage::ride_out`]) if this server has answered before and the
-    /// failure may pass.
-    fn ride_out(&self, e: &Error, outage: &mut Outage, w: &Waiting) -> bool {
-        self.answered && outage.ride_out(self.passing(e), w.waits(), w.deadline())
+    /// failure may pass. Err: the error that ends the wait (after an outage,
+    /// one that says since when Redis has not answered: [`Outage::ended`]).
+    fn ride_out(&self, e: Error, outage: &mut Outage, w: &Waiting) -> Result<()> {
+        let silent = match &e {
+            Error::Unavailable { cause, .. } if cause.is_timeout() => self.server.timeout,
+            _ => Duration::ZERO,
+        };
+        let passing = self.passing(&e);
+        if self.answered && outage.ride_out(passing, w.waits(), w.deadline(), silent) {
+            return Ok(());
+        }
+        Err(match passing {
+            true => outage.ended(e, &self.server.label),
+            false => e,
+        })
     }
 
     /// Is `e` an outage that may pass (see `resendable`)?
@@ -305,7 +317,7 @@ impl Node {
                     if w.cancelled() {
                         return Err(self.give_up(lock, &token, &w));
                     }
-                    if !self.ride_out(&e, &mut outage, &w) {
+                    if let Err(e) = self.ride_out(e, &mut outage, &w) {
                         if matches!(e, Error::Unavailable { .. }) {
                             self.abandon_unanswered(lock, &token);
                         }
@@ -390,7 +402,7 @@ impl Node {
                         if w.cancelled() {
                             return Err(self.give_up(lock, &token, &w));
                         }
-                        if !self.ride_out(&e, &mut outage, &w) {
+                        if let Err(e) = self.ride_out(e, &mut outage, &w) {
                             let _ = self.abandon(lock, &token);
                             return Err(e);
                         }

@@ -15,6 +15,7 @@ fn gc(fence: u64, count: u64) -> A {
 
 fn busy_by(pid: u32) -> A {
     let b = Busy {
+        key: "k".into(),
         holder: Some(HolderInfo {
             host: "h".into(),
             pid,

@@ -104,10 +104,9 @@ pub(crate) fn print_tokens(
     let mut locker = connect(g)?;
     req.reenter = inherited(&locker, &keys[0])?;
     let cancel = rlock::Cancel::new();
-    let label = keys.join(" ");
     let leases = std::thread::scope(|s| -> anyhow::Result<Vec<Lease>> {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
-        let progress = waiting(g, &label);
+        let progress = waiting(g);
         let leases = rlock::multi::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
             progress.update(b)
         });
@@ -192,7 +191,7 @@ pub(crate) fn acquire(
     let cancel = rlock::Cancel::new();
     std::thread::scope(|s| {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
-        let progress = waiting(g, key);
+        let progress = waiting(g);
         let lease = locker.acquire(key, &req, Some(&cancel), &mut |b| progress.update(b));
         progress.finish();
         Ok(lease?)

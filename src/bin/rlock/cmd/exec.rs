@@ -37,7 +37,7 @@ pub(crate) fn exec(
     };
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;
-    let progress = waiting(g, key);
+    let progress = waiting(g);
     let set = keys.len() > 1;
     let result = rlock::exec::run_set(
         &mut locker,
