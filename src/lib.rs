@@ -43,6 +43,7 @@ pub mod keep;
 pub mod lock;
 mod locker;
 pub mod multi;
+mod proctitle;
 mod quorum;
 mod redact;
 pub mod signals;

@@ -64,15 +64,16 @@
 //!   `tree.rs`), and "the tree is empty" is "the guard has no children"
 //!   but keepers of `acquire --keep` (`tree::is_keeper`), which end with
 //!   the process they watch, not with the command.
-//! - **the guard itself killed** (it is internal; nobody has a reason to,
-//!   but `pkill -9 -f rlock` matches it): the command dies by
+//! - **the guard itself killed** (it is internal, and named `rl-guard` so
+//!   that no pattern for rlock matches it, see `crate::proctitle`; but a
+//!   `kill -9` of its pid reaches it): the command dies by
 //!   PR_SET_PDEATHSIG, and the rest of the tree, whatever its group, is
 //!   re-parented to rlock, a child subreaper while it runs. rlock SIGKILLs
 //!   and reaps every descendant it has, and releases the lock only once
 //!   none is left alive (else the lease ends with its TTL); see
-//!   `guard_killed`. rlock and the guard killed *together* leave the
-//!   grandchildren to init: nothing is left to kill them, and the lease
-//!   expires under them (docs/guide.md, "Limits").
+//!   `guard_killed`. rlock and the guard killed *together* (`kill -9` of
+//!   both pids) leave the grandchildren to init: nothing is left to kill
+//!   them, and the lease expires under them (docs/guide.md, "Limits").
 //!
 //! Beyond the command, the grant itself: acquire never returns a lease
 //! whose validity already passed (see `Node::acquire_new` in

@@ -109,8 +109,9 @@ fn walk(root: libc::pid_t) -> Vec<(libc::pid_t, u64)> {
 }
 
 /// Is `pid` the keeper of an `rlock acquire --keep` (or the keeper's
-/// guard, a fork of it): this program, run with [`crate::keep::KEEPER_ARG`]
-/// as its first argument?
+/// guard, a fork of it that keeps that argument: see `crate::proctitle`):
+/// this program, run with [`crate::keep::KEEPER_ARG`] as its first
+/// argument?
 ///
 /// Such a process is left out of every tree walk, so an `rlock exec`
 /// neither passes signals on to a keeper that ended up in its tree (an

@@ -62,8 +62,8 @@ pub(super) fn find(p: &impl Procs) -> Option<Found> {
     for _ in 0..8 {
         match p.info(parent) {
             // (exec's guard, a fork of `rlock exec ... -- rlock acquire
-            // ...`, has our command line as its tail too: `usable` refuses
-            // it.)
+            // ...`, has our command line as its tail too if it could not
+            // rename itself: `usable` refuses it.)
             Some(s) if !is_guard(p, parent) && wraps(p, parent, &ours) => {
                 (child, parent) = (parent, s.ppid);
             }
@@ -187,7 +187,8 @@ fn forked_copy(p: &impl Procs, child: Pid, parent: Pid) -> bool {
 
 /// Is `pid` the guard of an `rlock exec` (see exec's guard/)?
 pub(super) fn is_guard(p: &impl Procs, pid: Pid) -> bool {
-    p.comm(pid).is_some_and(|c| c.trim_end() == "rlock-guard")
+    p.comm(pid)
+        .is_some_and(|c| c.trim_end() == crate::proctitle::EXEC_GUARD)
 }
 
 /// The guard of the nearest `rlock exec` this process runs under, if any.

@@ -29,10 +29,12 @@
 //! - the watched process's pidfd: once it is gone there is nothing to
 //!   protect, and the guard exits (the keeper releases).
 //!
-//! Not covered: the keeper and its guard killed *together* (`pkill -9
-//! rlock` matches both): nothing is left to act, and the lease ends under
-//! the script (docs/guide.md, "Limits"). Under `--on-lost ignore` there is no
-//! guard (nothing would be done).
+//! The guard is named `rl-keepguard`, its command line `rl-keepguard
+//! __keep` (see `crate::proctitle`), so that `pkill -9 rlock` or `pkill
+//! -9 -f rlock` kills the keeper but not its guard. Not covered: the keeper
+//! and its guard killed *together* (`kill -9` of both pids): nothing is left
+//! to act, and the lease ends under the script (docs/guide.md, "Limits").
+//! Under `--on-lost ignore` there is no guard (nothing would be done).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,8 +135,14 @@ pub(super) fn fork(
                 // SAFETY: the child's copies, unused by it.
                 unsafe { libc::close(fd) };
             }
-            // SAFETY: plain syscall on this process.
-            unsafe { libc::prctl(libc::PR_SET_NAME, c"rlock-keepguard".as_ptr()) };
+            // SAFETY: forked while the keeper has one thread (see above),
+            // and neither reads the keeper's argv again.
+            unsafe {
+                crate::proctitle::rename(&[
+                    crate::proctitle::KEEP_GUARD.as_bytes(),
+                    super::KEEPER_ARG.as_bytes(),
+                ]);
+            };
             run(&shared, &r, watched, &policy);
             // SAFETY: the guard's work is done; no destructor must run in
             // this copy of the keeper.

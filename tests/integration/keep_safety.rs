@@ -316,3 +316,42 @@ fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
     assert!(lines.contains(&"got-term".to_string()), "{lines:?}");
     r.assert_nothing_held(&[]);
 }
+
+/// `pkill -9 PKILL rlock` while a script holds `acquire --keep --ttl 3s`
+/// and runs `sleep 100`, in a pid namespace: the pattern matched the
+/// keeper's guard too (a fork of the keeper, `rlock-keeper __keep`), and
+/// the script ran on past the lease.
+fn pkill_spares_the_keepers_guard(pkill: &[&str]) {
+    let r = Redis::shared();
+    let d = tmp(&format!("pkill{}", pkill.concat()));
+    pkill_in_pid_namespace(
+        &r,
+        &d,
+        r#"bash -c 'tok=$("$B" acquire kk --ttl 3s --keep 2>"$D/err") || exit 9
+           sleep 100 & echo $! >"$D/sleep"; wait'"#,
+        "rl-keepguard",
+        pkill,
+    );
+    let title = read(&d.join("guard"));
+    assert_eq!(
+        title.trim_end(),
+        "rl-keepguard __keep",
+        "the guard's command line"
+    );
+    // `--on-lost term`: the guard TERMs the script too.
+    assert_eq!(read(&d.join("code")).trim(), "143", "the script TERMed");
+    eventually(Duration::from_secs(15), "the lease to run out", || {
+        !r.held("kk")
+    });
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn pkill_of_rlocks_name_leaves_the_keepers_guard_to_stop_the_script() {
+    pkill_spares_the_keepers_guard(&[]);
+}
+
+#[test]
+fn pkill_of_rlocks_command_line_leaves_the_keepers_guard_to_stop_the_script() {
+    pkill_spares_the_keepers_guard(&["-f"]);
+}

@@ -347,7 +347,7 @@ fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
         "signal dispositions or mask changed by exec::run"
     );
     assert!(
-        children_named("rlock-guard").is_empty(),
+        children_named("rl-guard").is_empty(),
         "a guard was left behind"
     );
     // The acquire path's signal watch restores them too.

@@ -84,14 +84,14 @@ Signals (exec):
 
 The guard (exec):
   The command runs in a process group of its own under a small guard
-  process (\"rlock-guard\") that rlock forks first. The guard is a subreaper:
-  whatever the command starts stays in its tree even if it leaves the group
-  or daemonizes. It holds a CLOCK_BOOTTIME timer at the kill deadline (the
-  lease's validity deadline minus TTL/20, at most 250ms), moved on by each
-  confirmed renewal, and SIGKILLs the whole tree when it fires, or when rlock
-  dies. So the command never outlives the lease, even if rlock is killed,
-  stopped (SIGSTOP, Ctrl-Z), starved, blocked on a full stderr, or the
-  machine was suspended.
+  process (\"rl-guard\", which `pkill rlock` leaves alone) that rlock forks
+  first. The guard is a subreaper: whatever the command starts stays in its
+  tree even if it leaves the group or daemonizes. It holds a CLOCK_BOOTTIME
+  timer at the kill deadline (the lease's validity deadline minus TTL/20, at
+  most 250ms), moved on by each confirmed renewal, and SIGKILLs the whole
+  tree when it fires, or when rlock dies. So the command never outlives the
+  lease, even if rlock is killed, stopped (SIGSTOP, Ctrl-Z), starved,
+  blocked on a full stderr, or the machine was suspended.
   Leftovers: the lock is held, and renewed, until every process the command
   started has exited, as flock(1) holds it while any holder of its file
   descriptor lives; --kill-leftovers ends them (TERM to each, those forked

@@ -15,9 +15,14 @@ pub(super) fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
     let sock = sock.as_raw_fd();
     // SAFETY: plain syscall.
     let job = unsafe { libc::getpgrp() };
+    // SAFETY: this fork has one thread, and never reads rlock's argv
+    // (`launch` holds copies). The binary forks it while rlock has one
+    // thread (see the module doc); a library caller may have more, whose
+    // locks this copy may hold, but `rename` allocates nothing and takes
+    // no lock.
+    unsafe { crate::proctitle::rename(&[crate::proctitle::EXEC_GUARD.as_bytes()]) };
     // SAFETY: all plain syscalls on this (single-threaded) process.
     let (inherited, sigfd, timer) = unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"rlock-guard".as_ptr());
         libc::setpgid(0, 0);
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
         let mut inh: Inherited = std::mem::zeroed();

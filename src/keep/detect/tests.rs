@@ -262,23 +262,26 @@ fn orphans_and_exec_guards_are_refused() {
     own.sid = 100;
     let t = table(vec![(50, script()), (100, own)], None);
     assert_eq!(decide(&t).unwrap(), (50, false));
-    // exec's guard (a fork of `rlock exec a -- rlock acquire ...`,
-    // whose command line ends like ours) is neither looked through nor
-    // kept for.
-    let mut argv = vec!["rlock", "exec", "a", "--"];
-    argv.extend(RLOCK);
-    let guard = P {
-        ppid: 50,
-        sid: 10,
-        exe: "/usr/bin/rlock",
-        argv,
-        comm: "rlock-guard",
-        reads: Some(vec![]),
-        ..P::default()
-    };
-    let t = table(vec![(50, script()), (90, guard), (100, rlock(90))], None);
-    let e = decide(&t).unwrap_err().to_string();
-    assert!(e.contains("rlock exec's own command"), "{e}");
+    // exec's guard (a fork of `rlock exec a -- rlock acquire ...`) is
+    // neither looked through nor kept for: as it names itself, and with
+    // the command line it had before, which ends like ours (where /proc
+    // did not let it rewrite that).
+    let mut forked = vec!["rlock", "exec", "a", "--"];
+    forked.extend(RLOCK);
+    for argv in [vec![crate::proctitle::EXEC_GUARD], forked] {
+        let guard = P {
+            ppid: 50,
+            sid: 10,
+            exe: "/usr/bin/rlock",
+            argv,
+            comm: crate::proctitle::EXEC_GUARD,
+            reads: Some(vec![]),
+            ..P::default()
+        };
+        let t = table(vec![(50, script()), (90, guard), (100, rlock(90))], None);
+        let e = decide(&t).unwrap_err().to_string();
+        assert!(e.contains("rlock exec's own command"), "{e}");
+    }
 }
 
 #[test]
@@ -287,8 +290,8 @@ fn the_enclosing_exec_and_ancestry() {
         ppid: 50,
         sid: 10,
         exe: "/usr/bin/rlock",
-        argv: vec!["rlock", "exec", "a", "--", "sh"],
-        comm: "rlock-guard",
+        argv: vec![crate::proctitle::EXEC_GUARD],
+        comm: crate::proctitle::EXEC_GUARD,
         reads: Some(vec![]),
         ..P::default()
     };

@@ -197,3 +197,37 @@ fn an_oversized_rlock_held_is_refused_and_nothing_is_held() {
         .fails(64, "RLOCK_HELD");
     r.assert_nothing_held(&[]);
 }
+
+/// `pkill -9 PKILL rlock` during `rlock exec --ttl 3s k -- sh -c 'sleep
+/// 100 & wait'`, in a pid namespace: the pattern matched the guard too
+/// (a fork of rlock, with its name and command line), and `sleep 100` ran
+/// on past the lease with nobody left to kill it.
+fn pkill_spares_the_guard(pkill: &[&str]) {
+    let r = Redis::shared();
+    let d = tmp(&format!("pkill{}", pkill.concat()));
+    pkill_in_pid_namespace(
+        &r,
+        &d,
+        r#""$B" exec --ttl 3s k -- sh -c 'sleep 100 & echo $! >"$D/sleep"; wait' 2>"$D/err""#,
+        "rl-guard",
+        pkill,
+    );
+    let title = read(&d.join("guard"));
+    assert_eq!(title.trim_end(), "rl-guard", "the guard's command line");
+    assert_eq!(read(&d.join("code")).trim(), "137", "rlock SIGKILLed");
+    // Nobody released: the lease runs out.
+    eventually(Duration::from_secs(15), "the lease to run out", || {
+        !r.held("k")
+    });
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn pkill_of_rlocks_name_leaves_the_guard_to_kill_the_tree() {
+    pkill_spares_the_guard(&[]);
+}
+
+#[test]
+fn pkill_of_rlocks_command_line_leaves_the_guard_to_kill_the_tree() {
+    pkill_spares_the_guard(&["-f"]);
+}

@@ -263,7 +263,7 @@ fn after_the_command_exits_ctrl_c_and_ctrl_z_reach_rlock_not_its_leftovers() {
         let g = ppid(lo);
         (stat(g).first().map(String::as_str) != Some("Z")
             && std::fs::read_to_string(format!("/proc/{g}/comm"))
-                .is_ok_and(|c| c.trim() == "rlock-guard"))
+                .is_ok_and(|c| c.trim() == "rl-guard"))
         .then_some(g)
     };
     eventually(Duration::from_secs(10), "the command to exit", || {

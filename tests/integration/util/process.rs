@@ -53,3 +53,67 @@ pub fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// `pkill -9 PKILL rlock` in a pid namespace of its own (`unshare -fp
+/// --mount-proc`, root) while a guard watches a `sleep 100`: there, with
+/// `$B` (the binary), `$D` and `redis`'s URL and prefix, `start` (a shell
+/// line) runs in the background and leaves a `sleep 100` under a lock, its
+/// pid in `$D/sleep`. The process named `guard` then has its command line
+/// written to `$D/guard` (NULs as spaces), pkill runs (it must match), and
+/// `start`'s exit code goes to `$D/code`. Returns once no process with the
+/// command line `sleep 100` is left in the namespace; panics if one still
+/// is 10 s after the kill, or on any other failure of the script.
+#[track_caller]
+pub fn pkill_in_pid_namespace(
+    redis: &super::Redis,
+    dir: &std::path::Path,
+    start: &str,
+    guard: &str,
+    pkill: &[&str],
+) {
+    // The pattern and pkill's options come in the environment: on the
+    // namespace's pid 1 command line, `-f rlock` would match that too.
+    let body = format!(
+        r#"{start} &
+        job=$!
+        left() {{
+          for f in /proc/[0-9]*/cmdline; do
+            [ "$(tr '\0' ' ' <"$f" 2>/dev/null)" = 'sleep 100 ' ] && echo "$f"
+          done
+        }}
+        i=0; until [ -s "$D/sleep" ]; do i=$((i+1)); [ $i -le 200 ] || exit 3; sleep 0.05; done
+        g=$(pgrep -x "$GUARD") || exit 4
+        tr '\0' ' ' <"/proc/$g/cmdline" >"$D/guard"
+        pkill -9 $PKILL "$PATTERN" || exit 5
+        i=0; while [ -n "$(left)" ]; do
+          i=$((i+1)); [ $i -le 100 ] || {{ ps -eo pid,ppid,stat,comm,args; exit 6; }}
+          sleep 0.1
+        done
+        wait $job; echo $? >"$D/code""#
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &body])
+        .env("B", env!("CARGO_BIN_EXE_rlock"))
+        .env("D", dir)
+        .env("RLOCK_URL", redis.url())
+        .env("RLOCK_PREFIX", &redis.prefix)
+        .env("GUARD", guard)
+        .env("PKILL", pkill.join(" "))
+        .env("PATTERN", "rlock")
+        .env_remove("RLOCK_TOKEN")
+        .env_remove("RLOCK_HELD")
+        .output()
+        .unwrap();
+    let what = match out.status.code() {
+        Some(3) => "the command to start `sleep 100`",
+        Some(4) => "a process named as the guard",
+        Some(5) => "pkill to match rlock",
+        Some(6) => "no `sleep 100` left 10 s after the kill (the guard died with rlock?)",
+        _ => "the script",
+    };
+    assert!(
+        out.status.success(),
+        "{what}: {out:?}; stderr of rlock: {}",
+        read(&dir.join("err"))
+    );
+}
