@@ -234,10 +234,11 @@ local exp = redis.call('ZSCORE', HOLDERS, tok)
 if exp then
   -- Re-entry. A writer may nest reads and writes; a reader only reads: an
   -- upgrade would wait for itself.
-  local held = redis.call('HMGET', STATE, 'm:' .. tok, 'f:' .. tok, 'c:' .. tok)
-  if ARGV[7] == '1' and held[3] == '0' then
+  local held = redis.call('HMGET', STATE, 'm:' .. tok, 'f:' .. tok, 'c:' .. tok, 'k:' .. tok)
+  if ARGV[7] == '1' and (held[3] == '0' or held[4]) then
     -- Released, parked until its min-hold ends (release.lua): a late
-    -- re-entry must not take back what its holder gave up.
+    -- re-entry must not take back what its holder gave up. Being broken
+    -- (break.lua): nothing may extend it.
     return {NOT_HELD}
   end
   if mode == 'w' and held[1] == 'r' then
@@ -249,7 +250,7 @@ if exp then
     -- this grant, which may come long after it (see "Resends"): the lease
     -- runs TTL from now, as the client counts it. (Never shortened; a
     -- parked hold, released, stays as it is.)
-    if held[3] ~= '0' and now + ttl > tonumber(exp) then
+    if held[3] ~= '0' and not held[4] and now + ttl > tonumber(exp) then
       redis.call('ZADD', HOLDERS, now + ttl, tok)
       tidy(now)
     end

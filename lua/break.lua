@@ -1,14 +1,30 @@
 -- break.lua: an operator ends holds by force (`rlock break`): every hold of
--- the lock, or those whose grant's fence ARGV[1] lists. Waiters stay
--- queued; the waiters that may now take the lock are returned to be woken,
--- as release.lua does. Each broken hold is a `broken` event in the
--- lock's history (by, reason, and the hold's fence, holder and time held),
--- its grant closed. Each broken token gets a notice in P{K}:b, field
--- `b:<token>` = JSON {by, reason}, which its holder's next renewal reads
--- (renew.lua), or its release if the break lands while exec's command
--- ends (release.lua), to say who broke the lock and why. The notices
--- expire with the longest lease broken: a holder learns of its break by
--- then, or never (it stalled past its lease, and finds it gone).
+-- the lock, or those whose grant's fence ARGV[1] lists. Each broken hold
+-- is a `broken` event in the lock's history (by, reason, and the hold's
+-- fence, holder and time held so far), and its token gets a notice in
+-- P{K}:b, field `b:<token>` = JSON {by, reason}, which its holder's next
+-- renewal reads (renew.lua), or its release (release.lua), to say who
+-- broke the lock and why. The notices expire with the longest lease
+-- broken: a holder learns of its break by then, or never (it stalled past
+-- its lease, and finds it gone).
+--
+-- A hold whose holder may still run is *marked*, not ended: field
+-- `k:<token>` in P{K} = JSON {by, reason, at}. It stays in P{K}:h with the
+-- lease it has, which nothing extends any more (renew.lua and a re-entry
+-- in acquire.lua refuse a marked hold; check.lua calls it not held), so
+-- the lock passes on when its holder has stopped what it runs and
+-- released (release.lua ends it as any hold, and logs how it ended), or
+-- when that lease runs out (prune logs `expired`), whichever comes first:
+-- a waiter waits at most one TTL. Safety: the next holder never runs
+-- beside the broken one. The broken holder's rlock (exec, keeper) learns
+-- of the break at its next renewal (at most TTL/3 later) and stops its
+-- command as for any loss (TERM with CONT, KILL after --grace, never past
+-- the lease: the guard's kill deadline is the lease's), then releases;
+-- one that cannot (stopped, killed, partitioned) renews nothing, and its
+-- guard kills the command before the lease ends on the server. A parked
+-- hold (released, kept taken by its --min-hold) has no holder left to
+-- stop: it ends at once, and the waiters that may now take the lock are
+-- returned to be woken, as release.lua does.
 --
 -- A damaged lock (P{K} deleted by hand: lock_kind in common.lua) is
 -- broken too: its remains are deleted, and the tokens in P{K}:h get
@@ -24,21 +40,13 @@
 -- ARGV[4] history cap, ARGV[5] history retention in ms (see common.lua)
 --
 -- Returns {n, fence_1, ..., fence_n, wake...}: the holds broken (0: none
--- matched, or the lock was free), their fences, and the tokens of the
--- waiters that may now take the lock.
+-- matched, or the lock was free), marked or ended, their fences, and the
+-- tokens of the waiters that may now take the lock. A hold marked already
+-- counts again, with no second event.
 --
--- A parked holder (released, kept taken by its --min-hold) is a hold
--- too, and ends with the others. Breaking is a write the operator must be
--- able to make at maxmemory: it adds at most a notice per broken holder
--- (see writes_at_maxmemory in common.lua).
---
--- Safety: ending a hold lets the next waiter in at once, beside a holder
--- that may still run. That is what a break is for (a hung holder); the
--- broken holder's rlock (exec, keeper) learns of it at its next renewal
--- (at most TTL/3 later) and stops its command then, as for any loss. Until
--- then two holders may work at once: the operator asked for it, and the
--- fence of the new grant is higher than the broken one's, so downstream
--- systems that check fences refuse the old holder's writes.
+-- Breaking is a write the operator must be able to make at maxmemory: it
+-- adds at most a notice and a mark per broken holder (see
+-- writes_at_maxmemory in common.lua).
 --@common
 local sel, by, reason = ARGV[1], ARGV[2], ARGV[3]
 local NOTES = KEYS[9]
@@ -68,24 +76,37 @@ local notice = cjson.encode({by = by, reason = reason})
 local hs = redis.call('ZRANGE', HOLDERS, 0, -1, 'WITHSCORES')
 for j = 1, #hs, 2 do
   local tok = hs[j]
-  local h = redis.call('HMGET', STATE, 'f:' .. tok, 'm:' .. tok, 'i:' .. tok, 's:' .. tok)
+  local h = redis.call('HMGET', STATE, 'f:' .. tok, 'm:' .. tok, 'i:' .. tok, 's:' .. tok,
+    'c:' .. tok, 'k:' .. tok)
   -- (Remains have no fields: the fence of the open grant.)
-  local fence = h[1] or string.match(redis.call('HGET', STATS, 'o:' .. tok) or '', '^%d+')
-    or '0'
+  local open = redis.call('HGET', STATS, 'o:' .. tok)
+  local fence = h[1] or string.match(open or '', '^%d+') or '0'
   if not want or want[fence] then
-    forget_holder(tok, h[2])
-    redis.call('HSET', NOTES, 'b:' .. tok, notice)
-    -- As long as the broken lease would have run, never without a TTL;
-    -- one left longer for another notice is kept (PTTL through pcall, as
-    -- no_ttl: without +pttl the TTL is set).
-    local left = math.max(tonumber(hs[j + 1]) - now, 1)
-    local ttl = redis.pcall('PTTL', NOTES)
-    if type(ttl) ~= 'number' or ttl < left then redis.call('PEXPIRE', NOTES, left) end
-    -- (The grant's open record, if any, is the hold's; else the state's.)
-    local f, since, info = close_grant(tok)
-    since = since or tonumber(h[4]) or now
-    log_event(now, 'broken', f or fence, info or h[3] or '',
-      {'d', math.max(now - since, 0), 'by', by, 'r', reason})
+    local running = h[5] and h[5] ~= '0'
+    if not (running and h[6]) then -- (a mark already made stays as it is)
+      local f, since, info
+      if running then
+        -- Marked, not ended (see above): its grant stays open, for the
+        -- event that says how the hold ended.
+        redis.call('HSET', STATE, 'k:' .. tok, cjson.encode({by = by, reason = reason, at = now}))
+        f, since, info = string.match(open or '', '^(%d+) (%d+) (.*)$')
+        since = tonumber(since)
+      else
+        forget_holder(tok, h[2])
+        -- (The grant's open record, if any, is the hold's; else the state's.)
+        f, since, info = close_grant(tok)
+      end
+      redis.call('HSET', NOTES, 'b:' .. tok, notice)
+      -- As long as the broken lease would have run, never without a TTL;
+      -- one left longer for another notice is kept (PTTL through pcall, as
+      -- no_ttl: without +pttl the TTL is set).
+      local left = math.max(tonumber(hs[j + 1]) - now, 1)
+      local ttl = redis.pcall('PTTL', NOTES)
+      if type(ttl) ~= 'number' or ttl < left then redis.call('PEXPIRE', NOTES, left) end
+      since = since or tonumber(h[4]) or now
+      log_event(now, 'broken', f or fence, info or h[3] or '',
+        {'d', math.max(now - since, 0), 'by', by, 'r', reason})
+    end
     out[1] = out[1] + 1
     out[#out + 1] = tonumber(fence) or 0
   end

@@ -8,16 +8,19 @@
 --
 -- Returns
 --   {ms_left, fence}  the token holds it for ms_left more (server clock)
---   {NOT_HELD}        this token holds nothing (released, or expired)
+--   {NOT_HELD}        this token holds nothing (released, or expired), or
+--                     its hold is being broken (`rlock break`)
 --   {OTHER_OWNER}     an exclusive lock (or a writer) is held by another
 --@common
 local tok = ARGV[1]
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 local now = now_ms()
 if exp and tonumber(exp) > now then
-  local held = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok)
-  if held[1] == '0' then
-    return {NOT_HELD} -- released, parked until its min-hold ends
+  local held = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok, 'k:' .. tok)
+  if held[1] == '0' or held[3] then
+    -- Released, parked until its min-hold ends; or being broken
+    -- (break.lua): held only until its holder has stopped.
+    return {NOT_HELD}
   end
   return {tonumber(exp) - now, tonumber(held[2]) or 0}
 end

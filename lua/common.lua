@@ -284,7 +284,7 @@ end
 
 local function forget_holder(tok, mode)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'u:' .. tok, 'p:' .. tok)
+    'u:' .. tok, 'p:' .. tok, 'k:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if mode == 'w' then
     redis.call('HDEL', STATE, 'writer')

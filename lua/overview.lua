@@ -61,7 +61,7 @@ local function one(b)
     local fence = tonumber(f['f:' .. tok]) or 0
     status[#status + 1] = {f['i:' .. tok] or '', tonumber(f['s:' .. tok]) or 0,
       tonumber(hs[i + 1]) - now, tonumber(f['c:' .. tok]) or 0, fence, f['m:' .. tok] or '',
-      redis.sha1hex(tok), f['p:' .. tok] or ''}
+      redis.sha1hex(tok), f['p:' .. tok] or '', f['k:' .. tok] or ''}
     if fence > status[3] then status[3] = fence end
   end
   -- Grants in the window, counted here: a busy lock's entries would make

@@ -39,10 +39,11 @@
 --                 the lock may have other holders if it is shared
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 -- and `wake...` the tokens of waiters that may now take the lock; or
--- {BROKEN, notice, wake...}: this token holds nothing because its hold was
--- broken (`rlock break`), notice being the JSON {by, reason} break.lua
--- left. A break that lands while exec's command ends is found here, not
--- by a renewal. The notice is not deleted (a resend finds it again); it
+-- {BROKEN, notice, wake...}: this token's hold was broken (`rlock break`),
+-- notice being the JSON {by, reason} break.lua left: the hold was being
+-- broken and this release ended it (as a release), or it had ended
+-- already. A break that lands while exec's command ends is found here,
+-- not by a renewal. The notice is not deleted (a resend finds it again); it
 -- expires with the broken lease (break.lua).
 --
 -- A hold is its lease in P{K}:h and its fields in P{K}: a lease whose
@@ -118,9 +119,10 @@ local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
 if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
     and redis.call('EXISTS', KEYS[3]) == 0 then
   local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
-    'f:' .. tok)
+    'f:' .. tok, 'k:' .. tok)
   local ends = hold_end(h)
-  if h[1] and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
+  -- (A hold being broken takes the path below, which says so.)
+  if h[1] and not h[6] and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
       and (ends == 0 or ends <= clock()) then
     -- The history's keys are looked at first (TYPE, then the HDEL, which
     -- like the DEL adds no memory: see common.lua).
@@ -151,7 +153,7 @@ if held then
     if prev then return {tonumber(prev)} end
   end
   local h = redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
-    'f:' .. tok, 'm:' .. tok)
+    'f:' .. tok, 'm:' .. tok, 'k:' .. tok)
   if not all and (tonumber(h[1]) or 0) > 1 then
     local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
     redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
@@ -164,7 +166,8 @@ if held then
     -- must not move a lease nobody holds.
     return {0}
   end
-  local park = hold_end(h)
+  -- A hold being broken is not parked: the break wants the lock passed on.
+  local park = h[7] and 0 or hold_end(h)
   if park > now then
     -- Parked until the min-hold ends: held, by nobody who renews it (a
     -- later release keeps the end, a renewal would move it).
@@ -183,6 +186,13 @@ if held then
   -- see to_wake in common.lua for why that never makes two holders.
   local wake = to_wake(nil, now)
   tidy(now)
+  -- Released as any hold (its history says how it ended); the releaser
+  -- is told of the break it had not noticed yet.
+  if h[7] then
+    -- (Its notice was for a holder that might miss the mark: told now.)
+    if redis.call('TYPE', KEYS[11]).ok == 'hash' then redis.call('HDEL', KEYS[11], 'b:' .. tok) end
+    return with_wake({BROKEN, h[7]}, wake)
+  end
   return with_wake({0}, wake)
 end
 

@@ -21,7 +21,9 @@
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
 --   {NOT_HELD, notice}  this token's hold was broken (`rlock break`):
 --                 notice is the JSON {by, reason} break.lua left, read
---                 once (deleted here: only this token's holder asks)
+--                 once (deleted here: only this token's holder asks); or
+--                 its hold is being broken (marked, still held until its
+--                 holder releases it or its lease ends: not extended)
 --
 -- A hold is its lease in P{K}:h and its fields in P{K}: the HGET of its
 -- count, which tells a parked hold, also tells that the state hash is
@@ -32,20 +34,26 @@ local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', HOLDERS, tok)
 local now = now_ms()
 if exp and tonumber(exp) > now then
-  local count = redis.call('HGET', STATE, 'c:' .. tok)
+  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'k:' .. tok, 'p:' .. tok)
+  local count = h[1]
   if count == '0' then
     -- Released, parked until its min-hold ends (release.lua): not renewable.
     return NOT_HELD
   end
+  if count and h[2] then
+    -- Being broken (break.lua): never extended; the holder stops what it
+    -- runs and releases, or the lease runs out.
+    return {NOT_HELD, h[2]}
+  end
   if count then
-    if ARGV[3] ~= '' then
+    if ARGV[3] ~= '' and not h[3] then
       -- Into the state hash, which exists (it has c:<token>) and has its
       -- TTL; forget_holder deletes the field with the holder's others. The
       -- first pid noted stays: a nested exec re-entering with this token
       -- runs inside the command that was noted first. (A few bytes, once
       -- per hold: like a release's request record, it goes on at maxmemory.)
       writes_at_maxmemory()
-      redis.call('HSETNX', STATE, 'p:' .. tok, ARGV[3])
+      redis.call('HSET', STATE, 'p:' .. tok, ARGV[3])
     end
     exp = tonumber(exp)
     if now + ttl > exp then

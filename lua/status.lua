@@ -9,7 +9,8 @@
 -- (server ms; 0 if nobody waits, or they joined before rlock kept that;
 -- not the head of the queue, which --priority may change) and each holder
 -- {info_json, since_ms, ttl_left_ms, count, fence, mode, token_digest,
--- cmd_pid}, token_digest the SHA-1 of the holder's token in hex (the same
+-- cmd_pid, breaking}, breaking being break.lua's mark of a hold being
+-- broken (JSON {by, reason, at}) or '', token_digest the SHA-1 of the holder's token in hex (the same
 -- on every RedLock master; never the token itself). remains lists the
 -- keys of a damaged lock (its state hash deleted by hand, see lock_kind
 -- in common.lua), empty for a sound one: such a lock has no holders or
@@ -62,6 +63,7 @@ for i = 1, #hs, 2 do
     redis.call('HGET', STATE, 'm:' .. tok) or '',
     redis.sha1hex(tok),
     redis.call('HGET', STATE, 'p:' .. tok) or '',
+    redis.call('HGET', STATE, 'k:' .. tok) or '',
   }
   -- The fence key lasts for its grant's TTL (see grant() in acquire.lua);
   -- a holder that renewed outlives it, and its fence is still the last.

@@ -445,7 +445,8 @@ impl Keeper {
             OnLost::Kill => "SIGKILL sent".to_string(),
         };
         // (A break is in the history already, as `broken`.)
-        if definite && !why.starts_with(crate::lock::breaking::BROKEN_BY) {
+        let broken = definite && why.starts_with(crate::lock::breaking::BROKEN_BY);
+        if definite && !broken {
             // The history's `lost` event (the server just answered, so
             // this costs one round trip).
             let (key, token) = (self.key.clone(), self.token.clone());
@@ -473,11 +474,28 @@ impl Keeper {
             } else {
                 crate::exec::kill_point(self.valid_until, self.ttl)
             };
-            self.end_script(by, Some(&record));
+            let stopped = self.end_script(by, Some(&record));
+            if stopped && broken {
+                self.give_back_broken();
+            }
         } else {
             let _ = record_loss(&self.opts, &self.name, &record);
+            if gone && broken {
+                self.give_back_broken();
+            }
         }
         crate::exit_code::LOST
+    }
+
+    /// A hold being broken (`rlock break`, lua/break.lua) stays held until
+    /// its holder gives it back or its lease ends: once the script and
+    /// what it started are gone, give it back, so the lock passes on now.
+    /// (The release answers "broken"; a failure leaves the lease to end.)
+    fn give_back_broken(&mut self) {
+        let (key, token) = (self.key.clone(), self.token.clone());
+        if let Ok(l) = self.locker() {
+            let _ = l.release_with(&key, &token, true, None);
+        }
     }
 }
 

@@ -117,6 +117,7 @@ mod tests {
             pid,
             cmd: None,
             cmd_pid: None,
+            breaking: None,
             since: String::new(),
             since_ms: 0,
             ttl_ms: 1000,

@@ -298,6 +298,7 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
             fence: n(4),
             set: info.set,
             token_digest: text(f.get(6)),
+            breaking: serde_json::from_str(&text(f.get(8))).ok(),
         });
     }
     Ok(Status {

@@ -469,11 +469,28 @@ pub struct HolderStatus {
     /// sorted; empty for a lock taken alone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<String>,
+    /// Set while an operator's `rlock break` of this hold is under way:
+    /// the hold stays until its holder has stopped and released it, or
+    /// its lease ends (nothing extends it meanwhile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaking: Option<Breaking>,
     /// The SHA-1 of the holder's token, in hex (never the token): the same
     /// on every RedLock master, so that reads tell one holder's holds from
     /// another's there. Not printed, not in `--json`.
     #[serde(skip)]
     pub token_digest: String,
+}
+
+/// A break under way (`rlock break`, lua/break.lua): who, why, since when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Breaking {
+    /// user@host of the operator.
+    pub by: String,
+    /// The operator's `--reason`.
+    pub reason: String,
+    /// When the break was made (server clock, ms since 1970).
+    #[serde(alias = "at")]
+    pub since_ms: u64,
 }
 
 /// Reject TTLs that are zero, too short to renew, or absurdly long.

@@ -59,8 +59,10 @@ fn a_broken_exec_exits_79_saying_who_and_why_and_the_waiter_gets_the_lock() {
         .args(["break", "k", "--reason", "job 4711 hung", "--yes"])
         .run()
         .ok();
-    assert!(out.stderr.contains("broke lock \"k\""), "{}", out.stderr);
-    assert!(out.stderr.contains("1 waiter(s) woken"), "{}", out.stderr);
+    // Marked, not ended: the waiter gets the lock once the holder has
+    // stopped its command and released (its next renewal, within 2 s).
+    assert!(out.stderr.contains("breaking lock \"k\""), "{}", out.stderr);
+    assert!(out.stderr.contains("passes on then"), "{}", out.stderr);
     finish(waiter, "the waiter").ok();
     let broken = finish(holder, "the broken exec").code(79);
     assert!(
@@ -80,6 +82,14 @@ fn a_broken_exec_exits_79_saying_who_and_why_and_the_waiter_gets_the_lock() {
         "{b:?}"
     );
     assert!(b[0].fence.is_some_and(|f| f > 0), "{b:?}");
+    // Then how the hold ended: released by the stopped exec, not expired.
+    let ended = events(&r, "k", "released");
+    assert!(
+        ended
+            .iter()
+            .any(|e| e.fence == b[0].fence && e.at >= b[0].at),
+        "{ended:?}"
+    );
     let n: Option<String> = r.cmd(&["HGET", &format!("{}:n", r.key("k")), "breaks"]);
     assert_eq!(n.as_deref(), Some("1"));
     // The renewal read the notice and removed it; nothing left without TTL.
@@ -112,6 +122,12 @@ fn holder_names_one_semaphore_holder_by_fence_or_pid_at_host() {
         .args(["renew", "sem", "--token", &a])
         .run()
         .fails(79, "broken by");
+    // Held until its holder gives it back (it runs no command to stop).
+    assert_eq!(fences(&r, "sem").len(), 3);
+    rlock(&r)
+        .args(["release", "sem", "--token", &a])
+        .run()
+        .fails(79, "broken by");
     for t in [&b, &c] {
         rlock(&r).args(["check", "sem", "--token", t]).run().ok();
     }
@@ -137,7 +153,15 @@ fn holder_names_one_semaphore_holder_by_fence_or_pid_at_host() {
         .args(["break", "sem", "--holder", &id, "--reason", "r", "--yes"])
         .run()
         .ok();
-    assert_eq!(fences(&r, "sem").len(), 2 - same);
+    // Marked, held until their holder gives them back.
+    let st = r.status_json("sem");
+    let marked = st["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["breaking"]["reason"] == "r")
+        .count();
+    assert_eq!(marked, same, "{st}");
     all_keys_expire(&r);
 }
 
@@ -160,14 +184,16 @@ fn breaking_a_read_write_lock_ends_every_reader_and_lets_the_writer_in() {
         .args(["break", "cat", "--reason", "readers hung", "--yes"])
         .run()
         .ok();
-    assert!(out.stderr.contains("broke lock"), "{}", out.stderr);
-    finish(writer, "the writer").ok();
+    assert!(out.stderr.contains("breaking lock"), "{}", out.stderr);
+    // The readers hold until they give it back (or their leases end).
+    assert!(r.held("cat"));
     for t in [&a, &b] {
         rlock(&r)
-            .args(["renew", "cat", "--token", t])
+            .args(["release", "cat", "--token", t])
             .run()
             .fails(79, "readers hung");
     }
+    finish(writer, "the writer").ok();
     all_keys_expire(&r);
     r.assert_nothing_held(&[]);
 }
@@ -193,9 +219,16 @@ fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
     assert_eq!(wait_line(&d, "signalled"), "TERM");
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
-    // The history has the break once, and no `lost` beside it.
+    // The keeper gives the lock back once the script is gone (it was held,
+    // marked, meanwhile), and records the loss for `status`.
+    eventually(Duration::from_secs(10), "the keeper's release", || {
+        !r.held("k") && r.status_json("k")["last_lost"].is_object()
+    });
+    // The history has the break once, and no `lost` beside it; then the
+    // keeper's release, how the hold ended.
     assert_eq!(events(&r, "k", "broken").len(), 1);
     assert!(events(&r, "k", "lost").is_empty());
+    assert_eq!(events(&r, "k", "released").len(), 1);
     let st = r.status_json("k");
     let why = st["last_lost"]["why"]
         .as_str()
@@ -289,7 +322,11 @@ fn break_in_a_pty(r: &Redis, dir: &Path, answer: &str) -> (String, String) {
 #[test]
 fn on_a_terminal_break_asks_first() {
     let r = Redis::shared();
-    rlock(&r).args(["acquire", "k", "--ttl", "60s"]).run().ok();
+    let tok = rlock(&r)
+        .args(["acquire", "k", "--ttl", "60s"])
+        .run()
+        .ok()
+        .token();
     let d = tmp_dir("break", "pty-no");
     let (rc, err) = break_in_a_pty(&r, &d, "n\n");
     assert_eq!(rc, "1", "{err}");
@@ -299,7 +336,12 @@ fn on_a_terminal_break_asks_first() {
     let d = tmp_dir("break", "pty-yes");
     let (rc, err) = break_in_a_pty(&r, &d, "y\n");
     assert_eq!(rc, "0", "{err}");
-    assert!(err.contains("broke lock"), "{err}");
+    assert!(err.contains("breaking lock"), "{err}");
+    assert!(r.status_json("k")["holders"][0]["breaking"]["by"].is_string());
+    rlock(&r)
+        .args(["release", "k", "--token", &tok])
+        .run()
+        .fails(79, "broken by");
     assert!(!r.held("k"));
     all_keys_expire(&r);
 }
@@ -320,11 +362,11 @@ fn under_redlock_the_break_reaches_every_master_and_exec_says_why() {
         .args(["break", "k", "--reason", "quorum stuck", "--yes"])
         .run()
         .ok();
-    assert!(out.stderr.contains("broke lock"), "{}", out.stderr);
+    assert!(out.stderr.contains("breaking lock"), "{}", out.stderr);
+    let broken = finish(holder, "the broken exec").code(79);
     for m in &ms {
         assert!(!m.held("k"));
     }
-    let broken = finish(holder, "the broken exec").code(79);
     assert!(
         broken.stderr.contains("it was broken by") && broken.stderr.contains("quorum stuck"),
         "{}",
@@ -395,14 +437,14 @@ fn under_redlock_holder_names_the_hold_whatever_master_its_fence_is_from() {
         .ok();
     assert!(
         out.stderr
-            .contains(&format!("broke lock \"k\" (fence {shown})")),
+            .contains(&format!("breaking lock \"k\" (fence {shown})")),
         "{}",
         out.stderr
     );
+    let broken = finish(holder, "the broken exec").code(79);
     for m in &ms {
         assert!(!m.held("k"), "still held on {}", m.url());
     }
-    let broken = finish(holder, "the broken exec").code(79);
     assert!(
         broken.stderr.contains("it was broken by"),
         "{}",
@@ -430,6 +472,9 @@ fn on_a_cluster_break_works_for_keys_on_every_master() {
             .run()
             .ok();
         rc().args(["renew", &k, "--token", &tok])
+            .run()
+            .fails(79, "broken by");
+        rc().args(["release", &k, "--token", &tok])
             .run()
             .fails(79, "broken by");
         rc().args(["exec", "-n", &k, "--", "true"]).run().ok();
@@ -553,4 +598,125 @@ fn a_break_notice_lives_as_long_as_the_broken_lease() {
         "{e}"
     );
     all_keys_expire(&r);
+}
+
+/// Issue 29's `break` row: a holder whose command ignores SIGTERM, a
+/// waiter, a break. The waiter must not start while the broken command
+/// still runs (it ran 13 s beside it when a break ended the hold at once):
+/// the hold is marked, the holder's exec stops its command at its next
+/// renewal (TERM, KILL after --grace) and releases, and only then does the
+/// waiter get the lock. Checked by order, not by time: every tick the
+/// broken command wrote comes before the waiter's start.
+#[test]
+fn a_broken_holder_is_stopped_before_the_next_one_starts() {
+    let r = Redis::start();
+    let d = tmp_dir("break", "no-overlap");
+    let ticks = d.join("ticks");
+    let started = d.join("started");
+    let holder = rlock(&r)
+        .args([
+            "exec",
+            "--ttl",
+            "3s",
+            "--grace",
+            "2s",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "trap '' TERM; while :; do date +%s%N >> {}; sleep 0.05; done",
+                ticks.display()
+            ),
+        ])
+        .spawn();
+    eventually(Duration::from_secs(10), "the first tick", || ticks.exists());
+    let waiter = rlock(&r)
+        .args([
+            "exec",
+            "-w",
+            "30s",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            &format!("date +%s%N > {}", started.display()),
+        ])
+        .spawn();
+    r.await_waiters("k", 1);
+    rlock(&r)
+        .args(["break", "k", "--reason", "hung", "--yes"])
+        .run()
+        .ok();
+    // Marked, still held: status says so until the holder has stopped.
+    let st = r.status_json("k");
+    assert_eq!(st["holders"][0]["breaking"]["reason"], "hung", "{st}");
+    let broken = finish(holder, "the broken exec").code(79);
+    assert!(broken.stderr.contains("broken by"), "{}", broken.stderr);
+    finish(waiter, "the waiter").ok();
+    let last_tick: u128 = read(&ticks)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .unwrap();
+    let start: u128 = read(&started).trim().parse().unwrap();
+    assert!(
+        start > last_tick,
+        "the waiter started {} ms before the broken command's last tick",
+        (last_tick - start) / 1_000_000
+    );
+    // broken, then how the hold ended (its exec's release), then the
+    // waiter's grant.
+    let kinds: Vec<String> = r
+        .locker()
+        .history("k", 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    let from = kinds.iter().position(|k| k == "broken").unwrap();
+    assert_eq!(
+        kinds[from..from + 3],
+        ["broken", "released", "granted"],
+        "{kinds:?}"
+    );
+    r.assert_nothing_held(&[]);
+}
+
+/// A broken hold nobody renews (its holder gone, stopped, or a script's
+/// plain `acquire`): the lock passes on when its lease ends, not at once,
+/// so a holder that is merely slow never runs beside the next one.
+#[test]
+fn a_broken_hold_nobody_releases_passes_on_at_its_lease_end() {
+    let r = Redis::start();
+    rlock(&r)
+        .args(["acquire", "--ttl", "3s", "k"])
+        .by_another_process()
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["break", "k", "--reason", "gone", "--yes"])
+        .run()
+        .ok();
+    rlock(&r)
+        .args(["exec", "-n", "k", "--", "true"])
+        .run()
+        .code(75);
+    rlock(&r)
+        .args(["exec", "-w", "20s", "k", "--", "true"])
+        .run()
+        .ok();
+    let kinds: Vec<String> = r
+        .locker()
+        .history("k", 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["granted", "broken", "expired", "granted", "released"],
+        "{kinds:?}"
+    );
+    r.assert_nothing_held(&[]);
 }

@@ -463,17 +463,21 @@ Examples:
         json: bool,
     },
 
-    /// End a stuck lock's hold(s) by force, and let the next waiter in
+    /// End a stuck lock's hold(s) by force; the next waiter gets it once they stopped
     #[command(after_help = "\
-For an operator, when a holder hangs: ends every hold of the lock (every
-holder of a semaphore or read-write lock), or with --holder the one named,
-and wakes the next waiter at once; waiters stay queued. Each broken holder
-finds out at its next renewal (within a third of its TTL): `rlock exec`
-stops its command as for any lost lock (--on-lost) and exits 79, saying who
-broke the lock and why; an `acquire --keep` keeper stops its script the
-same way, and `rlock status` shows that loss. Until then the broken holder
-may still work beside the next one: its fence is lower than the new
-grant's.
+For an operator, when a holder hangs: breaks every hold of the lock (every
+holder of a semaphore or read-write lock), or with --holder the one named.
+A broken hold is not renewed any more, and stays held until its holder has
+stopped and released it, or its lease ends, whichever comes first: the next
+waiter never runs beside the broken holder, and waits at most one TTL.
+Each broken holder finds out at its next renewal (within a third of its
+TTL): `rlock exec` stops its command as for any lost lock (--on-lost: TERM
+with CONT, KILL after --grace), releases, and exits 79, saying who broke the
+lock and why; an `acquire --keep` keeper stops its script the same way.
+`rlock status` shows the hold as being broken (by whom, since when)
+meanwhile; the history records `broken`, then how the hold ended. A parked
+hold (released, kept by --min-hold) has nobody to stop: it ends at once.
+There is no immediate hand-over.
 
 --holder ID: a holder as `rlock status` and `list` show it: its fence
 (`fence 7`: --holder 7, unique per grant) or PID@HOST (every hold of that

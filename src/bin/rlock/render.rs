@@ -70,6 +70,19 @@ pub(crate) fn status(st: &Status) -> String {
         if let Some(cmd) = &h.cmd {
             let _ = write!(out, " cmd {}", plain(cmd));
         }
+        // Still held, until its holder has stopped and released it or its
+        // lease (the ttl above, no longer extended) ends.
+        if let Some(b) = &h.breaking {
+            let _ = write!(
+                out,
+                "\n    being broken by {} since {} (reason: {}): held until its holder \
+                 stops and releases, at most ttl {}",
+                plain(&b.by),
+                rlock::lock::format_ms(b.since_ms),
+                plain(&b.reason),
+                human(Duration::from_millis(h.ttl_ms)),
+            );
+        }
         out.push('\n');
     }
     if let Some(lost) = &st.last_lost {
@@ -238,6 +251,7 @@ mod tests {
                 pid: 7,
                 cmd: None,
                 cmd_pid: None,
+                breaking: None,
                 since: "2024-01-01T00:00:00Z".into(),
                 since_ms: 0,
                 ttl_ms: 29_517,

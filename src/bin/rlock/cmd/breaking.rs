@@ -94,11 +94,27 @@ pub(crate) fn break_lock(
     }
     if !g.quiet {
         let fences: Vec<String> = broken.fences.iter().map(u64::to_string).collect();
-        say!(
-            "rlock: broke lock {key:?} (fence {}) as {by}; {} waiter(s) woken",
-            fences.join(", "),
-            broken.woken
-        );
+        // A hold whose holder may still run (count > 0) is marked, not
+        // ended (lua/break.lua): the lock passes on once the holder has
+        // stopped and released, or when its lease ends.
+        let running: Vec<&&HolderStatus> = targets
+            .iter()
+            .filter(|h| h.count > 0 && broken.fences.contains(&h.fence))
+            .collect();
+        match running.iter().map(|h| h.ttl_ms).max() {
+            Some(ttl) => say!(
+                "rlock: breaking lock {key:?} (fence {}) as {by}: the holder stops what it runs \
+                 at its next renewal and releases; the lock passes on then, at the latest when \
+                 the lease ends (in {}); `rlock status {key}` shows it meanwhile",
+                fences.join(", "),
+                human(std::time::Duration::from_millis(ttl)),
+            ),
+            None => say!(
+                "rlock: broke lock {key:?} (fence {}) as {by}; {} waiter(s) woken",
+                fences.join(", "),
+                broken.woken
+            ),
+        }
     }
     Ok(exit_code::OK)
 }

@@ -10,6 +10,7 @@ fn holder(token: &str, fence: u64, ttl_ms: u64) -> HolderStatus {
         pid: 7,
         cmd: None,
         cmd_pid: None,
+        breaking: None,
         since: String::new(),
         since_ms: 1_000,
         ttl_ms,
