@@ -603,7 +603,7 @@ fn reads_and_break_decide_by_majority_after_a_frozen_master_thaws() {
         .args(["break", "k", "--yes", "--reason", "x"])
         .run()
         .ok();
-    assert!(out.stderr.contains("broke lock"), "{}", out.stderr);
+    assert!(out.stderr.contains("breaking lock"), "{}", out.stderr);
     let broken = finish(holder, "the broken exec").code(79);
     assert!(
         broken.stderr.contains("it was broken by"),
