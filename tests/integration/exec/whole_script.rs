@@ -44,31 +44,34 @@ fn job(d: &Path, shell: &str, first: &str) -> PathBuf {
 /// glob, quotes, and words rlock would read as its own.
 const ARGS: [&str; 7] = ["two words", " edges ", "", "*", "--", "-n", "q\"u'o"];
 
-/// Run `job ARGS` with `rlock` on PATH, `$D`, this test's Redis and no
-/// RLOCK_* of the test process.
-fn run_job(r: &Redis, d: &Path, job: &Path, args: &[&str]) -> Child {
+/// `program` with `rlock` on PATH, `$D`, this test's Redis and no RLOCK_*
+/// of the test process; stdin /dev/null, stdout and stderr piped.
+fn job_cmd(r: &Redis, d: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_rlock")).parent().unwrap();
     let path = format!(
         "{}:{}",
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut cmd = Command::new(job);
+    let mut cmd = Command::new(program);
     for (k, _) in std::env::vars() {
         if k.starts_with("RLOCK_") {
             cmd.env_remove(k);
         }
     }
-    cmd.args(args)
-        .env("PATH", path)
+    cmd.env("PATH", path)
         .env("D", d)
         .env("RLOCK_URL", r.url())
         .env("RLOCK_PREFIX", &r.prefix)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Run `job ARGS` (see [`job_cmd`]).
+fn run_job(r: &Redis, d: &Path, job: &Path, args: &[&str]) -> Child {
+    job_cmd(r, d, job).args(args).spawn().unwrap()
 }
 
 const SHELLS: [&str; 2] = ["/bin/sh", "/bin/bash"];
@@ -172,22 +175,11 @@ fn under_another_locks_exec_only_a_check_of_this_lock_takes_it() {
     let d = tmp("idiom-other");
     let plain = job(&d, "/bin/sh", &idiom("--ttl 30s"));
     let outer = |job: &Path| {
-        rlock(&r)
+        job_cmd(&r, &d, env!("CARGO_BIN_EXE_rlock"))
             .args(["exec", "-n", "other", "--", "sh", "-c", "exec \"$0\" x"])
-            .args([job.to_str().unwrap()])
-            .env("D", d.to_str().unwrap())
-            .env(
-                "PATH",
-                &format!(
-                    "{}:{}",
-                    Path::new(env!("CARGO_BIN_EXE_rlock"))
-                        .parent()
-                        .unwrap()
-                        .display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
+            .arg(job)
             .spawn()
+            .unwrap()
     };
     std::fs::write(d.join("go"), "").unwrap();
     let run = outer(&plain);
@@ -212,5 +204,30 @@ fn under_another_locks_exec_only_a_check_of_this_lock_takes_it() {
         read(&d.join("held"))
     );
     assert_eq!(read(&d.join("ran")).lines().count(), 2);
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn as_a_containers_entrypoint_the_lock_is_freed_when_the_script_ends() {
+    // The script as pid 1 of a pid namespace of its own (a container's
+    // entrypoint): its line makes `rlock exec` pid 1, which releases
+    // before it exits and the namespace ends (a kept lock ends with its
+    // lease there: keep/usage.rs).
+    let r = Redis::shared();
+    let d = tmp("idiom-pid1");
+    let job = job(&d, "/bin/sh", &idiom("--ttl 30s"));
+    let mut child = job_cmd(&r, &d, "unshare")
+        .args(["--kill-child", "-fp", "--mount-proc"])
+        .arg(&job)
+        .arg("x")
+        .spawn()
+        .unwrap();
+    await_written(&d.join("ready"), Duration::from_secs(10), "the body");
+    assert!(r.held("deploy"));
+    std::fs::write(d.join("go"), "").unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    eventually(Duration::from_secs(5), "deploy free after pid 1", || {
+        !r.held("deploy")
+    });
     r.assert_nothing_held(&[]);
 }
