@@ -3,8 +3,9 @@
 # missing: redis-server and redis-cli, and openssl (the TLS tests make their
 # certificates with it), make (a test runs make install), tmux (the
 # `rlock top` tests drive it in a real terminal), dpkg-dev (`make deb`
-# computes the package's Depends with dpkg-shlibdeps) and binutils (its
-# test checks them against objdump's list of linked libraries).
+# computes the package's Depends with dpkg-shlibdeps), binutils (its
+# test checks them against objdump's list of linked libraries) and busybox
+# (`acquire --keep` is tested in a busybox sh script).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
@@ -13,6 +14,7 @@ command -v make >/dev/null || missing+=(make)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
 command -v objdump >/dev/null || missing+=(binutils)
+command -v busybox >/dev/null || missing+=(busybox)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "rlock: installing ${missing[*]} (apt-get)..." >&2
 sudo=""

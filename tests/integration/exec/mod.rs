@@ -13,6 +13,7 @@ mod loss;
 mod nesting;
 mod signals;
 mod terminal;
+mod whole_script;
 
 fn tmp(name: &str) -> PathBuf {
     tmp_dir("exec", name)

@@ -7,6 +7,7 @@
 
 mod lifetime;
 mod reentry;
+mod usage;
 mod watched;
 
 use std::path::{Path, PathBuf};
