@@ -4,8 +4,9 @@
 # certificates with it), make (a test runs make install), tmux (the
 # `rlock top` tests drive it in a real terminal), dpkg-dev (`make deb`
 # computes the package's Depends with dpkg-shlibdeps), binutils (its
-# test checks them against objdump's list of linked libraries) and busybox
-# (`acquire --keep` is tested in a busybox sh script).
+# test checks them against objdump's list of linked libraries), busybox
+# (`acquire --keep` is tested in a busybox sh script) and sudo (and under
+# `sudo -u` as the same user).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
@@ -15,6 +16,7 @@ command -v tmux >/dev/null || missing+=(tmux)
 command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
 command -v objdump >/dev/null || missing+=(binutils)
 command -v busybox >/dev/null || missing+=(busybox)
+command -v sudo >/dev/null || missing+=(sudo)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "rlock: installing ${missing[*]} (apt-get)..." >&2
 sudo=""
