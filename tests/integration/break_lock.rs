@@ -32,6 +32,12 @@ fn events(r: &Redis, key: &str, event: &str) -> Vec<rlock::Event> {
 }
 
 /// The fences of `key`'s holders, as `rlock status --json` shows them.
+/// The kinds of `key`'s history events, oldest first.
+fn kinds(r: &Redis, key: &str) -> Vec<String> {
+    let events = r.locker().history(key, 100).unwrap();
+    events.into_iter().map(|e| e.event).collect()
+}
+
 fn fences(r: &Redis, key: &str) -> Vec<u64> {
     let st = r.status_json(key);
     st["holders"]
@@ -667,13 +673,7 @@ fn a_broken_holder_is_stopped_before_the_next_one_starts() {
     );
     // broken, then how the hold ended (its exec's release), then the
     // waiter's grant.
-    let kinds: Vec<String> = r
-        .locker()
-        .history("k", 100)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
+    let kinds = kinds(&r, "k");
     let from = kinds.iter().position(|k| k == "broken").unwrap();
     assert_eq!(
         kinds[from..from + 3],
@@ -706,13 +706,7 @@ fn a_broken_hold_nobody_releases_passes_on_at_its_lease_end() {
         .args(["exec", "-w", "20s", "k", "--", "true"])
         .run()
         .ok();
-    let kinds: Vec<String> = r
-        .locker()
-        .history("k", 100)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
+    let kinds = kinds(&r, "k");
     assert_eq!(
         kinds,
         ["granted", "broken", "expired", "granted", "released"],
