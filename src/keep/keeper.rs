@@ -413,13 +413,10 @@ impl Keeper {
             shared.set_deadline(kill_at);
         }
         if let Some(r) = record {
-            let mut r = r.clone();
-            if let Err(e) = &sent {
-                r.action = format!(
-                    "nothing done: {sig} could not be sent to pid {} ({e}); it may still run",
-                    self.watched.pid
-                );
-            }
+            let r = LostRecord {
+                action: action_after(&r.action, sig, self.watched.pid, &sent),
+                ..r.clone()
+            };
             let _ = record_loss(&self.opts, &self.name, &r);
         }
         self.wait_gone(kill_at);
@@ -513,6 +510,19 @@ impl Keeper {
     }
 }
 
+/// A loss record's action once the first signal has gone out: `planned`
+/// ("SIGTERM sent, ..."), or, if the watched process could not be
+/// signalled (EPERM: it runs as a user the keeper's cannot signal), what
+/// really happened.
+fn action_after(planned: &str, sig: &str, pid: i32, sent: &std::io::Result<()>) -> String {
+    match sent {
+        Ok(()) => planned.to_string(),
+        Err(e) => {
+            format!("nothing done: {sig} could not be sent to pid {pid} ({e}); it may still run")
+        }
+    }
+}
+
 /// poll(2) on `fds` for at most `timeout` (rounded up to 1ms, so that a
 /// deadline less than 1ms away does not spin).
 pub(super) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
@@ -569,4 +579,23 @@ pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) 
         }
     }
     last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_refused_is_not_recorded_as_sent() {
+        let planned = "SIGTERM sent, SIGKILL after 10s if it still ran";
+        assert_eq!(action_after(planned, "SIGTERM", 7, &Ok(())), planned);
+        let eperm = Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        let a = action_after(planned, "SIGTERM", 7, &eperm);
+        assert!(
+            a.starts_with("nothing done: SIGTERM could not be sent to pid 7 (")
+                && a.contains("not permitted")
+                && !a.contains("sent,"),
+            "{a}"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 
 mod lifetime;
 mod reentry;
+mod refuse;
 mod watched;
 
 use std::path::{Path, PathBuf};
