@@ -209,18 +209,26 @@ pub(super) fn usable(p: &impl Procs, f: &Found) -> Result<()> {
     Ok(())
 }
 
-/// The name of `pid`'s program: its executable's file name, or its comm
-/// where that cannot be read (another user's process) or is busybox's
-/// (whose applet, `sh` or `find`, comm names).
+/// The name of `pid`'s program: its executable's file name; busybox's
+/// applet (`sh`, `find`: its argv[0], or argv[1] after `busybox`); or its
+/// comm where the executable cannot be read (another user's process).
 fn program(p: &impl Procs, pid: Pid) -> String {
+    let base = |a: &[u8]| {
+        let name = a.rsplit(|&b| b == b'/').next().unwrap_or_default();
+        String::from_utf8_lossy(name).into_owned()
+    };
     let exe = p.exe(pid);
-    let base = exe
-        .as_deref()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned());
-    match base {
-        Some(b) if b != "busybox" => b,
-        _ => p.comm(pid).unwrap_or_default().trim_end().to_string(),
+    match exe.as_deref().and_then(Path::file_name) {
+        Some(b) if b != "busybox" => b.to_string_lossy().into_owned(),
+        Some(_) => {
+            let argv = p.cmdline(pid).unwrap_or_default();
+            let mut args = argv.split(|&b| b == 0).map(base);
+            match args.next() {
+                Some(a) if a == "busybox" => args.next().unwrap_or_default(),
+                a => a.unwrap_or_default(),
+            }
+        }
+        None => p.comm(pid).unwrap_or_default().trim_end().to_string(),
     }
 }
 

@@ -444,15 +444,17 @@ fn a_parent_that_is_no_shell_or_interpreter_is_refused() {
         refused(&t, &format!("pid 60 ({comm}), which is not a shell"));
     }
     // Shells and interpreters are scripts.
-    for (exe, comm) in [
-        ("/usr/bin/python3.11", "python3"),
-        ("/usr/bin/busybox", "sh"),
-        ("/usr/bin/zsh", "zsh"),
+    for (exe, argv, comm) in [
+        ("/usr/bin/python3.11", vec!["python3", "job.py"], "python3"),
+        ("/usr/bin/busybox", vec!["sh", "job"], "sh"),
+        // `busybox sh job`: comm is busybox, the applet its argv[1].
+        ("/usr/bin/busybox", vec!["busybox", "sh", "job"], "busybox"),
+        ("/usr/bin/zsh", vec!["zsh", "job"], "zsh"),
     ] {
         let t = table(
             vec![
                 (50, script()),
-                (60, prog(exe, vec![comm, "job"], comm)),
+                (60, prog(exe, argv, comm)),
                 (100, rlock(60)),
             ],
             None,
