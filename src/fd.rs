@@ -43,16 +43,22 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     }
 }
 
-/// `sig` to the process `pidfd` names, whatever its pid is now.
-pub(crate) fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) {
+/// `sig` to the process `pidfd` names, whatever its pid is now (Err: why
+/// not, EPERM for another user's, ESRCH once it has exited).
+pub(crate) fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> std::io::Result<()> {
     // SAFETY: plain syscall on a pidfd we own.
-    unsafe {
+    let r = unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
             pidfd.as_raw_fd(),
             sig,
             std::ptr::null::<libc::siginfo_t>(),
             0,
-        );
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::detect::{Found, Live, descends_from, enclosing_exec, find, usable};
+use super::detect::{Found, Live, Procs, descends_from, enclosing_exec, find, usable};
 use crate::exec::tree::stat;
 use crate::{Error, Result};
 
@@ -27,18 +27,13 @@ impl Watched {
     pub fn caller() -> Result<Watched> {
         // SAFETY: plain syscall.
         let first = unsafe { libc::getppid() };
-        let Some(Found {
-            child,
-            parent,
-            pid,
-            piped,
-        }) = find(&Live)
-        else {
+        let Some(found) = find(&Live) else {
             return Err(Error::Usage(
                 "Watched::caller: the calling process is already gone".into(),
             ));
         };
-        usable(&Live, parent, child)?;
+        usable(&Live, &found)?;
+        let Found { pid, piped, .. } = found;
         if piped {
             // `$(rlock acquire k --keep | tail -n1)`, `( rlock acquire k
             // --keep | tee f; ... )`: the parent is a subshell that runs
@@ -93,6 +88,12 @@ impl Watched {
         if pid == std::process::id().cast_signed() || crate::exec::tree::is_keeper(pid) {
             return no("a process of rlock's own");
         }
+        if !Live.may_signal(pid) {
+            return no(
+                "another user's process, which the keeper could not stop on a loss, a break or \
+                 --max-hold",
+            );
+        }
         // Inside `rlock exec`: the exec's command must be what the lock is
         // kept for. A process outside it can outlive the exec, whose end
         // gives back every hold of its token (a kept re-entry of the
@@ -140,33 +141,44 @@ impl Watched {
     }
 
     /// `sig` to the watched process and every live process below it that
-    /// started at or after `since` (CLOCK_BOOTTIME ticks, /proc stat field
-    /// 22: the grant's `rlock acquire` started then), but rlock's own
-    /// keepers; nothing once it is gone. The process itself goes through
-    /// its pidfd, which names it even if it has exited since and its pid
-    /// was reused. So only what the script started while it held the lock
-    /// is ever signalled: never a process it did not start, even if /proc
-    /// showed another tree under its pid, and never init's whole tree.
-    /// Its descendants are collected first, so that none escapes by being
-    /// re-parented when it dies.
-    pub(super) fn signal_tree(&self, sig: i32, since: u64) {
+    /// started after the grant's `rlock acquire` ([`Grant::before`]), but
+    /// rlock's own keepers; nothing once it is gone. The process itself
+    /// goes through its pidfd, which names it even if it has exited since
+    /// and its pid was reused. So only what the script started while it
+    /// held the lock is ever signalled: never a process it did not start,
+    /// even if /proc showed another tree under its pid, and never init's
+    /// whole tree. Its descendants are collected first, so that none
+    /// escapes by being re-parented when it dies. Returns whether the
+    /// watched process itself could be signalled (Err: why not, EPERM
+    /// for another user's; Ok when it is gone).
+    pub(super) fn signal_tree(&self, sig: i32, grant: Grant) -> std::io::Result<()> {
         if self.gone() {
-            return;
+            return Ok(());
         }
         let me = std::process::id().cast_signed();
+        let pid_max = pid_max();
         let below: Vec<libc::pid_t> = crate::exec::tree::descendants(self.pid)
             .into_iter()
-            .filter(|&p| p != me && stat(p).is_some_and(|s| s.start >= since))
+            .filter(|&p| p != me && stat(p).is_some_and(|s| grant.before(s.start, p, pid_max)))
             .collect();
+        let mut sent = Ok(());
         // A TERM goes with a CONT (exec's tree::continue_after).
         for sig in std::iter::once(sig).chain((sig == libc::SIGTERM).then_some(libc::SIGCONT)) {
-            match &self.pidfd {
+            let res = match &self.pidfd {
                 Some(fd) => crate::fd::pidfd_send_signal(fd, sig),
                 // SAFETY: plain syscall; `gone` has just checked the pid's
                 // start time (the window is this one call).
-                None => unsafe {
-                    libc::kill(self.pid, sig);
+                None => match unsafe { libc::kill(self.pid, sig) } {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
                 },
+            };
+            // ESRCH: it exited meanwhile.
+            if sent.is_ok()
+                && let Err(e) = res
+                && e.raw_os_error() != Some(libc::ESRCH)
+            {
+                sent = Err(e);
             }
             for &pid in &below {
                 // SAFETY: plain syscall; a pid from the snapshot just taken
@@ -174,6 +186,7 @@ impl Watched {
                 unsafe { libc::kill(pid, sig) };
             }
         }
+        sent
     }
 
     /// Has it exited (or is it a zombie)?
@@ -188,6 +201,53 @@ impl Watched {
             None => true,
         }
     }
+}
+
+/// The grant's `rlock acquire`: what the script started after it is what
+/// a loss, a break or `--max-hold` stops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Grant {
+    /// Its start time (CLOCK_BOOTTIME clock ticks, /proc stat field 22).
+    pub start: u64,
+    /// Its pid; 0 if unknown (then a process started in the same tick
+    /// counts as after it).
+    pub pid: libc::pid_t,
+}
+
+impl Grant {
+    /// This process, the `rlock acquire` that makes the grant.
+    pub(super) fn ours() -> Grant {
+        let pid = std::process::id().cast_signed();
+        Grant {
+            start: stat(pid).map_or(0, |s| s.start),
+            pid,
+        }
+    }
+
+    /// Did the process `pid`, started at `start` (ticks), start after
+    /// rlock, so after the script ran it? Start times count 10 ms ticks:
+    /// `sleep 300 & tok=$(rlock acquire k --keep)` starts both in one
+    /// tick as often as not. In the same tick, pids tell: the kernel hands
+    /// them out in increasing order, wrapping at `pid_max`, and a script's
+    /// forks come one after the other; so a pid less than half of
+    /// `pid_max` ahead of ours (modulo it) is a later one. (Thousands of
+    /// forks fit in a tick, never half of pid_max, at least 32768.)
+    pub(super) fn before(&self, start: u64, pid: libc::pid_t, pid_max: libc::pid_t) -> bool {
+        if start != self.start || self.pid <= 0 {
+            return start > self.start || (start == self.start && self.pid <= 0);
+        }
+        let ahead = i64::from(pid) - i64::from(self.pid);
+        let ahead = ahead.rem_euclid(i64::from(pid_max.max(1)));
+        ahead != 0 && ahead < i64::from(pid_max) / 2
+    }
+}
+
+/// /proc/sys/kernel/pid_max (the kernel's default where it cannot be read).
+fn pid_max() -> libc::pid_t {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(4_194_304)
 }
 
 /// The script running this rlock, as `--keep` would find it; for a plain
@@ -216,6 +276,41 @@ pub(super) fn above_stdio(fd: OwnedFd) -> OwnedFd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn started_after_the_grant_by_tick_then_by_pid() {
+        let g = Grant {
+            start: 500,
+            pid: 1000,
+        };
+        let max = 32768;
+        // Another tick decides.
+        assert!(g.before(501, 3, max));
+        assert!(!g.before(499, 2000, max));
+        // In rlock's tick: a later pid is a later fork, ours and earlier
+        // ones are not (`sleep 300 &` just before rlock).
+        assert!(g.before(500, 1001, max));
+        assert!(g.before(500, 1500, max));
+        assert!(!g.before(500, 1000, max));
+        assert!(!g.before(500, 999, max));
+        // Across the wrap: rlock got pid_max - 1, then pids start over.
+        let g = Grant {
+            start: 500,
+            pid: max - 1,
+        };
+        assert!(g.before(500, 301, max));
+        assert!(!g.before(500, max - 5, max));
+        // Just after the wrap, a process from before it is not later.
+        let g = Grant {
+            start: 500,
+            pid: 305,
+        };
+        assert!(!g.before(500, max - 2, max));
+        assert!(g.before(500, 306, max));
+        // No pid known (a keeper's config without one): by tick alone.
+        let g = Grant { start: 500, pid: 0 };
+        assert!(g.before(500, 1, max) && g.before(501, 1, max) && !g.before(499, 1, max));
+    }
 
     #[test]
     fn our_parent_is_watchable_and_we_init_and_a_bogus_pid_are_not() {

@@ -37,6 +37,12 @@ pub(super) trait Procs {
     fn reads(&self, pid: Pid, pipe: &Path) -> Option<bool>;
     /// The children of `pid`.
     fn children(&self, pid: Pid) -> Vec<Pid>;
+    /// Its real and effective uid (/proc/PID/status).
+    fn uids(&self, pid: Pid) -> Option<(u32, u32)>;
+    /// Our effective uid.
+    fn our_uid(&self) -> u32;
+    /// May we signal it (`kill(pid, 0)` is not refused with EPERM)?
+    fn may_signal(&self, pid: Pid) -> bool;
 }
 
 /// What [`find`] found.
@@ -49,6 +55,8 @@ pub(super) struct Found {
     pub pid: Pid,
     /// `parent` is a subshell that pipes our output to another stage.
     pub piped: bool,
+    /// `pid` is a `( ... )` subshell (a forked copy of its parent).
+    pub subshell: bool,
 }
 
 /// Find the script that runs this rlock, without judging it.
@@ -82,6 +90,7 @@ pub(super) fn find(p: &impl Procs) -> Option<Found> {
         parent,
         pid,
         piped,
+        subshell: subshell.is_some() && pid == parent,
     })
 }
 
@@ -98,27 +107,43 @@ fn wraps(p: &impl Procs, pid: Pid, ours: &[u8]) -> bool {
         && theirs[theirs.len() - ours.len() - 1] == 0
 }
 
-/// Can `parent` (which started `child`, this rlock or the outermost
-/// wrapper around it) be the caller? Refused (usage): a process of another
-/// session (`child`'s parent exited and it was re-parented to init or a
-/// subreaper: `( rlock acquire k --keep & )`; a lock kept for init would be
-/// kept for ever, and a loss would signal every process init started), and
-/// `rlock exec`'s guard (rlock acquire as the exec's own command: no
-/// script).
-pub(super) fn usable(p: &impl Procs, parent: Pid, child: Pid) -> Result<()> {
-    let no = |why: String| {
-        Err(Error::Usage(format!(
-            "Watched::caller: {why}; or name the process with Watched::pid PID"
-        )))
-    };
+/// Where `--keep` is refused, what to do instead: flock(1)'s idiom for
+/// locking a whole script, with `rlock exec`'s guarantees.
+pub(super) const IDIOM: &str = "to hold the lock for the whole script, start it with \
+     [ -n \"$RLOCK_HELD\" ] || exec rlock exec KEY -- \"$0\" \"$@\" \
+     (or name the process with Watched::pid PID)";
+
+/// Can `f.pid` (found by [`find`]) be the caller? Refused (usage), since
+/// the lock would be gone before the script's next line, kept for a
+/// process that did not start rlock, or kept for one that a loss, a
+/// break or `--max-hold` could not stop:
+/// - `rlock exec`'s guard (rlock acquire as the exec's own command: no
+///   script);
+/// - an orphan: `f.child` (this rlock or its outermost wrapper) was
+///   re-parented to init or a subreaper (`( rlock acquire k --keep & )`,
+///   `setsid -f rlock ...`): its parent is in another session, or is pid 1
+///   of another session than ours (a lock kept for init would be kept for
+///   ever, and a loss would signal what init starts);
+/// - a process of another user (`runuser -u nobody -- rlock ...` in a
+///   root script): the keeper could not signal it;
+/// - a program that is neither a shell nor a script interpreter (`find
+///   -exec`, `xargs`, `make`, a subreaper such as `systemd --user` or
+///   `tini`): it runs a command for someone and exits or moves on;
+/// - a shell run with `-c` whose command string ends with this rlock
+///   (`sh -c "rlock acquire k --keep"`): it exits as rlock does. (Not a
+///   `( ... )` subshell: its lock ends with it, as flock's does.)
+pub(super) fn usable(p: &impl Procs, f: &Found) -> Result<()> {
+    let (parent, child) = (f.parent, f.child);
     if is_guard(p, parent) {
-        return no(
-            "as rlock exec's own command (or orphaned inside it) there is no script to keep \
-             the lock for; use it inside the script"
+        return Err(Error::Usage(
+            "Watched::caller: as rlock exec's own command (or orphaned inside it) there is no \
+             script to keep the lock for; use it inside the script; or name the process with \
+             Watched::pid PID"
                 .into(),
-        );
+        ));
     }
-    let (Some(ps), Some(cs)) = (p.info(parent), p.info(child)) else {
+    let no = |why: String| Err(Error::Usage(format!("Watched::caller: {why}; {IDIOM}")));
+    let (Some(ps), Some(cs), Some(ws)) = (p.info(parent), p.info(child), p.info(f.pid)) else {
         return no(format!(
             "the calling process (pid {parent}) is already gone"
         ));
@@ -128,15 +153,83 @@ pub(super) fn usable(p: &impl Procs, parent: Pid, child: Pid) -> Result<()> {
     // machine's init (or a subreaper such as `systemd --user`) is in a
     // session of its own, apart from the user's; but a container's pid 1
     // that is the script itself (`docker run img sh -c 'rlock acquire k
-    // --keep && job'`) shares its session with what it starts, and is
-    // kept for, as any script.
-    if parent < 1 || (ps.sid != cs.sid && cs.sid != child) {
+    // --keep; job'`) shares its session with what it starts, and is kept
+    // for, as any script. A session leader under pid 1 (`setsid -f rlock
+    // ...`: setsid forked and exited) is an orphan too.
+    if parent < 1 || (ps.sid != cs.sid && cs.sid != child) || (f.pid == 1 && ws.sid != cs.sid) {
         return no(format!(
             "the process that started rlock has already exited (rlock was re-parented to \
              pid {parent}), so nothing can tell when the script ends"
         ));
     }
+    let uid = p.our_uid();
+    let other = uid != 0 && p.uids(f.pid).is_some_and(|(r, e)| r != uid || e != uid);
+    if other || !p.may_signal(f.pid) {
+        let theirs = p.uids(f.pid).map_or("?".into(), |(r, _)| r.to_string());
+        return no(format!(
+            "the script (pid {}) runs as another user (uid {theirs}) than rlock (uid {uid}), \
+             so the keeper could not stop it on a loss, a break or --max-hold",
+            f.pid
+        ));
+    }
+    let name = program(p, f.pid);
+    if !shell::runs_scripts(&name) {
+        return no(format!(
+            "rlock was started by pid {} ({name}), which is not a shell or script \
+             interpreter but a program that runs commands and exits or moves on, so it \
+             cannot tell when the script ends",
+            f.pid
+        ));
+    }
+    let argv = p.cmdline(f.pid).unwrap_or_default();
+    let argv: Vec<&[u8]> = argv.split(|&b| b == 0).collect();
+    // Our arguments from the subcommand on, as the command string would
+    // spell them.
+    let ours = p.cmdline(p.me()).unwrap_or_default();
+    let ours: Vec<String> = ours
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let ours = ours
+        .iter()
+        .position(|&a| a == "acquire")
+        .map_or(&ours[..0], |at| &ours[at..]);
+    if !f.subshell
+        && shell::is_shell(&name)
+        && shell::command_string(&argv).is_some_and(|s| shell::ends_with(&s, ours))
+    {
+        return no(format!(
+            "rlock was started as the last command of `{name} -c` (pid {}), which exits as \
+             soon as rlock does",
+            f.pid
+        ));
+    }
     Ok(())
+}
+
+/// The name of `pid`'s program: its executable's file name; busybox's
+/// applet (`sh`, `find`: its argv[0], or argv[1] after `busybox`); or its
+/// comm where the executable cannot be read (another user's process).
+fn program(p: &impl Procs, pid: Pid) -> String {
+    let base = |a: &[u8]| {
+        let name = a.rsplit(|&b| b == b'/').next().unwrap_or_default();
+        String::from_utf8_lossy(name).into_owned()
+    };
+    let exe = p.exe(pid);
+    match exe.as_deref().and_then(Path::file_name) {
+        Some(b) if b != "busybox" => b.to_string_lossy().into_owned(),
+        Some(_) => {
+            let argv = p.cmdline(pid).unwrap_or_default();
+            let mut args = argv.split(|&b| b == 0).map(base);
+            match args.next() {
+                Some(a) if a == "busybox" => args.next().unwrap_or_default(),
+                a => a.unwrap_or_default(),
+            }
+        }
+        None => p.comm(pid).unwrap_or_default().trim_end().to_string(),
+    }
 }
 
 /// Does a child of `parent` other than `child` read our stdout (a wrapper
@@ -269,6 +362,28 @@ impl Procs for Live {
             .filter(|&c| self.info(c).is_some_and(|s| s.ppid == pid))
             .collect()
     }
+
+    fn uids(&self, pid: Pid) -> Option<(u32, u32)> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let mut ids = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .map(|v| v.parse::<u32>().ok());
+        Some((ids.next()??, ids.next()??))
+    }
+
+    fn our_uid(&self) -> u32 {
+        // SAFETY: plain syscall.
+        unsafe { libc::geteuid() }
+    }
+
+    fn may_signal(&self, pid: Pid) -> bool {
+        // SAFETY: signal 0 only checks that the process exists and that
+        // we may signal it.
+        let ok = unsafe { libc::kill(pid, 0) } == 0;
+        ok || std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM)
+    }
 }
 
 /// Is descriptor `fd` of `pid` open for writing only (/proc fdinfo
@@ -283,5 +398,6 @@ fn write_only(pid: Pid, fd: &str) -> bool {
         .is_some_and(|f| f & libc::O_ACCMODE == libc::O_WRONLY)
 }
 
+mod shell;
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::Watched;
+use super::caller::Grant;
 use crate::clock::BootTime;
 use crate::exec::OnLost;
 
@@ -98,9 +99,9 @@ impl Shared {
 pub(super) struct Policy {
     pub on_lost: OnLost,
     pub grace: Duration,
-    /// Processes started before this (CLOCK_BOOTTIME ticks, /proc stat
-    /// field 22) are never signalled (see [`Watched::signal_tree`]).
-    pub since: u64,
+    /// Processes started before the grant's `rlock acquire` are never
+    /// signalled (see [`Watched::signal_tree`]).
+    pub since: Grant,
 }
 
 /// Fork the guard of the keeper, which must have one thread. Returns the
@@ -168,7 +169,7 @@ fn run(shared: &Shared, keeper: &OwnedFd, watched: &Watched, policy: &Policy) {
         if deadline.passed() {
             // The keeper confirmed nothing more (stopped, starved, or dead
             // and the grace is over): the lease is about to end.
-            watched.signal_tree(libc::SIGKILL, policy.since);
+            let _ = watched.signal_tree(libc::SIGKILL, policy.since);
             return;
         }
         arm(timer, deadline);
@@ -193,11 +194,11 @@ fn run(shared: &Shared, keeper: &OwnedFd, watched: &Watched, policy: &Policy) {
             }
             match policy.on_lost {
                 OnLost::Term => {
-                    watched.signal_tree(libc::SIGTERM, policy.since);
+                    let _ = watched.signal_tree(libc::SIGTERM, policy.since);
                     kill_at = Some(BootTime::now() + policy.grace);
                 }
                 _ => {
-                    watched.signal_tree(libc::SIGKILL, policy.since);
+                    let _ = watched.signal_tree(libc::SIGKILL, policy.since);
                     return;
                 }
             }

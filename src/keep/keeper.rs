@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::caller::Grant;
 use super::guard::{Policy, Shared};
 use super::protocol::{Asked, Verdict, trusted};
 use super::spawn::Config;
@@ -40,7 +41,7 @@ pub(super) struct Keeper {
     own: u64,
     ttl: Duration,
     grace: Duration,
-    since: u64,
+    since: Grant,
     valid_until: BootTime,
     on_lost: OnLost,
     watched: Watched,
@@ -90,10 +91,14 @@ impl Keeper {
             valid_until - ttl + crate::lock::drift(ttl) + Duration::from_millis(c.max_hold_ms)
         });
         // First, while this process has one thread (no connection yet).
+        let since = Grant {
+            start: c.since,
+            pid: c.since_pid,
+        };
         let policy = Policy {
             on_lost,
             grace,
-            since: c.since,
+            since,
         };
         let guard = super::guard::fork(
             crate::exec::kill_point(valid_until, ttl),
@@ -125,7 +130,7 @@ impl Keeper {
             token,
             ttl,
             grace,
-            since: c.since,
+            since,
             valid_until,
             on_lost,
             watched,
@@ -391,26 +396,32 @@ impl Keeper {
     /// Apply `--on-lost` (not ignore) to the watched process and what it
     /// started: TERM, and KILL at the earlier of `--grace` and `by`; or
     /// KILL. `record` is written to Redis once the first signal is sent
-    /// (it may take a connect timeout). Returns whether the process is
-    /// gone (within a second of the KILL).
+    /// (it may take a connect timeout); if the process could not be
+    /// signalled (EPERM: it became another user's), its action says so
+    /// instead of claiming a signal. Returns whether the process is gone
+    /// (within a second of the KILL).
     fn end_script(&mut self, by: BootTime, record: Option<&LostRecord>) -> bool {
-        let kill_at = if self.on_lost == OnLost::Term && !by.passed() {
-            self.watched.signal_tree(libc::SIGTERM, self.since);
-            (BootTime::now() + self.grace).min(by)
+        let (sig, sent, kill_at) = if self.on_lost == OnLost::Term && !by.passed() {
+            let sent = self.watched.signal_tree(libc::SIGTERM, self.since);
+            ("SIGTERM", sent, (BootTime::now() + self.grace).min(by))
         } else {
-            self.watched.signal_tree(libc::SIGKILL, self.since);
-            BootTime::now()
+            let sent = self.watched.signal_tree(libc::SIGKILL, self.since);
+            ("SIGKILL", sent, BootTime::now())
         };
         // The guard enforces it too, should we be stopped meanwhile.
         if let Some((shared, _)) = &self.guard {
             shared.set_deadline(kill_at);
         }
         if let Some(r) = record {
-            let _ = record_loss(&self.opts, &self.name, r);
+            let r = LostRecord {
+                action: action_after(&r.action, sig, self.watched.pid, &sent),
+                ..r.clone()
+            };
+            let _ = record_loss(&self.opts, &self.name, &r);
         }
         self.wait_gone(kill_at);
         if !self.watched.gone() {
-            self.watched.signal_tree(libc::SIGKILL, self.since);
+            let _ = self.watched.signal_tree(libc::SIGKILL, self.since);
         }
         self.wait_gone(BootTime::now() + Duration::from_secs(1));
         self.watched.gone()
@@ -499,6 +510,19 @@ impl Keeper {
     }
 }
 
+/// A loss record's action once the first signal has gone out: `planned`
+/// ("SIGTERM sent, ..."), or, if the watched process could not be
+/// signalled (EPERM: it runs as a user the keeper's cannot signal), what
+/// really happened.
+fn action_after(planned: &str, sig: &str, pid: i32, sent: &std::io::Result<()>) -> String {
+    match sent {
+        Ok(()) => planned.to_string(),
+        Err(e) => {
+            format!("nothing done: {sig} could not be sent to pid {pid} ({e}); it may still run")
+        }
+    }
+}
+
 /// poll(2) on `fds` for at most `timeout` (rounded up to 1ms, so that a
 /// deadline less than 1ms away does not spin).
 pub(super) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
@@ -555,4 +579,23 @@ pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) 
         }
     }
     last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_refused_is_not_recorded_as_sent() {
+        let planned = "SIGTERM sent, SIGKILL after 10s if it still ran";
+        assert_eq!(action_after(planned, "SIGTERM", 7, &Ok(())), planned);
+        let eperm = Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        let a = action_after(planned, "SIGTERM", 7, &eperm);
+        assert!(
+            a.starts_with("nothing done: SIGTERM could not be sent to pid 7 (")
+                && a.contains("not permitted")
+                && !a.contains("sent,"),
+            "{a}"
+        );
+    }
 }

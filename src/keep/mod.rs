@@ -49,13 +49,20 @@
 //! subshell's rlock inherits), the grandparent is watched instead. A `(
 //! ... )` subshell is a forked copy too, but nobody above reads its output
 //! through a pipe it holds: it is watched itself, as flock(1)'s lock in `(
-//! flock 9; ... ) 9>f` ends with the subshell. Refused: a subshell whose
-//! pipeline reads our output (`$(rlock ... | tail -n1)`: it ends with the
-//! pipeline), an orphan (our parent is in another session: we were
-//! re-parented to init or a subreaper; a container's pid 1 that is the
-//! script shares its session), exec's guard. `--keep-while PID`
-//! names the process outright (not init; inside `rlock exec`, one of the
-//! exec's command's processes).
+//! flock 9; ... ) 9>f` ends with the subshell. Refused (`detect::usable`;
+//! each refusal names the whole-script idiom, `exec rlock exec`): a
+//! subshell whose pipeline reads our output (`$(rlock ... | tail -n1)`:
+//! it ends with the pipeline); an orphan (our parent is in another
+//! session, or is pid 1 of another session: we were re-parented to init
+//! or a subreaper; a container's pid 1 that is the script shares its
+//! session); a process of another user (kill(2) could not reach it); a
+//! program that is neither a shell nor a script interpreter (`find
+//! -exec`, `xargs`, a subreaper: it runs a command and exits or moves
+//! on); a shell whose `-c` string's last command is this rlock (it exits
+//! as we do; `detect/shell.rs`); exec's guard. And the parent must still
+//! be ours once the pidfd is open (`getppid` again). `--keep-while PID`
+//! names the process outright (not init, not another user's; inside
+//! `rlock exec`, one of the exec's command's processes).
 //!
 //! # Whose holds
 //!
@@ -85,8 +92,9 @@
 //! On a loss (a renewal finds the lock gone or taken, or no renewal was
 //! confirmed with TTL/3 of the lease left, e.g. Redis unreachable) the
 //! keeper applies `--on-lost` to the watched process and every process it
-//! started since the grant (`Watched::signal_tree`; nothing else is ever
-//! signalled): TERM, then KILL after `--grace` (for an unconfirmed lease,
+//! started since the grant (`Watched::signal_tree`, `Grant::before`: a
+//! later start tick, or the grant's tick and a newer pid; nothing else is
+//! ever signalled): TERM, then KILL after `--grace` (for an unconfirmed lease,
 //! never later than exec's kill point of it); KILL; or nothing. It writes a
 //! record `P{K}:lost` (JSON: host, pid, when, why, action; it expires after
 //! an hour) that `rlock status` shows, and exits. It never re-acquires.

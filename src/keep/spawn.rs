@@ -43,8 +43,11 @@ pub(super) struct Config {
     #[serde(default)]
     pub(super) max_hold_ms: u64,
     /// The start time of the `rlock acquire` that made the grant (/proc
-    /// stat field 22): processes started before it are never signalled.
+    /// stat field 22) and its pid: processes started before it are never
+    /// signalled (see `Grant::before`).
     pub(super) since: u64,
+    #[serde(default)]
+    pub(super) since_pid: i32,
     pub(super) pid: i32,
     pub(super) start: u64,
     pub(super) pidfd: Option<i32>,
@@ -129,6 +132,7 @@ pub fn spawn(
     let listen = listener.as_raw_fd();
     let pidfd = keep.watched.pidfd.as_ref().map(|f| f.as_raw_fd());
     let tls = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let grant = super::caller::Grant::ours();
     let config = Config {
         urls: opts.urls.clone(),
         password: opts.password.clone(),
@@ -150,7 +154,8 @@ pub fn spawn(
         .into(),
         grace_ms: crate::duration::millis(keep.grace),
         max_hold_ms: keep.max_hold.map_or(0, crate::duration::millis),
-        since: crate::exec::tree::stat(std::process::id().cast_signed()).map_or(0, |s| s.start),
+        since: grant.start,
+        since_pid: grant.pid,
         pid: keep.watched.pid,
         start: keep.watched.start,
         pidfd,

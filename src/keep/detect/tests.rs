@@ -15,12 +15,18 @@ struct P {
     comm: &'static str,
     /// Pipes it holds open for reading; None: unreadable.
     reads: Option<Vec<&'static str>>,
+    /// Real and effective uid.
+    uids: (u32, u32),
+    /// kill(pid, 0) fails with EPERM.
+    unsignallable: bool,
 }
 
 /// A table of processes; pid 100 is rlock.
 struct Table {
     procs: HashMap<Pid, P>,
     stdout: Option<&'static str>,
+    /// rlock's effective uid.
+    uid: u32,
 }
 
 impl Procs for Table {
@@ -66,6 +72,15 @@ impl Procs for Table {
         c.sort_unstable();
         c
     }
+    fn uids(&self, pid: Pid) -> Option<(u32, u32)> {
+        self.procs.get(&pid).map(|p| p.uids)
+    }
+    fn our_uid(&self) -> u32 {
+        self.uid
+    }
+    fn may_signal(&self, pid: Pid) -> bool {
+        self.procs.get(&pid).is_some_and(|p| !p.unsignallable)
+    }
 }
 
 const RLOCK: [&str; 4] = ["rlock", "acquire", "k", "--keep"];
@@ -92,6 +107,7 @@ fn script() -> P {
         argv: vec!["bash", "deploy.sh"],
         comm: "bash",
         reads: Some(vec![]),
+        ..P::default()
     }
 }
 
@@ -99,13 +115,14 @@ fn table(procs: Vec<(Pid, P)>, stdout: Option<&'static str>) -> Table {
     Table {
         procs: procs.into_iter().collect(),
         stdout,
+        uid: 0,
     }
 }
 
 /// (the script found, whether a pipeline was seen), checked usable.
 fn decide(t: &Table) -> Result<(Pid, bool)> {
     let f = find(t).expect("found");
-    usable(t, f.parent, f.child)?;
+    usable(t, &f)?;
     Ok((f.pid, f.piped))
 }
 
@@ -200,10 +217,13 @@ fn wrappers_are_looked_through() {
             (50, script()),
             (
                 70,
-                wrap(
-                    50,
-                    vec!["sh", "-c", "x", "xrlock", "acquire", "k", "--keep"],
-                ),
+                P {
+                    exe: "/usr/bin/dash",
+                    ..wrap(
+                        50,
+                        vec!["sh", "-c", "x", "xrlock", "acquire", "k", "--keep"],
+                    )
+                },
             ),
             (100, rlock(70)),
         ],
@@ -334,4 +354,155 @@ fn a_forked_copy_is_told_from_another_program() {
     // Our parent (cargo, or a shell) runs another program.
     // SAFETY: plain syscall.
     assert!(!forked_copy(&Live, me, unsafe { libc::getppid() }));
+}
+
+/// The refusal `decide` gives, which must name the whole-script idiom.
+#[track_caller]
+fn refused(t: &Table, needle: &str) {
+    let e = decide(t).map(|f| f.0).unwrap_err().to_string();
+    assert!(e.contains(needle), "{e}");
+    assert!(e.contains("exec rlock exec KEY -- \"$0\" \"$@\""), "{e}");
+}
+
+#[test]
+fn an_orphan_under_pid_1_is_refused_even_as_a_session_leader() {
+    // `setsid -f rlock acquire k --keep`, `( setsid rlock ... & )`: setsid
+    // (or the subshell) exited; rlock, leading a session of its own, was
+    // re-parented to pid 1, whose session is another.
+    let mut own = rlock(1);
+    own.sid = 100;
+    let t = table(vec![(1, script()), (100, own.clone())], None);
+    refused(&t, "re-parented to pid 1");
+    // The same under a container's pid 1 script: still another session.
+    let mut init = script();
+    init.sid = 1;
+    let t = table(vec![(1, init), (100, own)], None);
+    refused(&t, "re-parented to pid 1");
+}
+
+#[test]
+fn a_script_of_another_user_is_refused() {
+    // `runuser -u nobody -- rlock acquire k --keep` in a root script:
+    // rlock (uid 65534) could not signal it.
+    let mut t = table(vec![(50, script()), (100, rlock(50))], None);
+    t.uid = 65534;
+    refused(&t, "another user (uid 0)");
+    // Same uid, but kill(2) says no all the same.
+    let mut s = script();
+    s.uids = (65534, 65534);
+    s.unsignallable = true;
+    let mut t = table(vec![(50, s.clone()), (100, rlock(50))], None);
+    t.uid = 65534;
+    refused(&t, "another user");
+    // Root may signal anyone; a user its own processes.
+    let t = table(vec![(50, script()), (100, rlock(50))], None);
+    assert_eq!(decide(&t).unwrap(), (50, false));
+    s.unsignallable = false;
+    let mut t = table(vec![(50, s), (100, rlock(50))], None);
+    t.uid = 65534;
+    assert_eq!(decide(&t).unwrap(), (50, false));
+}
+
+#[test]
+fn a_parent_that_is_no_shell_or_interpreter_is_refused() {
+    let prog = |exe, argv: Vec<&'static str>, comm| P {
+        ppid: 50,
+        sid: 10,
+        exe,
+        argv,
+        comm,
+        reads: Some(vec![]),
+        ..P::default()
+    };
+    for (exe, argv, comm) in [
+        (
+            "/usr/bin/find",
+            vec!["find", ".", "-exec", "rlock", "acquire", "k", "--keep", ";"],
+            "find",
+        ),
+        ("/usr/bin/xargs", vec!["xargs", "rlock", "acquire"], "xargs"),
+        // busybox's applets are told by their comm.
+        (
+            "/usr/bin/busybox",
+            vec!["find", ".", "-exec", "rlock", "acquire", "k", "--keep", ";"],
+            "find",
+        ),
+        (
+            "/usr/lib/systemd/systemd",
+            vec!["systemd", "--user"],
+            "systemd",
+        ),
+    ] {
+        let t = table(
+            vec![
+                (50, script()),
+                (60, prog(exe, argv, comm)),
+                (100, rlock(60)),
+            ],
+            None,
+        );
+        refused(&t, &format!("pid 60 ({comm}), which is not a shell"));
+    }
+    // Shells and interpreters are scripts.
+    for (exe, argv, comm) in [
+        ("/usr/bin/python3.11", vec!["python3", "job.py"], "python3"),
+        ("/usr/bin/busybox", vec!["sh", "job"], "sh"),
+        // `busybox sh job`: comm is busybox, the applet its argv[1].
+        ("/usr/bin/busybox", vec!["busybox", "sh", "job"], "busybox"),
+        ("/usr/bin/zsh", vec!["zsh", "job"], "zsh"),
+    ] {
+        let t = table(
+            vec![
+                (50, script()),
+                (60, prog(exe, argv, comm)),
+                (100, rlock(60)),
+            ],
+            None,
+        );
+        assert_eq!(decide(&t).unwrap(), (60, false), "{exe}");
+    }
+}
+
+#[test]
+fn a_shell_whose_command_string_ends_with_rlock_is_refused() {
+    let sh = |argv: Vec<&'static str>| P {
+        ppid: 50,
+        sid: 10,
+        layout: (3, 4),
+        exe: "/usr/bin/dash",
+        argv,
+        comm: "sh",
+        reads: Some(vec![]),
+        ..P::default()
+    };
+    for argv in [
+        vec!["sh", "-c", "rlock acquire k --keep"],
+        vec![
+            "bash",
+            "-ec",
+            "cd /srv && rlock acquire k --keep >/dev/null",
+        ],
+        vec!["sh", "-c", "cd /srv; tok=$(rlock acquire k --keep)"],
+    ] {
+        let t = table(vec![(50, script()), (60, sh(argv)), (100, rlock(60))], None);
+        refused(&t, "last command of `dash -c` (pid 60)");
+    }
+    for argv in [
+        vec!["sh", "-c", "rlock acquire k --keep; sleep 1.5"],
+        vec!["sh", "-c", "rlock acquire k --keep || exit 1\n./deploy"],
+        vec!["sh", "script.sh"],
+    ] {
+        let t = table(vec![(50, script()), (60, sh(argv)), (100, rlock(60))], None);
+        assert_eq!(decide(&t).unwrap(), (60, false));
+    }
+    // A `( ... )` subshell of such a shell is kept for itself, as any
+    // subshell: its lock ends with it.
+    let mut outer = sh(vec!["sh", "-c", "echo; ( rlock acquire k --keep; job )"]);
+    outer.ppid = 1;
+    let sub = P {
+        ppid: 50,
+        ..outer.clone()
+    };
+    let t = table(vec![(50, outer), (60, sub), (100, rlock(60))], None);
+    assert_eq!(decide(&t).unwrap(), (60, false));
 }

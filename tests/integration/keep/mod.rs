@@ -7,6 +7,7 @@
 
 mod lifetime;
 mod reentry;
+mod refuse;
 mod usage;
 mod watched;
 
