@@ -577,7 +577,7 @@ fn redlock_masters_each_keep_the_history() {
 fn a_keeper_writes_with_the_callers_history_limits() {
     let r = Redis::shared();
     let script = format!(
-        "'{}' acquire kept --keep --ttl 2s >/dev/null",
+        "'{}' acquire kept --keep --ttl 2s >/dev/null && sleep 0.1",
         env!("CARGO_BIN_EXE_rlock")
     );
     let out = std::process::Command::new("sh")

@@ -80,8 +80,8 @@ pub(super) fn command_string(argv: &[&[u8]]) -> Option<String> {
 }
 
 /// Does the last command of shell source `s` (what runs after its last
-/// `;`, `&` or newline outside quotes, parentheses, braces and compound
-/// commands; `a || b` and `a && b` are one) run rlock with the arguments
+/// `;`, `&`, `&&` or newline outside quotes, parentheses, braces and
+/// compound commands; `a || b` is one) run rlock with the arguments
 /// `ours` (its argv from the subcommand on, `acquire k --keep`; a word of
 /// the text with a `$` in it stands for any one argument): is the shell
 /// done once that rlock is? An approximation of the shell's grammar (no
@@ -273,9 +273,19 @@ fn last_command(s: &str) -> Option<&str> {
             b'&' if next == Some(b'>') || (i > 0 && matches!(b[i - 1], b'>' | b'<')) => {
                 word.push('&');
             }
+            // `a && b`: b runs, under the lock, once a succeeded (cron's
+            // `rlock acquire -n k --keep >/dev/null && ./job`): a
+            // separator, as `;` is. (`a || b` runs b only when a failed:
+            // one command.)
             b'&' if next == Some(b'&') => {
                 end_word(&mut word, &mut stack, &mut compound, &mut command_position);
                 command_position = true;
+                if stack.is_empty() && compound == 0 {
+                    if content {
+                        last = Some(&s[start..i]);
+                    }
+                    (start, content) = (i + 2, false);
+                }
                 i += 1;
             }
             b'|' => {
@@ -386,7 +396,6 @@ mod tests {
             "  rlock acquire k --keep ;\n  ",
             "rlock acquire k --keep >/dev/null 2>&1",
             "rlock acquire k --keep || exit 1",
-            "rlock acquire k --keep && echo ok",
             "cd /srv; rlock acquire k --keep",
             "tok=$(rlock acquire k --keep)",
             "tok=`rlock acquire k --keep`",
@@ -404,6 +413,9 @@ mod tests {
         }
         for s in [
             "rlock acquire k --keep; sleep 5",
+            "rlock acquire k --keep && echo ok",
+            "rlock acquire -n k --keep >/dev/null && ./job.sh",
+            "tok=$(rlock acquire k --keep) && ./job.sh",
             "rlock acquire k --keep\n./deploy.sh",
             "tok=$(rlock acquire k --keep) || exit 9\necho \"$$\" > \"$D/pid\"\nwhile [ ! -e \"$D/go\" ]; do sleep 0.05; done",
             "rlock acquire -n k --keep >/dev/null || exit 0\necho holding >f\nwhile [ ! -e g ]; do sleep 0.05; done",

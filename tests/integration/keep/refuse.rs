@@ -164,7 +164,8 @@ fn a_parent_that_exits_at_once_is_refused() {
 fn scripts_that_use_keep_are_not_refused() {
     // The rules above against what scripts do: a `-c` string whose last
     // command is not rlock (GitLab's lines as one string), a subshell of
-    // a `-c` shell, a Python script, `timeout`, `nohup`, and a
+    // a `-c` shell, a Python script, `timeout`, `nohup`, a cron line
+    // (`rlock acquire -n k --keep >/dev/null && job`, run by `sh -c`), and a
     // container's entrypoint script that is pid 1 and rlock's parent.
     let r = Redis::shared();
     let d = tmp("refuse-not");
@@ -179,6 +180,8 @@ fn scripts_that_use_keep_are_not_refused() {
                     "$B" status c3 | head -1 >>"$D/held"' || exit 3
            nohup bash -c 'tok=$("$B" acquire c4 --keep --ttl 2s) || exit 9
                     sleep 1.2; "$B" status c4 | head -1 >>"$D/held"' >/dev/null 2>&1 || exit 4
+           dash -c '"$B" acquire -n c7 --keep --ttl 2s >/dev/null && sleep 1.2 &&
+                    "$B" status c7 | head -1 >>"$D/held"' || exit 7
            {}
            tok=$("$B" acquire c6 --keep --ttl 2s) || exit 6
            sleep 1.2; hold c6"#,
@@ -193,9 +196,9 @@ subprocess.run("\"$B\" status c5 | head -1 >>\"$D/held\"", shell=True)' || exit 
     );
     let out = in_ns(&r, &d, &body);
     let held = read(&d.join("held"));
-    let mut want = vec!["c1", "c2", "c3", "c4", "c6"];
+    let mut want = vec!["c1", "c2", "c3", "c4", "c7", "c6"];
     if py {
-        want.insert(4, "c5");
+        want.insert(5, "c5");
     }
     let lines: Vec<&str> = held.lines().collect();
     let expected: Vec<String> = want.iter().map(|k| format!("{k}: held")).collect();
