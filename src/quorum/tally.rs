@@ -41,6 +41,66 @@ pub(super) fn no_answer(
     }
 }
 
+/// [`no_answer`] after a wait that rode out the silence of too many
+/// masters: `since` says, for each silent one, since when it has not
+/// answered.
+pub(super) fn no_answer_since(
+    what: &str,
+    ok: usize,
+    total: usize,
+    need: usize,
+    said: Option<&Error>,
+    since: &[String],
+) -> Error {
+    match no_answer(what, ok, total, need, said) {
+        Error::Unavailable { context, cause } if !since.is_empty() => Error::Unavailable {
+            context: format!("{context}; {}", since.join(", ")),
+            cause,
+        },
+        e => e,
+    }
+}
+
+/// What one attempt heard from a master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// An answer: a grant, busy, or an error it gave (a refusal, too few
+    /// replicas, an ACL).
+    Answered,
+    /// Nothing: a connection refused, dropped or timed out, or no answer
+    /// while the attempt waited for one (see [`out_of_reach`]).
+    Silent,
+    /// Not waited for: the outcome was decided without it.
+    Unknown,
+}
+
+/// What an attempt heard from each master. A missing answer is silence if
+/// the attempt was not decided (the fan-out then waited for it until its
+/// time was up), else not known.
+pub(super) fn heard(answers: &Answers<Attempt>, m: usize) -> Vec<Heard> {
+    let waited = !attempt_decided(answers, m, false);
+    answers
+        .iter()
+        .map(|a| match a {
+            Some(Err(Error::Unavailable { cause, .. }))
+                if crate::lock::resendable(cause, false, false) =>
+            {
+                Heard::Silent
+            }
+            Some(_) => Heard::Answered,
+            None if waited => Heard::Silent,
+            None => Heard::Unknown,
+        })
+        .collect()
+}
+
+/// So many masters are silent that no majority can answer: an outage, to
+/// be ridden out while the wait allows, rather than a busy lock or a
+/// refusal.
+pub(super) fn out_of_reach(heard: &[Heard], m: usize) -> bool {
+    heard.iter().filter(|h| **h != Heard::Silent).count() < m
+}
+
 pub(super) fn count<T>(answers: &Answers<T>, p: impl Fn(&Result<T>) -> bool) -> usize {
     answers.iter().flatten().filter(|a| p(a)).count()
 }
