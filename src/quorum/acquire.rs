@@ -146,9 +146,9 @@ impl Quorum {
         outage: &Outage,
     ) -> Error {
         let what = format!("acquire {key:?}");
-        let ok = count(answers, Result::is_ok);
         let (n, m) = (self.len(), self.majority());
         if !outage.ridden_out() {
+            let ok = count(answers, Result::is_ok);
             let said = answers.iter().flatten().find_map(|a| a.as_ref().err());
             return no_answer(&what, ok, n, m, said);
         }
@@ -162,7 +162,7 @@ impl Quorum {
             .zip(&self.servers)
             .filter_map(|(s, server)| s.unanswered(&server.label))
             .collect();
-        no_answer_since(&what, ok, n, m, said, &since)
+        no_answer_since(&what, n, m, said, &since)
     }
 
     fn granted(

@@ -41,23 +41,23 @@ pub(super) fn no_answer(
     }
 }
 
-/// [`no_answer`] after a wait that rode out the silence of too many
-/// masters: `since` says, for each silent one, since when it has not
-/// answered.
+/// Too few masters left to answer, after a wait that rode out their
+/// silence: `since` says, for each silent one, since when it has not
+/// answered; `said` is the first error a master that did answer gave.
 pub(super) fn no_answer_since(
     what: &str,
-    ok: usize,
     total: usize,
     need: usize,
     said: Option<&Error>,
     since: &[String],
 ) -> Error {
-    match no_answer(what, ok, total, need, said) {
-        Error::Unavailable { context, cause } if !since.is_empty() => Error::Unavailable {
-            context: format!("{context}; {}", since.join(", ")),
-            cause,
-        },
-        e => e,
+    let said = said.map_or(String::new(), |e| format!(" (one that did said: {e})"));
+    Error::Unavailable {
+        context: format!(
+            "{what}: RedLock needs {need} of {total} Redis masters; {}{said}",
+            since.join(", ")
+        ),
+        cause: redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
     }
 }
 

@@ -440,21 +440,24 @@ fn no_answer_since_names_each_silent_master() {
         "Redis at a:1 has not answered since 2026-11-27T15:05:25Z (4.5s)".to_string(),
         "Redis at b:2 has not answered since 2026-11-27T15:05:26Z (3.5s)".to_string(),
     ];
-    let e = no_answer_since("acquire \"k\"", 1, 3, 2, None, &since);
+    let e = no_answer_since("acquire \"k\"", 3, 2, None, &since);
     assert!(matches!(e, Error::Unavailable { .. }));
     assert!(
         e.to_string().starts_with(
-            "acquire \"k\": 1 of 3 Redis masters answered as needed, RedLock needs 2; \
+            "acquire \"k\": RedLock needs 2 of 3 Redis masters; \
              Redis at a:1 has not answered since 2026-11-27T15:05:25Z (4.5s), \
              Redis at b:2 has not answered since 2026-11-27T15:05:26Z (3.5s): no majority"
         ),
         "{e}"
     );
-    // Nothing known about silences: no_answer's words.
-    let plain = no_answer_since("acquire \"k\"", 1, 3, 2, None, &[]);
-    assert_eq!(
-        plain.to_string(),
-        no_answer("acquire \"k\"", 1, 3, 2, None).to_string()
+    let said = Error::Conflict("refused".into());
+    let e = no_answer_since("acquire \"k\"", 3, 2, Some(&said), &since[..1]);
+    assert!(
+        e.to_string()
+            .contains("(3.5s) (one that did said: refused): ")
+            || e.to_string()
+                .contains("(4.5s) (one that did said: refused): "),
+        "{e}"
     );
 }
 
