@@ -147,6 +147,11 @@ impl Outage {
         since
     }
 
+    /// Whether an outage has begun and is not over.
+    pub(crate) fn ongoing(&self) -> bool {
+        self.since.is_some()
+    }
+
     /// Whether an outage was ridden out: a retry at least.
     pub(crate) fn ridden_out(&self) -> bool {
         self.since.is_some() && self.tries > 1

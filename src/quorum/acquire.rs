@@ -286,7 +286,8 @@ impl Quorum {
             // before: a wrong address is not an outage); if any master
             // said busy, it is busy; if none did, too few answered.
             let heard = heard(&answers, m);
-            let outage_now = out_of_reach(&heard, m);
+            let silent_before: Vec<bool> = silences.iter().map(Outage::ongoing).collect();
+            let outage_now = out_of_reach(&heard, &silent_before, m);
             for (silence, h) in silences.iter_mut().zip(&heard) {
                 match h {
                     Heard::Silent => _ = silence.began(asked.elapsed()),

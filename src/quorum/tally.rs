@@ -96,9 +96,21 @@ pub(super) fn heard(answers: &Answers<Attempt>, m: usize) -> Vec<Heard> {
 
 /// So many masters are silent that no majority can answer: an outage, to
 /// be ridden out while the wait allows, rather than a busy lock or a
-/// refusal.
-pub(super) fn out_of_reach(heard: &[Heard], m: usize) -> bool {
-    heard.iter().filter(|h| **h != Heard::Silent).count() < m
+/// refusal. A master not waited for counts as silent if it was silent
+/// before (`silent_before`: it has not answered since): masters frozen
+/// together time out together, and the first timeout decides the attempt
+/// without the others.
+pub(super) fn out_of_reach(heard: &[Heard], silent_before: &[bool], m: usize) -> bool {
+    let left = heard
+        .iter()
+        .zip(silent_before)
+        .filter(|(h, before)| match h {
+            Heard::Answered => true,
+            Heard::Silent => false,
+            Heard::Unknown => !**before,
+        })
+        .count();
+    left < m
 }
 
 pub(super) fn count<T>(answers: &Answers<T>, p: impl Fn(&Result<T>) -> bool) -> usize {

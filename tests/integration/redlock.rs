@@ -616,9 +616,13 @@ fn reads_and_break_decide_by_majority_after_a_frozen_master_thaws() {
 }
 
 /// Hold "k" under RedLock for 30 s (from a shell that exits at once), start
-/// `acquire -w WAIT k` and, 0.5 s in, kill two of the three masters. The
-/// holder's token, the waiter and when it was spawned.
-fn wait_then_kill_two(ms: &[Redis], wait: &str) -> (String, Instant, std::process::Child) {
+/// `acquire -w WAIT k` and, 0.5 s in, send `sig` to two of the three
+/// masters. The holder's token, the waiter and when it was spawned.
+fn wait_then_signal_two(
+    ms: &[Redis],
+    wait: &str,
+    sig: i32,
+) -> (String, Instant, std::process::Child) {
     let holder = rl(ms)
         .args(["acquire", "--ttl", "30s", "k"])
         .by_another_process()
@@ -628,24 +632,24 @@ fn wait_then_kill_two(ms: &[Redis], wait: &str) -> (String, Instant, std::proces
     let spawned = Instant::now();
     let child = rl(ms).args(["acquire", "-w", wait, "k"]).spawn();
     std::thread::sleep(Duration::from_millis(500));
-    kill(ms[1].child_pid(), libc::SIGKILL);
-    kill(ms[2].child_pid(), libc::SIGKILL);
+    kill(ms[1].child_pid(), sig);
+    kill(ms[2].child_pid(), sig);
     (holder, spawned, child)
 }
 
-#[test]
-fn a_waiter_rides_out_a_lost_majority_until_its_deadline() {
-    let ms = masters(3);
-    let (_, spawned, child) = wait_then_kill_two(&ms, "5s");
-    let run = finish(child, "a waiter whose majority died").code(69);
+/// The waiter kept trying until its deadline (`wait` after it was spawned,
+/// at the earliest), then gave up with exit 69 naming the two silent
+/// masters, ms[1] and ms[2], and since when.
+#[track_caller]
+fn gave_up_at_the_deadline(ms: &[Redis], spawned: Instant, run: Run, wait: Duration) {
     let took = spawned.elapsed();
-    eprintln!("-w 5s with 2 of 3 masters killed 0.5 s in: exit 69 after {took:?}");
-    assert!(
-        took >= Duration::from_secs(5),
-        "gave up after {took:?}, before -w"
-    );
+    eprintln!("-w {wait:?} with 2 of 3 masters silent 0.5 s in: exit 69 after {took:?}");
+    assert!(took >= wait, "gave up after {took:?}, before -w");
     // Generous: a loaded machine; the deadline, not a count of tries, ends it.
-    assert!(took < Duration::from_secs(15), "took {took:?} for -w 5s");
+    assert!(
+        took < wait + Duration::from_secs(10),
+        "took {took:?} for -w {wait:?}"
+    );
     let last = run.stderr.lines().last().unwrap_or("");
     assert!(last.contains("RedLock needs 2"), "{:?}", run.stderr);
     for m in &ms[1..] {
@@ -664,9 +668,31 @@ fn a_waiter_rides_out_a_lost_majority_until_its_deadline() {
 }
 
 #[test]
+fn a_waiter_rides_out_a_lost_majority_until_its_deadline() {
+    let ms = masters(3);
+    let (_, spawned, child) = wait_then_signal_two(&ms, "5s", libc::SIGKILL);
+    let run = finish(child, "a waiter whose majority died").code(69);
+    gave_up_at_the_deadline(&ms, spawned, run, Duration::from_secs(5));
+}
+
+#[test]
+fn a_waiter_rides_out_a_frozen_majority_until_its_deadline() {
+    // Frozen masters time out together: the first timeout decides an
+    // attempt without the other, which still counts as silent (the one
+    // master left saying busy is no timeout, exit 75).
+    let ms = masters(3);
+    let (_, spawned, child) = wait_then_signal_two(&ms, "3s", libc::SIGSTOP);
+    let run = finish(child, "a waiter whose majority froze");
+    thaw(&ms[1]);
+    thaw(&ms[2]);
+    let run = run.code(69);
+    gave_up_at_the_deadline(&ms, spawned, run, Duration::from_secs(3));
+}
+
+#[test]
 fn a_waiter_whose_masters_come_back_in_time_gets_the_lock() {
     let ms = masters(3);
-    let (holder, spawned, child) = wait_then_kill_two(&ms, "30s");
+    let (holder, spawned, child) = wait_then_signal_two(&ms, "30s", libc::SIGKILL);
     std::thread::sleep(Duration::from_millis(1500));
     // The holder lets go on the master left (its grant may not have
     // reached that one: then there is nothing to let go of).

@@ -417,21 +417,30 @@ fn a_master_is_silent_when_it_failed_or_was_waited_for_in_vain() {
 #[test]
 fn out_of_reach_when_too_few_masters_are_left_to_answer() {
     use Heard::*;
-    assert!(out_of_reach(&[Answered, Silent, Silent], 2));
-    assert!(out_of_reach(&[Silent, Silent, Silent], 2));
+    let fresh = [false; 5];
+    assert!(out_of_reach(&[Answered, Silent, Silent], &fresh, 2));
+    assert!(out_of_reach(&[Silent, Silent, Silent], &fresh, 2));
     // One master down and a busy lock: busy, not out of reach.
-    assert!(!out_of_reach(&[Answered, Silent, Unknown], 2));
-    assert!(!out_of_reach(&[Answered, Silent, Answered], 2));
+    assert!(!out_of_reach(&[Answered, Silent, Unknown], &fresh, 2));
+    assert!(!out_of_reach(&[Answered, Silent, Answered], &fresh, 2));
     assert!(!out_of_reach(
         &[Answered, Answered, Silent, Silent, Unknown],
+        &fresh,
         3
     ));
     assert!(out_of_reach(
         &[Answered, Silent, Silent, Silent, Unknown],
+        &fresh,
         3
     ));
-    assert!(!out_of_reach(&[Answered], 1));
-    assert!(out_of_reach(&[Silent], 1));
+    assert!(!out_of_reach(&[Answered], &fresh, 1));
+    assert!(out_of_reach(&[Silent], &fresh, 1));
+    // Two masters frozen together: the first to time out decided the
+    // attempt without the other, which had been silent before.
+    let before = [false, true, true];
+    assert!(out_of_reach(&[Answered, Unknown, Silent], &before, 2));
+    // One that answered since is not silent.
+    assert!(!out_of_reach(&[Answered, Answered, Silent], &before, 2));
 }
 
 #[test]
