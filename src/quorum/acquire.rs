@@ -15,7 +15,8 @@ use crate::clock::BootTime;
 use crate::lock::{Attempt, Backend, LockName, Outage, Waiting};
 use crate::{Busy, Error, Lease, Request, Result, Token, Wait};
 
-/// Attempts in a row without a majority answering before a wait gives up.
+/// Attempts in a row without a majority answering, and no outage to ride
+/// out (see `out_of_reach`), before a wait gives up.
 const MAX_UNREACHABLE: u32 = 3;
 /// Attempts in a row whose grants disagree on the fence (others moving the
 /// counters meanwhile) before that counts as contention, like a busy lock.
@@ -131,9 +132,6 @@ impl Quorum {
         );
     }
 
-    /// A lease if a majority granted `token` and the validity window is
-    /// open; for a fresh grant (not a re-entry), only if a majority agrees
-    /// on the fence.
     /// The error that ends a wait on masters out of reach: after an outage
     /// ridden out, it says since when each silent master has not answered,
     /// and what one that did answer said, if it gave an error.
@@ -165,6 +163,9 @@ impl Quorum {
         no_answer_since(&what, n, m, said, &since)
     }
 
+    /// A lease if a majority granted `token` and the validity window is
+    /// open; for a fresh grant (not a re-entry), only if a majority agrees
+    /// on the fence.
     fn granted(
         &self,
         answers: &Answers<Attempt>,
@@ -322,11 +323,11 @@ impl Quorum {
                     }
                 }
             } else {
-                // Too few masters answered in time, and not for want of
-                // reachable ones (an error a master gave, too few replicas,
-                // a majority that never answered). A caller willing to
-                // wait gets a few more tries (a loaded machine, a
-                // restart); -n gets the answer at once.
+                // Too few masters answered in time, and no outage to ride
+                // out: errors masters gave (too few replicas), or a
+                // majority that never answered this process (a wrong
+                // address). A caller willing to wait gets a few more tries
+                // (a loaded machine, a restart); -n gets the answer at once.
                 unreachable += 1;
                 if unreachable >= MAX_UNREACHABLE || matches!(req.wait, Wait::No) {
                     let answered = count(&answers, Result::is_ok);
