@@ -36,6 +36,7 @@ pub use keys::{LockName, MAX_KEY_LEN};
 pub(crate) use node::{Attempt, Node};
 pub use overview::{Counters, LockView};
 pub use script::RESEND_WINDOW;
+pub(crate) use script::resendable;
 pub use types::*;
-pub(crate) use wait::Waiting;
 pub use wait::{Cancel, OUTAGE_LIMIT};
+pub(crate) use wait::{Outage, Waiting};

@@ -100,6 +100,42 @@ impl Outage {
         deadline: Option<Instant>,
         silent: Duration,
     ) -> bool {
+        match self.pause(passing, queue, deadline, silent) {
+            Some(pause) => {
+                std::thread::sleep(pause);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Outage::ride_out`] without the sleep: the pause before the next
+    /// try, or None when the wait does not go on. For a caller with more
+    /// to do before it sleeps (RedLock gives back what its attempt may
+    /// have left, and sleeps watching for a cancellation).
+    pub(crate) fn pause(
+        &mut self,
+        passing: bool,
+        queue: bool,
+        deadline: Option<Instant>,
+        silent: Duration,
+    ) -> Option<Duration> {
+        let now = Instant::now();
+        let since = self.began(silent);
+        self.tries += 1;
+        let pause = backoff(self.tries);
+        if !(queue && passing) {
+            return None;
+        }
+        match deadline {
+            Some(d) => (now < d).then(|| pause.min(d.saturating_duration_since(now))),
+            None => (now - since < OUTAGE_LIMIT).then_some(pause),
+        }
+    }
+
+    /// A failure that had gone unanswered for `silent`: the outage began
+    /// then, unless it had begun already. Since when (monotonic).
+    pub(crate) fn began(&mut self, silent: Duration) -> Instant {
         let now = Instant::now();
         let (since, _) = *self.since.get_or_insert_with(|| {
             let wall = SystemTime::now();
@@ -108,33 +144,33 @@ impl Outage {
                 wall.checked_sub(silent).unwrap_or(wall),
             )
         });
-        self.tries += 1;
-        let mut pause = backoff(self.tries);
-        let go_on = queue
-            && passing
-            && match deadline {
-                Some(d) => {
-                    pause = pause.min(d.saturating_duration_since(now));
-                    now < d
-                }
-                None => now - since < OUTAGE_LIMIT,
-            };
-        if go_on {
-            std::thread::sleep(pause);
-        }
-        go_on
+        since
+    }
+
+    /// Whether an outage has begun and is not over.
+    pub(crate) fn ongoing(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// Whether an outage was ridden out: a retry at least.
+    pub(crate) fn ridden_out(&self) -> bool {
+        self.since.is_some() && self.tries > 1
+    }
+
+    /// "Redis at LABEL has not answered since TIME (FOR)", during an
+    /// outage.
+    pub(crate) fn unanswered(&self, label: &str) -> Option<String> {
+        self.since
+            .map(|(at, wall)| unanswered(label, wall, at.elapsed()))
     }
 
     /// The error that ends the wait: after an outage ridden out (one retry
     /// at least), an [`Error::Unavailable`] says since when Redis at
     /// `label` has not answered; anything else is returned as it is.
     pub(crate) fn ended(&self, e: Error, label: &str) -> Error {
-        match (e, self.since) {
-            (Error::Unavailable { cause, .. }, Some((at, wall))) if self.tries > 1 => {
-                Error::Unavailable {
-                    context: unanswered(label, wall, at.elapsed()),
-                    cause,
-                }
+        match (e, self.unanswered(label)) {
+            (Error::Unavailable { cause, .. }, Some(context)) if self.ridden_out() => {
+                Error::Unavailable { context, cause }
             }
             (e, _) => e,
         }
@@ -277,6 +313,46 @@ mod tests {
         }
         assert!(Instant::now() >= deadline, "gave up before the deadline");
         assert!(tries >= 1);
+    }
+
+    #[test]
+    fn a_pause_is_a_backoff_cut_at_the_deadline_and_none_past_it() {
+        let ms = Duration::from_millis;
+        let mut o = Outage::default();
+        assert_eq!(o.pause(true, true, None, Duration::ZERO), Some(ms(100)));
+        assert_eq!(o.pause(true, true, None, Duration::ZERO), Some(ms(200)));
+        assert!(o.ridden_out());
+        let soon = Instant::now() + ms(50);
+        let cut = Outage::default().pause(true, true, Some(soon), Duration::ZERO);
+        assert!(cut.is_some_and(|p| p <= ms(50)), "{cut:?}");
+        let past = Some(Instant::now() - ms(1));
+        assert_eq!(
+            Outage::default().pause(true, true, past, Duration::ZERO),
+            None
+        );
+        // No deadline: OUTAGE_LIMIT after the outage began.
+        let long = OUTAGE_LIMIT + ms(1);
+        assert_eq!(Outage::default().pause(true, true, None, long), None);
+        // A first failure only: not ridden out.
+        let mut once = Outage::default();
+        assert_eq!(once.pause(true, false, None, Duration::ZERO), None);
+        assert!(!once.ridden_out());
+    }
+
+    #[test]
+    fn an_outage_began_once_and_is_named_until_it_is_over() {
+        let mut o = Outage::default();
+        assert_eq!(o.unanswered("h:1"), None);
+        let first = o.began(Duration::from_secs(2));
+        assert_eq!(o.began(Duration::ZERO), first, "began again");
+        let text = o.unanswered("h:1").unwrap_or_default();
+        assert!(
+            text.starts_with("Redis at h:1 has not answered since 20"),
+            "{text}"
+        );
+        assert!(text.ends_with("Z (2s)") || text.contains("Z (2."), "{text}");
+        o.over();
+        assert_eq!(o.unanswered("h:1"), None);
     }
 
     #[test]

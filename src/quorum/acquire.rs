@@ -8,14 +8,15 @@ use std::time::{Duration, Instant};
 use super::fanout::{Answers, SLACK};
 use super::masters::{Quorum, Turn, state};
 use super::tally::{
-    attempt_decided, busy, count, disagree, failed_reentry, grant, granted_on, no_answer, refused,
-    undo_targets,
+    Heard, attempt_decided, busy, count, disagree, failed_reentry, grant, granted_on, heard,
+    no_answer, no_answer_since, out_of_reach, refused, undo_targets,
 };
 use crate::clock::BootTime;
-use crate::lock::{Attempt, Backend, LockName, Waiting};
+use crate::lock::{Attempt, Backend, LockName, Outage, Waiting};
 use crate::{Busy, Error, Lease, Request, Result, Token, Wait};
 
-/// Attempts in a row without a majority answering before a wait gives up.
+/// Attempts in a row without a majority answering, and no outage to ride
+/// out (see `out_of_reach`), before a wait gives up.
 const MAX_UNREACHABLE: u32 = 3;
 /// Attempts in a row whose grants disagree on the fence (others moving the
 /// counters meanwhile) before that counts as contention, like a busy lock.
@@ -131,6 +132,37 @@ impl Quorum {
         );
     }
 
+    /// The error that ends a wait on masters out of reach: after an outage
+    /// ridden out, it says since when each silent master has not answered,
+    /// and what one that did answer said, if it gave an error.
+    fn outage_error(
+        &self,
+        key: &str,
+        answers: &Answers<Attempt>,
+        heard: &[Heard],
+        silences: &[Outage],
+        outage: &Outage,
+    ) -> Error {
+        let what = format!("acquire {key:?}");
+        let (n, m) = (self.len(), self.majority());
+        if !outage.ridden_out() {
+            let ok = count(answers, Result::is_ok);
+            let said = answers.iter().flatten().find_map(|a| a.as_ref().err());
+            return no_answer(&what, ok, n, m, said);
+        }
+        let said = answers
+            .iter()
+            .zip(heard)
+            .filter(|(_, h)| **h == Heard::Answered)
+            .find_map(|(a, _)| a.as_ref()?.as_ref().err());
+        let since: Vec<String> = silences
+            .iter()
+            .zip(&self.servers)
+            .filter_map(|(s, server)| s.unanswered(&server.label))
+            .collect();
+        no_answer_since(&what, n, m, said, &since)
+    }
+
     /// A lease if a majority granted `token` and the validity window is
     /// open; for a fresh grant (not a re-entry), only if a majority agrees
     /// on the fence.
@@ -200,12 +232,17 @@ impl Quorum {
         let m = self.majority();
         let mut unreachable = 0;
         let mut disagreed = 0;
+        // Fewer than a majority left to answer (see `out_of_reach`), and
+        // since when each master has not answered.
+        let mut outage = Outage::default();
+        let mut silences: Vec<Outage> = (0..self.len()).map(|_| Outage::default()).collect();
         loop {
             if w.cancelled() {
                 return Err(w.interrupted());
             }
             let token = Token::generate();
             let sent = BootTime::now();
+            let asked = Instant::now();
             let (mut answers, ran) = self.attempt_all(lock, &token, req, false);
             let undo = undo_targets(&answers, &ran);
             // Two ends that give the grant back wherever it may have been
@@ -244,14 +281,38 @@ impl Quorum {
                 disagreed = 0;
             }
             // A refusal that is not about reachability (a foreign key, a
-            // kind mismatch) is the real answer. Otherwise: if any master
-            // said busy, it is busy; if none did, too few were reachable.
+            // kind mismatch) is the real answer. Otherwise: too few masters
+            // left to answer for a majority is an outage, ridden out as
+            // one Redis's is (if a majority has answered this process
+            // before: a wrong address is not an outage); if any master
+            // said busy, it is busy; if none did, too few answered.
+            let heard = heard(&answers, m);
+            let silent_before: Vec<bool> = silences.iter().map(Outage::ongoing).collect();
+            let outage_now = out_of_reach(&heard, &silent_before, m);
+            for (silence, h) in silences.iter_mut().zip(&heard) {
+                match h {
+                    Heard::Silent => _ = silence.began(asked.elapsed()),
+                    Heard::Answered => silence.over(),
+                    Heard::Unknown => {}
+                }
+            }
+            if !outage_now {
+                outage.over();
+            }
             let busy = busy(&answers);
             let next = if let Some(i) = refused(&answers) {
                 Next::Fail(match answers[i].take() {
                     Some(Err(e)) => e,
                     _ => Error::Protocol("RedLock: lost an answer".into()),
                 })
+            } else if outage_now && self.known() >= m {
+                unreachable = 0;
+                match outage.pause(true, w.waits(), w.deadline(), asked.elapsed()) {
+                    Some(pause) => Next::Retry(pause),
+                    None => {
+                        Next::Fail(self.outage_error(key, &answers, &heard, &silences, &outage))
+                    }
+                }
             } else if busy.is_some() || disagreed >= MAX_DISAGREE {
                 disagreed = 0;
                 unreachable = 0;
@@ -262,9 +323,11 @@ impl Quorum {
                     }
                 }
             } else {
-                // Too few masters answered in time. A caller willing to wait
-                // gets a few more tries (a loaded machine, a restart); -n
-                // gets the answer at once.
+                // Too few masters answered in time, and no outage to ride
+                // out: errors masters gave (too few replicas), or a
+                // majority that never answered this process (a wrong
+                // address). A caller willing to wait gets a few more tries
+                // (a loaded machine, a restart); -n gets the answer at once.
                 unreachable += 1;
                 if unreachable >= MAX_UNREACHABLE || matches!(req.wait, Wait::No) {
                     let answered = count(&answers, Result::is_ok);

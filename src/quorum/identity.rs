@@ -76,6 +76,16 @@ impl Quorum {
             None => Ok(()),
         }
     }
+
+    /// How many masters have answered this process (and said who they
+    /// are, or that they do not say).
+    pub(super) fn known(&self) -> usize {
+        state(&self.shared)
+            .ids
+            .iter()
+            .filter(|id| **id != Id::Unknown)
+            .count()
+    }
 }
 
 #[cfg(test)]

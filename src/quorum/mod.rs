@@ -14,6 +14,11 @@
 //!   attempt's time, plus 20 ms) for a master that had not answered yet
 //!   to give its grant back, so that a master a little behind the others
 //!   is not left holding it when the process exits.
+//! - Too many masters silent for a majority to answer is an outage, not a
+//!   busy lock: a waiting acquire rides it out as one Redis's is
+//!   (`lock::wait::Outage`: backoff, until the deadline or for
+//!   `OUTAGE_LIMIT`), if a majority has answered this process before, and
+//!   its error then names each silent master and since when.
 //! - Calls take turns on each master in the order they were made (a ticket
 //!   taken by the calling thread), so a release or give-back always runs
 //!   after the grant it undoes, even when that grant's thread has not

@@ -41,6 +41,78 @@ pub(super) fn no_answer(
     }
 }
 
+/// Too few masters left to answer, after a wait that rode out their
+/// silence: `since` says, for each silent one, since when it has not
+/// answered; `said` is the first error a master that did answer gave.
+pub(super) fn no_answer_since(
+    what: &str,
+    total: usize,
+    need: usize,
+    said: Option<&Error>,
+    since: &[String],
+) -> Error {
+    let said = said.map_or(String::new(), |e| format!(" (one that did said: {e})"));
+    Error::Unavailable {
+        context: format!(
+            "{what}: RedLock needs {need} of {total} Redis masters; {}{said}",
+            since.join(", ")
+        ),
+        cause: redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
+    }
+}
+
+/// What one attempt heard from a master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// An answer: a grant, busy, or an error it gave (a refusal, too few
+    /// replicas, an ACL).
+    Answered,
+    /// Nothing: a connection refused, dropped or timed out, or no answer
+    /// while the attempt waited for one (see [`out_of_reach`]).
+    Silent,
+    /// Not waited for: the outcome was decided without it.
+    Unknown,
+}
+
+/// What an attempt heard from each master. A missing answer is silence if
+/// the attempt was not decided (the fan-out then waited for it until its
+/// time was up), else not known.
+pub(super) fn heard(answers: &Answers<Attempt>, m: usize) -> Vec<Heard> {
+    let waited = !attempt_decided(answers, m, false);
+    answers
+        .iter()
+        .map(|a| match a {
+            Some(Err(Error::Unavailable { cause, .. }))
+                if crate::lock::resendable(cause, false, false) =>
+            {
+                Heard::Silent
+            }
+            Some(_) => Heard::Answered,
+            None if waited => Heard::Silent,
+            None => Heard::Unknown,
+        })
+        .collect()
+}
+
+/// So many masters are silent that no majority can answer: an outage, to
+/// be ridden out while the wait allows, rather than a busy lock or a
+/// refusal. A master not waited for counts as silent if it was silent
+/// before (`silent_before`: it has not answered since): masters frozen
+/// together time out together, and the first timeout decides the attempt
+/// without the others.
+pub(super) fn out_of_reach(heard: &[Heard], silent_before: &[bool], m: usize) -> bool {
+    let left = heard
+        .iter()
+        .zip(silent_before)
+        .filter(|(h, before)| match h {
+            Heard::Answered => true,
+            Heard::Silent => false,
+            Heard::Unknown => !**before,
+        })
+        .count();
+    left < m
+}
+
 pub(super) fn count<T>(answers: &Answers<T>, p: impl Fn(&Result<T>) -> bool) -> usize {
     answers.iter().flatten().filter(|a| p(a)).count()
 }

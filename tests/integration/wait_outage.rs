@@ -69,11 +69,11 @@ fn a_waiting_exec_rides_out_an_outage_until_its_deadline() {
 }
 
 /// A redis-server started again on a port whose server was killed (empty:
-/// no persistence); killed when dropped.
-struct Again(Child, PathBuf);
+/// no persistence); killed when dropped. RedLock's tests use it too.
+pub(crate) struct Again(Child, PathBuf);
 
 impl Again {
-    fn start(port: u16) -> Again {
+    pub(crate) fn start(port: u16) -> Again {
         let dir = tmp_dir("wait-outage", &format!("again-{port}"));
         let child = Command::new(server_bin())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])

@@ -380,6 +380,96 @@ fn a_read_needs_a_majority_of_answers() {
     );
 }
 
+/// A master that answered with an error about itself (too few replicas,
+/// an ACL): it did answer.
+fn complained<T>() -> Option<Result<T>> {
+    Some(Err(Error::Unavailable {
+        context: "acquire \"k\" on Redis at m2".into(),
+        cause: redis::RedisError::from((redis::ErrorKind::Client, "too few replicas")),
+    }))
+}
+
+#[test]
+fn a_master_is_silent_when_it_failed_or_was_waited_for_in_vain() {
+    use Heard::*;
+    // Two masters down: the busy one cannot make a majority alone.
+    assert_eq!(
+        heard(&vec![busy_by(1), down(), down()], 2),
+        [Answered, Silent, Silent]
+    );
+    // Decided without the third (busy, and one down): not known.
+    assert_eq!(
+        heard(&vec![busy_by(1), down(), None], 2),
+        [Answered, Silent, Unknown]
+    );
+    // Undecided: the fan-out waited for the two until its time was up.
+    assert_eq!(
+        heard(&vec![busy_by(1), None, None], 2),
+        [Answered, Silent, Silent]
+    );
+    // Errors that are answers: a refusal, a master's own complaint.
+    assert_eq!(
+        heard(&vec![refusal(), complained(), g(3)], 2),
+        [Answered, Answered, Answered]
+    );
+}
+
+#[test]
+fn out_of_reach_when_too_few_masters_are_left_to_answer() {
+    use Heard::*;
+    let fresh = [false; 5];
+    assert!(out_of_reach(&[Answered, Silent, Silent], &fresh, 2));
+    assert!(out_of_reach(&[Silent, Silent, Silent], &fresh, 2));
+    // One master down and a busy lock: busy, not out of reach.
+    assert!(!out_of_reach(&[Answered, Silent, Unknown], &fresh, 2));
+    assert!(!out_of_reach(&[Answered, Silent, Answered], &fresh, 2));
+    assert!(!out_of_reach(
+        &[Answered, Answered, Silent, Silent, Unknown],
+        &fresh,
+        3
+    ));
+    assert!(out_of_reach(
+        &[Answered, Silent, Silent, Silent, Unknown],
+        &fresh,
+        3
+    ));
+    assert!(!out_of_reach(&[Answered], &fresh, 1));
+    assert!(out_of_reach(&[Silent], &fresh, 1));
+    // Two masters frozen together: the first to time out decided the
+    // attempt without the other, which had been silent before.
+    let before = [false, true, true];
+    assert!(out_of_reach(&[Answered, Unknown, Silent], &before, 2));
+    // One that answered since is not silent.
+    assert!(!out_of_reach(&[Answered, Answered, Silent], &before, 2));
+}
+
+#[test]
+fn no_answer_since_names_each_silent_master() {
+    let since = [
+        "Redis at a:1 has not answered since 2026-11-27T15:05:25Z (4.5s)".to_string(),
+        "Redis at b:2 has not answered since 2026-11-27T15:05:26Z (3.5s)".to_string(),
+    ];
+    let e = no_answer_since("acquire \"k\"", 3, 2, None, &since);
+    assert!(matches!(e, Error::Unavailable { .. }));
+    assert!(
+        e.to_string().starts_with(
+            "acquire \"k\": RedLock needs 2 of 3 Redis masters; \
+             Redis at a:1 has not answered since 2026-11-27T15:05:25Z (4.5s), \
+             Redis at b:2 has not answered since 2026-11-27T15:05:26Z (3.5s): no majority"
+        ),
+        "{e}"
+    );
+    let said = Error::Conflict("refused".into());
+    let e = no_answer_since("acquire \"k\"", 3, 2, Some(&said), &since[..1]);
+    assert!(
+        e.to_string()
+            .contains("(3.5s) (one that did said: refused): ")
+            || e.to_string()
+                .contains("(4.5s) (one that did said: refused): "),
+        "{e}"
+    );
+}
+
 #[test]
 fn no_answer_names_the_count_and_what_one_said() {
     let said = Error::Conflict("refused".into());
