@@ -117,8 +117,16 @@ fn a_stdout_closed_at_start_is_an_error_and_nothing_is_held() {
     let closed = |args: &[&str]| {
         let started = std::time::Instant::now();
         let out = std::process::Command::new("sh")
-            .args(["-c", "exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_rlock")])
-            .args(args)
+            // In the text, not `exec "$0" "$@"`: `--keep` watches this
+            // shell, and looks through a parent whose argv ends with ours.
+            .args([
+                "-c",
+                &format!(
+                    "'{}' {} >&-; exit $?",
+                    env!("CARGO_BIN_EXE_rlock"),
+                    args.join(" ")
+                ),
+            ])
             .env("RLOCK_URL", r.url())
             .env("RLOCK_PREFIX", &r.prefix)
             .stdin(std::process::Stdio::null())
