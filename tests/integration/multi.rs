@@ -359,6 +359,17 @@ fn rw_takes_a_set_too() {
         .args(["rw", "write", "b", "--and", "b", "--", "true"])
         .run()
         .fails(64, "named twice");
+    // Without a command: one token per lock, as `acquire a b` prints.
+    let out = rlock(&r)
+        .args(["rw", "read", "b", "--and", "a", "--ttl", "5s"])
+        .run()
+        .ok()
+        .stdout;
+    let toks: Vec<&str> = out.lines().collect();
+    assert_eq!(toks.len(), 2, "{out}");
+    for (k, t) in [("b", toks[0]), ("a", toks[1])] {
+        rlock(&r).args(["release", k, "--token", t]).run().ok();
+    }
     r.assert_nothing_held(&[]);
 }
 
