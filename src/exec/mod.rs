@@ -119,6 +119,7 @@ use crate::clock::BootTime;
 use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
 pub(crate) use guard::close_all_but;
+pub use crate::hold::{KillCause, OnLost};
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
@@ -126,7 +127,7 @@ use guard::guard_killed;
 use guard::{Guard, Launch};
 use renew::Renewal;
 use supervisor::Supervisor;
-pub(crate) use supervisor::kill_point;
+pub(crate) use crate::hold::kill_point;
 use take::{acquire, ends_wait};
 
 /// Signals rlock passes on to the command once it runs.
@@ -138,18 +139,6 @@ pub const FORWARDED: [i32; 6] = [
     libc::SIGUSR1,
     libc::SIGUSR2,
 ];
-
-/// What to do with the command when the lock is lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnLost {
-    /// SIGTERM to every process of the command, SIGKILL after the grace
-    /// period (never later than the lease allows).
-    Term,
-    /// SIGKILL to every process of the command at once.
-    Kill,
-    /// Let the command, and what it started, run on; only report the loss.
-    Ignore,
-}
 
 /// The command to run and how to treat it.
 #[derive(Clone, Debug)]
@@ -208,19 +197,6 @@ pub enum Event<'a> {
     /// had exited this long before that deadline: not a loss, the exit
     /// status is the command's.
     ReleasedLate(Duration),
-}
-
-/// Why rlock sent SIGKILL to the command's tree (see [`Event::Killed`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KillCause {
-    /// The tree outlived `--grace` after this signal was passed on to it.
-    Grace(i32),
-    /// This signal (INT or TERM) was passed on a second time: SIGKILL at
-    /// once.
-    Again(i32),
-    /// `--kill-leftovers`: what the command left running outlived
-    /// `--grace` after the SIGTERM it got when the command exited.
-    Leftovers,
 }
 
 /// How the command ended.
