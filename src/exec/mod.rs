@@ -25,7 +25,10 @@
 //!   renewal confirmed with TTL/3 of validity left, e.g. Redis frozen or
 //!   unreachable): the supervisor (`supervisor.rs`) SIGTERMs the tree
 //!   itself and sets the guard's deadline to min(now + `--grace`, kill
-//!   deadline); at that point both processes SIGKILL the tree.
+//!   deadline); at that point both processes SIGKILL the tree. What to do
+//!   and when is decided by the hold core (`crate::hold`: a pure
+//!   function of state, event and time, unit-tested), which the
+//!   supervisor drives with the real clock, signals and Redis.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
 //!   the guard.
@@ -118,16 +121,16 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
-pub(crate) use guard::close_all_but;
 pub use crate::hold::{KillCause, OnLost};
+pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
+pub(crate) use crate::hold::kill_point;
 use guard::guard_killed;
 use guard::{Guard, Launch};
 use renew::Renewal;
 use supervisor::Supervisor;
-pub(crate) use crate::hold::kill_point;
 use take::{acquire, ends_wait};
 
 /// Signals rlock passes on to the command once it runs.

@@ -136,7 +136,10 @@ impl Supervisor<'_, '_, '_> {
         let valid = self.valid_until();
         if valid != state.valid_until {
             let now = BootTime::now();
-            self.act(hold::decide(state, hold::Event::Renewed(valid), now), &mut |_| {});
+            self.act(
+                hold::decide(state, hold::Event::Renewed(valid), now),
+                &mut |_| {},
+            );
         }
     }
 
