@@ -114,10 +114,16 @@ impl Supervisor<'_, '_, '_> {
             msgs.push(None);
             for msg in std::mem::take(&mut msgs) {
                 let event = match msg {
-                    Some(Msg::Guard(report)) => match self.guard_report(report, state) {
-                        Some(event) => event,
-                        None => continue,
-                    },
+                    Some(Msg::Guard(Report::Stopped(sig))) => {
+                        // The core first (the renewer may be due), then
+                        // the terminal, which may stop rlock.
+                        if self.step(state, hold::Event::Stopped, on_event) {
+                            return;
+                        }
+                        self.job_stopped(sig, state);
+                        continue;
+                    }
+                    Some(Msg::Guard(report)) => self.guard_report(report),
                     Some(Msg::Signal(sig)) => hold::Event::Signal(sig),
                     Some(Msg::Lost(why)) => hold::Event::Lost(why),
                     None => hold::Event::Tick,
@@ -157,9 +163,9 @@ impl Supervisor<'_, '_, '_> {
     }
 
     /// What the driver does with a guard's report before the core sees it
-    /// (the terminal, the command's pid); None: the core has no use for it.
-    fn guard_report(&mut self, report: Report, state: &State) -> Option<hold::Event> {
-        Some(match report {
+    /// (the terminal, the command's pid), and the core's event for it.
+    fn guard_report(&mut self, report: Report) -> hold::Event {
+        match report {
             Report::Started(pid) => {
                 // Comes first of the guard's reports, but only when the
                 // guard gets to send it: one stopped (or starved) between
@@ -188,28 +194,8 @@ impl Supervisor<'_, '_, '_> {
                 }
                 hold::Event::Exited(st)
             }
-            Report::Stopped(sig)
-                if self.interactive
-                    || (self.term.is_some()
-                        && matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)) =>
-            {
-                // Job control, or a background command that touched the
-                // terminal: stop rlock's job too (see tty.rs). Under
-                // `--on-lost ignore` the guard has no kill deadline:
-                // nothing kills a job stopped past its lease, so it is
-                // continued like any other (it was left stopped for ever
-                // under a running rlock).
-                let valid = || state.may_continue(self.valid_until(), BootTime::now());
-                // (The guard reports the start before any stop.)
-                let pgid = self.pgid.unwrap_or_default();
-                if tty::suspend(self.term, pgid, sig, valid) {
-                    // Continue the job, through the guard (see kill_tree on
-                    // why not killpg).
-                    self.guard.signal(libc::SIGCONT);
-                }
-                return None;
-            }
-            Report::Stopped(_) => return None,
+            // Job control: see `job_stopped`.
+            Report::Stopped(_) => hold::Event::Stopped,
             Report::SpawnFailed(e) => hold::Event::SpawnFailed(e),
             Report::Empty => hold::Event::Empty,
             // Someone killed the guard. The kernel killed the command
@@ -218,7 +204,30 @@ impl Supervisor<'_, '_, '_> {
             // reaped and its number reused.
             Report::Gone => hold::Event::GuardGone,
             Report::Enforced => hold::Event::Enforced,
-        })
+        }
+    }
+
+    /// The command was stopped by `sig`.
+    fn job_stopped(&self, sig: i32, state: &State) {
+        if !(self.interactive
+            || (self.term.is_some()
+                && matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)))
+        {
+            return;
+        }
+        // Job control, or a background command that touched the terminal:
+        // stop rlock's job too (see tty.rs). Under `--on-lost ignore` the
+        // guard has no kill deadline: nothing kills a job stopped past its
+        // lease, so it is continued like any other (it was left stopped
+        // for ever under a running rlock).
+        let valid = || state.may_continue(self.valid_until(), BootTime::now());
+        // (The guard reports the start before any stop.)
+        let pgid = self.pgid.unwrap_or_default();
+        if tty::suspend(self.term, pgid, sig, valid) {
+            // Continue the job, through the guard (see kill_tree on why
+            // not killpg).
+            self.guard.signal(libc::SIGCONT);
+        }
     }
 
     /// Carry out the core's actions, in order; true on [`Action::Finish`].

@@ -25,6 +25,7 @@ pub(crate) fn decide(state: &mut State, event: Event, now: BootTime) -> Vec<Acti
     }
     match event {
         Event::Started => state.started = true,
+        Event::Stopped => {}
         Event::Exited(st) => {
             state.status = Some(st);
             if state.lost.is_some() && state.policy.on_lost != OnLost::Ignore {

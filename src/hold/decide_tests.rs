@@ -736,3 +736,14 @@ fn wake_up_is_at_most_an_hour_away() {
         at(6_000) + Duration::from_secs(3600)
     );
 }
+
+#[test]
+fn a_stop_decides_nothing_but_a_due_renewers_start() {
+    let mut s = hold();
+    assert!(decide(&mut s, Event::Stopped, at(1_000)).is_empty());
+    assert_eq!(
+        decide(&mut s, Event::Stopped, at(10_000)),
+        vec![Action::StartRenewer]
+    );
+    assert!(s.lost.is_none() && s.kill_at.is_none());
+}

@@ -1,7 +1,7 @@
 //! The hold core: what to do about a held lock and the processes that act
 //! for its holder, decided by a pure function of (state, event, now).
 //!
-//! [`decide`] takes one [`Event`] (a report of the guard, a signal for
+//! [`decide()`] takes one [`Event`] (a report of the guard, a signal for
 //! rlock, a renewal's result, or the clock's [`Event::Tick`]) at a time
 //! `now`, updates the [`State`] and returns the [`Action`]s to take, in
 //! order; [`wake_at`] says when the next tick is due. Nothing here reads a
@@ -60,6 +60,10 @@ pub(crate) enum Event {
     SpawnFailed(std::io::Error),
     /// The command exited with this status.
     Exited(ExitStatus),
+    /// The command was stopped by a signal. Job control (stopping rlock's
+    /// job, continuing the command) is the driver's; a stop asks for no
+    /// decision of the core but the renewer's start, if it is due.
+    Stopped,
     /// The guard's kill deadline passed and it SIGKILLed the tree (or, had
     /// it not started the command yet, did not start it).
     Enforced,
