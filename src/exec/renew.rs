@@ -64,7 +64,7 @@ impl<'s, 'e> Renewer<'s, 'e> {
     }
 
     /// Start the thread, unless it runs or renewing was stopped. If the
-    /// thread cannot be created, nothing renews: the supervisor declares
+    /// thread cannot be created, nothing renews: the hold core declares
     /// the lock lost at TTL/3 before its end, and the guard kills at the
     /// kill deadline, as when Redis does not answer.
     pub(crate) fn start(&mut self) {
