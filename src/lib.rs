@@ -39,6 +39,7 @@ pub mod error;
 pub mod exec;
 pub mod exit_code;
 mod fd;
+mod hold;
 pub mod keep;
 pub mod lock;
 mod locker;

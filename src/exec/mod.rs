@@ -25,7 +25,10 @@
 //!   renewal confirmed with TTL/3 of validity left, e.g. Redis frozen or
 //!   unreachable): the supervisor (`supervisor.rs`) SIGTERMs the tree
 //!   itself and sets the guard's deadline to min(now + `--grace`, kill
-//!   deadline); at that point both processes SIGKILL the tree.
+//!   deadline); at that point both processes SIGKILL the tree. What to do
+//!   and when is decided by the hold core (`crate::hold`: a pure
+//!   function of state, event and time, unit-tested), which the
+//!   supervisor drives with the real clock, signals and Redis.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
 //!   the guard.
@@ -118,15 +121,16 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
+pub use crate::hold::{KillCause, OnLost};
 pub(crate) use guard::close_all_but;
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
+pub(crate) use crate::hold::kill_point;
 use guard::guard_killed;
 use guard::{Guard, Launch};
 use renew::Renewal;
 use supervisor::Supervisor;
-pub(crate) use supervisor::kill_point;
 use take::{acquire, ends_wait};
 
 /// Signals rlock passes on to the command once it runs.
@@ -138,18 +142,6 @@ pub const FORWARDED: [i32; 6] = [
     libc::SIGUSR1,
     libc::SIGUSR2,
 ];
-
-/// What to do with the command when the lock is lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnLost {
-    /// SIGTERM to every process of the command, SIGKILL after the grace
-    /// period (never later than the lease allows).
-    Term,
-    /// SIGKILL to every process of the command at once.
-    Kill,
-    /// Let the command, and what it started, run on; only report the loss.
-    Ignore,
-}
 
 /// The command to run and how to treat it.
 #[derive(Clone, Debug)]
@@ -208,19 +200,6 @@ pub enum Event<'a> {
     /// had exited this long before that deadline: not a loss, the exit
     /// status is the command's.
     ReleasedLate(Duration),
-}
-
-/// Why rlock sent SIGKILL to the command's tree (see [`Event::Killed`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KillCause {
-    /// The tree outlived `--grace` after this signal was passed on to it.
-    Grace(i32),
-    /// This signal (INT or TERM) was passed on a second time: SIGKILL at
-    /// once.
-    Again(i32),
-    /// `--kill-leftovers`: what the command left running outlived
-    /// `--grace` after the SIGTERM it got when the command exited.
-    Leftovers,
 }
 
 /// How the command ended.

@@ -2,10 +2,11 @@
 //! publishes each confirmed validity deadline to the supervisor, and moves
 //! the guard's kill deadline with it.
 //!
-//! It runs on a thread of its own, which the supervisor starts only when
-//! the first renewal is due, or before it reports anything (a report may
-//! block on a full stderr): a command that ends within TTL/3 costs no
-//! thread and no second connection.
+//! It runs on a thread of its own, which the supervisor starts when the
+//! hold core says so (`crate::hold`): when the first renewal is due
+//! (TTL/3 after the grant's request), or before it reports anything (a
+//! report may block on a full stderr). A command that ends within TTL/3
+//! costs no thread and no second connection.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -38,18 +39,11 @@ pub(crate) struct Renewal<'a> {
     pub cmd_pid: &'a AtomicI32,
 }
 
-/// When the first renewal is due (the command's start may have taken a
-/// while: it counts from the grant's request).
-fn first_due(lease: &Lease) -> BootTime {
-    RenewalSchedule::new(lease.valid_until, lease.ttl).first
-}
-
 /// The supervisor's handle on the renewer thread, which starts on demand.
 pub(crate) struct Renewer<'s, 'e> {
     scope: &'s Scope<'s, 'e>,
     /// What the thread takes when it starts.
     pending: Option<(&'e mut Locker, Renewal<'e>)>,
-    due: BootTime,
     thread: Option<Thread>,
     /// One byte per definite loss, from the thread (see [`Renewer::lost`]).
     lost: Option<std::io::PipeReader>,
@@ -63,20 +57,14 @@ impl<'s, 'e> Renewer<'s, 'e> {
     ) -> Renewer<'s, 'e> {
         Renewer {
             scope,
-            due: first_due(r.lease),
             pending: Some((locker, r)),
             thread: None,
             lost: None,
         }
     }
 
-    /// When the thread must be running, if it is not yet.
-    pub(crate) fn due(&self) -> Option<BootTime> {
-        self.pending.as_ref().map(|_| self.due)
-    }
-
     /// Start the thread, unless it runs or renewing was stopped. If the
-    /// thread cannot be created, nothing renews: the supervisor declares
+    /// thread cannot be created, nothing renews: the hold core declares
     /// the lock lost at TTL/3 before its end, and the guard kills at the
     /// kill deadline, as when Redis does not answer.
     pub(crate) fn start(&mut self) {

@@ -1,23 +1,25 @@
-//! The supervisor loop: the one place that decides what happens to the
-//! command, from the guard's reports, rlock's signals, the renewer's
-//! losses and the clock. It runs on rlock's main thread as one poll over
-//! the guard's socket, the signalfd and the renewer's pipe: no thread of
-//! its own, and none to read for it.
+//! The supervisor loop: the driver of the hold core (`crate::hold`) for
+//! `rlock exec`. It turns the guard's reports, rlock's signals, the
+//! renewer's results and the clock into the core's events, and carries out
+//! the actions the core decides on: signals, the guard's kill deadline,
+//! the renewer, the reports. It runs on rlock's main thread as one poll
+//! over the guard's socket, the signalfd and the renewer's pipe: no thread
+//! of its own, and none to read for it. What is not a decision stays here:
+//! the terminal (job control, see tty.rs) and the command's pid.
 
 use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::Duration;
 
 use crate::Lease;
 use crate::clock::BootTime;
-use crate::duration::human;
+use crate::hold::{self, Action, State};
 
 use super::guard::{Guard, Report};
 use super::renew::Renewer;
-use super::{Event, KillCause, OnLost, Spec, tree, tty};
+use super::{Event, Spec, tree, tty};
 
-/// Events for the supervisor.
+/// What the poll read.
 enum Msg {
     Guard(Report),
     /// A signal for rlock, to pass on.
@@ -25,10 +27,6 @@ enum Msg {
     /// The renewer found the lock gone.
     Lost(String),
 }
-
-/// A SIGKILL due at a time, and why: what to report when it is sent (None:
-/// nothing, it is a loss's, which the loss's own line announced).
-type Due = Option<(BootTime, Option<KillCause>)>;
 
 /// How the command ended.
 pub(crate) struct Outcome {
@@ -54,7 +52,7 @@ pub(crate) struct Supervisor<'a, 's, 'e> {
     pub guard: &'a Guard,
     /// The command's pid, which is also its process group: None until the
     /// guard reports the start, which this loop waits for like any other
-    /// report (see `supervise`).
+    /// report (see `Report::Started` below).
     pub pgid: Option<libc::pid_t>,
     pub lease: &'a Lease,
     pub spec: &'a Spec,
@@ -79,218 +77,174 @@ impl Supervisor<'_, '_, '_> {
     /// Supervise until no process of the command's tree is left. The
     /// renewer is stopped when this returns.
     pub(crate) fn run(mut self, on_event: &mut dyn FnMut(Event)) -> Outcome {
-        let out = self.supervise(on_event);
+        let policy = hold::Policy {
+            on_lost: self.spec.on_lost,
+            grace: self.spec.grace,
+            kill_leftovers: self.spec.kill_leftovers,
+            max_hold: self.spec.max_hold,
+        };
+        let mut state = State::new(
+            policy,
+            self.lease.valid_until,
+            self.lease.ttl,
+            self.overrun_at,
+        );
+        self.supervise(&mut state, on_event);
         self.stop_renewing();
-        out
+        Outcome {
+            pgid: self.pgid,
+            spawn_failed: state.spawn_failed,
+            status: state.status,
+            lost: state.lost,
+            guard_killed: state.guard_killed,
+            ended: state.ended,
+            overran: state.overran,
+        }
     }
 
-    fn supervise(&mut self, on_event: &mut dyn FnMut(Event)) -> Outcome {
-        // Without a confirmed renewal, the lock counts as lost this long
-        // before its validity deadline, leaving time to stop the command.
-        let lead = self.lease.ttl / 3;
-        let mut out = Outcome {
-            pgid: None,
-            spawn_failed: None,
-            status: None,
-            lost: None,
-            guard_killed: false,
-            ended: None,
-            overran: false,
-        };
-        let mut kill_at: Due = None;
-        let mut interrupts = 0;
-        let mut stalled = false;
+    fn supervise(&mut self, state: &mut State, on_event: &mut dyn FnMut(Event)) {
         let mut msgs = Vec::new();
         loop {
-            let mut wake = BootTime::now() + Duration::from_secs(3600);
-            if out.lost.is_none() && !stalled {
-                wake = wake.min(self.valid_until() - lead);
-            } else if stalled {
-                wake = wake.min(BootTime::now() + lead.min(Duration::from_secs(1)));
-            }
-            if let Some((k, _)) = kill_at {
-                wake = wake.min(k);
-            }
-            if let Some(due) = self.renewer.due() {
-                wake = wake.min(due);
-            }
-            if let Some(at) = self.overrun_at.filter(|_| !out.overran) {
-                wake = wake.min(at);
-            }
+            self.sync(state);
             // poll's timeout runs on CLOCK_MONOTONIC: after a suspend it
             // wakes late, which is why the guard holds the kill deadline too.
-            self.wait(wake, &mut msgs);
-            if self.renewer.due().is_some_and(BootTime::passed) {
-                self.renewer.start();
-            }
+            self.wait(hold::wake_at(state, BootTime::now()), &mut msgs);
             // Then the clock's turn, every time (a stream of signals must
             // not hold a deadline back).
             msgs.push(None);
             for msg in std::mem::take(&mut msgs) {
-                match msg {
-                    Some(Msg::Guard(Report::Exited(st))) => {
-                        out.status = Some(st);
-                        if let Some((t, pgid)) = self.term.zip(self.pgid) {
-                            // As a shell does once its job's processes
-                            // exit: a leftover keeps running, but in the
-                            // background. Left with the terminal, it took
-                            // Ctrl-C and Ctrl-Z instead of rlock: a
-                            // leftover that ignores SIGINT (`cmd &` in a
-                            // script) could not be interrupted, and one
-                            // stopped by Ctrl-Z was never continued, so
-                            // rlock held the lock for ever.
-                            t.take_back(pgid);
+                let event = match msg {
+                    Some(Msg::Guard(Report::Stopped(sig))) => {
+                        // The core first (the renewer may be due), then
+                        // the terminal, which may stop rlock.
+                        if self.step(state, hold::Event::Stopped, on_event) {
+                            return;
                         }
-                        if out.lost.is_some() && self.spec.on_lost != OnLost::Ignore {
-                            // Nothing the command left behind may outlive a
-                            // lost lock either.
-                            self.kill_tree();
-                        } else if self.spec.kill_leftovers {
-                            self.guard.signal(libc::SIGTERM);
-                            let at = BootTime::now() + self.spec.grace;
-                            kill_at = earliest(kill_at, at, Some(KillCause::Leftovers));
-                        }
+                        self.job_stopped(sig, state);
+                        continue;
                     }
-                    Some(Msg::Guard(Report::Stopped(sig)))
-                        if self.interactive
-                            || (self.term.is_some()
-                                && matches!(
-                                    sig,
-                                    libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-                                )) =>
-                    {
-                        // Job control, or a background command that touched
-                        // the terminal: stop rlock's job too (see tty.rs).
-                        // Under `--on-lost ignore` the guard has no kill
-                        // deadline: nothing kills a job stopped past its
-                        // lease, so it is continued like any other (it was
-                        // left stopped for ever under a running rlock).
-                        let valid = || {
-                            self.spec.on_lost == OnLost::Ignore || BootTime::now() < self.kill_by()
-                        };
-                        // (The guard reports the start before any stop.)
-                        let pgid = self.pgid.unwrap_or_default();
-                        if tty::suspend(self.term, pgid, sig, valid) {
-                            // Continue the job, through the guard (see
-                            // kill_tree on why not killpg).
-                            self.guard.signal(libc::SIGCONT);
-                        }
-                    }
-                    Some(Msg::Guard(Report::Started(pid))) => {
-                        // Comes first of the guard's reports, but only when
-                        // the guard gets to send it: one stopped (or
-                        // starved) between the command's exec and this
-                        // report held rlock in a blocking wait for it, with
-                        // no renewal, no signal and no deadline looked at,
-                        // while the command ran and the lease expired under
-                        // it (two holders). Waited for here instead, every
-                        // rule of this loop applies from the start.
-                        self.pgid = Some(pid);
-                        out.pgid = Some(pid);
-                        self.cmd_pid.store(pid, Ordering::SeqCst);
-                        if let Some(t) = self.term.filter(|_| self.interactive) {
-                            t.give(pid);
-                        }
-                    }
-                    Some(Msg::Guard(Report::Stopped(_))) => {}
-                    Some(Msg::Guard(Report::SpawnFailed(e))) => {
-                        // Nothing runs; the guard exits.
-                        out.spawn_failed = Some(e);
-                        return out;
-                    }
-                    Some(Msg::Guard(Report::Empty)) => {
-                        out.ended = Some(BootTime::now());
-                        return out;
-                    }
-                    Some(Msg::Guard(Report::Gone)) => {
-                        // Someone killed the guard. The kernel killed the
-                        // command (PR_SET_PDEATHSIG); the rest of its tree went
-                        // to init and is out of reach: no killpg by a group id
-                        // whose leader may be reaped and its number reused.
-                        out.guard_killed = true;
-                        return out;
-                    }
-                    Some(Msg::Guard(Report::Enforced)) => {
-                        if out.lost.is_none() {
-                            // Before "started": the guard read the go only
-                            // after the kill deadline it had, and did not
-                            // start the command (see guard/process.rs).
-                            let (why, action) = if self.pgid.is_none() {
-                                (
-                                    "the guard process was stopped or starved past the kill \
-                                     deadline before it could start the command"
-                                        .to_string(),
-                                    "the command was not started",
-                                )
-                            } else {
-                                (
-                                    format!(
-                                        "no renewal was confirmed in time (rlock stalled?); the \
-                                         guard killed the command {} before the lease's end",
-                                        human(kill_margin(self.lease.ttl))
-                                    ),
-                                    "killed every process of the command",
-                                )
-                            };
-                            on_event(Event::Lost { why: &why, action });
-                            out.lost = Some(why);
-                            self.stop_renewing();
-                        }
-                    }
-                    Some(Msg::Signal(sig)) => {
-                        self.guard.signal(sig);
-                        self.report(on_event, Event::Forwarded(sig));
-                        if matches!(sig, libc::SIGINT | libc::SIGTERM) {
-                            interrupts += 1;
-                        }
-                        if interrupts >= 2 {
-                            self.kill(on_event, Some(KillCause::Again(sig)), &out);
-                            kill_at = None;
-                        } else if crate::signals::ENDS_WAIT.contains(&sig) {
-                            let at = BootTime::now() + self.spec.grace;
-                            kill_at = earliest(kill_at, at, Some(KillCause::Grace(sig)));
-                        }
-                    }
-                    Some(Msg::Lost(why)) => {
-                        if out.lost.is_none() {
-                            kill_at = self.lose(&why, kill_at, on_event);
-                            out.lost = Some(why);
-                        }
-                    }
-                    None => {
-                        let now = BootTime::now();
-                        let stale = now + lead >= self.valid_until();
-                        if self.spec.on_lost == OnLost::Ignore {
-                            // Nothing to enforce: keep renewing (Redis may come
-                            // back while the lease lives) and say so once.
-                            if stale && !stalled && out.lost.is_none() {
-                                stalled = true;
-                                self.report(on_event, Event::Unconfirmed(self.lease.ttl - lead));
-                            }
-                            stalled &= stale;
-                        } else if out.lost.is_none() && stale {
-                            let why = format!(
-                                "no renewal confirmed for {}",
-                                human(self.lease.ttl - lead)
-                            );
-                            kill_at = self.lose(&why, kill_at, on_event);
-                            out.lost = Some(why);
-                        }
-                        if self.overrun_at.is_some_and(|at| now >= at)
-                            && !out.overran
-                            && out.lost.is_none()
-                        {
-                            out.overran = true;
-                            kill_at = self.overrun(kill_at, on_event);
-                        }
-                        if let Some((_, cause)) = kill_at.filter(|&(k, _)| now >= k) {
-                            self.kill(on_event, cause, &out);
-                            kill_at = None;
-                        }
-                    }
+                    Some(Msg::Guard(report)) => self.guard_report(report),
+                    Some(Msg::Signal(sig)) => hold::Event::Signal(sig),
+                    Some(Msg::Lost(why)) => hold::Event::Lost(why),
+                    None => hold::Event::Tick,
+                };
+                if self.step(state, event, on_event) {
+                    return;
                 }
             }
         }
+    }
+
+    /// Feed the core the validity deadline the renewer last confirmed (the
+    /// renewer moves the guard's deadline itself: a supervisor blocked on
+    /// stderr must not hold that back).
+    fn sync(&mut self, state: &mut State) {
+        let valid = self.valid_until();
+        if valid != state.valid_until {
+            let now = BootTime::now();
+            self.act(
+                hold::decide(state, hold::Event::Renewed(valid), now),
+                &mut |_| {},
+            );
+        }
+    }
+
+    /// Decide on `event` now and carry the actions out; true once
+    /// supervision is over.
+    fn step(
+        &mut self,
+        state: &mut State,
+        event: hold::Event,
+        on_event: &mut dyn FnMut(Event),
+    ) -> bool {
+        self.sync(state);
+        let actions = hold::decide(state, event, BootTime::now());
+        self.act(actions, on_event)
+    }
+
+    /// What the driver does with a guard's report before the core sees it
+    /// (the terminal, the command's pid), and the core's event for it.
+    fn guard_report(&mut self, report: Report) -> hold::Event {
+        match report {
+            Report::Started(pid) => {
+                // Comes first of the guard's reports, but only when the
+                // guard gets to send it: one stopped (or starved) between
+                // the command's exec and this report held rlock in a
+                // blocking wait for it, with no renewal, no signal and no
+                // deadline looked at, while the command ran and the lease
+                // expired under it (two holders). Waited for here instead,
+                // every rule of the core applies from the start.
+                self.pgid = Some(pid);
+                self.cmd_pid.store(pid, Ordering::SeqCst);
+                if let Some(t) = self.term.filter(|_| self.interactive) {
+                    t.give(pid);
+                }
+                hold::Event::Started
+            }
+            Report::Exited(st) => {
+                if let Some((t, pgid)) = self.term.zip(self.pgid) {
+                    // As a shell does once its job's processes exit: a
+                    // leftover keeps running, but in the background. Left
+                    // with the terminal, it took Ctrl-C and Ctrl-Z instead
+                    // of rlock: a leftover that ignores SIGINT (`cmd &` in
+                    // a script) could not be interrupted, and one stopped
+                    // by Ctrl-Z was never continued, so rlock held the
+                    // lock for ever.
+                    t.take_back(pgid);
+                }
+                hold::Event::Exited(st)
+            }
+            // Job control: see `job_stopped`.
+            Report::Stopped(_) => hold::Event::Stopped,
+            Report::SpawnFailed(e) => hold::Event::SpawnFailed(e),
+            Report::Empty => hold::Event::Empty,
+            // Someone killed the guard. The kernel killed the command
+            // (PR_SET_PDEATHSIG); the rest of its tree went to init and is
+            // out of reach: no killpg by a group id whose leader may be
+            // reaped and its number reused.
+            Report::Gone => hold::Event::GuardGone,
+            Report::Enforced => hold::Event::Enforced,
+        }
+    }
+
+    /// The command was stopped by `sig`.
+    fn job_stopped(&self, sig: i32, state: &State) {
+        if !(self.interactive
+            || (self.term.is_some()
+                && matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)))
+        {
+            return;
+        }
+        // Job control, or a background command that touched the terminal:
+        // stop rlock's job too (see tty.rs). Under `--on-lost ignore` the
+        // guard has no kill deadline: nothing kills a job stopped past its
+        // lease, so it is continued like any other (it was left stopped
+        // for ever under a running rlock).
+        let valid = || state.may_continue(self.valid_until(), BootTime::now());
+        // (The guard reports the start before any stop.)
+        let pgid = self.pgid.unwrap_or_default();
+        if tty::suspend(self.term, pgid, sig, valid) {
+            // Continue the job, through the guard (see kill_tree on why
+            // not killpg).
+            self.guard.signal(libc::SIGCONT);
+        }
+    }
+
+    /// Carry out the core's actions, in order; true on [`Action::Finish`].
+    fn act(&mut self, actions: Vec<Action>, on_event: &mut dyn FnMut(Event)) -> bool {
+        for action in actions {
+            match action {
+                Action::Forward(sig) => self.guard.signal(sig),
+                Action::Terminate => tree::signal_all(self.guard.pid(), libc::SIGTERM),
+                Action::Kill => self.kill_tree(),
+                Action::Deadline(at) => self.guard.deadline(Some(at)),
+                Action::StartRenewer => self.renewer.start(),
+                Action::StopRenewer => self.stop_renewing(),
+                Action::Report(r) => report(r, on_event),
+                Action::Finish => return true,
+            }
+        }
+        false
     }
 
     /// Wait until something is ready or `wake`, and collect what is.
@@ -322,19 +276,6 @@ impl Supervisor<'_, '_, '_> {
         }
     }
 
-    /// Report `ev`. The renewer is started first if it has not been: the
-    /// report may block (a full stderr pipe), and renewals must go on
-    /// meanwhile.
-    fn report(&mut self, on_event: &mut dyn FnMut(Event), ev: Event) {
-        self.renewer.start();
-        on_event(ev);
-    }
-
-    /// When the tree must be dead if nothing confirms the lease further.
-    fn kill_by(&self) -> BootTime {
-        kill_point(self.valid_until(), self.lease.ttl)
-    }
-
     fn stop_renewing(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.renewer.unpark();
@@ -351,109 +292,18 @@ impl Supervisor<'_, '_, '_> {
         self.guard.signal(libc::SIGKILL);
         tree::signal_all(self.guard.pid(), libc::SIGKILL);
     }
-
-    /// SIGKILL the tree, and say why (nothing for a loss's SIGKILL: the
-    /// loss's line said it would come, and a loss is one line).
-    fn kill(&mut self, on_event: &mut dyn FnMut(Event), cause: Option<KillCause>, out: &Outcome) {
-        self.kill_tree();
-        if let Some(cause) = cause {
-            let command = out.status.is_none();
-            self.report(on_event, Event::Killed { cause, command });
-        }
-    }
-
-    /// `--max-hold` is over: SIGTERM to every process of the tree (the
-    /// command, or what it left running), SIGKILL after `--grace` (never
-    /// later than the kill deadline, which the guard holds anyway); returns
-    /// the new SIGKILL deadline. The lock is still held, and renewed, until
-    /// the tree is gone: released then, as after any command.
-    fn overrun(&mut self, kill_at: Due, on_event: &mut dyn FnMut(Event)) -> Due {
-        let now = BootTime::now();
-        tree::signal_all(self.guard.pid(), libc::SIGTERM);
-        let at = now + self.spec.grace;
-        let max = self.spec.max_hold.unwrap_or_default();
-        self.report(on_event, Event::Overran(max));
-        // The SIGKILL it announces: no second line.
-        earliest(kill_at, at, None)
-    }
-
-    /// Apply the lock-loss policy; returns the new SIGKILL deadline. The
-    /// signals and the guard's deadline are set before the event is
-    /// reported, so a blocked stderr cannot delay them.
-    fn lose(&self, why: &str, kill_at: Due, on_event: &mut dyn FnMut(Event)) -> Due {
-        self.stop_renewing();
-        let now = BootTime::now();
-        match self.spec.on_lost {
-            OnLost::Term if at_least_1ms(now, self.kill_by()) => {
-                let at = (now + self.spec.grace).min(self.kill_by());
-                // rlock stops the tree itself: the SIGTERM from its own walk
-                // of the guard's tree, the SIGKILL at `at` (`kill`, from
-                // this loop), so a guard stopped or starved (whose socket
-                // may be full, dropping what we send) cannot delay either
-                // past the lease. The guard's deadline is the second line,
-                // for an rlock stopped from here on. The SIGTERM goes one
-                // way only: a command's TERM trap would run twice.
-                self.guard.deadline(Some(at));
-                tree::signal_all(self.guard.pid(), libc::SIGTERM);
-                let action = format!(
-                    "sent SIGTERM to the command, SIGKILL in {} if it is still running",
-                    human(at - now)
-                );
-                on_event(Event::Lost {
-                    why,
-                    action: &action,
-                });
-                earliest(kill_at, at, None)
-            }
-            OnLost::Term => {
-                // No time left for a grace period (rlock was stopped or
-                // starved until the kill deadline).
-                self.kill_tree();
-                on_event(Event::Lost {
-                    why,
-                    action: "killed the command: no time was left for a grace period",
-                });
-                None
-            }
-            OnLost::Kill => {
-                self.kill_tree();
-                on_event(Event::Lost {
-                    why,
-                    action: "killed the command",
-                });
-                None
-            }
-            OnLost::Ignore => {
-                on_event(Event::Lost {
-                    why,
-                    action: "the command runs on without the lock (--on-lost ignore)",
-                });
-                kill_at
-            }
-        }
-    }
 }
 
-fn at_least_1ms(now: BootTime, then: BootTime) -> bool {
-    then - now >= Duration::from_millis(1)
-}
-
-/// The sooner of `due` and a SIGKILL at `at` for `cause`.
-fn earliest(due: Due, at: BootTime, cause: Option<KillCause>) -> Due {
-    match due {
-        Some((k, _)) if k <= at => due,
-        _ => Some((at, cause)),
+/// The core's report as exec's [`Event`].
+fn report(r: hold::Report, on_event: &mut dyn FnMut(Event)) {
+    match r {
+        hold::Report::Lost { why, action } => on_event(Event::Lost {
+            why: &why,
+            action: &action,
+        }),
+        hold::Report::Forwarded(sig) => on_event(Event::Forwarded(sig)),
+        hold::Report::Killed { cause, command } => on_event(Event::Killed { cause, command }),
+        hold::Report::Unconfirmed(d) => on_event(Event::Unconfirmed(d)),
+        hold::Report::Overran(d) => on_event(Event::Overran(d)),
     }
-}
-
-/// Margin between the validity deadline and the guard's SIGKILL, for the
-/// kernel to tear the processes down: TTL/20, at most 250 ms.
-fn kill_margin(ttl: Duration) -> Duration {
-    (ttl / 20).min(Duration::from_millis(250))
-}
-
-/// When the command's tree must be killed if the lease is valid until
-/// `valid_until` and nothing confirms it further.
-pub(crate) fn kill_point(valid_until: BootTime, ttl: Duration) -> BootTime {
-    valid_until - kill_margin(ttl)
 }
