@@ -119,6 +119,7 @@ use crate::clock::BootTime;
 use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
 pub(crate) use guard::close_all_but;
+pub use guard::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
@@ -401,6 +402,12 @@ pub fn run_set(
         }
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
+        // Should rlock die, the guard gives back these holds once the tree
+        // is gone (see guard/release.rs).
+        let all: Vec<&Lease> = std::iter::once(&lease).chain(&others).collect();
+        if let Some(settings) = guard::release_settings(&all) {
+            guard.release_if_killed(&settings);
+        }
         let sent = guard.spawn(&[
             ("RLOCK_KEY", &lease.key),
             ("RLOCK_TOKEN", lease.token.as_str()),
