@@ -28,7 +28,19 @@
 //!   deadline); at that point both processes SIGKILL the tree.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
-//!   the guard.
+//!   the guard. Once the guard has no child left (it is the tree's
+//!   subreaper, so none can be elsewhere) and rlock is confirmed dead (the
+//!   guard was re-parented), it gives back rlock's holds, so that the lock
+//!   passes on at once rather than when the lease ends: it runs this
+//!   binary as a short-lived releaser (`guard/release.rs`) with the
+//!   settings rlock sent it after the grant; the guard itself runs no Redis
+//!   client (a fork of a process that may have had threads). The holds are
+//!   those `release` below gives back, so a re-entered exec gives back its
+//!   own only; a release after the lease ended or the lock was lost finds
+//!   its token holding nothing and frees nothing else (lua/release.lua).
+//!   A live rlock that closes the socket itself is not dead, so the guard
+//!   never releases beside it. Without [`release_if_killed`] (a library
+//!   caller whose binary has no releaser) the lease ends with its TTL.
 //! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
 //!   **blocked** (a full stderr pipe, a hung write): it sends no new
 //!   deadline, so the guard's timer fires at the last kill deadline and the
