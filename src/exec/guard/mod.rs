@@ -26,7 +26,10 @@
 //! library's `environ` (no lock), and takes no lock that another thread of
 //! the forking process could hold: in the binary it is forked while rlock
 //! has one thread; a library caller with other threads relies on glibc's
-//! fork-safe malloc for the few allocations it makes.
+//! fork-safe malloc for the few allocations it makes. It runs no Redis
+//! client: the release after rlock's death is made by a process it forks
+//! and that execs at once (see [`release`]), whose room the guard makes
+//! before the command starts.
 //!
 //! The parts: [`wire`] the messages both ways (encode and decode side by
 //! side), [`handle`] rlock's side (the [`Guard`] handle), [`process`] the

@@ -47,7 +47,7 @@ pub struct Releaser {
 
 static RELEASER: Mutex<Option<Releaser>> = Mutex::new(None);
 
-/// Have the guard of every later [`super::super::run`] give the lock back
+/// Have the guard of every later [`crate::exec::run`] give the lock back
 /// once rlock is dead and the command's whole tree is gone, by running
 /// this program as `/proc/self/exe` [`RELEASER_ARG`], which must then call
 /// [`releaser_main`] (the `rlock` binary does). A library caller that does
@@ -216,7 +216,7 @@ pub(super) fn start(settings: &[u8]) {
 }
 
 /// The releaser process: read the settings from stdin, give back each
-/// hold (one try each, every wait at most [`PATIENCE`]), exit. Returns
+/// hold (one try each, every wait at most 5 s), exit. Returns
 /// the exit code: 0 if every release was answered; never prints (its
 /// stdout and stderr are the guard's /dev/null).
 pub fn releaser_main() -> Result<u8> {
