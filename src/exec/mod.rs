@@ -31,7 +31,19 @@
 //!   supervisor drives with the real clock, signals and Redis.
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
-//!   the guard.
+//!   the guard. Once the guard has no child left (it is the tree's
+//!   subreaper, so none can be elsewhere) and rlock is confirmed dead (the
+//!   guard was re-parented), it gives back rlock's holds, so that the lock
+//!   passes on at once rather than when the lease ends: it runs this
+//!   binary as a short-lived releaser (`guard/release.rs`) with the
+//!   settings rlock sent it after the grant; the guard itself runs no Redis
+//!   client (a fork of a process that may have had threads). The holds are
+//!   those `release` below gives back, so a re-entered exec gives back its
+//!   own only; a release after the lease ended or the lock was lost finds
+//!   its token holding nothing and frees nothing else (lua/release.lua).
+//!   A live rlock that closes the socket itself is not dead, so the guard
+//!   never releases beside it. Without [`release_if_killed`] (a library
+//!   caller whose binary has no releaser) the lease ends with its TTL.
 //! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
 //!   **blocked** (a full stderr pipe, a hung write): it sends no new
 //!   deadline, so the guard's timer fires at the last kill deadline and the
@@ -123,6 +135,7 @@ use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
 pub(crate) use guard::close_all_but;
+pub use guard::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
@@ -380,6 +393,12 @@ pub fn run_set(
         }
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
+        // Should rlock die, the guard gives back these holds once the tree
+        // is gone (see guard/release.rs).
+        let all: Vec<&Lease> = std::iter::once(&lease).chain(&others).collect();
+        if let Some(settings) = guard::release_settings(&all) {
+            guard.release_if_killed(&settings);
+        }
         let sent = guard.spawn(&[
             ("RLOCK_KEY", &lease.key),
             ("RLOCK_TOKEN", lease.token.as_str()),

@@ -89,6 +89,13 @@ fn rlock_main() -> u8 {
             exit_code::USAGE
         });
     }
+    // The releaser an exec's guard runs once rlock died: internal too.
+    if std::env::args_os().nth(1).as_deref() == Some(rlock::exec::RELEASER_ARG.as_ref()) {
+        return rlock::exec::releaser_main().unwrap_or_else(|e| {
+            say!("rlock: {e}");
+            exit_code::USAGE
+        });
+    }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

@@ -9,7 +9,7 @@ use crate::clock::BootTime;
 use crate::{Error, Result};
 
 use super::last_errno;
-use super::wire::{MAX_REPORT, Report, ToGuard, spawn_message};
+use super::wire::{MAX_RELEASE, MAX_REPORT, Report, ToGuard, spawn_message};
 
 /// rlock's handle on its guard.
 pub(crate) struct Guard {
@@ -44,11 +44,13 @@ impl Guard {
                 return Err(os_error("cannot create the guard's socket"));
             }
             let (ours, theirs) = (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]));
+            // Taken before the fork: the guard's parent until rlock dies.
+            let rlock = libc::getpid();
             match libc::fork() {
                 -1 => Err(os_error("cannot fork the guard process")),
                 0 => {
                     drop(ours);
-                    super::process::guard_main(theirs, launch)
+                    super::process::guard_main(theirs, launch, rlock)
                 }
                 pid => Ok(Guard { pid, sock: ours }),
             }
@@ -78,7 +80,8 @@ impl Guard {
         // the guard keeps an earlier deadline (it only kills sooner), and
         // every kill that matters is also made by rlock itself (see
         // `Supervisor::kill_tree`). Before the start the socket holds at
-        // most the deadline, so the spawn request is never dropped.
+        // most the deadline and the release settings (see MAX_RELEASE), so
+        // the spawn request is never dropped.
         unsafe {
             libc::send(
                 self.sock.as_raw_fd(),
@@ -87,6 +90,15 @@ impl Guard {
                 libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
             )
         };
+    }
+
+    /// Should rlock die, have the guard give the lock back with `settings`
+    /// (see `release.rs`) once the tree is gone. Sent before the go; more
+    /// than [`MAX_RELEASE`] bytes are not sent.
+    pub(crate) fn release_if_killed(&self, settings: &[u8]) {
+        if settings.len() <= MAX_RELEASE {
+            self.send(&ToGuard::Release(settings).encode());
+        }
     }
 
     /// Start the command with `env` added to rlock's environment.

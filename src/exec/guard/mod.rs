@@ -16,7 +16,9 @@
 //!   stderr, or the machine just resumed from suspend;
 //! - does not start the command if that deadline passed before it read
 //!   the request to (it was stopped or starved meanwhile);
-//! - SIGKILLs the tree when rlock's end of the socket closes (rlock died);
+//! - SIGKILLs the tree when rlock's end of the socket closes (rlock died),
+//!   and once no process of it is left, gives back rlock's holds of the
+//!   lock if rlock sent it how (see [`release`]);
 //! - reaps everything, reports the command's stops and exit, and reports
 //!   "empty" once no descendant is left, then exits.
 //!
@@ -24,19 +26,26 @@
 //! library's `environ` (no lock), and takes no lock that another thread of
 //! the forking process could hold: in the binary it is forked while rlock
 //! has one thread; a library caller with other threads relies on glibc's
-//! fork-safe malloc for the few allocations it makes.
+//! fork-safe malloc for the few allocations it makes. It runs no Redis
+//! client: the release after rlock's death is made by a process it forks
+//! and that execs at once (see [`release`]), whose room the guard makes
+//! before the command starts.
 //!
 //! The parts: [`wire`] the messages both ways (encode and decode side by
 //! side), [`handle`] rlock's side (the [`Guard`] handle), [`process`] the
-//! guard's side (its loop), [`spawn`] how the guard starts the command.
+//! guard's side (its loop), [`spawn`] how the guard starts the command,
+//! [`release`] the release after rlock's death.
 
 mod handle;
 mod process;
+mod release;
 mod spawn;
 mod wire;
 
 pub(crate) use handle::{Guard, Launch};
 pub(crate) use process::close_all_but;
+pub(crate) use release::settings as release_settings;
+pub use release::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
 pub(crate) use wire::Report;
 
 use super::tree;

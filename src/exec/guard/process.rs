@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use super::handle::Launch;
 use super::spawn::{CHLD, IGNORED, Inherited, set_action, spawn};
-use super::wire::{MAX_MSG, Report, ToGuard, Undecoded};
+use super::wire::{MAX_MSG, MAX_RELEASE, Report, ToGuard, Undecoded};
 use super::{last_errno, tree};
 
-pub(super) fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
+/// `rlock`: rlock's pid, the guard's parent while rlock lives.
+pub(super) fn guard_main(sock: OwnedFd, launch: &Launch, rlock: libc::pid_t) -> ! {
     let sock = sock.as_raw_fd();
     // SAFETY: plain syscall.
     let job = unsafe { libc::getpgrp() };
@@ -46,11 +47,16 @@ pub(super) fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
         exit();
     }
     let mut buf = vec![0u8; MAX_MSG];
+    // How to release should rlock die (see `release.rs`), as last sent:
+    // copied into room made here, before the command runs.
+    let mut release = vec![0u8; MAX_RELEASE];
+    let mut release_len = 0;
     // Before the command starts: take the deadline, then the go.
     let main = loop {
         let n = recv(sock, &mut buf);
         match ToGuard::decode(&buf[..n]) {
             Ok(ToGuard::Deadline(at)) => arm(timer, at),
+            Ok(ToGuard::Release(r)) => release_len = keep(&mut release, r),
             // A short deadline was always ignored, here as after the start.
             Err(Undecoded::Malformed(b'D')) => {}
             Ok(ToGuard::Spawn(_)) if expired(timer) => {
@@ -103,6 +109,7 @@ pub(super) fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
             match ToGuard::decode(&buf[..n]) {
                 Ok(ToGuard::Deadline(at)) => arm(timer, at),
                 Ok(ToGuard::Signal(sig)) => tree::signal_all(me, sig),
+                Ok(ToGuard::Release(r)) => release_len = keep(&mut release, r),
                 Ok(ToGuard::Spawn(_)) | Err(Undecoded::Malformed(_) | Undecoded::Unknown(_)) => {}
                 Err(Undecoded::Empty) => {
                     // rlock is gone: nothing may run on without it, and the
@@ -178,6 +185,13 @@ pub(super) fn guard_main(sock: OwnedFd, launch: &Launch) -> ! {
         if empty && (main_done || !rlock_alive) {
             if rlock_alive {
                 send(sock, &Report::Empty.encode());
+            } else if release_len > 0 && dead(rlock) {
+                // rlock died holding the lock, and no process of the tree
+                // is left to act under it: give back what rlock held (its
+                // own holds only, see `release::settings`), so the lock
+                // passes on now rather than when the lease ends. rlock
+                // alive (it closed the socket itself) releases on its own.
+                super::release::start(&release[..release_len]);
             }
             exit();
         }
@@ -221,6 +235,35 @@ pub(crate) unsafe fn close_all_but(keep: &[RawFd]) {
         // now: closing its stale number fails harmlessly).
         unsafe { libc::close(fd) };
     }
+}
+
+/// Copy release settings into `room`, all or nothing (a longer message
+/// than rlock sends is not kept); returns their length, 0 for none.
+fn keep(room: &mut [u8], settings: &[u8]) -> usize {
+    match room.get_mut(..settings.len()) {
+        Some(to) => {
+            to.copy_from_slice(settings);
+            settings.len()
+        }
+        None => 0,
+    }
+}
+
+/// Has `rlock` exited (this process re-parented)? Looked at for up to a
+/// second: its end of the socket closes as it exits, a moment before the
+/// kernel re-parents its children. A live rlock closes it only as it
+/// returns (`Guard`'s drop), having released or about to release itself.
+fn dead(rlock: libc::pid_t) -> bool {
+    for _ in 0..100 {
+        // SAFETY: plain syscalls.
+        unsafe {
+            if libc::getppid() != rlock {
+                return true;
+            }
+            libc::poll(std::ptr::null_mut(), 0, 10);
+        }
+    }
+    false
 }
 
 /// Set the timer to `at`, an absolute CLOCK_BOOTTIME point (None: off).

@@ -10,6 +10,7 @@
 //! | `D`   | u64 ns since boot       | kill deadline (0: none)          |
 //! | `K`   | i32 signal              | signal the whole tree now        |
 //! | `S`   | `K=V` NUL-separated     | start the command, `K=V` added   |
+//! | `R`   | JSON (`release.rs`)     | how to release if rlock dies     |
 //!
 //! The guard to rlock ([`Report`]):
 //!
@@ -53,6 +54,9 @@ pub(crate) enum ToGuard<'a> {
     /// Start the command with these NUL-separated `K=V` pairs added to
     /// rlock's environment (see [`spawn_message`]).
     Spawn(&'a [u8]),
+    /// Should rlock die, give back its holds once the tree is gone, with
+    /// these settings (a JSON `release::Settings`; replaces the last).
+    Release(&'a [u8]),
 }
 
 /// Why a message to the guard did not decode.
@@ -87,6 +91,11 @@ impl ToGuard<'_> {
                 msg.extend_from_slice(env);
                 msg
             }
+            ToGuard::Release(settings) => {
+                let mut msg = vec![b'R'];
+                msg.extend_from_slice(settings);
+                msg
+            }
         }
     }
 
@@ -107,6 +116,7 @@ impl ToGuard<'_> {
                 Ok(ToGuard::Signal(i32::from_le_bytes(sig)))
             }
             b'S' => Ok(ToGuard::Spawn(body)),
+            b'R' => Ok(ToGuard::Release(body)),
             _ => Err(Undecoded::Unknown(tag)),
         }
     }
@@ -134,6 +144,13 @@ pub(crate) fn spawn_message(env: &[(&str, &str)]) -> Result<Vec<u8>> {
     }
     Ok(msg)
 }
+
+/// The longest release settings rlock sends: with the deadline and the
+/// longest go they fit the socket's buffer before the guard reads any
+/// (a go dropped on a full socket would leave rlock waiting for a start
+/// that never comes). Longer ones are not sent: no release after
+/// rlock's death then.
+pub(crate) const MAX_RELEASE: usize = 16 << 10;
 
 /// What the guard tells rlock.
 #[derive(Debug)]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 
 mod basics;
+mod dead_rlock;
 mod guard;
 mod leftovers;
 mod loss;

@@ -26,6 +26,12 @@ pub(crate) fn exec(
     // through the password database where USER is not set).
     req.info.cmd = Some(rlock::conn::redact_command(command));
     let mut locker = connect(g)?;
+    // Should rlock die, its guard gives the lock back through this binary.
+    rlock::exec::release_if_killed(Some(rlock::exec::Releaser {
+        opts: crate::setup::options(g),
+        prefix: g.prefix.clone(),
+        history: crate::setup::history(g),
+    }));
     req.reenter = inherited(&locker, key)?;
     let spec = Spec {
         program: command[0].clone(),

@@ -20,6 +20,8 @@ fn every_request_round_trips() {
         ToGuard::Signal(-1),
         ToGuard::Spawn(b""),
         ToGuard::Spawn(env),
+        ToGuard::Release(b""),
+        ToGuard::Release(br#"{"holds":[]}"#),
     ] {
         let bytes = msg.encode();
         assert_eq!(ToGuard::decode(&bytes), Ok(msg));
@@ -36,6 +38,7 @@ fn requests_on_the_wire() {
     );
     assert_eq!(ToGuard::Signal(9).encode(), [b'K', 9, 0, 0, 0]);
     assert_eq!(ToGuard::Spawn(b"A=1\0").encode(), b"SA=1\0");
+    assert_eq!(ToGuard::Release(b"{}").encode(), b"R{}");
 }
 
 #[test]
