@@ -193,21 +193,26 @@ fn a_lease_nobody_released_shows_expired() {
 }
 
 /// An `rlock exec` killed with SIGKILL (its command dies with it): its
-/// lease runs out, and the history says `expired`.
+/// guard kills the command and gives the lock back (the history says
+/// `released`); with the guard gone too, the lease would run out
+/// (`expired`). Here the guard's release comes first.
 #[test]
-fn a_killed_exec_shows_expired() {
+fn a_killed_exec_shows_released_by_its_guard() {
     let r = Redis::shared();
     let child = rlock(&r)
-        .args(["exec", "crash", "--ttl", "500ms", "--", "sleep", "30"])
+        .args(["exec", "crash", "--ttl", "20s", "--", "sleep", "30"])
         .spawn();
     eventually(Duration::from_secs(10), "exec holds the lock", || {
         r.held("crash")
     });
     kill(child.id(), libc::SIGKILL);
     let _ = finish(child, "rlock exec crash");
-    std::thread::sleep(Duration::from_millis(800));
+    // Far sooner than the 20 s lease.
+    eventually(Duration::from_secs(10), "the guard's release", || {
+        !r.held("crash")
+    });
     let h = history(&r, "crash", &[]);
-    assert_eq!(events(&h), ["granted", "expired"], "{h:?}");
+    assert_eq!(events(&h), ["granted", "released"], "{h:?}");
     assert_eq!(h[0]["cmd"], "sleep 30");
 }
 
