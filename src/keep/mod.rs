@@ -114,6 +114,7 @@
 //!   where it cannot tell (see "Which process is watched").
 
 mod caller;
+mod cover;
 mod detect;
 mod guard;
 mod keeper;

@@ -1,0 +1,1 @@
+//! The cover on synthetic process tables.
