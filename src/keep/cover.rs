@@ -94,13 +94,16 @@ pub(super) struct State {
     pub group_closed: bool,
 }
 
-/// One walk: `state` after the processes of `table`. `keeper(pid)`: is it
-/// rlock's keeper or guard (never covered, nor what is below it); `uid`:
-/// a process's real uid. Returns the processes newly covered.
+/// One walk: `state` after the processes of `table` (`full`: every
+/// process; else the covered ones and their descendants, and the group
+/// rule waits for a full one). `keeper(pid)`: is it rlock's keeper or
+/// guard (never covered, nor what is below it); `uid`: a process's real
+/// uid. Returns the processes newly covered.
 pub(super) fn grow(
     state: &mut State,
     table: &[Row],
     rules: &Rules,
+    full: bool,
     keeper: impl Fn(Pid) -> bool,
     uid: impl Fn(Pid) -> Option<u32>,
 ) -> Vec<Id> {
@@ -122,6 +125,7 @@ pub(super) fn grow(
     };
     // The group rule (see the module doc).
     if let Some(g) = rules.group
+        && full
         && !state.group_closed
     {
         let number = rules.watched.pid;
@@ -170,7 +174,11 @@ pub(super) fn grow(
     covered.remove(&rules.watched);
     let mut ids: Vec<Id> = covered.into_iter().collect();
     ids.sort_by_key(|i| (i.start, i.pid));
-    let new = ids.iter().copied().filter(|i| !before.contains(i)).collect();
+    let new = ids
+        .iter()
+        .copied()
+        .filter(|i| !before.contains(i))
+        .collect();
     state.ids = ids;
     new
 }
@@ -213,13 +221,23 @@ impl Cover {
         }
     }
 
-    /// Walk /proc once; the new processes go to the board.
-    pub(super) fn walk(&mut self) -> Vec<Id> {
-        let table = table();
+    /// Walk /proc once (`full`: every process, else from the covered ones
+    /// down, see [`WALK_EVERY`]); the cover goes to the board. Returns the
+    /// processes newly covered.
+    pub(super) fn walk(&mut self, full: bool) -> Vec<Id> {
+        let full = full || !children_files();
+        let table = if full {
+            table()
+        } else {
+            let mut roots: Vec<Pid> = self.state.ids.iter().map(|i| i.pid).collect();
+            roots.push(self.rules.watched.pid);
+            below(&roots)
+        };
         let new = grow(
             &mut self.state,
             &table,
             &self.rules,
+            full,
             crate::exec::tree::is_keeper,
             |pid| {
                 use super::detect::Procs;
@@ -242,7 +260,7 @@ impl Cover {
                 }
             }
         }
-        self.walk();
+        self.walk(true);
     }
 
     /// Is any covered process (the watched one aside) alive, as of now?
@@ -265,7 +283,7 @@ impl Cover {
         } else {
             &[sig]
         };
-        self.walk();
+        self.walk(true);
         let mut sent = Ok(());
         let mut todo = self.state.ids.clone();
         for &s in sigs {
@@ -279,7 +297,7 @@ impl Cover {
             }
         }
         for _ in 0..8 {
-            todo = self.walk();
+            todo = self.walk(true);
             if todo.is_empty() {
                 break;
             }
@@ -350,6 +368,41 @@ fn parse_stat(pid: Pid, text: &str) -> Option<Row> {
     })
 }
 
+/// Does this kernel list a thread's children (/proc/TID/task/TID/children,
+/// CONFIG_PROC_CHILDREN)? Else every walk is a full one.
+fn children_files() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| std::path::Path::new("/proc/thread-self/children").exists())
+}
+
+/// `roots` and every process below them, from each thread's list of
+/// children: its cost is the size of the cover, not of the machine.
+fn below(roots: &[Pid]) -> Vec<Row> {
+    let mut out = Vec::new();
+    let mut seen: HashSet<Pid> = roots.iter().copied().collect();
+    let mut todo = roots.to_vec();
+    while let Some(p) = todo.pop() {
+        out.extend(row(p));
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let mut path = t.path();
+            path.push("children");
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for c in text
+                .split_whitespace()
+                .filter_map(|c| c.parse::<Pid>().ok())
+            {
+                if seen.insert(c) {
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Every process, as /proc shows it now.
 fn table() -> Vec<Row> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -410,7 +463,7 @@ impl Board {
     }
 
     fn publish(&self, ids: &[Id]) {
-        let k = 1 - (self.current.load(Ordering::SeqCst) as usize & 1);
+        let k = usize::from(self.current.load(Ordering::SeqCst) & 1 == 0);
         let c = &self.copies[k];
         c.seq.fetch_add(1, Ordering::SeqCst);
         let n = ids.len().min(BOARD_SLOTS);
@@ -425,12 +478,12 @@ impl Board {
 
     fn read(&self) -> Vec<Id> {
         for _ in 0..100 {
-            let c = &self.copies[self.current.load(Ordering::SeqCst) as usize & 1];
+            let c = &self.copies[usize::from(self.current.load(Ordering::SeqCst) & 1 == 1)];
             let s = c.seq.load(Ordering::SeqCst);
             if s & 1 == 1 {
                 continue;
             }
-            let n = (c.len.load(Ordering::SeqCst) as usize).min(BOARD_SLOTS);
+            let n = usize::try_from(c.len.load(Ordering::SeqCst)).map_or(0, |n| n.min(BOARD_SLOTS));
             let ids = (0..n)
                 .map(|j| Id {
                     pid: Pid::try_from(c.words[2 * j].load(Ordering::SeqCst)).unwrap_or(0),

@@ -50,6 +50,8 @@ pub(super) struct Keeper {
     cover: Cover,
     /// When /proc is walked next.
     next_walk: BootTime,
+    /// The watched process was seen gone.
+    watched_ended: bool,
     listener: UnixListener,
     sigfd: crate::signals::Blocked,
     /// A release in progress: its connection, and the point after which
@@ -138,6 +140,7 @@ impl Keeper {
             watched,
             cover,
             next_walk: BootTime::now(),
+            watched_ended: false,
             listener,
             sigfd,
             releasing: None,
@@ -179,7 +182,7 @@ impl Keeper {
                 .as_ref()
                 .is_some_and(|(_, until)| !until.passed());
             if !paused && next.passed() {
-                self.walk();
+                self.walk(true);
                 let sent = BootTime::now();
                 match self.locker().and_then(|l| l.renew(&key, &token, ttl)) {
                     Ok(valid) => {
@@ -438,7 +441,10 @@ impl Keeper {
         if !self.all_gone() {
             let _ = self.cover.stop(&self.watched, libc::SIGKILL);
         }
-        self.wait_gone(BootTime::now() + Duration::from_secs(1), Some(libc::SIGKILL));
+        self.wait_gone(
+            BootTime::now() + Duration::from_secs(1),
+            Some(libc::SIGKILL),
+        );
         self.all_gone()
     }
 
@@ -455,28 +461,35 @@ impl Keeper {
             let mut fds = [crate::signals::pollin(fd)];
             poll(&mut fds, until.remaining().min(WALK_EVERY / 2));
             if let Some(sig) = sig {
-                let new = self.cover.walk();
+                let new = self.cover.walk(false);
                 signal_new(&new, sig);
             }
         }
     }
 
     /// Walk /proc (see cover.rs); the next walk is due [`WALK_EVERY`] on.
-    fn walk(&mut self) -> Vec<Id> {
+    fn walk(&mut self, full: bool) -> Vec<Id> {
         self.next_walk = BootTime::now() + WALK_EVERY;
-        self.cover.walk()
+        self.cover.walk(full)
     }
 
     /// Has everything the lock covers exited: the watched process and
-    /// every covered one? A walk first when one is due, and always once
-    /// the watched process has exited (what it started is re-parented
-    /// then, and the group rule still finds it; see cover.rs).
+    /// every covered one? A walk first when one is due; a full one when
+    /// the watched process is first seen gone (what it started has just
+    /// been re-parented: the group rule still finds it), and before
+    /// saying yes.
     fn all_gone(&mut self) -> bool {
         let watched_gone = self.watched.gone();
-        if watched_gone || self.next_walk.passed() {
-            self.walk();
+        let first = watched_gone && !self.watched_ended;
+        self.watched_ended = watched_gone;
+        if first || self.next_walk.passed() {
+            self.walk(first);
         }
-        watched_gone && !self.cover.any_live()
+        if !watched_gone || self.cover.any_live() {
+            return false;
+        }
+        self.walk(true);
+        !self.cover.any_live()
     }
 
     /// The lock is lost (`definite`: a renewal found it gone or taken;

@@ -66,11 +66,11 @@ fn descendants_started_after_the_grant_are_covered_and_earlier_ones_are_not() {
     // A child of the pre-grant job, started since: walked through.
     t.push(p(32, 19, 10, 270));
     let mut st = State::default();
-    let new = grow(&mut st, &t, &rules(false), keeper, uid);
+    let new = grow(&mut st, &t, &rules(false), true, keeper, uid);
     assert_eq!(pids(&new), [30, 31, 32]);
     assert_eq!(pids(&st.ids), [30, 31, 32]);
     // A second walk finds nothing new.
-    assert!(grow(&mut st, &t, &rules(false), keeper, uid).is_empty());
+    assert!(grow(&mut st, &t, &rules(false), true, keeper, uid).is_empty());
 }
 
 #[test]
@@ -78,26 +78,26 @@ fn a_covered_process_stays_covered_once_re_parented_and_its_children_too() {
     let mut t = script();
     t.push(p(30, 10, 10, 250));
     let mut st = State::default();
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     // The subshell 30 forked 40 and exited; 40 went to init; then the
     // script exited too.
     let mut t = script();
     t.retain(|r| r.pid != 10 && r.pid != 19);
     t.push(p(40, 1, 10, 300));
     let mut st2 = st.clone();
-    grow(&mut st2, &t, &rules(false), keeper, uid);
+    grow(&mut st2, &t, &rules(false), true, keeper, uid);
     assert!(st2.ids.is_empty(), "40 was never seen under a covered one");
     // Seen once under 30, it stays covered under init, and so does
     // what it starts later.
     let mut t = script();
     t.push(p(30, 10, 10, 250));
     t.push(p(40, 30, 10, 300));
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     let mut t = script();
     t.retain(|r| r.pid != 10);
     t.push(p(40, 1, 10, 300));
     t.push(p(41, 40, 10, 310));
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     assert_eq!(pids(&st.ids), [40, 41]);
 }
 
@@ -106,7 +106,7 @@ fn a_reused_pid_is_not_covered() {
     let mut t = script();
     t.push(p(30, 10, 10, 250));
     let mut st = State::default();
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     // 30 exited and an unrelated process (another session, under init)
     // got its pid.
     let mut t = script();
@@ -114,15 +114,15 @@ fn a_reused_pid_is_not_covered() {
         sid: 77,
         ..p(30, 1, 77, 900)
     });
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     assert!(st.ids.is_empty());
     // A zombie is gone.
     let mut t = script();
     t.push(p(31, 10, 10, 250));
     let mut st = State::default();
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     t.last_mut().unwrap().dead = true;
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     assert!(st.ids.is_empty());
 }
 
@@ -140,7 +140,7 @@ fn keepers_and_what_is_below_them_are_never_covered() {
     t.push(p(51, 50, 50, 301));
     let k = |pid| keeper(pid) || pid == 50;
     let mut st = State::default();
-    grow(&mut st, &t, &rules(false), k, uid);
+    grow(&mut st, &t, &rules(false), true, k, uid);
     assert!(st.ids.is_empty(), "{:?}", st.ids);
 }
 
@@ -162,11 +162,15 @@ fn the_group_rule_finds_orphans_of_the_scripts_own_group_only() {
     });
     t.push(p(66, 1, 10, 300));
     let mut st = State::default();
-    grow(&mut st, &t, &rules(true), keeper, uid);
+    grow(&mut st, &t, &rules(true), true, keeper, uid);
     assert_eq!(pids(&st.ids), [40, 41]);
+    // Not on a walk of the cover's own tree (not every process).
+    let mut st = State::default();
+    grow(&mut st, &t, &rules(true), false, keeper, uid);
+    assert!(st.ids.is_empty() && !st.group_closed);
     // Without the rule (the script did not lead its group): none.
     let mut st = State::default();
-    grow(&mut st, &t, &rules(false), keeper, uid);
+    grow(&mut st, &t, &rules(false), true, keeper, uid);
     assert!(st.ids.is_empty());
 }
 
@@ -175,12 +179,12 @@ fn the_group_rule_ends_when_the_group_empties_or_its_number_is_reused() {
     let mut st = State::default();
     let mut t = script();
     t.retain(|r| r.pid != 10 && r.pid != 19);
-    grow(&mut st, &t, &rules(true), keeper, uid);
+    grow(&mut st, &t, &rules(true), true, keeper, uid);
     assert!(st.group_closed, "no process in group 10 any more");
     // Later a new group 10 (the number reused): not the script's.
     t.push(p(10, 1, 10, 500));
     t.push(p(45, 10, 10, 510));
-    grow(&mut st, &t, &rules(true), keeper, uid);
+    grow(&mut st, &t, &rules(true), true, keeper, uid);
     assert!(st.ids.is_empty());
     // Reused while a member was still around: its live leader tells.
     let mut st = State::default();
@@ -188,7 +192,7 @@ fn the_group_rule_ends_when_the_group_empties_or_its_number_is_reused() {
     t.retain(|r| r.pid != 10);
     t.push(p(10, 1, 10, 500));
     t.push(p(46, 1, 10, 510));
-    grow(&mut st, &t, &rules(true), keeper, uid);
+    grow(&mut st, &t, &rules(true), true, keeper, uid);
     assert!(st.group_closed && st.ids.is_empty(), "{:?}", st.ids);
 }
 
@@ -196,7 +200,10 @@ fn the_group_rule_ends_when_the_group_empties_or_its_number_is_reused() {
 fn a_stat_line_parses_with_spaces_and_parens_in_the_name() {
     let line = "42 (a b) c) S 7 42 9 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0";
     let r = parse_stat(42, line).unwrap();
-    assert_eq!((r.ppid, r.pgid, r.sid, r.start, r.dead), (7, 42, 9, 12345, false));
+    assert_eq!(
+        (r.ppid, r.pgid, r.sid, r.start, r.dead),
+        (7, 42, 9, 12345, false)
+    );
     assert!(parse_stat(42, "42 (x) S 7").is_none());
 }
 

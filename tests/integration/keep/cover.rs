@@ -60,8 +60,7 @@ fn no_tick_after_the_rival(d: &Path) {
 }
 
 /// Shell lines that wait (at most 10 s) until `$D/out` has a tick.
-const TICKING: &str =
-    "i=0; until grep -q tick \"$D/out\" 2>/dev/null; do i=$((i+1)); [ $i -le 100 ] || exit 3; sleep .1; done";
+const TICKING: &str = "i=0; until grep -q tick \"$D/out\" 2>/dev/null; do i=$((i+1)); [ $i -le 100 ] || exit 3; sleep .1; done";
 
 /// The next holder, once it gets the lock: `rival` to `$D/out`; then a
 /// second for a child that would still tick.
