@@ -140,53 +140,27 @@ impl Watched {
         self.pidfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
-    /// `sig` to the watched process and every live process below it that
-    /// started after the grant's `rlock acquire` ([`Grant::before`]), but
-    /// rlock's own keepers; nothing once it is gone. The process itself
-    /// goes through its pidfd, which names it even if it has exited since
-    /// and its pid was reused. So only what the script started while it
-    /// held the lock is ever signalled: never a process it did not start,
-    /// even if /proc showed another tree under its pid, and never init's
-    /// whole tree. Its descendants are collected first, so that none
-    /// escapes by being re-parented when it dies. Returns whether the
-    /// watched process itself could be signalled (Err: why not, EPERM
-    /// for another user's; Ok when it is gone).
-    pub(super) fn signal_tree(&self, sig: i32, grant: Grant) -> std::io::Result<()> {
+    /// `sig` to the watched process alone (what it started: see
+    /// [`super::cover::Cover::stop`]), through its pidfd, which names it
+    /// even if it has exited since and its pid was reused. Err: why not
+    /// (EPERM for another user's); Ok once it is gone (ESRCH).
+    pub(super) fn signal(&self, sig: i32) -> std::io::Result<()> {
         if self.gone() {
             return Ok(());
         }
-        let me = std::process::id().cast_signed();
-        let pid_max = pid_max();
-        let below: Vec<libc::pid_t> = crate::exec::tree::descendants(self.pid)
-            .into_iter()
-            .filter(|&p| p != me && stat(p).is_some_and(|s| grant.before(s.start, p, pid_max)))
-            .collect();
-        let mut sent = Ok(());
-        // A TERM goes with a CONT (exec's tree::continue_after).
-        for sig in std::iter::once(sig).chain((sig == libc::SIGTERM).then_some(libc::SIGCONT)) {
-            let res = match &self.pidfd {
-                Some(fd) => crate::fd::pidfd_send_signal(fd, sig),
-                // SAFETY: plain syscall; `gone` has just checked the pid's
-                // start time (the window is this one call).
-                None => match unsafe { libc::kill(self.pid, sig) } {
-                    0 => Ok(()),
-                    _ => Err(std::io::Error::last_os_error()),
-                },
-            };
-            // ESRCH: it exited meanwhile.
-            if sent.is_ok()
-                && let Err(e) = res
-                && e.raw_os_error() != Some(libc::ESRCH)
-            {
-                sent = Err(e);
-            }
-            for &pid in &below {
-                // SAFETY: plain syscall; a pid from the snapshot just taken
-                // (see exec's tree.rs on pid reuse).
-                unsafe { libc::kill(pid, sig) };
-            }
+        let res = match &self.pidfd {
+            Some(fd) => crate::fd::pidfd_send_signal(fd, sig),
+            // SAFETY: plain syscall; `gone` has just checked the pid's
+            // start time (the window is this one call).
+            None => match unsafe { libc::kill(self.pid, sig) } {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            },
+        };
+        match res {
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+            res => res,
         }
-        sent
     }
 
     /// Has it exited (or is it a zombie)?
@@ -243,7 +217,7 @@ impl Grant {
 }
 
 /// /proc/sys/kernel/pid_max (the kernel's default where it cannot be read).
-fn pid_max() -> libc::pid_t {
+pub(super) fn pid_max() -> libc::pid_t {
     std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|v| v.trim().parse().ok())

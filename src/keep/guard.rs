@@ -26,8 +26,15 @@
 //! - a CLOCK_BOOTTIME timer at the kill deadline: if the deadline has not
 //!   moved by then (the keeper is stopped or starved), it SIGKILLs the
 //!   tree: no time is left for a grace period.
-//! - the watched process's pidfd: once it is gone there is nothing to
-//!   protect, and the guard exits (the keeper releases).
+//!
+//! Not the watched process's end: the keeper keeps the lock for as long as
+//! anything of its cover lives (see `cover.rs`), and the guard guards it
+//! until the keeper ends cleanly.
+//!
+//! What it stops is the keeper's cover: the keeper publishes it on a page
+//! shared with the guard after every walk (`cover::Board`), and the guard
+//! adds what a walk of its own finds. So a process re-parented away from
+//! the script is stopped by the guard as by the keeper.
 //!
 //! The guard is named `rl-keepguard`, its command line `rl-keepguard
 //! __keep` (see `crate::proctitle`), so that `pkill -9 rlock` or `pkill
@@ -41,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::Watched;
-use super::caller::Grant;
+use super::cover::Cover;
 use crate::clock::BootTime;
 use crate::exec::OnLost;
 
@@ -99,9 +106,6 @@ impl Shared {
 pub(super) struct Policy {
     pub on_lost: OnLost,
     pub grace: Duration,
-    /// Processes started before the grant's `rlock acquire` are never
-    /// signalled (see [`Watched::signal_tree`]).
-    pub since: Grant,
 }
 
 /// Fork the guard of the keeper, which must have one thread. Returns the
@@ -113,6 +117,7 @@ pub(super) struct Policy {
 pub(super) fn fork(
     deadline: BootTime,
     watched: &Watched,
+    cover: &Cover,
     policy: Policy,
     close: &[RawFd],
 ) -> Option<(Shared, OwnedFd)> {
@@ -144,7 +149,7 @@ pub(super) fn fork(
                     super::KEEPER_ARG.as_bytes(),
                 ]);
             };
-            run(&shared, &r, watched, &policy);
+            run(&shared, &r, watched, cover.clone(), &policy);
             // SAFETY: the guard's work is done; no destructor must run in
             // this copy of the keeper.
             unsafe { libc::_exit(0) }
@@ -154,56 +159,60 @@ pub(super) fn fork(
     }
 }
 
-/// The guard's loop (see the module doc).
-fn run(shared: &Shared, keeper: &OwnedFd, watched: &Watched, policy: &Policy) {
+/// The guard's loop (see the module doc). `cover` is the keeper's as it
+/// was at the fork; the keeper publishes every later state of it on a
+/// shared board ([`Cover::catch_up`]), and the guard walks /proc once more
+/// itself before it signals, so what it stops is what the keeper would
+/// stop.
+fn run(shared: &Shared, keeper: &OwnedFd, watched: &Watched, mut cover: Cover, policy: &Policy) {
     // SAFETY: plain syscall; a new descriptor or -1.
     let timer = unsafe { libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC) };
     let mut keeper_fd = keeper.as_raw_fd();
     // Once the keeper died: SIGKILL at this point (after a SIGTERM).
     let mut kill_at: Option<BootTime> = None;
     loop {
-        if shared.finished() || watched.gone() {
+        if shared.finished() {
             return;
         }
         let deadline = kill_at.map_or(shared.deadline(), |k| k.min(shared.deadline()));
         if deadline.passed() {
             // The keeper confirmed nothing more (stopped, starved, or dead
             // and the grace is over): the lease is about to end.
-            let _ = watched.signal_tree(libc::SIGKILL, policy.since);
+            cover.catch_up();
+            let _ = cover.stop(watched, libc::SIGKILL);
             return;
         }
         arm(timer, deadline);
         let mut fds = [
             crate::signals::pollin(keeper_fd),
-            crate::signals::pollin(watched.pidfd_raw()),
             crate::signals::pollin(timer),
         ];
-        // Without a timer (or a pidfd), look again every quarter second.
-        let wait = if timer < 0 || watched.pidfd_raw() < 0 {
-            250
-        } else {
-            -1
-        };
+        // Without a timer, look again every quarter second.
+        let wait = if timer < 0 { 250 } else { -1 };
         // SAFETY: a valid array of pollfds.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
-        if fds[0].revents != 0 {
+        if fds[0].revents != 0 && keeper_fd >= 0 {
             // End of file: the keeper has exited.
             keeper_fd = -1;
-            if shared.finished() || watched.gone() {
+            if shared.finished() {
+                return;
+            }
+            cover.catch_up();
+            if watched.gone() && !cover.any_live() {
                 return;
             }
             match policy.on_lost {
                 OnLost::Term => {
-                    let _ = watched.signal_tree(libc::SIGTERM, policy.since);
+                    let _ = cover.stop(watched, libc::SIGTERM);
                     kill_at = Some(BootTime::now() + policy.grace);
                 }
                 _ => {
-                    let _ = watched.signal_tree(libc::SIGKILL, policy.since);
+                    let _ = cover.stop(watched, libc::SIGKILL);
                     return;
                 }
             }
         }
-        if timer >= 0 && fds[2].revents != 0 {
+        if timer >= 0 && fds[1].revents != 0 {
             let mut ticks = 0u64;
             // SAFETY: reads 8 bytes into a u64.
             unsafe { libc::read(timer, (&mut ticks as *mut u64).cast(), 8) };

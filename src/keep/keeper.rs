@@ -7,6 +7,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::caller::Grant;
+use super::cover::{Cover, Id, WALK_EVERY};
 use super::guard::{Policy, Shared};
 use super::protocol::{Asked, Verdict, trusted};
 use super::spawn::Config;
@@ -41,10 +42,16 @@ pub(super) struct Keeper {
     own: u64,
     ttl: Duration,
     grace: Duration,
-    since: Grant,
     valid_until: BootTime,
     on_lost: OnLost,
     watched: Watched,
+    /// What the lock covers besides the watched process (see cover.rs):
+    /// it is held while any of it lives.
+    cover: Cover,
+    /// When /proc is walked next.
+    next_walk: BootTime,
+    /// The watched process was seen gone.
+    watched_ended: bool,
     listener: UnixListener,
     sigfd: crate::signals::Blocked,
     /// A release in progress: its connection, and the point after which
@@ -95,14 +102,12 @@ impl Keeper {
             start: c.since,
             pid: c.since_pid,
         };
-        let policy = Policy {
-            on_lost,
-            grace,
-            since,
-        };
+        let cover = Cover::new(&watched, since);
+        let policy = Policy { on_lost, grace };
         let guard = super::guard::fork(
             crate::exec::kill_point(valid_until, ttl),
             &watched,
+            &cover,
             policy,
             &[c.listen, ready.as_ref().map_or(-1, AsRawFd::as_raw_fd)],
         );
@@ -130,10 +135,12 @@ impl Keeper {
             token,
             ttl,
             grace,
-            since,
             valid_until,
             on_lost,
             watched,
+            cover,
+            next_walk: BootTime::now(),
+            watched_ended: false,
             listener,
             sigfd,
             releasing: None,
@@ -164,7 +171,7 @@ impl Keeper {
         let lead = self.ttl / 3;
         let (key, token, ttl) = (self.key.clone(), self.token.clone(), self.ttl);
         loop {
-            if self.watched.gone() {
+            if self.all_gone() {
                 return self.release_and_exit();
             }
             if self.overrun_at.is_some_and(BootTime::passed) {
@@ -175,6 +182,7 @@ impl Keeper {
                 .as_ref()
                 .is_some_and(|(_, until)| !until.passed());
             if !paused && next.passed() {
+                self.walk(true);
                 let sent = BootTime::now();
                 match self.locker().and_then(|l| l.renew(&key, &token, ttl)) {
                     Ok(valid) => {
@@ -221,13 +229,19 @@ impl Keeper {
             if let Some(at) = self.overrun_at {
                 wake = wake.min(at);
             }
-            let mut timeout = wake.remaining();
+            let mut timeout = wake.remaining().min(self.next_walk.remaining());
             if self.watched.pidfd.is_none() {
                 timeout = timeout.min(FALLBACK_POLL);
             }
+            // Readable for good once it has exited: then the walks alone.
+            let watched_fd = if self.watched.gone() {
+                -1
+            } else {
+                self.watched.pidfd_raw()
+            };
             let release_fd = self.releasing.as_ref().map_or(-1, |(s, _)| s.as_raw_fd());
             let mut fds = [
-                crate::signals::pollin(self.watched.pidfd_raw()),
+                crate::signals::pollin(watched_fd),
                 crate::signals::pollin(self.listener.as_raw_fd()),
                 crate::signals::pollin(release_fd),
                 crate::signals::pollin(self.sigfd.fd()),
@@ -239,7 +253,10 @@ impl Keeper {
                 return self.stop();
             }
             if fds[0].revents != 0 {
-                return self.release_and_exit();
+                // The watched process exited: a walk now (at the top),
+                // while what it started is freshly re-parented.
+                self.next_walk = BootTime::now();
+                continue;
             }
             if fds[2].revents != 0 {
                 if let Some(code) = self.verdict() {
@@ -384,7 +401,7 @@ impl Keeper {
         self.overran = true;
         let by = crate::exec::kill_point(self.valid_until, self.ttl);
         let policy = std::mem::replace(&mut self.on_lost, OnLost::Term);
-        let gone = self.watched.gone() || self.end_script(by, None);
+        let gone = self.all_gone() || self.end_script(by, None);
         self.on_lost = policy;
         if !gone {
             return crate::exit_code::LOST;
@@ -402,10 +419,10 @@ impl Keeper {
     /// (within a second of the KILL).
     fn end_script(&mut self, by: BootTime, record: Option<&LostRecord>) -> bool {
         let (sig, sent, kill_at) = if self.on_lost == OnLost::Term && !by.passed() {
-            let sent = self.watched.signal_tree(libc::SIGTERM, self.since);
+            let sent = self.cover.stop(&self.watched, libc::SIGTERM);
             ("SIGTERM", sent, (BootTime::now() + self.grace).min(by))
         } else {
-            let sent = self.watched.signal_tree(libc::SIGKILL, self.since);
+            let sent = self.cover.stop(&self.watched, libc::SIGKILL);
             ("SIGKILL", sent, BootTime::now())
         };
         // The guard enforces it too, should we be stopped meanwhile.
@@ -419,24 +436,60 @@ impl Keeper {
             };
             let _ = record_loss(&self.opts, &self.name, &r);
         }
-        self.wait_gone(kill_at);
-        if !self.watched.gone() {
-            let _ = self.watched.signal_tree(libc::SIGKILL, self.since);
+        let term = (sig == "SIGTERM").then_some(libc::SIGTERM);
+        self.wait_gone(kill_at, term);
+        if !self.all_gone() {
+            let _ = self.cover.stop(&self.watched, libc::SIGKILL);
         }
-        self.wait_gone(BootTime::now() + Duration::from_secs(1));
-        self.watched.gone()
+        self.wait_gone(
+            BootTime::now() + Duration::from_secs(1),
+            Some(libc::SIGKILL),
+        );
+        self.all_gone()
     }
 
-    /// Wait until the watched process is gone or `until` passes.
-    fn wait_gone(&self, until: BootTime) {
-        while !self.watched.gone() && !until.passed() {
-            let mut fds = [crate::signals::pollin(self.watched.pidfd_raw())];
-            let mut t = until.remaining();
-            if self.watched.pidfd.is_none() {
-                t = t.min(FALLBACK_POLL);
+    /// Wait until everything the lock covers is gone or `until` passes,
+    /// walking /proc meanwhile: a process a covered one starts now gets
+    /// `sig` too (with SIGCONT after SIGTERM).
+    fn wait_gone(&mut self, until: BootTime, sig: Option<i32>) {
+        while !self.all_gone() && !until.passed() {
+            let fd = if self.watched.gone() {
+                -1
+            } else {
+                self.watched.pidfd_raw()
+            };
+            let mut fds = [crate::signals::pollin(fd)];
+            poll(&mut fds, until.remaining().min(WALK_EVERY / 2));
+            if let Some(sig) = sig {
+                let new = self.cover.walk(false);
+                signal_new(&new, sig);
             }
-            poll(&mut fds, t);
         }
+    }
+
+    /// Walk /proc (see cover.rs); the next walk is due [`WALK_EVERY`] on.
+    fn walk(&mut self, full: bool) -> Vec<Id> {
+        self.next_walk = BootTime::now() + WALK_EVERY;
+        self.cover.walk(full)
+    }
+
+    /// Has everything the lock covers exited: the watched process and
+    /// every covered one? A walk first when one is due; a full one when
+    /// the watched process is first seen gone (what it started has just
+    /// been re-parented: the group rule still finds it), and before
+    /// saying yes.
+    fn all_gone(&mut self) -> bool {
+        let watched_gone = self.watched.gone();
+        let first = watched_gone && !self.watched_ended;
+        self.watched_ended = watched_gone;
+        if first || self.next_walk.passed() {
+            self.walk(first);
+        }
+        if !watched_gone || self.cover.any_live() {
+            return false;
+        }
+        self.walk(true);
+        !self.cover.any_live()
     }
 
     /// The lock is lost (`definite`: a renewal found it gone or taken;
@@ -445,7 +498,7 @@ impl Keeper {
         // Only a process that still runs: it may have exited during the
         // renewal that found the loss, and once it is reaped its pid may
         // belong to another process (a pidfd does not hold the number).
-        let gone = self.watched.gone();
+        let gone = self.all_gone();
         let action = match self.on_lost {
             OnLost::Ignore => "nothing done (--on-lost ignore)".to_string(),
             _ if gone => "nothing done (the process had exited)".to_string(),
@@ -507,6 +560,13 @@ impl Keeper {
         if let Ok(l) = self.locker() {
             let _ = l.release_with(&key, &token, true, None);
         }
+    }
+}
+
+/// `sig` (and SIGCONT after SIGTERM) to processes a walk just found.
+fn signal_new(new: &[Id], sig: i32) {
+    for &s in std::iter::once(&sig).chain((sig == libc::SIGTERM).then_some(&libc::SIGCONT)) {
+        super::cover::send_all(new, s);
     }
 }
 

@@ -1,13 +1,14 @@
-//! `rlock acquire KEY --keep`: a lock that lives exactly as long as a
-//! process (the calling script), as a flock(1) lock lives with its shell's
-//! descriptor.
+//! `rlock acquire KEY --keep`: a lock that lives as long as a process (the
+//! calling script) or anything it started after the grant, as a flock(1)
+//! lock lives as long as any copy of its descriptor.
 //!
 //! # The keeper
 //!
 //! After the grant, rlock starts a small *keeper* process and exits; the
 //! keeper renews the lease every TTL/3 on one connection of its own for as
-//! long as the *watched* process lives, and gives back its holds (see
-//! "Whose holds") the moment it exits, however it dies (SIGKILL included).
+//! long as the *watched* process or any process of its *cover* lives (see
+//! "What the lock covers"), and gives back its holds (see "Whose holds")
+//! once the last of them exits, however it dies (SIGKILL included).
 //!
 //! - It is started with fork+exec of the program itself (the binary's
 //!   hidden `__keep` subcommand, see [`spawn`]), not a bare fork: under
@@ -64,6 +65,20 @@
 //! names the process outright (not init, not another user's; inside
 //! `rlock exec`, one of the exec's command's processes).
 //!
+//! # What the lock covers ([`cover`])
+//!
+//! The watched process and every process started after the grant
+//! ([`caller::Grant::before`]) below it or below a covered one, kept as
+//! (pid, start time) pairs after they are re-parented; and, where the
+//! watched process leads its own process group, the members of that group
+//! in its session and of its uid started after the grant (they were made
+//! in it by its members, even if re-parented before a walk saw them). The
+//! keeper walks /proc every [`cover::WALK_EVERY`] from the covered
+//! processes down, and over every process at each renewal, when the
+//! watched process exits and before it gives the lock up. What it cannot
+//! see (a double fork out of the group completed between two walks) is
+//! listed in `cover.rs` and docs/guide.md.
+//!
 //! # Whose holds
 //!
 //! The keeper owns its grant and the holds of re-entries in its script that
@@ -91,10 +106,11 @@
 //!
 //! On a loss (a renewal finds the lock gone or taken, or no renewal was
 //! confirmed with TTL/3 of the lease left, e.g. Redis unreachable) the
-//! keeper applies `--on-lost` to the watched process and every process it
-//! started since the grant (`Watched::signal_tree`, `Grant::before`: a
-//! later start tick, or the grant's tick and a newer pid; nothing else is
-//! ever signalled): TERM, then KILL after `--grace` (for an unconfirmed lease,
+//! keeper applies `--on-lost` to the watched process and its cover
+//! (`Cover::stop`; `Grant::before`: a later start tick, or the grant's
+//! tick and a newer pid; nothing else is ever signalled, and each process
+//! through a pidfd checked against its start time): TERM with CONT, then
+//! KILL after `--grace` (for an unconfirmed lease,
 //! never later than exec's kill point of it); KILL; or nothing. It writes a
 //! record `P{K}:lost` (JSON: host, pid, when, why, action; it expires after
 //! an hour) that `rlock status` shows, and exits. It never re-acquires.
@@ -106,14 +122,21 @@
 //!   the lease ends; unreachable Redis, the keeper itself does at TTL/3
 //!   before the end; both killed together is the one uncovered case
 //!   (docs/guide.md, "Limits").
-//! - The keeper releases while the script still works: only when the
-//!   watched process is gone, on the script's own release, or after
-//!   stopping the script (`Keeper::stop`).
+//! - The keeper releases while the script, or something it started, still
+//!   works: only when the watched process and its whole cover are gone (a
+//!   full walk of /proc confirms it first), on the script's own release,
+//!   or after stopping all of them (`Keeper::stop`, `Keeper::end_script`:
+//!   a loss, a break, `--max-hold`).
+//! - A process the script started outlives the stop: the keeper walks
+//!   again while it waits and signals what it finds; killed or stopped,
+//!   its guard signals the cover the keeper last published on their
+//!   shared board plus what its own walk finds, before the lease ends.
 //! - The keeper gives back a hold it does not own: see "Whose holds".
 //! - The keeper watches the wrong process, one that ends first: refused
 //!   where it cannot tell (see "Which process is watched").
 
 mod caller;
+mod cover;
 mod detect;
 mod guard;
 mod keeper;

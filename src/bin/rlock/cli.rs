@@ -245,16 +245,17 @@ pub(crate) enum Command {
 With --keep, a small keeper process (\"rlock-keeper\") renews the lease every
 TTL/3 while the calling process lives -- the shell running the script, also
 from inside $(...) or through a wrapper such as timeout(1) -- or the process
---keep-while names, and releases the lock the moment that process exits,
-however it dies: a lock that lives exactly as long as the script, as
-flock(1) gives. Refused (64) where no such script can be told: rlock's
+--keep-while names, or anything it started after the grant runs (background
+jobs, re-parented children: found by walking /proc), and releases the lock
+the moment the last of them exits, however it dies: as flock(1)'s lock
+lives with every copy of its descriptor. Refused (64) where no such script can be told: rlock's
 output piped inside a subshell, an orphaned rlock, a script of another user,
 a parent that is neither a shell nor a script interpreter (find -exec,
 xargs), a `sh -c` whose last command is rlock; lock the whole script instead:
   [ -n \"$RLOCK_HELD\" ] || exec rlock exec KEY -- \"$0\" \"$@\"
 `rlock release` of the token (on the same host) ends the keeper too. If the
 lock is lost (deleted, taken over, or Redis unreachable with TTL/3 of the
-lease left), the keeper applies --on-lost to the watched process and what
+lease left), the keeper applies --on-lost to the watched process and all
 it started since the grant (term: SIGTERM, SIGKILL after --grace), and
 `rlock status` shows the loss for an hour; a guard process does the same if
 the keeper is killed or stopped. SIGTERM to the keeper stops the script

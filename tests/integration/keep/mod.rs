@@ -5,6 +5,7 @@
 //! shared helpers are here (keep_safety.rs and new_user.rs use them too),
 //! the tests one file per concern.
 
+mod cover;
 mod lifetime;
 mod reentry;
 mod refuse;
