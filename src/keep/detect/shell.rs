@@ -86,16 +86,34 @@ pub(super) fn command_string(argv: &[&[u8]]) -> Option<String> {
 /// the text with a `$` in it stands for any one argument): is the shell
 /// done once that rlock is? An approximation of the shell's grammar (no
 /// here-documents), enough for a command string.
+///
+/// Only when that command *is* the rlock call: after its assignments
+/// (`tok=$(rlock ...`) and `exec`, its first word is the program, not a
+/// reserved word. A compound command that merely contains one (`if rlock
+/// acquire ...; then job; fi`, `for`, `while`, `{ ...; }`, `!`) runs more
+/// after it, or may: not refused (refusing made the `if` skip its job
+/// with exit 0).
 pub(super) fn ends_with(s: &str, ours: &[&str]) -> bool {
+    const RESERVED: &[&str] = &[
+        "if", "then", "elif", "else", "while", "until", "for", "do", "case", "{", "!", "select",
+    ];
     let Some(last) = last_command(s) else {
         return false;
     };
     let w = words(last);
+    let program = w
+        .iter()
+        .position(|p| p != "exec" && !(p.contains('=') && !p.starts_with('=')));
+    let Some(program) = program.filter(|&j| !RESERVED.contains(&w[j].as_str())) else {
+        return false;
+    };
     !ours.is_empty()
-        && w.windows(ours.len()).any(|win| {
-            win.iter()
-                .zip(ours)
-                .all(|(text, arg)| text == arg || text.contains('$'))
+        && w.windows(ours.len()).enumerate().any(|(i, win)| {
+            i > program
+                && win
+                    .iter()
+                    .zip(ours)
+                    .all(|(text, arg)| text == arg || text.contains('$'))
         })
 }
 
@@ -402,9 +420,6 @@ mod tests {
             "echo 'a; b'; rlock acquire k --keep # the lock",
             "x=1\nrlock -v acquire k --keep &",
             "for i in 1 2; do sleep 1; done; rlock acquire k --keep",
-            "for i in 1; do rlock acquire k --keep; done",
-            "if true; then rlock acquire k --keep; fi",
-            "{ rlock acquire k --keep; }",
             "( rlock acquire k --keep )",
             "rlock acquire \"$KEY\" --keep",
             "rlock acquire 'k' \"--keep\"",
@@ -413,6 +428,9 @@ mod tests {
         }
         for s in [
             "rlock acquire k --keep; sleep 5",
+            "if rlock acquire -n k --keep --ttl 3s >/dev/null; then job; fi",
+            "{ rlock acquire -n k --keep >/dev/null && sleep 1; }",
+            "for i in 1; do rlock acquire -n k --keep >/dev/null && sleep 1; done",
             "rlock acquire k --keep && echo ok",
             "rlock acquire -n k --keep >/dev/null && ./job.sh",
             "tok=$(rlock acquire k --keep) && ./job.sh",

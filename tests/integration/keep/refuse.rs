@@ -165,7 +165,8 @@ fn scripts_that_use_keep_are_not_refused() {
     // The rules above against what scripts do: a `-c` string whose last
     // command is not rlock (GitLab's lines as one string), a subshell of
     // a `-c` shell, a Python script, `timeout`, `nohup`, a cron line
-    // (`rlock acquire -n k --keep >/dev/null && job`, run by `sh -c`), and a
+    // (`rlock acquire -n k --keep >/dev/null && job`, run by `sh -c`), an
+    // `if rlock acquire ...; then job; fi`, and a
     // container's entrypoint script that is pid 1 and rlock's parent.
     let r = Redis::shared();
     let d = tmp("refuse-not");
@@ -182,6 +183,8 @@ fn scripts_that_use_keep_are_not_refused() {
                     sleep 1.2; "$B" status c4 | head -1 >>"$D/held"' >/dev/null 2>&1 || exit 4
            dash -c '"$B" acquire -n c7 --keep --ttl 2s >/dev/null && sleep 1.2 &&
                     "$B" status c7 | head -1 >>"$D/held"' || exit 7
+           dash -c 'if "$B" acquire -n c8 --keep --ttl 2s >/dev/null; then sleep 1.2
+                    "$B" status c8 | head -1 >>"$D/held"; fi' || exit 8
            {}
            tok=$("$B" acquire c6 --keep --ttl 2s) || exit 6
            sleep 1.2; hold c6"#,
@@ -196,9 +199,9 @@ subprocess.run("\"$B\" status c5 | head -1 >>\"$D/held\"", shell=True)' || exit 
     );
     let out = in_ns(&r, &d, &body);
     let held = read(&d.join("held"));
-    let mut want = vec!["c1", "c2", "c3", "c4", "c7", "c6"];
+    let mut want = vec!["c1", "c2", "c3", "c4", "c7", "c8", "c6"];
     if py {
-        want.insert(5, "c5");
+        want.insert(6, "c5");
     }
     let lines: Vec<&str> = held.lines().collect();
     let expected: Vec<String> = want.iter().map(|k| format!("{k}: held")).collect();
