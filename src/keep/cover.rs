@@ -22,13 +22,26 @@
 //!   re-parented before a walk saw them. Its number cannot name another
 //!   group while any process is in it; once a walk finds no process in it,
 //!   or a live leader that is not the watched process, the rule is off for
-//!   good (the number may be reused).
+//!   good (the number may be reused);
+//! - if it does not lead its group (a script run by another script, a CI
+//!   runner, `make`), the orphan rule: a member of that group, in its
+//!   session and of its uid, started after the grant, whose parent is
+//!   outside the group (re-parented to init or a subreaper): the script's
+//!   last-line `job &`, re-parented as the script exited, before any walk
+//!   saw it. A member that a walk saw with a parent in the group outside
+//!   the cover is another member's, never covered (`State::foreign`); the
+//!   rule closes as the leader's does.
 //!
 //! Not seen: a process that leaves the script's tree before a walk sees it
 //! and also leaves its group (a double fork with `setsid` completed
-//! between two walks, [`WALK_EVERY`] apart), or any such re-parented
-//! child when the script does not lead its group; a process that a
-//! covered one hands work to (a daemon it talks to, `systemd-run`, `at`).
+//! between two walks, [`WALK_EVERY`] apart); a process that a covered one
+//! hands work to (a daemon it talks to, `systemd-run`, `at`); an orphan
+//! of a script that does not lead its group whose new parent is in that
+//! group (a container's pid 1, or a subreaper, that is the caller). Taken for
+//! the script's by the orphan rule: another member's re-parented child
+//! that started and lost its parent between two walks of every process
+//! (those run at each renewal): the lock is then held until it ends, and
+//! a loss signals it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,20 +82,28 @@ pub(super) struct Row {
     pub dead: bool,
 }
 
-/// The watched process's own group (it leads it), where the group rule
-/// applies.
+/// The watched process's process group, where a group rule applies: the
+/// leader's rule when it leads it, else the orphan rule (module doc).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Group {
     pub sid: Pid,
     /// Real uid of the watched process.
     pub uid: u32,
+    /// The group's number (the watched pid when it leads it).
+    pub pgid: Pid,
+    /// The watched process leads it.
+    pub leads: bool,
+    /// When the group's leader started, if it was alive at the grant: a
+    /// live process with that number and another start time means the
+    /// number was reused.
+    pub leader_start: Option<u64>,
 }
 
 /// What decides the cover besides a walk's table.
 #[derive(Clone, Debug)]
 pub(super) struct Rules {
     pub watched: Id,
-    /// Some if the watched process led its process group at the grant.
+    /// The watched process's group at the grant.
     pub group: Option<Group>,
     pub grant: Grant,
     pub pid_max: Pid,
@@ -97,6 +118,10 @@ pub(super) struct State {
     pub ids: Vec<Id>,
     /// The group rule is off (see the module doc).
     pub group_closed: bool,
+    /// Members of a group the watched process does not lead, seen started
+    /// after the grant by a parent in that group outside the cover: never
+    /// the script's, also once re-parented (the orphan rule).
+    pub foreign: HashSet<Id>,
 }
 
 /// One walk: `state` after the processes of `table` (`full`: every
@@ -128,19 +153,27 @@ pub(super) fn grow(
     let skip = |r: &Row, known: &HashSet<Id>| {
         r.pid == rules.me || (!known.contains(&id(r)) && keeper(r.pid))
     };
-    // The group rule (see the module doc).
-    if let Some(g) = rules.group
-        && full
-        && !state.group_closed
-    {
-        let number = rules.watched.pid;
+    // The group rules (see the module doc): closed for good once the group
+    // is empty or its number was reused.
+    let group = rules.group.filter(|_| full && !state.group_closed);
+    if let Some(g) = group {
+        let leader_start = if g.leads {
+            Some(rules.watched.start)
+        } else {
+            g.leader_start
+        };
         let recycled = live
-            .get(&number)
-            .is_some_and(|r| r.start != rules.watched.start);
-        let empty = !table.iter().any(|r| r.pgid == number);
+            .get(&g.pgid)
+            .is_some_and(|r| leader_start.is_none_or(|s| r.start != s));
+        let empty = !table.iter().any(|r| r.pgid == g.pgid);
         if recycled || empty {
             state.group_closed = true;
-        } else {
+        }
+    }
+    // The leader's rule.
+    if let Some(g) = group.filter(|g| g.leads && !state.group_closed) {
+        let number = g.pgid;
+        {
             for r in table.iter().filter(|r| !r.dead && r.pgid == number) {
                 if r.sid == g.sid
                     && r.pid != number
@@ -150,6 +183,29 @@ pub(super) fn grow(
                 {
                     covered.insert(id(r));
                 }
+            }
+        }
+    }
+    // The orphan rule: the script does not lead its group. A member of it
+    // started after the grant whose parent is outside the group (init, a
+    // subreaper: re-parented) and that no walk saw with a parent in the
+    // group outside the cover is the script's `job &` whose parent exited
+    // before a walk saw it (covered, with what is below it); one seen with
+    // such a parent is another member's (marked below, after the cover).
+    let orphans = group.filter(|g| !g.leads && !state.group_closed);
+    let member = |r: &Row, g: &Group| {
+        !r.dead
+            && r.pgid == g.pgid
+            && r.sid == g.sid
+            && r.pid != rules.watched.pid
+            && after(r)
+            && !skip(r, &before)
+    };
+    if let Some(g) = orphans {
+        for r in table.iter().filter(|r| member(r, &g)) {
+            let reparented = live.get(&r.ppid).is_none_or(|p| p.pgid != g.pgid);
+            if reparented && !state.foreign.contains(&id(r)) && uid(r.pid) == Some(g.uid) {
+                covered.insert(id(r));
             }
         }
     }
@@ -175,6 +231,19 @@ pub(super) fn grow(
             }
             todo.push(r.pid);
         }
+    }
+    if let Some(g) = orphans {
+        for r in table
+            .iter()
+            .filter(|r| member(r, &g) && !covered.contains(&id(r)))
+        {
+            if live.get(&r.ppid).is_some_and(|p| p.pgid == g.pgid) {
+                state.foreign.insert(id(r));
+            }
+        }
+    }
+    if full {
+        state.foreign.retain(is_live);
     }
     covered.remove(&rules.watched);
     let mut ids: Vec<Id> = covered.into_iter().collect();
@@ -207,11 +276,23 @@ impl Cover {
             start: watched.start,
         };
         let group = row(watched.pid)
-            .filter(|r| r.start == watched.start && r.pgid == watched.pid)
+            .filter(|r| r.start == watched.start)
             .and_then(|r| {
                 use super::detect::Procs;
                 let (uid, _) = super::detect::Live.uids(watched.pid)?;
-                Some(Group { sid: r.sid, uid })
+                let leads = r.pgid == watched.pid;
+                let leader_start = if leads {
+                    Some(r.start)
+                } else {
+                    row(r.pgid).filter(|l| l.pgid == r.pgid).map(|l| l.start)
+                };
+                Some(Group {
+                    sid: r.sid,
+                    uid,
+                    pgid: r.pgid,
+                    leads,
+                    leader_start,
+                })
             });
         Cover {
             rules: Rules {

@@ -10,7 +10,13 @@ fn rules(group: bool) -> Rules {
             pid: 10,
             start: 100,
         },
-        group: group.then_some(Group { sid: 10, uid: 1000 }),
+        group: group.then_some(Group {
+            sid: 10,
+            uid: 1000,
+            pgid: 10,
+            leads: true,
+            leader_start: Some(100),
+        }),
         grant: Grant {
             start: 200,
             pid: 20,
@@ -219,4 +225,73 @@ fn the_board_gives_the_guard_the_keepers_last_cover() {
     let many: Vec<Id> = (1..=5000).map(|pid| Id { pid, start: 1 }).collect();
     b.publish(&many);
     assert_eq!(b.read().len(), BOARD_SLOTS);
+}
+
+/// The script (pid 10) in group 5, led by its caller (pid 5, from before
+/// the grant), which does not end with it.
+fn in_callers_group() -> (Vec<Row>, Rules) {
+    let mut r = rules(false);
+    r.group = Some(Group {
+        sid: 10,
+        uid: 1000,
+        pgid: 5,
+        leads: false,
+        leader_start: Some(50),
+    });
+    let t = vec![p(1, 0, 1, 1), p(5, 1, 5, 50), p(10, 5, 5, 100)];
+    (t, r)
+}
+
+#[test]
+fn the_orphan_rule_covers_a_last_line_job_of_a_script_in_its_callers_group() {
+    // `job &` as the script's last line: re-parented to init as the
+    // script exited, before any walk saw it (two holders, found in review).
+    let (mut t, r) = in_callers_group();
+    t.retain(|x| x.pid != 10);
+    t.push(p(40, 1, 5, 300));
+    t.push(p(41, 40, 5, 310));
+    let mut st = State::default();
+    grow(&mut st, &t, &r, true, keeper, uid);
+    assert_eq!(pids(&st.ids), [40, 41]);
+    // Only on walks of every process.
+    let mut st = State::default();
+    grow(&mut st, &t, &r, false, keeper, uid);
+    assert!(st.ids.is_empty());
+}
+
+#[test]
+fn the_orphan_rule_leaves_what_other_members_started() {
+    let (mut t, r) = in_callers_group();
+    // The caller's next command, and its child: parents in the group.
+    t.push(p(60, 5, 5, 300));
+    t.push(p(61, 60, 5, 310));
+    // From before the grant, re-parented; another session; another uid.
+    t.push(p(42, 1, 5, 150));
+    t.push(Row {
+        sid: 77,
+        ..p(43, 1, 5, 300)
+    });
+    t.push(p(66, 1, 5, 300));
+    let mut st = State::default();
+    grow(&mut st, &t, &r, true, keeper, uid);
+    assert!(st.ids.is_empty(), "{:?}", st.ids);
+    // 61 seen with its parent in the group: once re-parented, still not
+    // the script's.
+    t.retain(|x| x.pid != 60);
+    t.iter_mut()
+        .filter(|x| x.pid == 61)
+        .for_each(|x| x.ppid = 1);
+    grow(&mut st, &t, &r, true, keeper, uid);
+    assert!(st.ids.is_empty(), "{:?}", st.ids);
+}
+
+#[test]
+fn the_orphan_rule_ends_when_the_callers_group_number_is_reused() {
+    let (mut t, r) = in_callers_group();
+    t.retain(|x| x.pid != 5 && x.pid != 10);
+    t.push(p(5, 1, 5, 900));
+    t.push(p(40, 1, 5, 950));
+    let mut st = State::default();
+    grow(&mut st, &t, &r, true, keeper, uid);
+    assert!(st.group_closed && st.ids.is_empty(), "{:?}", st.ids);
 }

@@ -101,9 +101,8 @@ pub(super) fn ends_with(s: &str, ours: &[&str]) -> bool {
         return false;
     };
     let w = words(last);
-    let program = w
-        .iter()
-        .position(|p| p != "exec" && !(p.contains('=') && !p.starts_with('=')));
+    let assignment = |p: &str| p.contains('=') && !p.starts_with('=');
+    let program = w.iter().position(|p| p != "exec" && !assignment(p));
     let Some(program) = program.filter(|&j| !RESERVED.contains(&w[j].as_str())) else {
         return false;
     };

@@ -94,6 +94,23 @@ fn a_child_that_outlives_the_script_keeps_the_lock_until_it_ends() {
     in_pid_namespace(&r, &d, &body);
     let l = lines(&d);
     assert_eq!(l[l.len() - 2..], ["child-end", "rival"], "{l:?}");
+    // Not leading its group (its caller, `sh caller`, leads it), the job
+    // its last line: re-parented to init as the script exits, before any
+    // walk saw it under the script (two holders, found in review): the
+    // orphan rule finds it in the caller's group.
+    let d = tmp("cover-last-bg");
+    let body = format!(
+        "cat >\"$D/caller\" <<'EOS'
+bash -c 'tok=$(\"$B\" acquire k --keep --ttl 3s --grace 1s) || exit 9
+  bash -c \"for i in \\$(seq 30); do echo tick >>\\\"\\$D/out\\\"; sleep .1; done; echo child-end >>\\\"\\$D/out\\\"\" &' || exit 5
+EOS
+         setsid -w sh \"$D/caller\" || exit 6
+         {TICKING}
+         {RIVAL}"
+    );
+    in_pid_namespace(&r, &d, &body);
+    let l = lines(&d);
+    assert_eq!(l[l.len() - 2..], ["child-end", "rival"], "{l:?}");
     r.assert_nothing_held(&[]);
 }
 
