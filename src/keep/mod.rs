@@ -65,15 +65,15 @@
 //! names the process outright (not init, not another user's; inside
 //! `rlock exec`, one of the exec's command's processes).
 //!
-//! # What the lock covers ([`cover`])
+//! # What the lock covers (`cover.rs`)
 //!
 //! The watched process and every process started after the grant
-//! ([`caller::Grant::before`]) below it or below a covered one, kept as
+//! (`caller::Grant::before`) below it or below a covered one, kept as
 //! (pid, start time) pairs after they are re-parented; and, where the
 //! watched process leads its own process group, the members of that group
 //! in its session and of its uid started after the grant (they were made
 //! in it by its members, even if re-parented before a walk saw them). The
-//! keeper walks /proc every [`cover::WALK_EVERY`] from the covered
+//! keeper walks /proc every `cover::WALK_EVERY` (0.1 s) from the covered
 //! processes down, and over every process at each renewal, when the
 //! watched process exits and before it gives the lock up. What it cannot
 //! see (a double fork out of the group completed between two walks) is
