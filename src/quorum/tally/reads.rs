@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use crate::lock::overview::{Counters, LockView, rank};
-use crate::lock::{Event, HolderStatus, Status};
+use crate::lock::{Breaking, Event, HolderStatus, Status};
 
 /// How far apart (by the masters' clocks) one event's records on several
 /// masters may be: enough for the calls of one operation to reach each
@@ -69,6 +69,10 @@ pub(in crate::quorum) fn holders_on_majority(answers: &[&Status], m: usize) -> V
         let mut h = (*first).clone();
         h.ttl_ms = ttl;
         h.count = seen.iter().map(|h| h.count).max().unwrap_or(1);
+        // Being broken where a majority carries the mark (lua/break.lua),
+        // whatever the first record says.
+        let marks: Vec<&Breaking> = seen.iter().filter_map(|h| h.breaking.as_ref()).collect();
+        h.breaking = (marks.len() >= m).then(|| marks[0].clone());
         out.push(h);
     }
     out

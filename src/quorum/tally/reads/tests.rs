@@ -280,3 +280,26 @@ fn a_break_by_fence_names_the_majority_holder_on_every_master() {
     let (who, named) = named_holders(&refs(&masters), &[3], 2);
     assert!(who.is_empty() && named.is_empty());
 }
+
+/// A break marked on a majority shows, whichever master answers first
+/// (found in review: the first record, from the master that missed the
+/// break, hid it); on a minority it does not.
+#[test]
+fn a_break_shows_where_a_majority_carries_its_mark() {
+    let mark = Some(crate::lock::Breaking {
+        by: "ops@h".into(),
+        reason: "r".into(),
+        since_ms: 5,
+    });
+    let marked = |b: bool| HolderStatus {
+        breaking: if b { mark.clone() } else { None },
+        ..holder("t", 7, 1000)
+    };
+    let a = held("k", vec![marked(false)]);
+    let b = held("k", vec![marked(true)]);
+    let c = held("k", vec![marked(true)]);
+    let hs = holders_on_majority(&[&a, &b, &c], 2);
+    assert_eq!(hs[0].breaking, mark);
+    let hs = holders_on_majority(&[&a, &a, &c], 2);
+    assert_eq!(hs[0].breaking, None);
+}
