@@ -199,11 +199,24 @@ fn a_lease_nobody_released_shows_expired() {
 #[test]
 fn a_killed_exec_shows_released_by_its_guard() {
     let r = Redis::shared();
+    let started = tmp_dir("history", "crash").join("started");
+    let _ = std::fs::remove_file(&started);
     let child = rlock(&r)
-        .args(["exec", "crash", "--ttl", "20s", "--", "sleep", "30"])
+        .args([
+            "exec",
+            "crash",
+            "--ttl",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; exec sleep 30", started.display()),
+        ])
         .spawn();
-    eventually(Duration::from_secs(10), "exec holds the lock", || {
-        r.held("crash")
+    // The command runs: its guard has what a release needs (sent before
+    // the go; a kill between the grant and the go leaves it to the lease).
+    eventually(Duration::from_secs(10), "the command to start", || {
+        started.exists()
     });
     kill(child.id(), libc::SIGKILL);
     let _ = finish(child, "rlock exec crash");
@@ -213,7 +226,10 @@ fn a_killed_exec_shows_released_by_its_guard() {
     });
     let h = history(&r, "crash", &[]);
     assert_eq!(events(&h), ["granted", "released"], "{h:?}");
-    assert_eq!(h[0]["cmd"], "sleep 30");
+    assert!(
+        h[0]["cmd"].as_str().unwrap().ends_with("exec sleep 30"),
+        "{h:?}"
+    );
 }
 
 /// A waiter that gives up (-w) shows `timeout`, with how long it waited.

@@ -123,8 +123,10 @@ fn now_ns() -> u128 {
 fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
     let r = Redis::start();
     let dir = tmp("frozen");
-    let child = lossy_child(&r, &dir, &["--ttl", "1500ms", "--connect-timeout", "500ms"]);
-    std::thread::sleep(Duration::from_millis(700)); // let a renewal happen
+    // (3 s: the TERM comes TTL/3 before the lease's end, the KILL near it;
+    // at 1.5 s a loaded 2-core machine once ran the KILL before the trap.)
+    let child = lossy_child(&r, &dir, &["--ttl", "3s", "--connect-timeout", "500ms"]);
+    std::thread::sleep(Duration::from_millis(1300)); // let a renewal happen
     // The server-side expiry: no renewal can land after the freeze.
     let st = rlock(&r).args(["status", "lossy", "--json"]).run().ok();
     let ttl_ms =
@@ -147,7 +149,7 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
         (term_ns - expires_ns) / 1_000_000
     );
     eprintln!(
-        "frozen redis (ttl 1500 ms): renewals stopped -> child signalled {} ms; \
+        "frozen redis (ttl 3 s): renewals stopped -> child signalled {} ms; \
          signalled {} ms before the server TTL ran out: {}",
         (term_ns - frozen_ns) / 1_000_000,
         (expires_ns - term_ns) / 1_000_000,
