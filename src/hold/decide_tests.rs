@@ -7,7 +7,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use super::*;
-use crate::hold::{Policy, kill_point};
+use crate::hold::{End, Holder, Policy, kill_point};
 use crate::lock::LOST_GONE;
 
 const TTL: Duration = Duration::from_secs(30);
@@ -26,6 +26,7 @@ fn valid0() -> BootTime {
 
 fn policy(on_lost: OnLost) -> Policy {
     Policy {
+        holder: Holder::Exec,
         on_lost,
         grace: GRACE,
         kill_leftovers: false,
