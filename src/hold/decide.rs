@@ -106,7 +106,10 @@ pub(crate) fn wake_at(state: &State, now: BootTime) -> BootTime {
     if let Renewer::Pending(due) = state.renewer {
         wake = wake.min(due);
     }
-    if let Some(at) = state.overrun_at.filter(|_| !state.overran && !state.stopping) {
+    if let Some(at) = state
+        .overrun_at
+        .filter(|_| !state.overran && !state.stopping)
+    {
         wake = wake.min(at);
     }
     if let Some(at) = state.releasing.filter(|&at| at > now) {

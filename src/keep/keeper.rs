@@ -87,8 +87,8 @@ pub(super) struct Keeper {
     guard: Option<(Shared, OwnedFd)>,
 }
 
-/// Signals that make the keeper stop keeping: the watched process is
-/// stopped first (see [`Keeper::stop`]).
+/// Signals that make the keeper stop keeping: the watched process and its
+/// cover are stopped first (`hold::Event::Stop`).
 const ENDS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Keeper {
@@ -351,6 +351,7 @@ impl Keeper {
     /// The hold is over: do with the lock what the core says.
     fn end(&mut self, state: &State) -> u8 {
         match state.end() {
+            End::Given if state.overran => crate::exit_code::OVERRAN,
             End::Given => 0,
             End::GiveBackBroken => {
                 self.give_back_broken();
@@ -394,9 +395,7 @@ impl Keeper {
         if BufReader::new(&stream).read_line(&mut line).is_err() {
             return None;
         }
-        let Some(asked) = Asked::parse(&line, self.name.redis_key()) else {
-            return None;
-        };
+        let asked = Asked::parse(&line, self.name.redis_key())?;
         if (&stream).write_all(b"ok\n").is_err() {
             return None;
         }
