@@ -58,7 +58,7 @@ Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   ...; rlock release deploy --token \"$tok\"
   rlock exec -n -E 0 nightly -- ./report.sh            # cron: skip quietly if busy
-  rlock acquire -n deploy --keep >/dev/null || exit 0   # until the script ends
+  rlock acquire -n deploy --keep >/dev/null || exit 0   # until the script and its jobs end
   rlock status market --json";
 
 const AFTER_LONG_HELP: &str = "\
@@ -266,7 +266,7 @@ for the script itself.
 Examples:
   tok=$(rlock acquire deploy --ttl 10m)
   rlock acquire -w 30s nightly
-  rlock acquire -n deploy --keep >/dev/null || exit 0    # held until the script ends
+  rlock acquire -n deploy --keep >/dev/null || exit 0    # held until the script and its jobs end
   export RLOCK_TOKEN=$(rlock acquire deploy --keep)
   rlock acquire staging-db staging-app    # both (no deadlock): one token per line")]
     Acquire {

@@ -179,7 +179,8 @@ EOS
         touch "$D/cmd-gone"
         # Then the script ends (killed): its keeper gives its hold back.
         i=0; until [ -e "$D/end" ]; do i=$((i+1)); [ $i -le 600 ] || exit 5; sleep 0.1; done
-        kill -9 $script
+        # (Its `sleep 100` too: a kept lock covers what the script started.)
+        pkill -9 -P $script; kill -9 $script
         i=0; while pgrep -x rlock-keeper >/dev/null; do i=$((i+1)); [ $i -le 100 ] || exit 6; sleep 0.1; done"#,
     );
     let holder = |r: &Redis| {
