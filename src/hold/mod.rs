@@ -19,6 +19,7 @@
 //! never `exec` or `keep`: those drive it.
 
 mod decide;
+mod renew;
 mod state;
 
 use std::process::ExitStatus;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use crate::clock::BootTime;
 
 pub(crate) use decide::{decide, wake_at};
+pub(crate) use renew::{Held, Renewals, Round};
 pub(crate) use state::{End, Holder, Policy, State};
 
 /// What to do with the command when the lock is lost.

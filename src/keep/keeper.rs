@@ -23,7 +23,6 @@ use crate::conn::{ConnectOptions, Server};
 use crate::exec::OnLost;
 use crate::hold::{self, Action, End, Event, Holder, State};
 use crate::lock::LockName;
-use crate::lock::RenewalSchedule;
 use crate::{Error, Locker, Released, Result, Token};
 
 /// How often the keeper looks at the watched process without a pidfd.
@@ -186,11 +185,7 @@ impl Keeper {
     }
 
     fn keep(&mut self) -> u8 {
-        let RenewalSchedule {
-            every,
-            retry,
-            first: mut next,
-        } = RenewalSchedule::new(self.valid_until, self.ttl);
+        let mut renewals = hold::Renewals::new(self.valid_until, self.ttl);
         let policy = hold::Policy {
             holder: Holder::Keep,
             on_lost: self.on_lost,
@@ -211,30 +206,27 @@ impl Keeper {
                 return self.end(&state);
             }
             let renew_due = self.renewing && !state.renewals_paused(BootTime::now());
-            if renew_due && next.passed() {
+            if renew_due && renewals.due() {
                 self.walk(true);
-                let sent = BootTime::now();
-                let event = match self.locker().and_then(|l| l.renew(&key, &token, ttl)) {
-                    Ok(valid) => {
-                        self.valid_until = valid;
-                        if let Some((shared, _)) = &self.guard {
-                            shared.set_deadline(crate::exec::kill_point(valid, ttl));
-                        }
-                        next = sent + every;
-                        Event::Renewed(valid)
+                let held = [hold::Held {
+                    key: &key,
+                    token: &token,
+                    ttl,
+                }];
+                let round = match self.locker() {
+                    Ok(l) => renewals.round(l, &held, None, &|| false, &mut |_, _| {}),
+                    // Not connected (Redis down): retried like a failed
+                    // renewal.
+                    Err(_) => renewals.failed(),
+                };
+                if let hold::Round::Renewed(valid) = round {
+                    self.valid_until = valid;
+                    if let Some((shared, _)) = &self.guard {
+                        shared.set_deadline(crate::exec::kill_point(valid, ttl));
                     }
-                    // Broken by an operator (`rlock break`): who and why.
-                    Err(Error::Lost { why, .. })
-                        if why.starts_with(crate::lock::breaking::BROKEN_BY) =>
-                    {
-                        Event::Lost(why)
-                    }
-                    Err(Error::Lost { .. }) => Event::Lost(crate::lock::LOST_GONE.into()),
-                    Err(Error::NotOwner { .. }) => Event::Lost(crate::lock::LOST_TAKEN.into()),
-                    Err(_) => {
-                        next = BootTime::now() + retry;
-                        continue;
-                    }
+                }
+                let Some(event) = round.event() else {
+                    continue;
                 };
                 if matches!(event, Event::Lost(_)) {
                     // Only a process that still runs is signalled: it may
@@ -251,7 +243,7 @@ impl Keeper {
             }
             let mut wake = hold::wake_at(&state, BootTime::now());
             if renew_due {
-                wake = wake.min(next);
+                wake = wake.min(renewals.next);
             }
             let mut timeout = wake.remaining().min(self.next_walk.remaining());
             if self.watched.pidfd.is_none() {
@@ -293,7 +285,7 @@ impl Keeper {
                 if self.step(&mut state, Event::ReleaseEnded { given_back }) {
                     return self.end(&state);
                 }
-                next = BootTime::now();
+                renewals.next = BootTime::now();
             }
             if fds[1].revents != 0
                 && let Some(until) = self.accept()
