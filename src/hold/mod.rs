@@ -12,6 +12,12 @@
 //! and which adds a stop signal, a release announced on its socket, and
 //! once it is done [`State::end`]: release, give back a broken hold, or
 //! leave the lock to its lease ([`Holder`] names what differs).
+//!
+//! Renewing is one step for every holder: [`Renewals`] (`renew.rs`) keeps
+//! the schedule and runs a round over a hold's leases; its [`Round`]
+//! becomes the core's [`Event::Renewed`] or [`Event::Lost`]. exec's
+//! renewer thread, the keeper and a lock set waiting for its next lock
+//! (`multi.rs`) run it.
 //! The safety argument these decisions serve is `exec/mod.rs`'s module
 //! doc; docs/internals.md ("The hold core") lists state, events and actions.
 //!

@@ -38,7 +38,7 @@
 //!   gone: `Event::Empty`), the renewals' results, the release socket
 //!   (`Event::Releasing`, `Event::ReleaseEnded`), its stop signals and the
 //!   clock into the core's events, carries out its actions (`Terminate`,
-//!   `Kill`: [`cover::Cover::stop`]; `Deadline`: the guard's; `Report`:
+//!   `Kill`: `Cover::stop`; `Deadline`: the guard's; `Report`:
 //!   the loss record), and once the core finishes does with the lock what
 //!   `hold::State::end` says: release, give a broken hold back, or leave
 //!   it to its lease.
