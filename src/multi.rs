@@ -41,7 +41,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::clock::BootTime;
-use crate::lock::RenewalSchedule;
 
 use crate::{Busy, Cancel, Error, Lease, Locker, Request, Result, Wait};
 
@@ -164,31 +163,40 @@ pub(crate) fn take_all(
     Ok(taken.into_iter().map(|(_, l)| l).collect())
 }
 
-/// Renew `leases` every TTL/3 until `stop`; a definite loss (gone, or
+/// Renew `leases` every TTL/3 until `stop`, by the hold core's one
+/// renewal step ([`crate::hold::Renewals`]); a definite loss (gone, or
 /// another owner) ends it with that error. Transient failures are retried
 /// quickly; a lease that runs out meanwhile is caught by the caller.
 fn keep_alive(locker: &mut Locker, leases: &mut [Lease], stop: &AtomicBool) -> Option<Error> {
     let first = leases.iter().min_by_key(|l| l.valid_until)?;
-    let RenewalSchedule {
-        every,
-        retry,
-        first: mut next,
-    } = RenewalSchedule::new(first.valid_until, first.ttl);
+    let mut renewals = crate::hold::Renewals::new(first.valid_until, first.ttl);
+    let stopped = || stop.load(Ordering::SeqCst);
+    let mut valid: Vec<Option<BootTime>> = vec![None; leases.len()];
     loop {
-        while !stop.load(Ordering::SeqCst) && !next.passed() {
-            std::thread::park_timeout(next.remaining());
+        while !stopped() && !renewals.due() {
+            std::thread::park_timeout(renewals.next.remaining());
         }
-        if stop.load(Ordering::SeqCst) {
+        if stopped() {
             return None;
         }
-        let sent = BootTime::now();
-        next = sent + every;
-        for l in leases.iter_mut() {
-            match locker.renew(&l.key, &l.token, l.ttl) {
-                Ok(valid) => l.valid_until = valid,
-                Err(e @ (Error::Lost { .. } | Error::NotOwner { .. })) => return Some(e),
-                Err(_) => next = BootTime::now() + retry,
+        let held: Vec<crate::hold::Held> = leases
+            .iter()
+            .map(|l| crate::hold::Held {
+                key: &l.key,
+                token: &l.token,
+                ttl: l.ttl,
+            })
+            .collect();
+        let round = renewals.round(locker, &held, None, &stopped, &mut |i, v| {
+            valid[i] = Some(v);
+        });
+        for (l, v) in leases.iter_mut().zip(&mut valid) {
+            if let Some(v) = v.take() {
+                l.valid_until = v;
             }
+        }
+        if let crate::hold::Round::Lost { error, .. } = round {
+            return Some(error);
         }
     }
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::{Scope, Thread};
 
 use crate::clock::BootTime;
-use crate::lock::RenewalSchedule;
+use crate::hold;
 use crate::{Error, Lease, Locker};
 
 use super::guard::Guard;
@@ -132,63 +132,40 @@ impl<'s, 'e> Renewer<'s, 'e> {
     }
 }
 
-/// Extend the lease every TTL/3 until stopped. Reports a definite loss
-/// (gone, or another owner) with one byte on `tx`; transient failures are
-/// retried quickly and left to the supervisor's deadline (and the guard's).
+/// Extend the lease every TTL/3 until stopped, by the hold core's one
+/// renewal step ([`hold::Renewals`]). Reports a definite loss (gone, or
+/// another owner) with one byte on `tx`; transient failures are retried
+/// quickly and left to the supervisor's deadline (and the guard's).
 fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
-    let RenewalSchedule {
-        every,
-        retry,
-        first: mut next,
-    } = RenewalSchedule::new(r.lease.valid_until, r.lease.ttl);
+    let mut renewals = hold::Renewals::new(r.lease.valid_until, r.lease.ttl);
+    // Every lock of the set: the earliest validity is the set's; the
+    // first definite loss of any is the set's loss.
+    let leases: Vec<hold::Held> = std::iter::once(r.lease)
+        .chain(r.others)
+        .map(|l| hold::Held {
+            key: &l.key,
+            token: &l.token,
+            ttl: l.ttl,
+        })
+        .collect();
+    let stopped = || r.stop.load(Ordering::SeqCst);
     // Sent with each renewal until one is confirmed.
     let mut pid_noted = false;
     loop {
-        while !r.stop.load(Ordering::SeqCst) && !next.passed() {
-            std::thread::park_timeout(next.remaining());
+        while !stopped() && !renewals.due() {
+            std::thread::park_timeout(renewals.next.remaining());
         }
-        if r.stop.load(Ordering::SeqCst) {
+        if stopped() {
             return;
         }
-        let sent = BootTime::now();
-        // Every lock of the set, the earliest validity is the set's; the
-        // first definite loss of any is the set's loss.
         let pid = u32::try_from(r.cmd_pid.load(Ordering::SeqCst))
             .ok()
             .filter(|&p| p > 0 && !pid_noted);
-        let mut result = locker.renew_noted(&r.lease.key, &r.lease.token, r.lease.ttl, pid);
-        let mut which = &r.lease.key;
-        for o in r.others {
-            if r.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            if result.is_err() {
-                break;
-            }
-            which = &o.key;
-            result = match locker.renew_noted(&o.key, &o.token, o.ttl, pid) {
-                Ok(v) => result.map(|valid| valid.min(v)),
-                Err(e) => Err(e),
-            };
-        }
-        if !r.others.is_empty()
-            && let Err(e @ (Error::Lost { .. } | Error::NotOwner { .. })) = &result
-        {
-            let why = match e {
-                Error::Lost { why, .. } if why.starts_with(crate::lock::breaking::BROKEN_BY) => {
-                    why.clone()
-                }
-                Error::Lost { .. } => crate::lock::LOST_GONE.into(),
-                _ => crate::lock::LOST_TAKEN.into(),
-            };
-            *r.lost_key.lock().unwrap_or_else(|e| e.into_inner()) = Some((which.clone(), why));
-            let _ = tx.write_all(format!("K{which}\0").as_bytes());
-        }
-        match result {
-            Ok(valid) => {
+        match renewals.round(locker, &leases, pid, &stopped, &mut |_, _| {}) {
+            hold::Round::Renewed(valid) => {
                 // A renewal that completes after a loss was declared must
                 // not move the deadline back out.
-                if r.stop.load(Ordering::SeqCst) {
+                if stopped() {
                     return;
                 }
                 *r.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = valid;
@@ -196,22 +173,25 @@ fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
                 if let Some(g) = r.guard {
                     g.deadline(Some(super::kill_point(valid, r.lease.ttl)));
                 }
-                next = sent + every;
             }
-            // Broken by an operator (`rlock break`): who and why.
-            Err(Error::Lost { why, .. }) if why.starts_with(crate::lock::breaking::BROKEN_BY) => {
-                let _ = tx.write_all(format!("B{why}").as_bytes());
+            hold::Round::Lost { key, why, error } => {
+                if !r.others.is_empty() {
+                    *r.lost_key.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((key.clone(), why.clone()));
+                    let _ = tx.write_all(format!("K{key}\0").as_bytes());
+                }
+                let _ = match error {
+                    // Broken by an operator (`rlock break`): who and why.
+                    Error::Lost { .. } if why.starts_with(crate::lock::breaking::BROKEN_BY) => {
+                        tx.write_all(format!("B{why}").as_bytes())
+                    }
+                    Error::Lost { .. } => tx.write_all(b"G"),
+                    _ => tx.write_all(b"O"),
+                };
                 return;
             }
-            Err(Error::Lost { .. }) => {
-                let _ = tx.write_all(b"G");
-                return;
-            }
-            Err(Error::NotOwner { .. }) => {
-                let _ = tx.write_all(b"O");
-                return;
-            }
-            Err(_) => next = BootTime::now() + retry,
+            hold::Round::Stopped => return,
+            hold::Round::Failed => {}
         }
     }
 }

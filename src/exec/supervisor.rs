@@ -78,6 +78,7 @@ impl Supervisor<'_, '_, '_> {
     /// renewer is stopped when this returns.
     pub(crate) fn run(mut self, on_event: &mut dyn FnMut(Event)) -> Outcome {
         let policy = hold::Policy {
+            holder: hold::Holder::Exec,
             on_lost: self.spec.on_lost,
             grace: self.spec.grace,
             kill_leftovers: self.spec.kill_leftovers,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::duration::human;
 
-use super::state::{Due, Renewer, State};
+use super::state::{ABANDON_AFTER, Due, Holder, Renewer, State};
 use super::{Action, Event, KillCause, OnLost, Report, kill_margin};
 
 /// What to do about `event`, seen at `now`. The renewer is started first
@@ -59,9 +59,26 @@ pub(crate) fn decide(state: &mut State, event: Event, now: BootTime) -> Vec<Acti
                 state.valid_until = valid;
             }
         }
+        Event::Lost(_) if state.releasing.is_some() && state.policy.holder == Holder::Keep => {
+            // The release announced to the keeper took the lock: nothing
+            // is lost, nothing is left to give back.
+            state.given_back = true;
+            finish(state, &mut out);
+        }
         Event::Lost(why) => {
             if state.lost.is_none() {
                 lose(state, why, now, &mut out);
+            }
+        }
+        Event::Stop => stop(state, now, &mut out),
+        Event::Releasing(until) => state.releasing = Some(until),
+        Event::ReleaseEnded { given_back } => {
+            state.releasing = None;
+            // While the cover is being stopped, the hold ends once it is
+            // gone (or left to the lease), with nothing left to give.
+            state.given_back |= given_back;
+            if given_back && !state.stopping && state.lost.is_none() {
+                finish(state, &mut out);
             }
         }
         Event::Tick => tick(state, now, &mut out),
@@ -71,12 +88,13 @@ pub(crate) fn decide(state: &mut State, event: Event, now: BootTime) -> Vec<Acti
 
 /// When the next [`Event::Tick`] is due, seen at `now`: the earliest of
 /// the loss by no confirmation (TTL/3 before the validity deadline), the
-/// SIGKILL due, the renewer's start, the end of `--max-hold`; at most an
+/// SIGKILL due, the renewer's start, the end of `--max-hold`, (keep) the
+/// end of a release's pause and of the wait after a SIGKILL; at most an
 /// hour away.
 pub(crate) fn wake_at(state: &State, now: BootTime) -> BootTime {
     let lead = state.lead();
     let mut wake = now + Duration::from_secs(3600);
-    if state.lost.is_none() && !state.stalled {
+    if state.lost.is_none() && !state.stalled && !state.stopping {
         wake = wake.min(state.valid_until - lead);
     } else if state.stalled {
         // --on-lost ignore past the lead: look again for a renewal.
@@ -88,11 +106,24 @@ pub(crate) fn wake_at(state: &State, now: BootTime) -> BootTime {
     if let Renewer::Pending(due) = state.renewer {
         wake = wake.min(due);
     }
-    if let Some(at) = state.overrun_at.filter(|_| !state.overran) {
+    if let Some(at) = state
+        .overrun_at
+        .filter(|_| !state.overran && !state.stopping)
+    {
+        wake = wake.min(at);
+    }
+    if let Some(at) = state.releasing.filter(|&at| at > now) {
+        wake = wake.min(at);
+    }
+    if let Some(at) = state.abandon_at.filter(|_| !state.abandoned) {
         wake = wake.min(at);
     }
     wake
 }
+
+/// Keep: why an unconfirmed lease counts as lost.
+pub(crate) const KEEP_UNCONFIRMED: &str =
+    "no renewal confirmed in time; the lease was about to end (Redis unreachable?)";
 
 fn start_renewer(state: &mut State, out: &mut Vec<Action>) {
     if let Renewer::Pending(_) = state.renewer {
@@ -163,7 +194,7 @@ fn signal(state: &mut State, sig: i32, now: BootTime, out: &mut Vec<Action>) {
         state.interrupts += 1;
     }
     if state.interrupts >= 2 {
-        kill(state, Some(KillCause::Again(sig)), out);
+        kill(state, Some(KillCause::Again(sig)), now, out);
         state.kill_at = None;
     } else if crate::signals::ENDS_WAIT.contains(&sig) {
         let at = now + state.policy.grace;
@@ -174,9 +205,10 @@ fn signal(state: &mut State, sig: i32, now: BootTime, out: &mut Vec<Action>) {
 /// The clock's turn: the loss by no confirmation, `--max-hold`, the
 /// SIGKILL due.
 fn tick(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
+    let keep = state.policy.holder == Holder::Keep;
     let lead = state.lead();
     let stale = now + lead >= state.valid_until;
-    if state.policy.on_lost == OnLost::Ignore {
+    if state.policy.on_lost == OnLost::Ignore && !keep {
         // Nothing to enforce: keep renewing (Redis may come back while the
         // lease lives) and say so once.
         if stale && !state.stalled && state.lost.is_none() {
@@ -184,24 +216,55 @@ fn tick(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
             report(state, Report::Unconfirmed(state.ttl - lead), out);
         }
         state.stalled &= stale;
-    } else if state.lost.is_none() && stale {
-        let why = format!("no renewal confirmed for {}", human(state.ttl - lead));
+    } else if state.lost.is_none() && !state.stopping && stale {
+        // (Keep, stopping: renewing has ended and the cover is killed by
+        // the kill point; that is no loss.)
+        let why = if keep {
+            KEEP_UNCONFIRMED.to_string()
+        } else {
+            format!("no renewal confirmed for {}", human(state.ttl - lead))
+        };
         lose(state, why, now, out);
     }
-    if state.overrun_at.is_some_and(|at| now >= at) && !state.overran && state.lost.is_none() {
+    if state.overrun_at.is_some_and(|at| now >= at)
+        && !state.overran
+        && !state.stopping
+        && state.lost.is_none()
+    {
         state.overran = true;
         overrun(state, now, out);
     }
     if let Some((_, cause)) = state.kill_at.filter(|&(k, _)| now >= k) {
-        kill(state, cause, out);
+        kill(state, cause, now, out);
         state.kill_at = None;
+    }
+    if state.abandon_at.is_some_and(|at| now >= at) && !state.abandoned {
+        // Keep: the cover outlived its SIGKILL (a process in
+        // uninterruptible sleep, one out of reach): the lock is left to
+        // its lease, which the guard's deadline still enforces.
+        state.abandoned = true;
+        finish(state, out);
+    }
+}
+
+/// SIGKILL the tree; keep waits [`ABANDON_AFTER`] for it to go.
+///
+/// (Keep tells its guard too, so a keeper stopped meanwhile cannot hold
+/// the SIGKILL back: the guard kills at its deadline.)
+fn sigkill(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
+    if state.policy.holder == Holder::Keep {
+        out.push(Action::Deadline(now));
+    }
+    out.push(Action::Kill);
+    if state.policy.holder == Holder::Keep && state.abandon_at.is_none() {
+        state.abandon_at = Some(now + ABANDON_AFTER);
     }
 }
 
 /// SIGKILL the tree, and say why (nothing for a loss's or an overrun's
 /// SIGKILL: their lines said it would come).
-fn kill(state: &mut State, cause: Option<KillCause>, out: &mut Vec<Action>) {
-    out.push(Action::Kill);
+fn kill(state: &mut State, cause: Option<KillCause>, now: BootTime, out: &mut Vec<Action>) {
+    sigkill(state, now, out);
     if let Some(cause) = cause {
         let command = state.status.is_none();
         report(state, Report::Killed { cause, command }, out);
@@ -212,12 +275,58 @@ fn kill(state: &mut State, cause: Option<KillCause>, out: &mut Vec<Action>) {
 /// command, or what it left running), SIGKILL after `--grace` (the guard
 /// holds the kill deadline anyway). The lock is still held, and renewed,
 /// until the tree is gone: released then, as after any command.
+///
+/// Keep: renewing ends and the cover is stopped by the lease's kill point,
+/// whatever `--on-lost` says (see [`end_cover`]).
 fn overrun(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
+    if state.policy.holder == Holder::Keep {
+        state.stopping = true;
+        end_cover(state, OnLost::Term, now, out);
+        let max = state.policy.max_hold.unwrap_or_default();
+        out.push(Action::Report(Report::Overran(max)));
+        return;
+    }
     out.push(Action::Terminate);
     let at = now + state.policy.grace;
     let max = state.policy.max_hold.unwrap_or_default();
     report(state, Report::Overran(max), out);
     state.kill_at = earliest(state.kill_at, at, None);
+}
+
+/// Keep: the keeper was told to stop. Releasing at once would let a rival
+/// in while the script still works under the lock: the cover is stopped
+/// first as on a loss ([`end_cover`]) and the lock released once it is
+/// gone. Under `--on-lost ignore` the lock is released at once (the user
+/// chose to let the script run on without it). A second stop, or one
+/// after a loss, adds nothing.
+fn stop(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
+    if state.policy.holder != Holder::Keep || state.stopping || state.lost.is_some() {
+        return;
+    }
+    if state.policy.on_lost == OnLost::Ignore {
+        finish(state, out);
+        return;
+    }
+    state.stopping = true;
+    end_cover(state, state.policy.on_lost, now, out);
+}
+
+/// Keep: renew no more, and stop the cover by the lease's kill point:
+/// SIGTERM (with SIGCONT) and SIGKILL at the earlier of `--grace` and the
+/// kill point, told to the guard too; SIGKILL at once under `kill` or with
+/// no time left.
+fn end_cover(state: &mut State, on_lost: OnLost, now: BootTime, out: &mut Vec<Action>) {
+    stop_renewer(state, out);
+    let kill_by = state.kill_by();
+    if on_lost == OnLost::Term && kill_by - now >= Duration::from_millis(1) {
+        let at = (now + state.policy.grace).min(kill_by);
+        out.push(Action::Deadline(at));
+        out.push(Action::Terminate);
+        state.kill_at = earliest(state.kill_at, at, None);
+    } else {
+        sigkill(state, now, out);
+        state.kill_at = None;
+    }
 }
 
 /// Apply the lock-loss policy. The signals and the guard's deadline come
@@ -245,12 +354,12 @@ fn lose(state: &mut State, why: String, now: BootTime, out: &mut Vec<Action>) {
         OnLost::Term => {
             // No time left for a grace period (rlock was stopped or
             // starved until the kill deadline).
-            out.push(Action::Kill);
+            sigkill(state, now, out);
             state.kill_at = None;
             "killed the command: no time was left for a grace period".into()
         }
         OnLost::Kill => {
-            out.push(Action::Kill);
+            sigkill(state, now, out);
             state.kill_at = None;
             "killed the command".into()
         }
@@ -261,6 +370,10 @@ fn lose(state: &mut State, why: String, now: BootTime, out: &mut Vec<Action>) {
         action,
     }));
     state.lost = Some(why);
+    if state.policy.holder == Holder::Keep && state.policy.on_lost == OnLost::Ignore {
+        // Keep: nothing is held any more and nothing is to be stopped.
+        finish(state, out);
+    }
 }
 
 /// The sooner of `due` and a SIGKILL at `at` for `cause`.

@@ -5,8 +5,19 @@
 //! rlock, a renewal's result, or the clock's [`Event::Tick`]) at a time
 //! `now`, updates the [`State`] and returns the [`Action`]s to take, in
 //! order; [`wake_at`] says when the next tick is due. Nothing here reads a
-//! clock, sends a signal or talks to Redis: a driver does (for `rlock exec`,
-//! `exec/supervisor.rs`), and executes the actions in the order given.
+//! clock, sends a signal or talks to Redis: a driver does, and executes the
+//! actions in the order given. There are two drivers: `rlock exec`'s
+//! supervisor (`exec/supervisor.rs`), and the keeper of `acquire --keep`
+//! (`keep/keeper.rs`), whose "tree" is the watched process and its cover
+//! and which adds a stop signal, a release announced on its socket, and
+//! once it is done [`State::end`]: release, give back a broken hold, or
+//! leave the lock to its lease ([`Holder`] names what differs).
+//!
+//! Renewing is one step for every holder: [`Renewals`] (`renew.rs`) keeps
+//! the schedule and runs a round over a hold's leases; its [`Round`]
+//! becomes the core's [`Event::Renewed`] or [`Event::Lost`]. exec's
+//! renewer thread, the keeper and a lock set waiting for its next lock
+//! (`multi.rs`) run it.
 //! The safety argument these decisions serve is `exec/mod.rs`'s module
 //! doc; docs/internals.md ("The hold core") lists state, events and actions.
 //!
@@ -14,6 +25,7 @@
 //! never `exec` or `keep`: those drive it.
 
 mod decide;
+mod renew;
 mod state;
 
 use std::process::ExitStatus;
@@ -22,7 +34,8 @@ use std::time::Duration;
 use crate::clock::BootTime;
 
 pub(crate) use decide::{decide, wake_at};
-pub(crate) use state::{Policy, State};
+pub(crate) use renew::{Held, Renewals, Round};
+pub(crate) use state::{End, Holder, Policy, State};
 
 /// What to do with the command when the lock is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +81,7 @@ pub(crate) enum Event {
     /// it not started the command yet, did not start it).
     Enforced,
     /// No process of the command's tree is left; the guard has exited.
+    /// (Keep: the watched process and its whole cover are gone.)
     Empty,
     /// The guard is gone without saying "empty" (someone killed it).
     GuardGone,
@@ -77,6 +91,16 @@ pub(crate) enum Event {
     Renewed(BootTime),
     /// A renewal found the lock lost: why (gone, taken, broken by ...).
     Lost(String),
+    /// Keep: the keeper was told to stop (SIGTERM, SIGINT, SIGHUP,
+    /// SIGQUIT to it): stop the cover as on a loss, then release.
+    Stop,
+    /// Keep: a release was announced on the socket; renewals pause until
+    /// its verdict or this time.
+    Releasing(BootTime),
+    /// Keep: the announced release's verdict: `given_back`, it gave back
+    /// the last of the keeper's holds (the keeper ends quietly); else
+    /// renewals resume.
+    ReleaseEnded { given_back: bool },
     /// The clock: look at every deadline.
     Tick,
 }

@@ -8,10 +8,26 @@ use crate::lock::RenewalSchedule;
 
 use super::{KillCause, OnLost, kill_point};
 
+/// Which driver holds: the decisions that differ between the two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holder {
+    /// `rlock exec`: the command is rlock's child, run by its guard; the
+    /// hold ends when the guard reports the tree empty.
+    Exec,
+    /// `acquire --keep`: the keeper watches a process it did not start
+    /// and its cover. A loss ends keeping (under `--on-lost ignore` at
+    /// once: nothing is held any more); a stop or `--max-hold` stops
+    /// renewing and stops the cover by the lease's kill point; a cover
+    /// still alive a second after its SIGKILL is left to the lease.
+    Keep,
+}
+
 /// The holder's choices for the command (exec's `Spec` without the
 /// command line).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Policy {
+    /// Who drives the core.
+    pub holder: Holder,
     /// What to do to the tree if the lock is lost.
     pub on_lost: OnLost,
     /// How long after a SIGTERM (or a forwarded signal) before SIGKILL.
@@ -68,6 +84,40 @@ pub(crate) struct State {
     pub(crate) spawn_failed: Option<std::io::Error>,
     /// The guard vanished without reporting an empty tree.
     pub(crate) guard_killed: bool,
+    /// Keep: told to stop (a signal to the keeper), or `--max-hold` is
+    /// over; the cover is being stopped and renewing has ended.
+    pub(crate) stopping: bool,
+    /// Keep: a release announced on the socket is running; renewals pause
+    /// until its verdict or this time.
+    pub(crate) releasing: Option<BootTime>,
+    /// Keep: the script's own release gave back the last of the keeper's
+    /// holds (or took the lock while one ran): nothing is left to give.
+    pub(crate) given_back: bool,
+    /// Keep: after a SIGKILL, when to stop waiting for the cover to go.
+    pub(crate) abandon_at: Option<BootTime>,
+    /// Keep: the cover outlived its SIGKILL by [`ABANDON_AFTER`]; the
+    /// lock is left to its lease.
+    pub(crate) abandoned: bool,
+}
+
+/// Keep: how long after a SIGKILL the keeper waits for the cover to go
+/// before it leaves the lock to its lease.
+pub(crate) const ABANDON_AFTER: Duration = Duration::from_secs(1);
+
+/// What the driver does with the lock once [`super::Action::Finish`] came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Give back the holds it owns (everything it covers is gone, or
+    /// `--on-lost ignore` chose to let it run without the lock).
+    Release,
+    /// A break is under way: the cover is gone, give the broken hold back
+    /// so that the lock passes on now.
+    GiveBackBroken,
+    /// Give back nothing: the lock is lost, or the cover may still run;
+    /// the lease ends with its TTL.
+    LeaveToLease,
+    /// Nothing to give: the script's own release took it.
+    Given,
 }
 
 impl State {
@@ -96,7 +146,37 @@ impl State {
             ended: None,
             spawn_failed: None,
             guard_killed: false,
+            stopping: false,
+            releasing: None,
+            given_back: false,
+            abandon_at: None,
+            abandoned: false,
         }
+    }
+
+    /// Keep: what to do with the lock once the hold is over. Released only
+    /// when nothing it covers may still run (the driver saw the cover gone:
+    /// [`super::Event::Empty`]) or `--on-lost ignore` let it run on; a
+    /// broken hold is given back once its cover is gone.
+    pub(crate) fn end(&self) -> End {
+        if self.given_back {
+            End::Given
+        } else if let Some(why) = &self.lost {
+            if self.ended.is_some() && why.starts_with(crate::lock::breaking::BROKEN_BY) {
+                End::GiveBackBroken
+            } else {
+                End::LeaveToLease
+            }
+        } else if self.abandoned {
+            End::LeaveToLease
+        } else {
+            End::Release
+        }
+    }
+
+    /// Keep: renewals wait for a release announced on the socket.
+    pub(crate) fn renewals_paused(&self, now: BootTime) -> bool {
+        self.releasing.is_some_and(|until| now < until)
     }
 
     /// Without a confirmed renewal, the lock counts as lost this long

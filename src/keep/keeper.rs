@@ -1,5 +1,11 @@
-//! The keeper's loop: renew, watch the process, answer the release socket,
-//! act on a loss or a stop signal. Started by [`super::spawn`].
+//! The keeper's loop: the driver of the hold core (`crate::hold`) for
+//! `acquire --keep`. It renews, watches the process and its cover, answers
+//! the release socket and reads its stop signals, turns each of those into
+//! one of the core's events, and carries out the actions the core decides
+//! on: the cover's signals, the guard's kill deadline, the loss record, and
+//! at the end what [`hold::State::end`] says of the lock (release, give a
+//! broken hold back, or leave it to its lease). Started by
+//! [`super::spawn`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -15,8 +21,8 @@ use super::{LOST_RECORD_TTL, LostRecord, Watched};
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::exec::OnLost;
+use crate::hold::{self, Action, End, Event, Holder, State};
 use crate::lock::LockName;
-use crate::lock::RenewalSchedule;
 use crate::{Error, Locker, Released, Result, Token};
 
 /// How often the keeper looks at the watched process without a pidfd.
@@ -59,15 +65,29 @@ pub(super) struct Keeper {
     releasing: Option<(UnixStream, BootTime)>,
     /// When `--max-hold` ends, if given.
     overrun_at: Option<BootTime>,
-    /// The script ran past `--max-hold`: released without min-hold.
-    overran: bool,
+    /// `--max-hold`, for the core's policy.
+    max_hold: Option<Duration>,
+    /// The core started renewing and has not stopped it.
+    renewing: bool,
+    /// The signal the cover was last sent: a process a walk finds from
+    /// then on gets it too (with SIGCONT after SIGTERM).
+    sending: Option<i32>,
+    /// The first signal of a stop and whether the watched process took
+    /// it (for the loss record's action).
+    sent: Option<(&'static str, std::io::Result<()>)>,
+    /// The loss came from a renewal's answer (the lock gone, taken or
+    /// broken), not from no renewal confirmed in time.
+    definite: bool,
+    /// Everything covered was gone when the loss was found: nothing to
+    /// signal.
+    gone_at_loss: bool,
     /// The guard (see guard.rs): the page we tell it the kill deadline in,
     /// and the pipe end whose closing tells it we exited.
     guard: Option<(Shared, OwnedFd)>,
 }
 
-/// Signals that make the keeper stop keeping: the watched process is
-/// stopped first (see [`Keeper::stop`]).
+/// Signals that make the keeper stop keeping: the watched process and its
+/// cover are stopped first (`hold::Event::Stop`).
 const ENDS: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Keeper {
@@ -145,7 +165,12 @@ impl Keeper {
             sigfd,
             releasing: None,
             overrun_at,
-            overran: false,
+            max_hold: (c.max_hold_ms > 0).then(|| Duration::from_millis(c.max_hold_ms)),
+            renewing: false,
+            sending: None,
+            sent: None,
+            definite: false,
+            gone_at_loss: false,
             guard,
         })
     }
@@ -160,74 +185,65 @@ impl Keeper {
     }
 
     fn keep(&mut self) -> u8 {
-        let RenewalSchedule {
-            every,
-            retry,
-            first: mut next,
-        } = RenewalSchedule::new(self.valid_until, self.ttl);
-        // Without a confirmed renewal, the lock counts as lost this long
-        // before its validity deadline, leaving time to stop the script
-        // before the lease can end (as exec does).
-        let lead = self.ttl / 3;
+        let mut renewals = hold::Renewals::new(self.valid_until, self.ttl);
+        let policy = hold::Policy {
+            holder: Holder::Keep,
+            on_lost: self.on_lost,
+            grace: self.grace,
+            kill_leftovers: false,
+            max_hold: self.max_hold,
+        };
+        let mut state = State::new(policy, self.valid_until, self.ttl, self.overrun_at);
         let (key, token, ttl) = (self.key.clone(), self.token.clone(), self.ttl);
         loop {
-            if self.all_gone() {
-                return self.release_and_exit();
+            if self.all_gone() && self.step(&mut state, Event::Empty) {
+                return self.end(&state);
             }
-            if self.overrun_at.is_some_and(BootTime::passed) {
-                return self.overrun();
+            // The clock's turn, every time: the loss by no confirmation
+            // (TTL/3 before the validity deadline), `--max-hold`, the
+            // SIGKILL due, the end of the wait after it.
+            if self.step(&mut state, Event::Tick) {
+                return self.end(&state);
             }
-            let paused = self
-                .releasing
-                .as_ref()
-                .is_some_and(|(_, until)| !until.passed());
-            if !paused && next.passed() {
+            let renew_due = self.renewing && !state.renewals_paused(BootTime::now());
+            if renew_due && renewals.due() {
                 self.walk(true);
-                let sent = BootTime::now();
-                match self.locker().and_then(|l| l.renew(&key, &token, ttl)) {
-                    Ok(valid) => {
-                        self.valid_until = valid;
-                        if let Some((shared, _)) = &self.guard {
-                            shared.set_deadline(crate::exec::kill_point(valid, ttl));
-                        }
-                        next = sent + every;
+                let held = [hold::Held {
+                    key: &key,
+                    token: &token,
+                    ttl,
+                }];
+                let round = match self.locker() {
+                    Ok(l) => renewals.round(l, &held, None, &|| false, &mut |_, _| {}),
+                    // Not connected (Redis down): retried like a failed
+                    // renewal.
+                    Err(_) => renewals.failed(),
+                };
+                if let hold::Round::Renewed(valid) = round {
+                    self.valid_until = valid;
+                    if let Some((shared, _)) = &self.guard {
+                        shared.set_deadline(crate::exec::kill_point(valid, ttl));
                     }
-                    // A release announced to us took it: nothing lost.
-                    Err(Error::Lost { .. } | Error::NotOwner { .. })
-                        if self.releasing.is_some() =>
-                    {
-                        return 0;
-                    }
-                    // Broken by an operator (`rlock break`): who and why.
-                    Err(Error::Lost { why, .. })
-                        if why.starts_with(crate::lock::breaking::BROKEN_BY) =>
-                    {
-                        return self.lost(&why, true);
-                    }
-                    Err(Error::Lost { .. }) => {
-                        return self.lost(crate::lock::LOST_GONE, true);
-                    }
-                    Err(Error::NotOwner { .. }) => {
-                        return self.lost(crate::lock::LOST_TAKEN, true);
-                    }
-                    Err(_) => next = BootTime::now() + retry,
+                }
+                let Some(event) = round.event() else {
+                    continue;
+                };
+                if matches!(event, Event::Lost(_)) {
+                    // Only a process that still runs is signalled: it may
+                    // have exited during the renewal that found the loss,
+                    // and once it is reaped its pid may belong to another
+                    // process (a pidfd does not hold the number).
+                    self.definite = true;
+                    self.gone_at_loss = self.all_gone();
+                }
+                if self.step(&mut state, event) {
+                    return self.end(&state);
                 }
                 continue;
             }
-            if (self.valid_until - lead).passed() {
-                return self.lost(
-                    "no renewal confirmed in time; the lease was about to end (Redis unreachable?)",
-                    false,
-                );
-            }
-            let mut wake = if paused {
-                self.releasing.as_ref().map_or(next, |(_, u)| *u)
-            } else {
-                next
-            };
-            wake = wake.min(self.valid_until - lead);
-            if let Some(at) = self.overrun_at {
-                wake = wake.min(at);
+            let mut wake = hold::wake_at(&state, BootTime::now());
+            if renew_due {
+                wake = wake.min(renewals.next);
             }
             let mut timeout = wake.remaining().min(self.next_walk.remaining());
             if self.watched.pidfd.is_none() {
@@ -250,7 +266,13 @@ impl Keeper {
                 continue; // timeout, EINTR
             }
             if fds[3].revents != 0 {
-                return self.stop();
+                let mut told = false;
+                while self.sigfd.take().is_some() {
+                    told = true;
+                }
+                if told && self.step(&mut state, Event::Stop) {
+                    return self.end(&state);
+                }
             }
             if fds[0].revents != 0 {
                 // The watched process exited: a walk now (at the top),
@@ -259,13 +281,82 @@ impl Keeper {
                 continue;
             }
             if fds[2].revents != 0 {
-                if let Some(code) = self.verdict() {
-                    return code;
+                let given_back = self.verdict();
+                if self.step(&mut state, Event::ReleaseEnded { given_back }) {
+                    return self.end(&state);
                 }
-                next = BootTime::now();
+                renewals.next = BootTime::now();
             }
-            if fds[1].revents != 0 {
-                self.accept();
+            if fds[1].revents != 0
+                && let Some(until) = self.accept()
+            {
+                self.step(&mut state, Event::Releasing(until));
+            }
+        }
+    }
+
+    /// Decide on `event` now and carry the actions out; true once the hold
+    /// is over.
+    fn step(&mut self, state: &mut State, event: Event) -> bool {
+        let actions = hold::decide(state, event, BootTime::now());
+        let mut done = false;
+        for action in actions {
+            match action {
+                Action::Terminate => self.signal_cover(libc::SIGTERM),
+                Action::Kill => self.signal_cover(libc::SIGKILL),
+                // The guard enforces it too, should we be stopped meanwhile.
+                Action::Deadline(at) => {
+                    if let Some((shared, _)) = &self.guard {
+                        shared.set_deadline(at);
+                    }
+                }
+                Action::StartRenewer => self.renewing = true,
+                Action::StopRenewer => self.renewing = false,
+                Action::Report(hold::Report::Lost { why, .. }) => self.record(&why),
+                // The history's `overran` comes with the release.
+                Action::Report(_) | Action::Forward(_) => {}
+                Action::Finish => done = true,
+            }
+        }
+        done
+    }
+
+    /// `sig` (with SIGCONT after SIGTERM) to the watched process and its
+    /// cover, unless they were gone when the loss was found; processes a
+    /// walk finds from now on get it too.
+    fn signal_cover(&mut self, sig: i32) {
+        if self.gone_at_loss || (sig == libc::SIGKILL && self.all_gone()) {
+            return;
+        }
+        let sent = self.cover.stop(&self.watched, sig);
+        self.sending = Some(sig);
+        if self.sent.is_none() {
+            let name = if sig == libc::SIGTERM {
+                "SIGTERM"
+            } else {
+                "SIGKILL"
+            };
+            self.sent = Some((name, sent));
+        }
+    }
+
+    /// The hold is over: do with the lock what the core says.
+    fn end(&mut self, state: &State) -> u8 {
+        match state.end() {
+            End::Given if state.overran => crate::exit_code::OVERRAN,
+            End::Given => 0,
+            End::GiveBackBroken => {
+                self.give_back_broken();
+                crate::exit_code::LOST
+            }
+            End::LeaveToLease => crate::exit_code::LOST,
+            End::Release => {
+                self.release_and_exit(state.overran);
+                if state.overran {
+                    crate::exit_code::OVERRAN
+                } else {
+                    0
+                }
             }
         }
     }
@@ -282,28 +373,27 @@ impl Keeper {
     /// A connection on the release socket, from our user (or root):
     /// "release LOCK" pauses renewals until the verdict; "adopt LOCK" (a
     /// re-entered `acquire --keep` of the token) makes its hold ours too.
-    fn accept(&mut self) {
+    /// Returns until when renewals pause for a release.
+    fn accept(&mut self) -> Option<BootTime> {
         let Ok((stream, _)) = self.listener.accept() else {
-            return;
+            return None;
         };
         if !trusted(&stream) {
-            return;
+            return None;
         }
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let mut line = String::new();
         if BufReader::new(&stream).read_line(&mut line).is_err() {
-            return;
+            return None;
         }
-        let Some(asked) = Asked::parse(&line, self.name.redis_key()) else {
-            return;
-        };
+        let asked = Asked::parse(&line, self.name.redis_key())?;
         if (&stream).write_all(b"ok\n").is_err() {
-            return;
+            return None;
         }
         if asked == Asked::Adopt {
             self.own += 1;
-            return;
+            return None;
         }
         // The releaser has its connect timeout per try: give it a few, but
         // never let the lease run out unrenewed for it.
@@ -311,16 +401,20 @@ impl Keeper {
         let until = (BootTime::now() + self.opts.connect_timeout * 3)
             .min(self.valid_until.saturating_sub(margin));
         self.releasing = Some((stream, until));
+        Some(until)
     }
 
-    /// The releaser's verdict: Some(exit code) if we keep no more.
-    fn verdict(&mut self) -> Option<u8> {
-        let (stream, _) = self.releasing.take()?;
+    /// The releaser's verdict: whether it gave back the last of our holds
+    /// (we keep no more).
+    fn verdict(&mut self) -> bool {
+        let Some((stream, _)) = self.releasing.take() else {
+            return false;
+        };
         let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
         let mut line = String::new();
         let _ = BufReader::new(&stream).read_line(&mut line);
         match Verdict::parse(&line) {
-            Verdict::Released => return Some(0),
+            Verdict::Released => return true,
             // One hold was given back, N remain. The script's release of
             // its kept lock gives back one of ours; the rest are ours
             // still, or other holders' (a re-entered exec's), which we
@@ -328,17 +422,18 @@ impl Keeper {
             Verdict::Held(_) => {
                 self.own = self.own.saturating_sub(1);
                 if self.own == 0 {
-                    return Some(0);
+                    return true;
                 }
             }
             Verdict::Failed => {}
         }
-        None // held, or the release failed, or the releaser died: renew now
+        false // held, or the release failed, or the releaser died: renew now
     }
 
-    /// The watched process is gone: give our holds back, retrying while
-    /// the lease lasts.
-    fn release_and_exit(&mut self) -> u8 {
+    /// Everything covered is gone (or `--on-lost ignore` let it run on):
+    /// give our holds back, retrying while the lease lasts. `overran`: the
+    /// script ran past `--max-hold`, released without min-hold.
+    fn release_and_exit(&mut self, overran: bool) -> u8 {
         // A release announced to us is in progress: its verdict first. The
         // script may have given back our hold just before it exited;
         // giving back "ours" again would take another holder's (an
@@ -346,19 +441,19 @@ impl Keeper {
         if let Some((s, until)) = &self.releasing {
             let mut fds = [crate::signals::pollin(s.as_raw_fd())];
             poll(&mut fds, until.remaining());
-            if let Some(code) = self.verdict() {
-                return code;
+            if self.verdict() {
+                return 0;
             }
         }
         while self.own > 0 {
             let (key, token) = (self.key.clone(), self.token.clone());
             // Honours a --min-hold given at the grant, but not after an
             // overrun (no success).
-            let hold = (!self.overran).then_some(Duration::ZERO);
+            let hold = (!overran).then_some(Duration::ZERO);
             // After --max-hold the history says `overran`, not `released`.
             let note = crate::ReleaseNote {
                 exit_code: None,
-                overran: self.overran,
+                overran,
             };
             let release = |l: &mut Locker| l.release_noted(&key, &token, false, hold, &note);
             match self.locker().and_then(release) {
@@ -372,105 +467,15 @@ impl Keeper {
         0
     }
 
-    /// Told to stop (SIGTERM, SIGINT, SIGHUP, SIGQUIT: an admin's kill, a
-    /// systemd stop). Releasing at once would let a rival in while the
-    /// script still works under the lock; so the script is stopped first,
-    /// as on a loss (`--on-lost`: TERM, then KILL after `--grace`; KILL),
-    /// and the lock given back once it is gone. If it cannot be stopped
-    /// before the lease would end, the lease ends with its TTL instead.
-    /// Under `--on-lost ignore` the lock is given back at once (the user
-    /// chose to let the script run on without it).
-    fn stop(&mut self) -> u8 {
-        if self.on_lost == OnLost::Ignore {
-            return self.release_and_exit();
-        }
-        let by = crate::exec::kill_point(self.valid_until, self.ttl);
-        if self.end_script(by, None) {
-            self.release_and_exit()
-        } else {
-            crate::exit_code::LOST
-        }
-    }
-
-    /// `--max-hold` is over: the script and what it started get SIGTERM,
-    /// SIGKILL after `--grace` (never later than the lease allows), whatever
-    /// `--on-lost` says; once they are gone the lock is given back, and the
-    /// keeper exits 124. If they cannot be stopped before the lease would
-    /// end, the lease ends with its TTL instead (a loss, as in `stop`).
-    fn overrun(&mut self) -> u8 {
-        self.overran = true;
-        let by = crate::exec::kill_point(self.valid_until, self.ttl);
-        let policy = std::mem::replace(&mut self.on_lost, OnLost::Term);
-        let gone = self.all_gone() || self.end_script(by, None);
-        self.on_lost = policy;
-        if !gone {
-            return crate::exit_code::LOST;
-        }
-        self.release_and_exit();
-        crate::exit_code::OVERRAN
-    }
-
-    /// Apply `--on-lost` (not ignore) to the watched process and what it
-    /// started: TERM, and KILL at the earlier of `--grace` and `by`; or
-    /// KILL. `record` is written to Redis once the first signal is sent
-    /// (it may take a connect timeout); if the process could not be
-    /// signalled (EPERM: it became another user's), its action says so
-    /// instead of claiming a signal. Returns whether the process is gone
-    /// (within a second of the KILL).
-    fn end_script(&mut self, by: BootTime, record: Option<&LostRecord>) -> bool {
-        let (sig, sent, kill_at) = if self.on_lost == OnLost::Term && !by.passed() {
-            let sent = self.cover.stop(&self.watched, libc::SIGTERM);
-            ("SIGTERM", sent, (BootTime::now() + self.grace).min(by))
-        } else {
-            let sent = self.cover.stop(&self.watched, libc::SIGKILL);
-            ("SIGKILL", sent, BootTime::now())
-        };
-        // The guard enforces it too, should we be stopped meanwhile.
-        if let Some((shared, _)) = &self.guard {
-            shared.set_deadline(kill_at);
-        }
-        if let Some(r) = record {
-            let r = LostRecord {
-                action: action_after(&r.action, sig, self.watched.pid, &sent),
-                ..r.clone()
-            };
-            let _ = record_loss(&self.opts, &self.name, &r);
-        }
-        let term = (sig == "SIGTERM").then_some(libc::SIGTERM);
-        self.wait_gone(kill_at, term);
-        if !self.all_gone() {
-            let _ = self.cover.stop(&self.watched, libc::SIGKILL);
-        }
-        self.wait_gone(
-            BootTime::now() + Duration::from_secs(1),
-            Some(libc::SIGKILL),
-        );
-        self.all_gone()
-    }
-
-    /// Wait until everything the lock covers is gone or `until` passes,
-    /// walking /proc meanwhile: a process a covered one starts now gets
-    /// `sig` too (with SIGCONT after SIGTERM).
-    fn wait_gone(&mut self, until: BootTime, sig: Option<i32>) {
-        while !self.all_gone() && !until.passed() {
-            let fd = if self.watched.gone() {
-                -1
-            } else {
-                self.watched.pidfd_raw()
-            };
-            let mut fds = [crate::signals::pollin(fd)];
-            poll(&mut fds, until.remaining().min(WALK_EVERY / 2));
-            if let Some(sig) = sig {
-                let new = self.cover.walk(false);
-                signal_new(&new, sig);
-            }
-        }
-    }
-
     /// Walk /proc (see cover.rs); the next walk is due [`WALK_EVERY`] on.
+    /// Once the cover was signalled, what a walk finds gets the signal too.
     fn walk(&mut self, full: bool) -> Vec<Id> {
         self.next_walk = BootTime::now() + WALK_EVERY;
-        self.cover.walk(full)
+        let new = self.cover.walk(full);
+        if let Some(sig) = self.sending {
+            signal_new(&new, sig);
+        }
+        new
     }
 
     /// Has everything the lock covers exited: the watched process and
@@ -492,13 +497,14 @@ impl Keeper {
         !self.cover.any_live()
     }
 
-    /// The lock is lost (`definite`: a renewal found it gone or taken;
-    /// else none was confirmed in time): apply --on-lost, record it, exit.
-    fn lost(&mut self, why: &str, definite: bool) -> u8 {
-        // Only a process that still runs: it may have exited during the
-        // renewal that found the loss, and once it is reaped its pid may
-        // belong to another process (a pidfd does not hold the number).
-        let gone = self.all_gone();
+    /// The core declared the lock lost (its signals, if any, have gone
+    /// out): record it in the history (a renewal's answer: `lost`; a break
+    /// is there already, as `broken`) and in the loss record `status`
+    /// shows, whose action says what was really done (if the watched
+    /// process could not be signalled, EPERM: it became another user's,
+    /// it says so instead of claiming a signal).
+    fn record(&mut self, why: &str) {
+        let gone = self.gone_at_loss;
         let action = match self.on_lost {
             OnLost::Ignore => "nothing done (--on-lost ignore)".to_string(),
             _ if gone => "nothing done (the process had exited)".to_string(),
@@ -508,9 +514,8 @@ impl Keeper {
             ),
             OnLost::Kill => "SIGKILL sent".to_string(),
         };
-        // (A break is in the history already, as `broken`.)
-        let broken = definite && why.starts_with(crate::lock::breaking::BROKEN_BY);
-        if definite && !broken {
+        let broken = self.definite && why.starts_with(crate::lock::breaking::BROKEN_BY);
+        if self.definite && !broken {
             // The history's `lost` event (the server just answered, so
             // this costs one round trip).
             let (key, token) = (self.key.clone(), self.token.clone());
@@ -522,6 +527,12 @@ impl Keeper {
                 let _ = l.record_lost(&key, &token, &info, why);
             }
         }
+        let action = match &self.sent {
+            Some((sig, sent)) if !gone && self.on_lost != OnLost::Ignore => {
+                action_after(&action, sig, self.watched.pid, sent)
+            }
+            _ => action,
+        };
         let record = LostRecord {
             host: crate::lock::HolderInfo::current(None).host,
             pid: self.watched.pid as u32,
@@ -530,25 +541,7 @@ impl Keeper {
             why: why.to_string(),
             action,
         };
-        if !gone && self.on_lost != OnLost::Ignore {
-            // A definite loss has no lease left to wait for; else the
-            // script must be gone before the lease can end.
-            let by = if definite {
-                BootTime::now() + self.grace
-            } else {
-                crate::exec::kill_point(self.valid_until, self.ttl)
-            };
-            let stopped = self.end_script(by, Some(&record));
-            if stopped && broken {
-                self.give_back_broken();
-            }
-        } else {
-            let _ = record_loss(&self.opts, &self.name, &record);
-            if gone && broken {
-                self.give_back_broken();
-            }
-        }
-        crate::exit_code::LOST
+        let _ = record_loss(&self.opts, &self.name, &record);
     }
 
     /// A hold being broken (`rlock break`, lua/break.lua) stays held until

@@ -31,7 +31,17 @@
 //!   checks the process with `kill(pid, 0)` and its start time every 250ms.
 //! - SIGTERM, SIGINT, SIGHUP or SIGQUIT to the keeper (a systemd stop, an
 //!   admin's kill): it stops the script as on a loss, and releases once the
-//!   script is gone (see `Keeper::stop`).
+//!   script is gone (`hold::Event::Stop`).
+//! - What to do and when is not decided here: the keeper's loop is a
+//!   driver of the hold core (`crate::hold`, `Holder::Keep`), as exec's
+//!   supervisor is. It turns the pidfd and the cover's walks (everything
+//!   gone: `Event::Empty`), the renewals' results, the release socket
+//!   (`Event::Releasing`, `Event::ReleaseEnded`), its stop signals and the
+//!   clock into the core's events, carries out its actions (`Terminate`,
+//!   `Kill`: `Cover::stop`; `Deadline`: the guard's; `Report`:
+//!   the loss record), and once the core finishes does with the lock what
+//!   `hold::State::end` says: release, give a broken hold back, or leave
+//!   it to its lease.
 //!
 //! # Which process is watched ([`Watched::caller`])
 //!
@@ -110,8 +120,8 @@
 //! (`Cover::stop`; `Grant::before`: a later start tick, or the grant's
 //! tick and a newer pid; nothing else is ever signalled, and each process
 //! through a pidfd checked against its start time): TERM with CONT, then
-//! KILL after `--grace` (for an unconfirmed lease,
-//! never later than exec's kill point of it); KILL; or nothing. It writes a
+//! KILL after `--grace` (never later than the lease's kill point, as
+//! exec's); KILL; or nothing. It writes a
 //! record `P{K}:lost` (JSON: host, pid, when, why, action; it expires after
 //! an hour) that `rlock status` shows, and exits. It never re-acquires.
 //!
@@ -125,8 +135,10 @@
 //! - The keeper releases while the script, or something it started, still
 //!   works: only when the watched process and its whole cover are gone (a
 //!   full walk of /proc confirms it first), on the script's own release,
-//!   or after stopping all of them (`Keeper::stop`, `Keeper::end_script`:
-//!   a loss, a break, `--max-hold`).
+//!   or after stopping all of them (the hold core's `Stop`, loss and
+//!   `--max-hold` decisions: a stop, a loss, a break, `--max-hold`); one
+//!   that outlives its SIGKILL by a second is left to the lease
+//!   (`hold::End::LeaveToLease`), never released.
 //! - A process the script started outlives the stop: the keeper walks
 //!   again while it waits and signals what it finds; killed or stopped,
 //!   its guard signals the cover the keeper last published on their
