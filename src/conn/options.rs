@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use crate::{Error, Result};
 
-/// Where and how to connect.
-#[derive(Clone, Debug)]
+/// Where and how to connect. Serializable: the keeper of `acquire --keep`
+/// and exec's releaser get it on a pipe from the process that connected
+/// (the password never on an argv).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ConnectOptions {
     /// Redis URLs: `redis://`, `rediss://`, `unix:///path` or `redis+unix:///path`.
     pub urls: Vec<String>,
@@ -28,7 +30,7 @@ pub struct ConnectOptions {
 }
 
 /// TLS files for `rediss://` URLs.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Tls {
     /// A CA certificate (PEM) to trust instead of the system's roots.
     pub ca: Option<PathBuf>,

@@ -15,7 +15,7 @@ use super::caller::above_stdio;
 use super::keeper::{Keeper, poll};
 use super::protocol::socket_addr;
 use super::{KEEPER_ARG, Keep};
-use crate::conn::{ConnectOptions, Tls};
+use crate::conn::ConnectOptions;
 use crate::exec::OnLost;
 use crate::lock::LockName;
 use crate::{Error, Lease, Result};
@@ -24,13 +24,7 @@ use crate::{Error, Lease, Result};
 /// argv).
 #[derive(Serialize, Deserialize)]
 pub(super) struct Config {
-    pub(super) urls: Vec<String>,
-    pub(super) password: Option<String>,
-    pub(super) connect_timeout_ms: u64,
-    pub(super) cluster: bool,
-    pub(super) sentinel: Option<String>,
-    pub(super) min_replicas: u32,
-    pub(super) tls: (Option<String>, Option<String>, Option<String>),
+    pub(super) opts: ConnectOptions,
     pub(super) prefix: String,
     pub(super) key: String,
     pub(super) token: String,
@@ -69,20 +63,7 @@ impl Config {
     }
 
     pub(super) fn connect_options(&self) -> ConnectOptions {
-        let path = |p: &Option<String>| p.as_ref().map(std::path::PathBuf::from);
-        ConnectOptions {
-            urls: self.urls.clone(),
-            password: self.password.clone(),
-            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
-            cluster: self.cluster,
-            sentinel: self.sentinel.clone(),
-            min_replicas: self.min_replicas,
-            tls: Tls {
-                ca: path(&self.tls.0),
-                cert: path(&self.tls.1),
-                key: path(&self.tls.2),
-            },
-        }
+        self.opts.clone()
     }
 }
 
@@ -131,16 +112,9 @@ pub fn spawn(
     let listener = above_stdio(listener.into());
     let listen = listener.as_raw_fd();
     let pidfd = keep.watched.pidfd.as_ref().map(|f| f.as_raw_fd());
-    let tls = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
     let grant = super::caller::Grant::ours();
     let config = Config {
-        urls: opts.urls.clone(),
-        password: opts.password.clone(),
-        connect_timeout_ms: crate::duration::millis(opts.connect_timeout),
-        cluster: opts.cluster,
-        sentinel: opts.sentinel.clone(),
-        min_replicas: opts.min_replicas,
-        tls: (tls(&opts.tls.ca), tls(&opts.tls.cert), tls(&opts.tls.key)),
+        opts: opts.clone(),
         prefix: prefix.to_string(),
         key: lease.key.clone(),
         token: lease.token.as_str().to_string(),

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::conn::{ConnectOptions, Tls};
+use crate::conn::ConnectOptions;
 use crate::{Error, HistoryLimits, Lease, Locker, Result};
 
 /// The argument that makes the binary a releaser (see [`releaser_main`]).
@@ -60,13 +60,7 @@ pub fn release_if_killed(releaser: Option<Releaser>) {
 /// What the releaser needs: how to connect, and each hold to give back.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Settings {
-    pub(crate) urls: Vec<String>,
-    pub(crate) password: Option<String>,
-    pub(crate) connect_timeout_ms: u64,
-    pub(crate) cluster: bool,
-    pub(crate) sentinel: Option<String>,
-    pub(crate) min_replicas: u32,
-    pub(crate) tls: (Option<String>, Option<String>, Option<String>),
+    pub(crate) opts: ConnectOptions,
     pub(crate) prefix: String,
     /// The history's cap and retention in ms.
     pub(crate) history: (u32, u64),
@@ -94,7 +88,6 @@ pub(crate) fn settings(leases: &[&Lease]) -> Option<Vec<u8>> {
 }
 
 fn encode(r: &Releaser, leases: &[&Lease]) -> Option<Vec<u8>> {
-    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
     let (first, others) = leases.split_first()?;
     let holds = others
         .iter()
@@ -107,17 +100,7 @@ fn encode(r: &Releaser, leases: &[&Lease]) -> Option<Vec<u8>> {
         })
         .collect();
     let s = Settings {
-        urls: r.opts.urls.clone(),
-        password: r.opts.password.clone(),
-        connect_timeout_ms: crate::duration::millis(r.opts.connect_timeout),
-        cluster: r.opts.cluster,
-        sentinel: r.opts.sentinel.clone(),
-        min_replicas: r.opts.min_replicas,
-        tls: (
-            path(&r.opts.tls.ca),
-            path(&r.opts.tls.cert),
-            path(&r.opts.tls.key),
-        ),
+        opts: r.opts.clone(),
         prefix: r.prefix.clone(),
         history: (
             r.history.events,
@@ -136,19 +119,9 @@ impl Settings {
     /// How the releaser connects: as rlock did, each wait at most
     /// [`PATIENCE`].
     fn connect_options(&self) -> ConnectOptions {
-        let path = |p: &Option<String>| p.as_ref().map(std::path::PathBuf::from);
         ConnectOptions {
-            urls: self.urls.clone(),
-            password: self.password.clone(),
-            connect_timeout: Duration::from_millis(self.connect_timeout_ms).min(PATIENCE),
-            cluster: self.cluster,
-            sentinel: self.sentinel.clone(),
-            min_replicas: self.min_replicas,
-            tls: Tls {
-                ca: path(&self.tls.0),
-                cert: path(&self.tls.1),
-                key: path(&self.tls.2),
-            },
+            connect_timeout: self.opts.connect_timeout.min(PATIENCE),
+            ..self.opts.clone()
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::clock::BootTime;
+use crate::conn::Tls;
 use crate::{Lease, Token};
 
 fn lease(key: &str, count: u64) -> Lease {
