@@ -61,7 +61,7 @@
 --   lock already, it is this call's own earlier grant, returned with its
 --   lease made to run at least TTL from now: the client counts the lease
 --   from this call's send, and after an outage longer than the resends it
---   asks again with the same token (src/lock/node.rs), long after the
+--   asks again with the same token (src/lock/node/acquire.rs), long after the
 --   grant (its lease counted from the grant, the client would rely on the
 --   lock after the server had let it go).
 -- - A re-entry (ARGV[7] = '1') shares its token with the enclosing holder

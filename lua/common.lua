@@ -72,7 +72,7 @@
 -- Scripts touch only the keys in KEYS. Waking another waiter means pushing
 -- to its wake-up list, a key only the client can name: a script that frees
 -- a place returns the tokens to wake after its answer, and the client
--- pushes to their lists (src/lock/node.rs, `wake`).
+-- pushes to their lists (src/lock/node/mod.rs, `wake`).
 --
 -- build.rs puts this prelude in at a script's `--@common` line (a script
 -- without one, wake.lua, runs without it). A fast path before that line

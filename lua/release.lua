@@ -31,7 +31,7 @@
 -- same as once: parked again to the same end, or found holding nothing.
 -- The client takes NOT_HELD (or OTHER_OWNER: someone took the freed lock)
 -- in answer to a resend as "released": its first send may have done it
--- (src/lock/node.rs, `release`).
+-- (src/lock/node/ops.rs, `release_script`).
 --
 -- Returns {n, wake...}, n one of
 --   n >= 0        holds this token still has (0: the lock is released)

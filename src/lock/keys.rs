@@ -118,7 +118,7 @@ impl LockName {
         keys
     }
 
-    /// Where a keeper records a loss (src/keep.rs; `status` shows it).
+    /// Where a keeper records a loss (src/keep/keeper.rs; `status` shows it).
     pub(crate) fn lost_key(&self) -> String {
         format!("{}:lost", self.base)
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::keep::{finish_child, script, wait_line};
+use crate::keep::{finish_child, script_in_pid_namespace, wait_line};
 use crate::util::*;
 
 /// Every key under the test's prefix has a TTL (none is left for ever).
@@ -208,7 +208,7 @@ fn breaking_a_read_write_lock_ends_every_reader_and_lets_the_writer_in() {
 fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
     let r = Redis::shared();
     let d = crate::keep::tmp("broken");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,

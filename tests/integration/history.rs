@@ -601,13 +601,12 @@ fn a_keeper_writes_with_the_callers_history_limits() {
         "'{}' acquire kept --keep --ttl 2s >/dev/null && sleep 0.1",
         env!("CARGO_BIN_EXE_rlock")
     );
-    let out = std::process::Command::new("sh")
-        .args(["-c", &script])
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", &script])
         .env("RLOCK_URL", r.url())
         .env("RLOCK_PREFIX", &r.prefix)
-        .env("RLOCK_HISTORY_RETENTION", "90s")
-        .output()
-        .unwrap();
+        .env("RLOCK_HISTORY_RETENTION", "90s");
+    let out = in_pid_namespace(&sh).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     eventually(Duration::from_secs(10), "the keeper releases", || {
         events(&history(&r, "kept", &[])) == ["granted", "released"]
@@ -627,12 +626,11 @@ fn a_keeper_that_finds_its_lock_gone_shows_lost() {
         "'{}' acquire kl --keep --ttl 600ms >/dev/null && sleep 30",
         env!("CARGO_BIN_EXE_rlock")
     );
-    let child = std::process::Command::new("sh")
-        .args(["-c", &script])
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", &script])
         .env("RLOCK_URL", r.url())
-        .env("RLOCK_PREFIX", &r.prefix)
-        .spawn()
-        .unwrap();
+        .env("RLOCK_PREFIX", &r.prefix);
+    let child = in_pid_namespace(&sh).spawn().unwrap();
     eventually(Duration::from_secs(10), "the keeper holds the lock", || {
         r.held("kl")
     });

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::keep::{finish_child, script, wait_line};
+use crate::keep::{finish_child, script_in_pid_namespace, wait_line};
 use crate::util::*;
 
 /// Far more than a run that stops at --max-hold takes, far less than the
@@ -86,7 +86,7 @@ fn rw_with_a_command_stops_it_at_max_hold() {
 fn a_kept_lock_stops_its_script_at_max_hold_and_is_released() {
     let r = Redis::shared();
     let d = crate::keep::tmp("max-hold");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,

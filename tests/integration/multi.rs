@@ -385,6 +385,7 @@ fn acquire_keep_holds_the_set_for_the_script() {
     );
     let out = rlock(&r)
         .args(["exec", "outer", "--", "sh", "-c", &script])
+        .in_pid_namespace()
         .run()
         .ok()
         .stdout;

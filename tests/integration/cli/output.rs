@@ -116,7 +116,8 @@ fn a_stdout_closed_at_start_is_an_error_and_nothing_is_held() {
     let r = Redis::shared();
     let closed = |args: &[&str]| {
         let started = std::time::Instant::now();
-        let out = std::process::Command::new("sh")
+        let mut sh = std::process::Command::new("sh");
+        sh
             // In the text, not `exec "$0" "$@"`: `--keep` watches this
             // shell, and looks through a parent whose argv ends with ours.
             .args([
@@ -128,7 +129,9 @@ fn a_stdout_closed_at_start_is_an_error_and_nothing_is_held() {
                 ),
             ])
             .env("RLOCK_URL", r.url())
-            .env("RLOCK_PREFIX", &r.prefix)
+            .env("RLOCK_PREFIX", &r.prefix);
+        // (`--keep` below starts a keeper: in a PID namespace of its own.)
+        let out = in_pid_namespace(&sh)
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();

@@ -25,6 +25,25 @@ pub fn tmp(name: &str) -> PathBuf {
 /// Start `shell -c body` with `$B`, `$D`, RLOCK_URL and RLOCK_PREFIX set
 /// (and no other RLOCK_* variable).
 pub fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
+    spawn_piped(script_command(r, shell, dir, body))
+}
+
+/// [`script`] in a PID namespace of its own (`util::in_pid_namespace`):
+/// for tests outside keep/ whose script starts a keeper. The pids it
+/// writes are the namespace's.
+pub fn script_in_pid_namespace(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
+    spawn_piped(in_pid_namespace(&script_command(r, shell, dir, body)))
+}
+
+fn spawn_piped(mut cmd: Command) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn script_command(r: &Redis, shell: &str, dir: &Path, body: &str) -> Command {
     let mut cmd = Command::new(shell);
     for (k, _) in std::env::vars() {
         if k.starts_with("RLOCK_") {
@@ -35,12 +54,8 @@ pub fn script(r: &Redis, shell: &str, dir: &Path, body: &str) -> Child {
         .env("B", env!("CARGO_BIN_EXE_rlock"))
         .env("D", dir)
         .env("RLOCK_URL", r.url())
-        .env("RLOCK_PREFIX", &r.prefix)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .env("RLOCK_PREFIX", &r.prefix);
+    cmd
 }
 
 /// What a script wrote to `$D/name`, once it has written a line.

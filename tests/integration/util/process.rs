@@ -117,3 +117,35 @@ pub fn pkill_in_pid_namespace(
         read(&dir.join("err"))
     );
 }
+
+/// What the first process of [`in_pid_namespace`]'s namespace runs: the
+/// command, then a wait (at most 30 s) for rlock's keepers and their
+/// guards, whose work the kernel would cut short when the namespace's init
+/// exits (it kills every process left in it).
+const PID_NS_INIT: &str = r#""$@"; rc=$?; i=0
+while { pgrep -x rlock-keeper || pgrep -x rl-keepguard; } >/dev/null && [ $i -lt 600 ]; do
+  i=$((i+1)); sleep 0.05
+done
+exit $rc"#;
+
+/// `cmd` run in a PID namespace of its own (`unshare -fp --mount-proc`),
+/// with its environment and stdio settings: for every test that starts an
+/// `acquire --keep` keeper, so that no keeper bug can signal a process of
+/// the host. Its exit code is the command's. Pids it prints are the
+/// namespace's: never signal them from the test.
+pub fn in_pid_namespace(cmd: &std::process::Command) -> std::process::Command {
+    let mut ns = std::process::Command::new("unshare");
+    ns.args(["-fp", "--mount-proc", "sh", "-c", PID_NS_INIT, "sh"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => ns.env(k, v),
+            None => ns.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        ns.current_dir(dir);
+    }
+    ns
+}

@@ -74,6 +74,17 @@ impl Rlock {
         }
     }
 
+    /// Run it in a PID namespace of its own ([`super::in_pid_namespace`]):
+    /// for a command that starts an `acquire --keep` keeper.
+    pub fn in_pid_namespace(self) -> Self {
+        let mut cmd = super::in_pid_namespace(&self.cmd);
+        cmd.stdin(Stdio::null());
+        Rlock {
+            cmd,
+            desc: self.desc,
+        }
+    }
+
     pub fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
