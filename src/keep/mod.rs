@@ -152,6 +152,7 @@ mod cover;
 mod detect;
 mod guard;
 mod keeper;
+mod loss;
 mod protocol;
 mod spawn;
 
@@ -160,7 +161,7 @@ use std::time::Duration;
 use crate::exec::OnLost;
 pub use crate::lock::LostRecord;
 pub use caller::{Watched, script_pid};
-pub use keeper::record_loss;
+pub use loss::record_loss;
 pub use protocol::{adopt, release};
 pub use spawn::{Started, keeper_main, spawn};
 
