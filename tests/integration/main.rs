@@ -31,6 +31,7 @@ mod metrics;
 mod multi;
 mod new_user;
 mod oom;
+mod paths;
 mod priority;
 mod redaction;
 mod redlock;
