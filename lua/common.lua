@@ -372,37 +372,12 @@ local CLAIM_MS = 800
 -- The waiters at the head of the queue that may now take the lock, for the
 -- client to wake: up to the free slots (kind x), or the writer next in
 -- line, or every reader queued ahead of the first waiting writer (kind rw).
--- `except` (the caller) is left out.
---
--- Claims (issue 21): a waiter that died while queued sends no heartbeat,
--- but keeps its place until its waiter lease lapses (WAITER_LEASE, 15 s).
--- So each waiter woken here also gets its waiter lease cut to a claim
--- window, now + CLAIM_MS (ZADD XX LT: only ever shortened, only a place it
--- still has): a live waiter, woken, runs acquire.lua within a round trip
--- and takes the lock (or, if it finds it cannot, is queued again with a
--- full lease); a dead one lets the claim lapse, and the next prune drops
--- it. To have that prune come within the claim, the waiter right behind
--- the woken ones (the "scout") is signalled too, without a claim: named
--- '~' .. token in the list returned (tokens are UUIDs: no '~'), the client
--- pushes 's' instead of '1' to its wake-up list (wake.lua), and the scout,
--- instead of running acquire.lua, keeps blocking and looks again (wait.lua)
--- once the claim ends (src/lock/node/acquire.rs, CLAIM): it finds the
--- claimant holding the lock, or the lock free and runs acquire.lua, which
--- prunes the dead claimant and lets the scout in.
--- Safety: a claim only shortens a waiter lease; nothing here grants, and
--- grants are still made only by acquire.lua under may_enter, which counts
--- the holders, so a claim never makes two holders. A waiter dropped after
--- its claim lapsed (dead, or stalled past it: SIGSTOP, a slow link) is no
--- longer queued: its next call finds no place (wait.lua: NOT_HELD) and
--- joins the queue again at the tail, as a new arrival. FIFO: claims go to
--- the head of the queue in its order, and a waiter behind enters only once
--- the claimant took the lock or was dropped. The scout's signal (one more
--- BLPOP) and its one heartbeat come with a release, never from an idle
--- waiter: an idle waiter's cost is its heartbeat alone. Left open: a live
--- waiter not woken (its waker died between release and wake-up) may miss
--- its claim and lose its place to the one behind; a dead scout wakes
--- nobody, so a second dead waiter in a row costs the next live one up to
--- a heartbeat more.
+-- `except` (the caller) is left out. Each gets a claim, its waiter lease
+-- cut to now + CLAIM_MS (ZADD XX LT), so that a dead one holds the queue up
+-- no longer; the waiter behind them, the scout, is named '~' .. token and
+-- looks again when the claims end. A claim only shortens a waiter lease and
+-- grants are made only under may_enter: no two holders (docs/internals.md,
+-- "Dead and stalled waiters: claims").
 local function to_wake(except, now)
   local out, head = {}, {}
   if redis.call('EXISTS', QUEUE) == 0 then return out end
