@@ -487,9 +487,9 @@ pub fn run_set(
         // The exit code is 79 whatever the release says, and the release
         // can free at most what is left of the lease: send it once, wait
         // no longer than that (nor the timeout), and send nothing once the
-        // lease is over (it ends on the server by itself). With Redis
-        // frozen or gone, the release's resends (5 s beyond the timeout)
-        // kept rlock running for seconds after the command was gone.
+        // lease is over (it ends on the server by itself): with Redis
+        // frozen or gone, no resends (5 s beyond the timeout) keep rlock
+        // running after the command.
         let left = valid_until.remaining();
         // The renewal that found the loss was answered (gone, or taken):
         // the history's `lost` event, sent once.
@@ -536,30 +536,10 @@ pub fn run_set(
         _ => None,
     };
     // Gone although no renewal noticed: a loss, unless only the release
-    // came late. If Redis answered it before `valid_until`, the server ran
-    // it while our lease was still on (see below), so the lock had been
-    // deleted or taken from us: a loss. If it answered later, the lease may
-    // simply have run out meanwhile (a stalled Redis, a slow network), and
-    // what counts is whether the command outlived the lease: it did not if
-    // its whole tree was gone (`ended`, when the guard's "empty" report was
-    // read, after the fact) before `valid_until`.
-    //
-    // Why no two holders can come from this: the decision only chooses an
-    // exit code once everything is over; it grants, keeps and extends
-    // nothing. And the exclusion it reports did hold: `valid_until` is the
-    // send time of the last confirmed grant or renewal plus TTL minus the
-    // drift allowance, on CLOCK_BOOTTIME. The server started that lease no
-    // earlier than we sent the request and ends it by its own clock TTL
-    // later, and the drift allowance covers the two clocks' rates, so until
-    // `valid_until` the server kept the lease and granted the lock to
-    // nobody else. Every process of the command was gone before that, so
-    // whoever holds it now (or took it after it expired) came after the
-    // command. A lease already invalid when the tree ended (`--on-lost
-    // ignore`, or a stalled rlock) is a loss: the command may have run
-    // beside another holder. (A lock deleted by hand during the run and a
-    // release answered late cannot be told apart: the run is then reported
-    // by the rule above, which is true of the lease as the client counted
-    // it.)
+    // came late (answered after `valid_until`) and the whole tree had ended
+    // (`ended`) before `valid_until`. This only picks an exit code once all
+    // is over, so it makes no second holder (docs/internals.md, "A release
+    // that finds the lock gone").
     let late = gone.is_some()
         && answered >= valid_until
         && outcome.ended.is_some_and(|ended| ended < valid_until);
