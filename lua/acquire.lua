@@ -90,7 +90,7 @@
 -- is its priority band, then its arrival: -P * PRIO_BAND + n, n from the
 -- counter 'qn' in the state hash (one more per join). A higher priority
 -- is a lower score, served first; equal priorities keep arrival order;
--- priority 0 scores 1, 2, 3... as before priorities. may_enter, to_wake
+-- priority 0 scores 1, 2, 3..., its arrival order alone. may_enter, to_wake
 -- and first_writer in common.lua compare these scores as they compared
 -- arrival orders, so a reader queued at a higher priority than the first
 -- waiting writer goes before it, one at a lower priority behind it.

@@ -96,7 +96,7 @@
 -- every key rlock writes has a TTL from the script that creates it, the
 -- fence key and wake-up lists included (grant() in acquire.lua,
 -- wake.lua). PTTL goes through pcall: to a user whose ACL lacks +pttl it
--- says nothing, and the key passes as before. Paths that find the
+-- says nothing, and the key passes. Paths that find the
 -- caller's own token in P{K}:h need no check (only rlock puts a token
 -- there, and never past this check); wait.lua writes only the caller's
 -- own queue entry (ZADD XX).

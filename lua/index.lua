@@ -16,8 +16,8 @@
 -- deadline leave here. The shard never expires before any deadline in
 -- it: its expiry is moved only when this touch's deadline passes it, and
 -- then an eighth of ARGV[2] beyond, so that steady touches of a shard
--- move it about once per eighth of the keep (issue #21: 4 commands a
--- touch instead of 6, no ZRANGE of the shard's last entry each time).
+-- move it about once per eighth of the keep: a touch is 4 commands, with
+-- no read of the shard's last entry.
 -- Returns the entry's new score.
 --
 -- Runs without the prelude: it touches no lock key. A shard key of

@@ -14,8 +14,9 @@ use crate::support::signal;
 /// A held lock, a queued `rlock exec` waiter SIGKILLed, a live `rlock exec
 /// K -- true` queued behind it; the holder releases: how long until the
 /// live waiter has had its turn (its process exits: grant, `true`,
-/// release). Before issue 21 the dead waiter kept its place until its
-/// waiter lease lapsed (about 5 s).
+/// release). Claims (docs/internals.md, "Dead and stalled waiters:
+/// claims") keep the dead waiter from holding its place until its waiter
+/// lease lapses.
 pub(crate) fn run(b: &Bench) {
     let r = &b.redis;
     const ROUNDS: usize = 5;

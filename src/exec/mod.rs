@@ -113,10 +113,6 @@
 //! returns (see `acquire` below), and once the command runs the supervisor
 //! polls it with the guard's socket (`supervisor.rs`).
 
-//
-// (This file is over 500 lines, on purpose: most of it is the safety
-// argument above, which belongs beside the entry point it speaks of.)
-
 mod guard;
 mod held;
 mod renew;

@@ -249,7 +249,8 @@ fn piped_to_sibling(p: &impl Procs, parent: Pid, child: Pid) -> bool {
 /// is a forked copy too, but its shell does not read its output: there the
 /// subshell itself is the caller, as flock(1)'s `( flock 9; ... ) 9>f`
 /// holds its lock until the subshell ends, not the script. If the
-/// grandparent's descriptors cannot be read, it is watched as before.
+/// grandparent's descriptors cannot be read, it is taken to read it (it is
+/// watched).
 fn reads_our_output(p: &impl Procs, pid: Pid) -> bool {
     let Some(ours) = p.our_stdout_pipe() else {
         return false;

@@ -27,8 +27,8 @@ pub(super) fn action_after(
 /// Write `record` on every server that answers (it expires after
 /// [`LOST_RECORD_TTL`]), but not over a key without a TTL: every loss
 /// record has one, so that is data rlock did not write (lua/common.lua).
-/// A PTTL the user may not run (an ACL from before +pttl) leaves it unknown,
-/// and the record is written as before.
+/// A PTTL the user may not run (an ACL without +pttl) leaves it unknown,
+/// and the record is written.
 pub fn record_loss(opts: &ConnectOptions, name: &LockName, record: &LostRecord) -> Result<()> {
     let json = serde_json::to_string(record).map_err(|e| Error::Protocol(e.to_string()))?;
     let mut last = Ok(());

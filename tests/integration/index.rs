@@ -95,7 +95,7 @@ fn list_finds_held_and_waited_for_locks_and_not_released_or_expired_ones() {
         text.contains("busy: held") && text.contains("held: held"),
         "{text}"
     );
-    // The pattern is a glob over lock names, as before.
+    // The pattern is a Redis glob over lock names.
     assert_eq!(
         listed(rlock(&r).args(["list", "--json", "h*"]).run()),
         ["held"]

@@ -77,10 +77,9 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn make_install_never_builds_and_says_what_is_missing() {
-    // `sudo make install` ran `cargo build` first: under sudo rustup's
-    // cargo is usually not on PATH, and a build as root leaves a
-    // root-owned target/. It now copies only, and says so when there is
-    // nothing to copy.
+    // `make install` only copies, and says so when there is nothing to
+    // copy: under sudo rustup's cargo is usually not on PATH, and a build
+    // as root would leave a root-owned target/.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dest = std::env::temp_dir().join(format!("rlock-noinstall-{}", std::process::id()));
     let out = Command::new("make")

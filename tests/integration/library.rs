@@ -263,8 +263,8 @@ fn a_server_too_slow_for_every_grant_is_reported_not_used() {
     // Every reply takes 100 ms (a proxy holds it back): each grant of a
     // 50 ms lease comes back late. A non-waiting acquire retries a bounded
     // number of times (the lock is not busy) and then reports Redis
-    // unusable, holding nothing. (A stuttering server, SIGSTOP/SIGCONT,
-    // let a retry through in time when the machine was loaded.)
+    // unusable, holding nothing. (A proxy, not SIGSTOP/SIGCONT: a
+    // stuttering server lets a retry through in time on a loaded machine.)
     let r = Redis::start();
     let f = r.fence_ahead("slow");
     let proxy = Proxy::start(r.port);

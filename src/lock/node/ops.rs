@@ -96,9 +96,9 @@ impl Node {
     /// is silent: frozen, overloaded, or not Redis), the give-back is queued
     /// behind it on that very connection, and not waited for: Redis runs a
     /// connection's commands in order, so if the acquire ever runs, the
-    /// give-back runs right after it. (On a new connection it waited for
-    /// an answer as long again, so `acquire` and `exec` gave up after twice
-    /// `--connect-timeout`.) Otherwise (the connection dropped), as before.
+    /// give-back runs right after it, and `acquire` and `exec` give up
+    /// after one `--connect-timeout`, not two. Otherwise (the connection
+    /// dropped), as [`Node::abandon`].
     pub(super) fn abandon_unanswered(&mut self, lock: &LockName, token: &Token) {
         if !self.sent {
             return;

@@ -382,8 +382,8 @@ fn a_server_that_is_not_redis_gives_70() {
 fn a_server_that_is_not_redis_is_one_line() {
     // An HTTP server (say, the wrong port): redis-rs' parse error spans
     // several lines, the message must not (fails() wants one line), and
-    // it said "Incompatible type - Parse error at 1 Unexpected `84`":
-    // it now says what is wrong and what to check.
+    // it says what is wrong and what to check, which redis-rs' own words
+    // ("Incompatible type - Parse error at 1 Unexpected `84`") do not.
     let html = b"<!DOCTYPE HTML>\r\n<html><body>Bad request</body></html>\r\n";
     bare_rlock()
         .args(["--url", &not_redis(html), "acquire", "k"])

@@ -183,8 +183,9 @@ fn a_guard_stopped_before_the_start_stops_neither_the_renewals_nor_starts_the_co
 
 #[test]
 fn an_oversized_rlock_held_is_refused_and_nothing_is_held() {
-    // The guard reads one message of at most 64 KiB; before this check a
-    // longer one made rlock wait forever for a start that never came.
+    // The guard reads one message of at most 64 KiB: a longer one is
+    // refused before it is sent, so rlock never waits for a start that
+    // cannot come.
     let r = Redis::shared();
     let junk: Vec<String> = (0..2000)
         .map(|i| format!("rlock:{{lock{i}}}\t00000000-0000-4000-8000-000000000000"))
@@ -199,9 +200,9 @@ fn an_oversized_rlock_held_is_refused_and_nothing_is_held() {
 }
 
 /// `pkill -9 PKILL rlock` during `rlock exec --ttl 3s k -- sh -c 'sleep
-/// 100 & wait'`, in a pid namespace: the pattern matched the guard too
-/// (a fork of rlock, with its name and command line), and `sleep 100` ran
-/// on past the lease with nobody left to kill it.
+/// 100 & wait'`, in a pid namespace: the guard (a fork of rlock) is titled
+/// `rl-guard`, so the pattern spares it and it is left to kill `sleep 100`
+/// and release.
 fn pkill_spares_the_guard(pkill: &[&str]) {
     let r = Redis::shared();
     let d = tmp(&format!("pkill{}", pkill.concat()));

@@ -95,8 +95,8 @@ fn interactive_command_owns_the_terminal_in_its_own_group() {
 
 #[test]
 fn interactive_loss_stops_grandchildren_too() {
-    // Item 1 of issue 10: a grandchild under a terminal kept writing after
-    // the lock was lost and rlock had exited 79.
+    // A grandchild under a terminal writes nothing more once the lock is
+    // lost and rlock has exited 79 (issue 10, item 1).
     let r = Redis::shared();
     let [ticks, code] = paths("tty-loss", ["ticks", "code"]);
     let inner = format!(

@@ -17,7 +17,7 @@ pub fn replica_of(master: &Redis) -> Redis {
     });
     // And the master to count it: until it sees the replica online (its
     // first REPLCONF ACK), WAIT counts nobody, and a --min-replicas grant
-    // right after this returned failed now and then under load.
+    // right after this would fail under load.
     eventually(
         Duration::from_secs(10),
         "the master to see its replica",
