@@ -168,13 +168,11 @@ impl Supervisor<'_, '_, '_> {
     fn guard_report(&mut self, report: Report) -> hold::Event {
         match report {
             Report::Started(pid) => {
-                // Comes first of the guard's reports, but only when the
-                // guard gets to send it: one stopped (or starved) between
-                // the command's exec and this report held rlock in a
-                // blocking wait for it, with no renewal, no signal and no
-                // deadline looked at, while the command ran and the lease
-                // expired under it (two holders). Waited for here instead,
-                // every rule of the core applies from the start.
+                // Comes first of the guard's reports, when the guard gets
+                // to send it; read here, not in a blocking wait, so a guard
+                // stopped before it holds back no renewal, signal or
+                // deadline of the core (else the lease could expire under
+                // the running command: two holders).
                 self.pgid = Some(pid);
                 self.cmd_pid.store(pid, Ordering::SeqCst);
                 if let Some(t) = self.term.filter(|_| self.interactive) {
@@ -186,11 +184,11 @@ impl Supervisor<'_, '_, '_> {
                 if let Some((t, pgid)) = self.term.zip(self.pgid) {
                     // As a shell does once its job's processes exit: a
                     // leftover keeps running, but in the background. Left
-                    // with the terminal, it took Ctrl-C and Ctrl-Z instead
-                    // of rlock: a leftover that ignores SIGINT (`cmd &` in
-                    // a script) could not be interrupted, and one stopped
-                    // by Ctrl-Z was never continued, so rlock held the
-                    // lock for ever.
+                    // with the terminal, it would take Ctrl-C and Ctrl-Z
+                    // instead of rlock: a leftover that ignores SIGINT
+                    // (`cmd &` in a script) could not be interrupted, and
+                    // one stopped by Ctrl-Z never continued, so rlock would
+                    // hold the lock for ever.
                     t.take_back(pgid);
                 }
                 hold::Event::Exited(st)

@@ -193,10 +193,9 @@ impl Backend for Quorum {
         // turned into the holders they name, told apart by their tokens'
         // digests, among those a majority reports (as `status` shows them),
         // and each master breaks those holders' holds under its own fences.
-        // Safety: breaking by the fences themselves on every master
-        // missed the hold wherever its fence differed: the holder kept its
-        // majority (its renewals went on: not broken at all, yet reported
-        // broken, the woken waiter without a majority to take).
+        // Breaking by the fences themselves on every master would miss the
+        // hold wherever its fence differs: the holder would keep its
+        // majority, reported broken but renewing.
         // (`named`: the fences named that hold somewhere, reported as the
         // fences broken if any master broke a hold.)
         let (who, named) = match holders {

@@ -218,12 +218,12 @@ impl Node {
                 return Ok(Some(lease));
             }
             // The re-entry's reply came after its validity deadline: the
-            // same path to two holders as a late fresh grant (see
-            // `acquire_new`) -- the lease may have run out on the server,
-            // and another client taken the lock, while the reply was on
-            // its way. Give back the hold it added (release one) and
-            // re-enter again; if that release fails, stop rather than
-            // pile up holds nobody releases (they end with the TTL).
+            // same path to two holders as a late fresh grant (the lease may
+            // have run out on the server and another client taken the lock
+            // meanwhile; docs/internals.md, "A grant that arrives late").
+            // Give back the hold it added (release one) and re-enter again;
+            // if that release fails, stop rather than pile up holds nobody
+            // releases (they end with the TTL).
             let took = sent.elapsed();
             late += 1;
             let released = self.release(key, token, false, None);
@@ -278,17 +278,11 @@ impl Node {
                     if !lease.valid_until.passed() {
                         return Ok(lease);
                     }
-                    // The grant arrived after its validity deadline (sent +
-                    // TTL - drift): a stalled or paused Redis, a slow
-                    // network, a starved client. The script may have run as
-                    // soon as the request was sent, so the lease may already
-                    // have ended on the server and a waiter taken the lock
-                    // while the reply was on its way: using it would make
-                    // two holders. Never use it: give it back, as after a
-                    // timeout, and try again with a new token. The lock is
-                    // not busy, the server was slow, so this counts as a
-                    // transient failure: bounded retries, for -n too; a
-                    // waiting acquire also stops at its deadline.
+                    // A grant that arrived after its validity deadline may
+                    // have ended on the server and let a waiter in: never
+                    // used, given back, retried with a new token as a
+                    // transient failure (docs/internals.md, "A grant that
+                    // arrives late").
                     let took = sent.elapsed();
                     let _ = self.abandon(lock, &lease.token);
                     failures += 1;
