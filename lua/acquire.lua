@@ -108,12 +108,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --
 -- The fence is one more than the last one while that is kept, the
 -- server's clock (ms) when it is not (the first grant, or one after the
--- lock was idle), and above the floor (ARGV[10]). Why it never goes down:
--- the last value f is kept until the lease of its grant ends and until
--- the server's clock has passed f (the SET below). While it is kept, the
--- next value is f + 1; after, it is the clock, which is past f by then. So
--- fences strictly increase as long as the server's clock does not step
--- back, and the key does not outlive its use.
+-- lock was idle), and above the floor (ARGV[10]). The last value is kept
+-- until its grant's lease ends and the clock has passed it (the SET
+-- below), so fences never go down (docs/guide.md, "Fencing tokens").
 --
 -- The fence key is read, and the holders key written, before anything
 -- else is written: a key of another type stops the script there. That

@@ -121,23 +121,13 @@ end
 -- find their queue when the holder they wait for has gone.
 local QUEUE_GRACE_MS = 10000
 
--- A Redis at maxmemory (maxmemory-policy noeviction, or nothing left to
--- evict) still runs a script without flags (the only kind Redis 6.2
--- knows), but refuses the script's first write if that command may add
--- memory (ZADD, HSET, SET, HINCRBY: "OOM command not allowed"), and no
--- write after its first write of any kind, so it never stops a script
--- half-way. Seen alike on Redis 6.2, 7.0 and Valkey 8 (tests/integration/
--- oom.rs). Redis 7's `#!lua flags=allow-oom` is no way out: Redis 6.2
--- rejects any script with that line, and such a script writes past
--- maxmemory wherever it writes. So:
--- - a call that adds (almost) no memory and must go on at maxmemory
---   (a renewal, a release, a waiter's heartbeat) first writes with
---   writes_at_maxmemory(), a write that changes nothing;
--- - an acquire is refused at maxmemory before it writes anything: its fast
---   path's first write is grant()'s ZADD, and its slow path starts with
---   refuse_at_maxmemory(), a ZADD that changes nothing. So a grant is
---   written whole or not at all, and no waiter joins a full Redis.
--- Neither changes data, so neither is replicated.
+-- At maxmemory Redis refuses a script's first write if that command may
+-- add memory (ZADD, HSET, SET, HINCRBY), and no write after a first write
+-- of any kind (tests/integration/oom.rs). So a call that must go on there
+-- (a renewal, a release, a waiter's heartbeat) first writes with
+-- writes_at_maxmemory(), and an acquire's first write is a ZADD (grant()'s,
+-- or refuse_at_maxmemory()): a grant is written whole or not at all, and
+-- no waiter joins a full Redis (docs/internals.md, "At `maxmemory`").
 local function writes_at_maxmemory()
   redis.call('HDEL', STATE, '-') -- no field is named '-'
 end
