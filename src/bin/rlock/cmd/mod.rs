@@ -10,7 +10,7 @@ mod top;
 
 use rlock::Mode;
 
-use crate::cli::{Cli, Command, RwMode};
+use crate::cli::{self, Cli, Command, RwMode};
 use crate::setup::request;
 
 /// Run the subcommand `cli` names; its exit code, or the error to report.
@@ -21,13 +21,13 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         rlock::lock::LockName::new(&g.prefix, key)?;
     }
     match &cli.command {
-        Command::Acquire {
+        Command::Acquire(cli::Acquire {
             key,
             more,
             lock,
             slots,
             keep,
-        } => {
+        }) => {
             let keys = lock_set(g, key, more)?;
             let mut req = request(lock);
             req.limit = slots.limit;
@@ -41,7 +41,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                 acquire::print_tokens(g, &keys, req, keep)
             }
         }
-        Command::Exec {
+        Command::Exec(cli::Exec {
             key,
             also,
             lock,
@@ -49,7 +49,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             run,
             flock,
             command,
-        } => {
+        }) => {
             let keys = lock_set(g, key, also)?;
             flock.refuse(key, command).map_err(rlock::Error::Usage)?;
             let mut req = request(lock);
@@ -59,14 +59,14 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             exec::exec(g, &keys, req, run, &flock.command(command))
         }
-        Command::Rw {
+        Command::Rw(cli::Rw {
             mode,
             key,
             also,
             lock,
             run,
             command,
-        } => {
+        }) => {
             let keys = lock_set(g, key, also)?;
             let mut req = request(lock);
             req.mode = match mode {
@@ -91,29 +91,35 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                 exec::exec(g, &keys, req, run, command)
             }
         }
-        Command::Release {
+        Command::Release(cli::Release {
             key,
             token,
             min_hold,
-        } => release::release(g, key, token.token.as_deref(), min_hold.map(|d| d.0)),
-        Command::Renew { key, token, ttl } => release::renew(g, key, token.token.as_deref(), ttl.0),
-        Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
-        Command::Status { key, json } => query::status(g, key, *json),
-        Command::History { key, limit, json } => query::history(g, key, *limit, *json),
-        Command::Break {
+        }) => release::release(g, key, token.token.as_deref(), min_hold.map(|d| d.0)),
+        Command::Renew(cli::Renew { key, token, ttl }) => {
+            release::renew(g, key, token.token.as_deref(), ttl.0)
+        }
+        Command::Check(cli::Check { key, token, json }) => {
+            query::check(g, key, token.token.as_deref(), *json)
+        }
+        Command::Status(cli::Status { key, json }) => query::status(g, key, *json),
+        Command::History(cli::History { key, limit, json }) => {
+            query::history(g, key, *limit, *json)
+        }
+        Command::Break(cli::Break {
             key,
             reason,
             holder,
             yes,
-        } => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
-        Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
-        Command::List { pattern, json } => query::list(g, pattern, *json),
-        Command::Top {
+        }) => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
+        Command::Doctor(cli::Doctor { ttl, json }) => query::doctor(g, ttl.0, *json),
+        Command::List(cli::List { pattern, json }) => query::list(g, pattern, *json),
+        Command::Top(cli::Top {
             pattern,
             delay,
             once,
-        } => top::top(g, pattern, delay.0, *once),
-        Command::Metrics { pattern } => metrics::metrics(g, pattern),
+        }) => top::top(g, pattern, delay.0, *once),
+        Command::Metrics(cli::Metrics { pattern }) => metrics::metrics(g, pattern),
     }
 }
 
