@@ -29,12 +29,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             keep,
         }) => {
             let keys = lock_set(g, key, more)?;
-            let mut req = request(lock);
-            req.limit = slots.limit;
-            let mut keep = acquire::keeper(keep)?;
-            if let Some(k) = &mut keep {
-                k.history = crate::setup::history(g);
-            }
+            let req = request(lock, slots.limit, Mode::Exclusive);
+            let keep = acquire::keeper(g, keep)?;
             if more.is_empty() {
                 acquire::print_token(g, key, req, keep)
             } else {
@@ -52,11 +48,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         }) => {
             let keys = lock_set(g, key, also)?;
             flock.refuse(key, command).map_err(rlock::Error::Usage)?;
-            let mut req = request(lock);
-            req.limit = slots.limit;
-            if flock.shared {
-                req.mode = Mode::Read;
-            }
+            let mode = if flock.shared {
+                Mode::Read
+            } else {
+                Mode::Exclusive
+            };
+            let req = request(lock, slots.limit, mode);
             exec::exec(g, &keys, req, run, &flock.command(command))
         }
         Command::Rw(cli::Rw {
@@ -68,11 +65,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             command,
         }) => {
             let keys = lock_set(g, key, also)?;
-            let mut req = request(lock);
-            req.mode = match mode {
+            let mode = match mode {
                 RwMode::Read => Mode::Read,
                 RwMode::Write => Mode::Write,
             };
+            let req = request(lock, 1, mode);
             if command.is_empty() {
                 if run.max_hold.is_some() {
                     return Err(rlock::Error::Usage(
