@@ -29,7 +29,7 @@ bench-market:
 
 # Regenerate man/ and completions/ from the clap definition.
 docs:
-	RLOCK_BLESS=1 cargo test --locked --test integration docs
+	RLOCK_BLESS=1 cargo test --locked --bin rlock generate
 
 lint:
 	cargo fmt --all -- --check

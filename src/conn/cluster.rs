@@ -259,6 +259,7 @@ impl Server {
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
             history: Default::default(),
+            index: opts.index.clone(),
         })
     }
 }

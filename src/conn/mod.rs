@@ -3,7 +3,8 @@
 //! TCP, TLS or a unix socket, with RLOCK_PASSWORD, a timeout on every step,
 //! and error messages that never contain a password.
 //!
-//! - `options`: [`ConnectOptions`] and the TLS files ([`Tls`]);
+//! - `options`: [`ConnectOptions`], the TLS files ([`Tls`]) and the use of
+//!   the index of locks in use ([`Index`]);
 //! - `url`: one URL checked and turned into connection settings;
 //! - `server`: the servers the options name, and opening a connection to
 //!   one;
@@ -26,7 +27,7 @@ mod server;
 mod url;
 
 pub(crate) use handle::{Conn, IDLE_RECONNECT};
-pub use options::{ConnectOptions, Tls};
+pub use options::{ConnectOptions, Index, Tls};
 pub(crate) use server::Server;
 
 pub use crate::redact::{redact, redact_command, redact_text};

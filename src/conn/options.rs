@@ -27,6 +27,38 @@ pub struct ConnectOptions {
     /// After a grant, wait (with WAIT) until this many replicas have it;
     /// fewer within the connect timeout fails the acquire.
     pub min_replicas: u32,
+    /// The index of locks in use (see docs/internals.md).
+    #[serde(default)]
+    pub index: Index,
+}
+
+/// How this client uses the index of locks in use.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Index {
+    /// How long an index entry outlives the lease it was touched for
+    /// (default one hour; at least 100 ms). A holder or waiter touches its
+    /// entry again after half of it: shorter only for tests of the refresh.
+    pub keep: Duration,
+    /// `list`, `top` and `metrics` find locks by scanning the whole
+    /// keyspace instead of through the index (locks taken by an rlock
+    /// older than the index are in no index).
+    pub scan: bool,
+}
+
+impl Index {
+    /// [`Index::keep`], at least 100 ms.
+    pub(crate) fn keep(&self) -> Duration {
+        self.keep.max(Duration::from_millis(100))
+    }
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            keep: Duration::from_secs(3600),
+            scan: false,
+        }
+    }
 }
 
 /// TLS files for `rediss://` URLs.
@@ -163,6 +195,7 @@ impl Default for ConnectOptions {
             cluster: false,
             sentinel: None,
             min_replicas: 0,
+            index: Index::default(),
         }
     }
 }

@@ -30,6 +30,8 @@ pub(crate) struct Server {
     pub(crate) min_replicas: u32,
     /// How much history the scripts keep per lock (ARGV of each).
     pub(crate) history: crate::lock::HistoryLimits,
+    /// How this client uses the index of locks in use.
+    pub(crate) index: super::Index,
 }
 
 #[derive(Clone)]
@@ -93,6 +95,7 @@ impl Server {
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
             history: Default::default(),
+            index: opts.index.clone(),
         })
     }
 

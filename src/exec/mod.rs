@@ -170,6 +170,14 @@ pub struct Spec {
     /// of the command gets SIGTERM (SIGKILL after `grace`), the lock is
     /// released, and [`run`] returns [`exit_code::OVERRAN`] (124).
     pub max_hold: Option<Duration>,
+    /// The locks enclosing `rlock exec`s hold, as [`HELD_ENV`] told this
+    /// process: the locks of a set re-enter with them, and the command gets
+    /// them with this one's added.
+    pub held: Option<String>,
+    /// The token the caller exported (RLOCK_TOKEN as this process found
+    /// it), passed on in the command's [`HELD_ENV`] (see
+    /// `held::held_for_command`).
+    pub exported: Option<String>,
 }
 
 /// Things worth telling the user while the command runs.
@@ -289,7 +297,7 @@ pub fn run_set(
     // caller found it); each other lock of a set re-enters with the token
     // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
     // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
-    let held_env = std::env::var(HELD_ENV).ok();
+    let held_env = spec.held.as_deref();
     let mut leases = crate::multi::take_all(locker, keys, req, &mut |l, k, r| {
         if k == key {
             acquire(l, k, r, &signals, &mut *on_wait)
@@ -299,7 +307,7 @@ pub fn run_set(
                 .iter()
                 .zip(keys)
                 .find(|(_, n)| *n == k)
-                .and_then(|(name, _)| held::reentry_token(held_env.as_deref(), None, name));
+                .and_then(|(name, _)| held::reentry_token(held_env, None, name));
             acquire(l, k, &r, &signals, &mut *on_wait)
         }
     })?;
@@ -379,11 +387,13 @@ pub fn run_set(
         });
     }
     {
-        let held = std::env::var(HELD_ENV).ok();
         let fence = lease.fence.to_string();
-        let exported = std::env::var("RLOCK_TOKEN").ok();
-        let mut held =
-            held::held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
+        let mut held = held::held_for_command(
+            spec.held.as_deref(),
+            &lock,
+            &lease.token,
+            spec.exported.as_deref(),
+        );
         for (name, o) in names.iter().skip(1).zip(&others) {
             held = held::held_with(Some(&held), name, &o.token);
         }

@@ -1,170 +1,35 @@
-//! man/ and completions/ are generated from the clap definition and
-//! committed; this test fails when they are stale. Regenerate with
-//! `RLOCK_BLESS=1 cargo test --test integration docs`.
+//! The reference agrees with the binary. (man/ and completions/ are
+//! rendered and checked for staleness by the binary's own unit test,
+//! src/bin/rlock/cli/generate.rs.)
 
-use std::path::Path;
+use crate::util::*;
 
-use clap_complete::Shell;
-
-#[allow(dead_code)]
-#[path = "../../src/bin/rlock/cli.rs"]
-mod cli;
-
-fn generated() -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut top = cli::command();
-    // The top page's synopsis lists every global option.
-    top.build();
-    // The environment has a section of its own (see `environment`), not
-    // the text of the top page's long help.
-    let long = top.get_after_long_help().map(|h| h.to_string());
-    let page = match long {
-        Some(h) => top
-            .clone()
-            .after_long_help(h.replace(cli::ENVIRONMENT, "").trim_start().to_string()),
-        None => top.clone(),
-    };
-    out.push(("man/rlock.1".to_string(), man_page(page)));
-    // One page per subcommand, as git and cargo do: `man rlock-exec`.
-    // Each with the global options that apply to it (cli::page_of).
-    for sub in top.get_subcommands() {
-        let sub = match sub.get_name() {
-            "help" => sub.clone(),
-            name => cli::page_of(name),
-        };
-        let name = format!("rlock-{}", sub.get_name());
-        let page = sub
-            .clone()
-            .name(&*name.clone().leak())
-            .bin_name(format!("rlock {}", sub.get_name()));
-        out.push((format!("man/{name}.1"), man_page(page)));
-    }
-    for (shell, file) in [
-        (Shell::Bash, "completions/rlock.bash"),
-        (Shell::Zsh, "completions/_rlock"),
-        (Shell::Fish, "completions/rlock.fish"),
-    ] {
-        let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut cli::command(), "rlock", &mut buf);
-        out.push((file.to_string(), buf));
-    }
-    out
-}
-
-/// `cmd`'s man page, with an ENVIRONMENT section (before EXTRA, where the
-/// after-help text goes).
-fn man_page(cmd: clap::Command) -> Vec<u8> {
-    let mut man = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut man).unwrap();
-    let man = String::from_utf8(man).unwrap();
-    let at = ["\n.SH EXTRA\n", "\n.SH VERSION\n"]
-        .iter()
-        .find_map(|s| man.find(s).map(|i| i + 1))
-        .unwrap_or(man.len());
-    format!("{}{}{}", &man[..at], environment(), &man[at..]).into_bytes()
-}
-
-/// `cli::ENVIRONMENT` as a man page section, one tagged paragraph (.TP)
-/// per variable. As the help's text (aligned columns), man refilled its
-/// lines and wrapped them mid-column.
-fn environment() -> String {
-    let mut out = String::from(".SH ENVIRONMENT\n");
-    // After the "Environment:" line: `  NAME    text`, then continuation
-    // lines indented deeper.
-    for line in cli::ENVIRONMENT.lines().skip(1) {
-        let body = line.trim_start();
-        if line.len() - body.len() > 2 {
-            out.push_str(&roff(body));
-        } else if let Some((names, text)) = body.split_once("  ") {
-            out.push_str(".TP\n");
-            out.push_str(&format!("\\fB{}\\fR\n", roff(names).trim_end()));
-            out.push_str(&roff(text.trim_start()));
-        } else {
-            panic!("cli::ENVIRONMENT: {line:?} is neither `  NAME  text` nor a continuation");
-        }
-    }
-    out
-}
-
-/// One line of text in roff: backslashes, dashes and apostrophes as
-/// clap_mangen writes them, and a leading `.` or `'` kept from being read
-/// as a request.
-fn roff(text: &str) -> String {
-    let t = text
-        .replace('\\', "\\e")
-        .replace('-', "\\-")
-        .replace('\'', "\\*(Aq");
-    let lead = if t.starts_with(['.', '\'']) {
-        "\\&"
-    } else {
-        ""
-    };
-    format!("{lead}{t}\n")
-}
-
+/// Every environment variable `rlock --help` lists has its row in
+/// docs/guide.md's table of variables.
 #[test]
-fn man_page_and_completions_are_fresh() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bless = std::env::var_os("RLOCK_BLESS").is_some();
-    let mut stale = Vec::new();
-    for (file, want) in generated() {
-        let path = root.join(&file);
-        if bless {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &want).unwrap();
-        } else if std::fs::read(&path).ok().as_deref() != Some(&want[..]) {
-            stale.push(file);
-        }
-    }
-    assert!(
-        stale.is_empty(),
-        "stale generated files {stale:?}: run `RLOCK_BLESS=1 cargo test --test integration docs`"
-    );
-}
-
-/// A subcommand's man page lists the global options that apply to it and
-/// not the others: `--min-replicas` only where a grant is taken.
-#[test]
-fn each_page_lists_only_the_options_that_apply() {
-    let synopsis = |name: &str| -> String {
-        let mut man = Vec::new();
-        clap_mangen::Man::new(cli::page_of(name))
-            .render_synopsis_section(&mut man)
-            .unwrap();
-        String::from_utf8(man).unwrap()
-    };
-    for name in ["acquire", "exec", "rw"] {
-        let s = synopsis(name);
-        assert!(s.contains(r"\-\-min\-replicas"), "{name}: {s}");
-        assert!(s.contains(r"\-\-history\-events"), "{name}: {s}");
-    }
-    for name in ["status", "list", "release", "break", "top", "metrics"] {
-        let s = synopsis(name);
-        assert!(!s.contains(r"\-\-min\-replicas"), "{name}: {s}");
-        assert!(s.contains(r"\-\-url"), "{name}: {s}");
-    }
-    let s = synopsis("doctor");
-    assert!(!s.contains(r"\-\-history\-events"), "doctor: {s}");
-}
-
-/// Every page lists the environment as a section of tagged paragraphs,
-/// one per variable, and no longer as help text (which man refilled).
-#[test]
-fn man_pages_list_the_environment_one_variable_a_paragraph() {
-    let entries = cli::ENVIRONMENT
+fn the_guide_documents_every_variable_the_help_names() {
+    let help = bare_rlock().args(["--help"]).run().ok().stdout;
+    let (_, env) = help
+        .split_once("Environment:\n")
+        .expect("`rlock --help` has an Environment section");
+    let env = env.split("\n\n").next().unwrap();
+    let names: Vec<&str> = env
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|w| w.starts_with("RLOCK_"))
+        .collect();
+    assert!(names.len() >= 12, "{names:?} in {env}");
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md")).unwrap();
+    let rows: Vec<&str> = guide
         .lines()
-        .skip(1)
-        .filter(|l| !l.starts_with("   "))
-        .count();
-    for (file, page) in generated() {
-        if !file.starts_with("man/") {
-            continue;
-        }
-        let page = String::from_utf8(page).unwrap();
-        let (_, env) = page.split_once(".SH ENVIRONMENT\n").expect(&file);
-        let env = env.split("\n.SH ").next().unwrap();
-        assert_eq!(env.matches(".TP\n\\fBRLOCK_").count(), entries, "{file}");
-        assert!(env.contains("\\fBRLOCK_URL\\fR\nRedis URL(s)"), "{file}");
-        assert!(!page.contains("Environment:"), "{file}");
+        .filter(|l| l.starts_with("| `RLOCK_"))
+        .collect();
+    for name in names {
+        let cell = format!("`{name}`");
+        assert!(
+            rows.iter()
+                .any(|r| r.split(" | ").next().is_some_and(|c| c.contains(&cell))),
+            "{name} is in `rlock --help` but has no row in docs/guide.md's table"
+        );
     }
 }

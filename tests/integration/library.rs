@@ -329,6 +329,8 @@ fn exec_and_acquire_leave_signal_handling_and_no_guard_behind() {
         grace: Duration::from_secs(1),
         kill_leftovers: false,
         max_hold: None,
+        held: None,
+        exported: None,
     };
     for _ in 0..2 {
         let code = rlock::exec::run(

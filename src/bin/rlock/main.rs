@@ -1,8 +1,8 @@
 //! The `rlock` binary: parse, dispatch to the library, map errors to exit
 //! codes. Everything else lives in the library.
 //!
-//! - `cli.rs`: the command line (clap); the docs test reads it too, to
-//!   generate man/ and completions/;
+//! - `cli/`: the command line (clap), one file per subcommand or family;
+//!   its unit test renders man/ and completions/ from it;
 //! - `cmd/`: one function per subcommand, `cmd::run` dispatches;
 //! - `setup.rs`: what the flags and the environment make of a connection,
 //!   a request, a token;
@@ -39,7 +39,7 @@ mod setup;
 use std::io::Write;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Acquire, Cli, Command, Exec, Rw};
 use rlock::exit_code;
 
 /// The process entry point, in place of std's. std's start-up costs ~80 µs
@@ -106,9 +106,9 @@ fn rlock_main() -> u8 {
         return exit_code::USAGE;
     }
     let conflict = match &cli.command {
-        Command::Acquire { lock, .. } | Command::Exec { lock, .. } | Command::Rw { lock, .. } => {
-            lock.conflict_exit_code
-        }
+        Command::Acquire(Acquire { lock, .. })
+        | Command::Exec(Exec { lock, .. })
+        | Command::Rw(Rw { lock, .. }) => lock.conflict_exit_code,
         _ => exit_code::BUSY,
     };
     let verbose = cli.global.verbose;

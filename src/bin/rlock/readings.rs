@@ -18,7 +18,7 @@ use std::ffi::{OsStr, OsString};
 
 use clap::{ArgAction, CommandFactory};
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, Exec, Rw};
 
 /// Refuses `cli`, parsed from `args`, when its command is not certain:
 /// see the module's documentation. A command word that starts with `-`
@@ -26,12 +26,12 @@ use crate::cli::{Cli, Command};
 /// command.
 pub(crate) fn check(args: &[OsString], cli: &Cli) -> Result<(), rlock::Error> {
     let (sub, key, also, command) = match &cli.command {
-        Command::Exec {
+        Command::Exec(Exec {
             key, also, command, ..
-        } => ("exec", key, also, command),
-        Command::Rw {
+        }) => ("exec", key, also, command),
+        Command::Rw(Rw {
             key, also, command, ..
-        } => ("rw", key, also, command),
+        }) => ("rw", key, also, command),
         _ => return Ok(()),
     };
     let Some(first) = command.first() else {
@@ -168,12 +168,12 @@ mod tests {
         let cli = Cli::try_parse_from(&args).map_err(|e| format!("clap: {e}"))?;
         check(&args, &cli).map_err(|e| e.to_string())?;
         let (key, also, command) = match cli.command {
-            Command::Exec {
+            Command::Exec(Exec {
                 key, also, command, ..
-            }
-            | Command::Rw {
+            })
+            | Command::Rw(Rw {
                 key, also, command, ..
-            } => (key, also, command),
+            }) => (key, also, command),
             _ => unreachable!(),
         };
         let mut keys = vec![key];

@@ -10,8 +10,9 @@
 //!   its reply on a cluster (the shard may live on another node). Either
 //!   way the touch runs after the acquire script's effect;
 //! - an entry's score is a "keep until" deadline covering the lease (or
-//!   waiter lease) that touched it plus [`keep`]; a holder's renewals and a
-//!   waiter's heartbeats touch it again once half of [`keep`] has passed
+//!   waiter lease) that touched it plus keep ([`Index::keep`](crate::conn::Index::keep), an hour);
+//!   a holder's renewals and a waiter's heartbeats touch it again once
+//!   half of keep has passed
 //!   since this process last did, or when they ask for a longer lease than
 //!   that touch covered: so between two touches no lease can outrun the
 //!   deadline (a lease set at r < t + keep/2 ends before t + lease + keep);
@@ -32,7 +33,6 @@
 //! not affected: the index is never read to decide who holds a lock.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
@@ -46,22 +46,6 @@ use crate::lock::script::*;
 use crate::lock::types::Status;
 use crate::{Error, Result};
 
-/// How long an index entry outlives the lease it was touched for: one
-/// hour, so that a holder or waiter touches its entry again at most every
-/// half hour. `RLOCK_INDEX_KEEP` (milliseconds, at least 100) shortens it:
-/// for tests of the refresh; not a setting to use in production.
-pub(crate) fn keep() -> Duration {
-    static KEEP: OnceLock<Duration> = OnceLock::new();
-    *KEEP.get_or_init(|| {
-        std::env::var("RLOCK_INDEX_KEEP")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(Duration::from_secs(3600), |ms| {
-                Duration::from_millis(ms.max(100))
-            })
-    })
-}
-
 /// Calls per pipeline in `list`.
 const BATCH: usize = 500;
 
@@ -74,6 +58,8 @@ pub(crate) struct Touch {
     lease: Duration,
     /// Where `Node::touched` notes it.
     base: String,
+    /// How long the entry outlives the lease ([`Index::keep`](crate::conn::Index::keep)).
+    keep: Duration,
 }
 
 impl Touch {
@@ -88,7 +74,7 @@ impl Touch {
             .arg(1)
             .arg(&self.key)
             .arg(&self.name)
-            .arg(millis(self.lease + keep()).to_string());
+            .arg(millis(self.lease + self.keep).to_string());
         c
     }
 }
@@ -98,17 +84,17 @@ impl Touch {
 pub(crate) struct Touched(HashMap<String, (Instant, Duration)>);
 
 impl Touched {
-    fn due(&self, base: &str, lease: Duration) -> bool {
+    fn due(&self, base: &str, lease: Duration, keep: Duration) -> bool {
         self.0
             .get(base)
-            .is_none_or(|&(at, covered)| at.elapsed() >= keep() / 2 || lease > covered)
+            .is_none_or(|&(at, covered)| at.elapsed() >= keep / 2 || lease > covered)
     }
 
-    fn note(&mut self, base: String, at: Instant, lease: Duration) {
+    fn note(&mut self, base: String, at: Instant, lease: Duration, keep: Duration) {
         // A long-lived process that takes many locks: forget touches too
         // old to matter (they are due anyway).
         if self.0.len() >= 4096 {
-            self.0.retain(|_, (t, _)| t.elapsed() < keep() / 2);
+            self.0.retain(|_, (t, _)| t.elapsed() < keep / 2);
         }
         self.0.insert(base, (at, lease));
     }
@@ -123,13 +109,17 @@ impl Node {
             name: lock.name().to_string(),
             lease,
             base: lock.redis_key().to_string(),
+            keep: self.server.index.keep(),
         });
     }
 
     /// [`Node::touch_next`] if this process has not touched the entry for
-    /// half of [`keep`], or for a lease as long.
+    /// half of keep ([`Index::keep`](crate::conn::Index::keep)), or for a lease as long.
     pub(super) fn refresh_next(&mut self, lock: &LockName, lease: Duration) {
-        if self.touched.due(lock.redis_key(), lease) {
+        if self
+            .touched
+            .due(lock.redis_key(), lease, self.server.index.keep())
+        {
             self.touch_next(lock, lease);
         }
     }
@@ -138,12 +128,16 @@ impl Node {
     /// due as for [`Node::refresh_next`]: after a renewal that succeeded
     /// (one that failed must not leave an entry for a lock nobody holds).
     pub(super) fn refresh_now(&mut self, lock: &LockName, lease: Duration) {
-        if self.touched.due(lock.redis_key(), lease) {
+        if self
+            .touched
+            .due(lock.redis_key(), lease, self.server.index.keep())
+        {
             let touch = Touch {
                 key: lock.index_key(),
                 name: lock.name().to_string(),
                 lease,
                 base: lock.redis_key().to_string(),
+                keep: self.server.index.keep(),
             };
             self.finish_touch(touch, Instant::now(), None);
         }
@@ -164,7 +158,7 @@ impl Node {
             None => self.send_touch(&touch, "EVALSHA"),
         };
         if ok {
-            self.touched.note(touch.base, sent, touch.lease);
+            self.touched.note(touch.base, sent, touch.lease, touch.keep);
         }
     }
 

@@ -438,19 +438,11 @@ impl Node {
 
     /// Check `pattern`, and say whether to find locks by scanning the whole
     /// keyspace rather than through the index of locks in use (see
-    /// index.rs): only when asked, RLOCK_LIST_SCAN=1 (locks taken by an
-    /// rlock older than the index are in no index).
+    /// index.rs): only when asked, [`Index::scan`](crate::conn::Index::scan)
+    /// (locks taken by an rlock older than the index are in no index).
     fn scan_asked(&self, pattern: &str) -> Result<bool> {
         crate::lock::overview::check_pattern(pattern)?;
-        let v = std::env::var_os("RLOCK_LIST_SCAN");
-        match v.as_ref().map(|v| v.to_str()) {
-            None | Some(Some("0" | "")) => Ok(false),
-            Some(Some("1")) => Ok(true),
-            Some(_) => Err(Error::Usage(format!(
-                "RLOCK_LIST_SCAN is {:?}; use 1 (scan) or 0",
-                v.unwrap_or_default()
-            ))),
-        }
+        Ok(self.server.index.scan)
     }
 
     /// The lock names as rlock found them before the index: SCAN every

@@ -159,7 +159,7 @@ pub(crate) fn print_tokens(
 }
 
 /// What `--keep` watches, checked before anything is acquired.
-pub(crate) fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
+pub(crate) fn keeper(g: &Global, keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep>> {
     if !keep.keep {
         return Ok(None);
     }
@@ -173,8 +173,7 @@ pub(crate) fn keeper(keep: &KeepOpts) -> anyhow::Result<Option<rlock::keep::Keep
         grace: keep
             .grace
             .map_or(std::time::Duration::from_secs(10), |g| g.0),
-        // Set from the global options by the caller.
-        history: rlock::HistoryLimits::default(),
+        history: crate::setup::history(g),
         max_hold: crate::setup::max_hold(keep.max_hold)?,
     }))
 }

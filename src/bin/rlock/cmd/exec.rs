@@ -40,6 +40,8 @@ pub(crate) fn exec(
         grace: run.grace.0,
         kill_leftovers: run.kill_leftovers,
         max_hold,
+        held: crate::setup::held(),
+        exported: crate::setup::exported(),
     };
     // A loss is reported once, when it happens; the exit code says it again.
     let mut reported = false;

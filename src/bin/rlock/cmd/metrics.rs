@@ -9,13 +9,13 @@ use rlock::lock::LockView;
 
 use crate::cli::Global;
 use crate::out::print;
-use crate::setup::connect;
+use crate::setup::connect_listing;
 
 /// `metrics [PATTERN]`: one sample per lock in use and family.
 pub(crate) fn metrics(g: &Global, pattern: &str) -> anyhow::Result<u8> {
     // Bad input is refused before connecting.
     rlock::lock::overview::check_pattern(pattern)?;
-    let mut locker = connect(g)?;
+    let mut locker = connect_listing(g)?;
     let mut views = locker.overview(pattern)?;
     views.sort_by(|a, b| a.status.key.cmp(&b.status.key));
     print(&exposition(&views))?;

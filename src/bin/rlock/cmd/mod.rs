@@ -10,7 +10,7 @@ mod top;
 
 use rlock::Mode;
 
-use crate::cli::{Cli, Command, RwMode};
+use crate::cli::{self, Cli, Command, RwMode};
 use crate::setup::request;
 
 /// Run the subcommand `cli` names; its exit code, or the error to report.
@@ -21,27 +21,23 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         rlock::lock::LockName::new(&g.prefix, key)?;
     }
     match &cli.command {
-        Command::Acquire {
+        Command::Acquire(cli::Acquire {
             key,
             more,
             lock,
             slots,
             keep,
-        } => {
+        }) => {
             let keys = lock_set(g, key, more)?;
-            let mut req = request(lock);
-            req.limit = slots.limit;
-            let mut keep = acquire::keeper(keep)?;
-            if let Some(k) = &mut keep {
-                k.history = crate::setup::history(g);
-            }
+            let req = request(lock, slots.limit, Mode::Exclusive);
+            let keep = acquire::keeper(g, keep)?;
             if more.is_empty() {
                 acquire::print_token(g, key, req, keep)
             } else {
                 acquire::print_tokens(g, &keys, req, keep)
             }
         }
-        Command::Exec {
+        Command::Exec(cli::Exec {
             key,
             also,
             lock,
@@ -49,30 +45,31 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             run,
             flock,
             command,
-        } => {
+        }) => {
             let keys = lock_set(g, key, also)?;
             flock.refuse(key, command).map_err(rlock::Error::Usage)?;
-            let mut req = request(lock);
-            req.limit = slots.limit;
-            if flock.shared {
-                req.mode = Mode::Read;
-            }
+            let mode = if flock.shared {
+                Mode::Read
+            } else {
+                Mode::Exclusive
+            };
+            let req = request(lock, slots.limit, mode);
             exec::exec(g, &keys, req, run, &flock.command(command))
         }
-        Command::Rw {
+        Command::Rw(cli::Rw {
             mode,
             key,
             also,
             lock,
             run,
             command,
-        } => {
+        }) => {
             let keys = lock_set(g, key, also)?;
-            let mut req = request(lock);
-            req.mode = match mode {
+            let mode = match mode {
                 RwMode::Read => Mode::Read,
                 RwMode::Write => Mode::Write,
             };
+            let req = request(lock, 1, mode);
             if command.is_empty() {
                 if run.max_hold.is_some() {
                     return Err(rlock::Error::Usage(
@@ -91,29 +88,35 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                 exec::exec(g, &keys, req, run, command)
             }
         }
-        Command::Release {
+        Command::Release(cli::Release {
             key,
             token,
             min_hold,
-        } => release::release(g, key, token.token.as_deref(), min_hold.map(|d| d.0)),
-        Command::Renew { key, token, ttl } => release::renew(g, key, token.token.as_deref(), ttl.0),
-        Command::Check { key, token, json } => query::check(g, key, token.token.as_deref(), *json),
-        Command::Status { key, json } => query::status(g, key, *json),
-        Command::History { key, limit, json } => query::history(g, key, *limit, *json),
-        Command::Break {
+        }) => release::release(g, key, token.token.as_deref(), min_hold.map(|d| d.0)),
+        Command::Renew(cli::Renew { key, token, ttl }) => {
+            release::renew(g, key, token.token.as_deref(), ttl.0)
+        }
+        Command::Check(cli::Check { key, token, json }) => {
+            query::check(g, key, token.token.as_deref(), *json)
+        }
+        Command::Status(cli::Status { key, json }) => query::status(g, key, *json),
+        Command::History(cli::History { key, limit, json }) => {
+            query::history(g, key, *limit, *json)
+        }
+        Command::Break(cli::Break {
             key,
             reason,
             holder,
             yes,
-        } => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
-        Command::Doctor { ttl, json } => query::doctor(g, ttl.0, *json),
-        Command::List { pattern, json } => query::list(g, pattern, *json),
-        Command::Top {
+        }) => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
+        Command::Doctor(cli::Doctor { ttl, json }) => query::doctor(g, ttl.0, *json),
+        Command::List(cli::List { pattern, json }) => query::list(g, pattern, *json),
+        Command::Top(cli::Top {
             pattern,
             delay,
             once,
-        } => top::top(g, pattern, delay.0, *once),
-        Command::Metrics { pattern } => metrics::metrics(g, pattern),
+        }) => top::top(g, pattern, delay.0, *once),
+        Command::Metrics(cli::Metrics { pattern }) => metrics::metrics(g, pattern),
     }
 }
 

@@ -9,7 +9,7 @@ use rlock::exit_code;
 use crate::cli::Global;
 use crate::out::print;
 use crate::render;
-use crate::setup::{connect, options, owner_token};
+use crate::setup::{connect, connect_listing, options, owner_token};
 
 /// `check KEY`: does the token hold it (0), no more (79), another owner (77)?
 pub(crate) fn check(g: &Global, key: &str, token: Option<&str>, json: bool) -> anyhow::Result<u8> {
@@ -106,7 +106,7 @@ pub(crate) fn doctor(g: &Global, ttl: Duration, json: bool) -> anyhow::Result<u8
 
 /// `list [PATTERN]`: every lock held or waited for.
 pub(crate) fn list(g: &Global, pattern: &str, json: bool) -> anyhow::Result<u8> {
-    let mut locker = connect(g)?;
+    let mut locker = connect_listing(g)?;
     let all = locker.list(pattern)?;
     if json {
         print(&(serde_json::to_string(&all)? + "\n"))?;

@@ -16,7 +16,7 @@ use crate::cli::Global;
 use crate::frame::{Header, frame};
 use crate::out::print;
 use crate::screen::{self, Screen};
-use crate::setup::connect;
+use crate::setup::connect_listing;
 
 /// Shortest and longest refresh period.
 const EVERY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(3600));
@@ -32,7 +32,7 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
         ))
         .into());
     }
-    let mut locker = connect(g)?;
+    let mut locker = connect_listing(g)?;
     let mut views = locker.overview(pattern)?;
     if once || !screen::is_tty(libc::STDOUT_FILENO) {
         let header = Header {

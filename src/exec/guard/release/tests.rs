@@ -34,6 +34,7 @@ fn releaser() -> Releaser {
                 cert: None,
                 key: Some(PathBuf::from("/etc/key.pem")),
             },
+            index: Default::default(),
         },
         prefix: "app:".into(),
         history: HistoryLimits {
