@@ -43,9 +43,7 @@ mod hold;
 pub mod keep;
 pub mod lock;
 mod locker;
-pub mod multi;
 mod proctitle;
-mod quorum;
 mod redact;
 pub mod signals;
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
+use crate::lock::quorum::Quorum;
 use crate::lock::{Backend, Broken, Holders, LockName, Node};
 use crate::lock::{Event, HistoryLimits, HolderInfo, ReleaseNote};
-use crate::quorum::Quorum;
 use crate::{Busy, Cancel, Lease, Released, Request, Result, Status, Token};
 
 /// Lock operations against one Redis, or against several with RedLock.

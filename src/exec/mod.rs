@@ -118,7 +118,6 @@
 // argument above, which belongs beside the entry point it speaks of.)
 
 mod guard;
-mod held;
 mod renew;
 mod supervisor;
 mod take;
@@ -131,12 +130,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::Duration;
 
 use crate::clock::BootTime;
+use crate::lock::reentry;
 use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
+pub use crate::lock::reentry::{HELD_ENV, owner_token, reentry_token};
 pub(crate) use guard::close_all_but;
 pub use guard::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
-pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
 pub(crate) use crate::hold::kill_point;
@@ -253,7 +253,7 @@ pub fn run(
 
 /// [`run`] under several locks at once (`rlock exec a b -- cmd`): all are
 /// taken (in the canonical order, one wait for the set: see
-/// [`crate::multi`]) before the command starts, each renewed, and all
+/// [`crate::lock::set`]) before the command starts, each renewed, and all
 /// released after it; a loss of any one is a loss ([`Error::Lost`] names
 /// that lock). The first key named is the one RLOCK_KEY, RLOCK_TOKEN and
 /// RLOCK_FENCE speak of; RLOCK_FENCES lists `key=fence` for every lock.
@@ -265,7 +265,7 @@ pub fn run_set(
     on_wait: &mut dyn FnMut(&Busy),
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Finished> {
-    crate::multi::check_keys(keys)?;
+    crate::lock::set::check_keys(keys)?;
     let key = keys[0].as_str();
     let lock = locker.name(key)?;
     let names = keys
@@ -294,7 +294,7 @@ pub fn run_set(
     // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
     // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
     let held_env = std::env::var(HELD_ENV).ok();
-    let mut leases = crate::multi::take_all(locker, keys, req, &mut |l, k, r| {
+    let mut leases = crate::lock::set::take_all(locker, keys, req, &mut |l, k, r| {
         if k == key {
             acquire(l, k, r, &signals, &mut *on_wait)
         } else {
@@ -303,7 +303,7 @@ pub fn run_set(
                 .iter()
                 .zip(keys)
                 .find(|(_, n)| *n == k)
-                .and_then(|(name, _)| held::reentry_token(held_env.as_deref(), None, name));
+                .and_then(|(name, _)| reentry::reentry_token(held_env.as_deref(), None, name));
             acquire(l, k, &r, &signals, &mut *on_wait)
         }
     })?;
@@ -316,7 +316,7 @@ pub fn run_set(
     if let Some(earliest) = others.iter().map(|l| l.valid_until).min() {
         lease.valid_until = lease.valid_until.min(earliest);
     }
-    let fences = crate::multi::fences_env(&[&[lease.clone()][..], &others[..]].concat());
+    let fences = crate::lock::set::fences_env(&[&[lease.clone()][..], &others[..]].concat());
     // The outermost exec gives back every hold of its token, so that a
     // nested exec that crashed before its release cannot keep the lock
     // held; a nested one gives back its own.
@@ -387,9 +387,9 @@ pub fn run_set(
         let fence = lease.fence.to_string();
         let exported = std::env::var("RLOCK_TOKEN").ok();
         let mut held =
-            held::held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
+            reentry::held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
         for (name, o) in names.iter().skip(1).zip(&others) {
-            held = held::held_with(Some(&held), name, &o.token);
+            held = reentry::held_with(Some(&held), name, &o.token);
         }
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);

@@ -1,5 +1,5 @@
 //! The lock operations, stated once: one Redis server (`Node`) and RedLock
-//! over several (`crate::quorum::Quorum`) each implement them, and
+//! over several (`crate::lock::quorum::Quorum`) each implement them, and
 //! [`crate::Locker`] holds one and forwards to it.
 
 use std::time::Duration;
@@ -7,11 +7,11 @@ use std::time::Duration;
 use super::breaking::{Broken, Holders};
 use super::keys::LockName;
 use super::overview::LockView;
-use super::types::{
+use super::wait::Cancel;
+use super::{
     Busy, Event, Held, HistoryLimits, HolderInfo, Lease, ReleaseNote, Released, Request, Status,
     Token,
 };
-use super::wait::Cancel;
 use crate::Result;
 use crate::clock::BootTime;
 

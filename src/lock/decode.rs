@@ -11,7 +11,7 @@ use redis::{FromRedisValue, Value};
 use super::breaking::{Broken, lost_why};
 use super::node::Attempt;
 use super::script::reply;
-use super::types::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
+use super::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
 use crate::{Error, Result};
 
 /// What a waiter's heartbeat learnt (see lua/wait.lua).

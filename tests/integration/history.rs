@@ -576,7 +576,7 @@ fn redlock_masters_each_keep_the_history() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     // A first attempt whose fences disagree is given back (see
-    // src/quorum/): granted and released where it was granted (shown if a
+    // src/lock/quorum/): granted and released where it was granted (shown if a
     // majority granted it at one fence), then the real one.
     let names = events(&h);
     assert!(names.ends_with(&["granted", "released"]), "{names:?}");

@@ -11,9 +11,10 @@ use crate::duration::millis;
 use crate::lock::backend::Backend;
 use crate::lock::decode::{self, Beat};
 use crate::lock::keys::{LockName, request_id};
+use crate::lock::lease::late_grant;
 use crate::lock::script::*;
-use crate::lock::types::*;
 use crate::lock::wait::*;
+use crate::lock::*;
 use crate::{Busy, Cancel, Error, Result};
 
 impl Node {
@@ -51,7 +52,7 @@ impl Node {
         };
         let waited = millis(waited).to_string();
         let priority = req.priority.to_string();
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let resend_for = until.map_or(RESEND_WINDOW, |u| {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)

@@ -15,14 +15,16 @@
 mod acquire;
 mod index;
 mod ops;
+mod transport;
 
 use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
 
+use super::HistoryLimits;
 use super::keys::{LockName, WAKE_TTL_MS};
 use super::script::*;
-use crate::conn::{Conn, IDLE_RECONNECT, Server};
+use crate::conn::{Conn, Server};
 use crate::duration::{human, millis};
 use crate::{Busy, Error, Result};
 
@@ -74,6 +76,8 @@ pub(crate) struct Node {
     pub(super) then: Option<index::Touch>,
     /// When this process last touched each lock's index entry.
     pub(super) touched: index::Touched,
+    /// How much history the scripts keep per lock (ARGV of each).
+    pub(super) history: HistoryLimits,
 }
 
 impl Node {
@@ -91,6 +95,7 @@ impl Node {
             silent: None,
             then: None,
             touched: index::Touched::default(),
+            history: HistoryLimits::default(),
         }
     }
 
@@ -99,49 +104,6 @@ impl Node {
     pub(crate) fn without_resends(mut self) -> Node {
         self.resend_cap = Duration::ZERO;
         self
-    }
-
-    /// Connect now, to report an unusable server at once.
-    pub(crate) fn connect(&mut self) -> Result<()> {
-        self.conn = Some(self.server.connect()?);
-        // A cluster connection has read the slot map from a node.
-        self.answered |= self.server.is_cluster();
-        self.last_used = Instant::now();
-        Ok(())
-    }
-
-    pub(super) fn conn(&mut self) -> Result<&mut Conn> {
-        if self.resend_cap.is_zero() && self.last_used.elapsed() > IDLE_RECONNECT {
-            self.conn = None;
-        }
-        self.last_used = Instant::now();
-        if self.conn.is_none() {
-            self.conn = Some(self.server.connect()?);
-        }
-        Ok(self.conn.as_mut().expect("just connected"))
-    }
-
-    /// Note that a command just finished, so the connection is fresh.
-    pub(super) fn used(&mut self) {
-        self.last_used = Instant::now();
-    }
-
-    pub(super) fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
-        // After an I/O error or timeout the reply stream may be out of step:
-        // never reuse that connection.
-        if crate::error::is_unavailable(&err) {
-            self.conn = None;
-        }
-        // A timeout names the server itself (see `no_answer`).
-        let what = if (crate::error::is_unavailable(&err) && !err.is_timeout())
-            || crate::error::is_oom(&err)
-        {
-            format!("{what} on Redis at {}", self.server.label)
-        } else {
-            what
-        };
-        let err = crate::error::no_answer(err, &self.server.label, self.server.timeout);
-        Error::from_redis(err, &what)
     }
 
     /// The server's `run_id` (INFO server): two URLs that reach one server

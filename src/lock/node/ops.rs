@@ -13,7 +13,7 @@ use crate::lock::breaking::{Broken, Holders};
 use crate::lock::decode;
 use crate::lock::keys::{LockName, escape_glob, request_id};
 use crate::lock::script::*;
-use crate::lock::types::*;
+use crate::lock::*;
 use crate::{Busy, Cancel, Error, Result};
 
 /// How a release ends a hold, for the history (lua/release.lua, ARGV[7..10]).
@@ -35,7 +35,8 @@ fn release_args(
     all: bool,
     id: &str,
     min_hold: Option<Duration>,
-    server: &crate::conn::Server,
+    timeout: Duration,
+    history: &HistoryLimits,
     ending: Ending,
 ) -> [String; 12] {
     let (how, exit, info, waited) = match ending {
@@ -48,14 +49,14 @@ fn release_args(
         ),
         Ending::TimedOut(info, waited) => ("timeout", String::new(), info, waited),
     };
-    let [cap, retention] = server.history.args();
+    let [cap, retention] = history.args();
     [
         token.as_str().to_string(),
         if all { "1" } else { "0" }.to_string(),
         id.to_string(),
         millis(min_hold.unwrap_or_default()).to_string(),
         if min_hold.is_some() { "1" } else { "0" }.to_string(),
-        record_ms(server.timeout),
+        record_ms(timeout),
         how.to_string(),
         exit,
         info.to_string(),
@@ -106,7 +107,15 @@ impl Node {
         if let Some(Conn::One(mut conn)) = self.silent.take() {
             let id = request_id();
             let keys = lock.release_keys(token, &id);
-            let args = release_args(token, true, &id, None, &self.server, Ending::Plain);
+            let args = release_args(
+                token,
+                true,
+                &id,
+                None,
+                self.server.timeout,
+                &self.history,
+                Ending::Plain,
+            );
             let mut c = redis::cmd("EVAL");
             c.arg(RELEASE.code)
                 .arg(keys.len())
@@ -117,17 +126,6 @@ impl Node {
             }
         }
         let _ = self.abandon(lock, token);
-    }
-
-    /// Wait at most `timeout` for a connection or a reply from now on.
-    fn bound_replies(&mut self, timeout: Duration) {
-        self.server.timeout = timeout;
-        if let Some(c) = &mut self.conn
-            && (c.set_read_timeout(Some(timeout)).is_err()
-                || c.set_write_timeout(Some(timeout)).is_err())
-        {
-            self.conn = None;
-        }
     }
 
     fn release_for(
@@ -156,7 +154,15 @@ impl Node {
         ending: Ending,
     ) -> Result<(i64, Option<String>)> {
         let id = request_id();
-        let args = release_args(token, all, &id, min_hold, &self.server, ending);
+        let args = release_args(
+            token,
+            all,
+            &id,
+            min_hold,
+            self.server.timeout,
+            &self.history,
+            ending,
+        );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // A min-hold given here may park the lock for longer than its
         // index entry was touched for (a grant's touch covers its lease and
@@ -193,6 +199,7 @@ impl Backend for Node {
         let mut node = Node::new(self.server.clone(), &self.prefix);
         node.resend_cap = self.resend_cap;
         node.answered = self.answered;
+        node.history = self.history;
         Box::new(node)
     }
 
@@ -274,7 +281,7 @@ impl Backend for Node {
         let timeout = self.server.timeout;
         // Naturally idempotent (it sets the lease end to at least now +
         // TTL), and validity counts from the first send: resend freely.
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let n: Value = self.eval(
             &RENEW,
             &lock.noticed_keys(),
@@ -301,7 +308,7 @@ impl Backend for Node {
 
     fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let lock = self.name(key)?;
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let reply: Vec<i64> = self.eval(
             &CHECK,
             &lock.keys(None),
@@ -332,7 +339,7 @@ impl Backend for Node {
                 RESEND_WINDOW,
             ),
         };
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let reply: Vec<Value> = self.eval(
             &BREAK,
             &lock.noticed_keys(),
@@ -360,12 +367,12 @@ impl Backend for Node {
     }
 
     fn set_history(&mut self, limits: HistoryLimits) {
-        self.server.history = limits;
+        self.history = limits;
     }
 
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
         let lock = self.name(key)?;
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let reply: Value = self.eval(
             &HISTORY,
             &lock.keys(None),
@@ -385,7 +392,7 @@ impl Backend for Node {
     ) -> Result<()> {
         let lock = self.name(key)?;
         let info = serde_json::to_string(info).map_err(|e| Error::Protocol(e.to_string()))?;
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let _: i64 = self.eval(
             &LOST,
             &lock.keys(None),

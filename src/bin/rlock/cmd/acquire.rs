@@ -89,7 +89,7 @@ pub(crate) fn print_token(
     Ok(exit_code::OK)
 }
 
-/// `acquire a b c`: take every lock of the set (see [`rlock::multi`]: one
+/// `acquire a b c`: take every lock of the set (see [`rlock::lock::set`]: one
 /// canonical order, one wait for the set, nothing left held or queued on
 /// failure) and print one token per line, in the order the keys were
 /// named. With `keep`, one keeper per lock, each watching the same
@@ -107,7 +107,7 @@ pub(crate) fn print_tokens(
     let leases = std::thread::scope(|s| -> anyhow::Result<Vec<Lease>> {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
         let progress = waiting(g);
-        let leases = rlock::multi::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
+        let leases = rlock::lock::set::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
             progress.update(b)
         });
         progress.finish();

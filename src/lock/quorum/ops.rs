@@ -24,12 +24,14 @@ impl Backend for Quorum {
     }
 
     fn detached(&self) -> Box<dyn Backend> {
-        Box::new(Quorum::with_timeout(
+        let mut copy = Quorum::with_timeout(
             self.servers.clone(),
             &self.prefix,
             self.timeout,
             Arc::clone(&self.shared),
-        ))
+        );
+        copy.set_history(self.history);
+        Box::new(copy)
     }
 
     fn timeout(&self) -> Duration {
@@ -114,9 +116,7 @@ impl Backend for Quorum {
     }
 
     fn set_history(&mut self, limits: HistoryLimits) {
-        for s in &mut self.servers {
-            s.history = limits;
-        }
+        self.history = limits;
         for m in &self.masters {
             lock(&m.node).set_history(limits);
         }
