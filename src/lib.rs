@@ -50,7 +50,7 @@ pub mod signals;
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
-    Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode, ReleaseNote,
-    Released, Request, Status, Token, Wait,
+    Backend, Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode,
+    Release, ReleaseNote, Released, Request, Status, Token, Wait,
 };
 pub use locker::Locker;

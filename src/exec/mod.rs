@@ -131,7 +131,7 @@ use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::lock::reentry;
-use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
+use crate::{Busy, Error, Lease, Locker, Release, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
 pub use crate::lock::reentry::{HELD_ENV, owner_token, reentry_token};
@@ -325,28 +325,36 @@ pub fn run_set(
     // may try again at once (cron: a failed run is retried by the next
     // host to fire, not skipped for the whole min-hold).
     let release = |locker: &mut Locker, succeeded: bool| {
-        let hold = succeeded.then_some(Duration::ZERO);
+        let how = |l: &Lease| Release {
+            all: l.count == 1,
+            min_hold: succeeded.then_some(Duration::ZERO),
+            ..Release::default()
+        };
         for o in others.iter().rev() {
-            let _ = locker.release_with(&o.key, &o.token, o.count == 1, hold);
+            let _ = locker.release_with(&o.key, &o.token, &how(o));
         }
-        locker.release_with(key, &lease.token, lease.count == 1, hold)
+        locker.release_with(key, &lease.token, &how(&lease))
     };
     // The release after the command ended: the history's `released` event
     // carries its exit code (`overran` instead after --max-hold).
     let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>, overran: bool| {
-        let hold = succeeded.then_some(Duration::ZERO);
-        let note = crate::lock::ReleaseNote {
-            exit_code: code,
-            overran,
+        let how = |l: &Lease| Release {
+            all: l.count == 1,
+            min_hold: succeeded.then_some(Duration::ZERO),
+            note: crate::lock::ReleaseNote {
+                exit_code: code,
+                overran,
+            },
+            within: None,
         };
         // Every lock of the set; the first that was gone (or taken) when
         // the command ended is the one reported, with its name.
         let mut result = (
             key.to_string(),
-            locker.release_noted(key, &lease.token, lease.count == 1, hold, &note),
+            locker.release_with(key, &lease.token, &how(&lease)),
         );
         for o in &others {
-            let r = locker.release_noted(&o.key, &o.token, o.count == 1, hold, &note);
+            let r = locker.release_with(&o.key, &o.token, &how(o));
             let gone = |r: &Result<Released>| {
                 matches!(
                     r,
@@ -417,11 +425,10 @@ pub fn run_set(
     let valid_until = Mutex::new(lease.valid_until);
     let stop = AtomicBool::new(false);
     let mut renewer = locker.detached();
-    renewer.set_timeout(
-        renewer
-            .timeout()
-            .min((lease.ttl / 3).max(Duration::from_millis(50))),
-    );
+    let timeout = renewer
+        .timeout()
+        .min((lease.ttl / 3).max(Duration::from_millis(50)));
+    renewer.set_timeout(timeout);
     let lost_key = Mutex::new(None);
     let cmd_pid = AtomicI32::new(0);
     let renewal = Renewal {
@@ -506,7 +513,13 @@ pub fn run_set(
         }
         if !left.is_zero() {
             for l in all {
-                let _ = locker.release_within(&l.key, &l.token, l.count == 1, None, left);
+                let how = Release {
+                    all: l.count == 1,
+                    min_hold: None,
+                    within: Some(left),
+                    ..Release::default()
+                };
+                let _ = locker.release_with(&l.key, &l.token, &how);
             }
         }
         return Err(Error::Lost { key: lost, why });

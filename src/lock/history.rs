@@ -63,7 +63,7 @@ impl HistoryLimits {
     }
 }
 
-/// How a hold ended, for the history (see [`crate::Locker::release_noted`]):
+/// How a hold ended, for the history (see [`Release::note`](super::Release::note)):
 /// by default a plain release.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReleaseNote {

@@ -42,7 +42,7 @@ pub mod set;
 mod status;
 mod wait;
 
-pub(crate) use backend::Backend;
+pub use backend::{Backend, First};
 pub use breaking::{Broken, Holders};
 pub use history::{Event, HistoryLimits, MAX_HISTORY_EVENTS, MAX_HISTORY_RETENTION, ReleaseNote};
 pub(crate) use keys::index_shard_key;
@@ -51,10 +51,11 @@ pub use lease::{
     HEARTBEAT, Held, Lease, Released, WAITER_LEASE, drift, heartbeat, valid_until, waiter_lease,
 };
 pub(crate) use lease::{LOST_GONE, LOST_TAKEN, RenewalSchedule, backoff};
-pub(crate) use node::{Attempt, Node};
+pub(crate) use node::{Attempt, Node, Outcome};
 pub use overview::{Counters, LockView};
 pub use request::{
-    HolderInfo, MAX_PRIORITY, MAX_TTL, MIN_TTL, Mode, Request, Token, Wait, check_ttl, ci_job,
+    HolderInfo, MAX_PRIORITY, MAX_TTL, MIN_TTL, Mode, Release, Request, Token, Wait, check_ttl,
+    ci_job,
 };
 pub(crate) use request::{hostname, login_name};
 pub use script::RESEND_WINDOW;

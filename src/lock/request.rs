@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::history::ReleaseNote;
 use crate::duration::human;
 use crate::{Error, Result};
 
@@ -167,6 +168,63 @@ impl Request {
             min_hold: Duration::ZERO,
             supersede: false,
             priority: 0,
+        }
+    }
+}
+
+/// How a release gives holds back (see [`crate::Locker::release_with`]);
+/// the default is [`crate::Locker::release`]'s: one hold, honouring the
+/// min-hold given at the grant, noted as a plain release, resent for a
+/// while if Redis does not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// Every hold of the token at once, re-entries included (and any place
+    /// in the wait queue): what the outermost holder does, so that a nested
+    /// holder that died without releasing cannot keep the lock held.
+    pub all: bool,
+    /// Some(d): the last hold's lease ends no sooner than d, or the
+    /// min-hold given at the grant, after the grant (nobody renewing it
+    /// meanwhile); None frees the lock at once whatever min-hold was asked.
+    /// At most [`MAX_TTL`].
+    pub min_hold: Option<Duration>,
+    /// How the hold ended, for the lock's history (exec's exit code, or
+    /// `overran`).
+    pub note: ReleaseNote,
+    /// Some(d): sent once, never resent, connecting and the reply each
+    /// waited for at most d; for a release that can only free what is left
+    /// of a lease, such as after the lease was lost. RedLock's per-master
+    /// timeouts are short already: it releases as without.
+    pub within: Option<Duration>,
+}
+
+impl Default for Release {
+    fn default() -> Release {
+        Release {
+            all: false,
+            min_hold: Some(Duration::ZERO),
+            note: ReleaseNote::default(),
+            within: None,
+        }
+    }
+}
+
+impl Release {
+    /// One hold, freed at once whatever min-hold was asked: a give-back.
+    pub fn at_once() -> Release {
+        Release {
+            min_hold: None,
+            ..Release::default()
+        }
+    }
+
+    /// Refuse a min-hold no server would keep.
+    pub fn check(&self) -> Result<()> {
+        match self.min_hold {
+            Some(d) if d > MAX_TTL => Err(Error::Usage(format!(
+                "release_with's min_hold is too long: at most {}",
+                human(MAX_TTL)
+            ))),
+            _ => Ok(()),
         }
     }
 }

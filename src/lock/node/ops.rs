@@ -5,10 +5,11 @@ use std::time::Duration;
 use redis::Value;
 
 use super::Node;
+use super::transport::Call;
 use crate::clock::BootTime;
 use crate::conn::Conn;
 use crate::duration::millis;
-use crate::lock::backend::Backend;
+use crate::lock::backend::{Backend, First};
 use crate::lock::breaking::{Broken, Holders};
 use crate::lock::decode;
 use crate::lock::keys::{LockName, escape_glob, request_id};
@@ -71,7 +72,7 @@ impl Node {
     pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
         let timeout = self.server.timeout;
         self.release_script(lock, token, true, None, timeout, Ending::Plain)
-            .map(|(n, _)| n)
+            .map(|(n, _, _)| n)
     }
 
     /// [`Node::abandon`] by a waiter that gave up after `waited`: the
@@ -87,24 +88,25 @@ impl Node {
         let timeout = self.server.timeout;
         let ending = Ending::TimedOut(&info, millis(waited));
         self.release_script(lock, token, true, None, timeout, ending)
-            .map(|(n, _)| n)
+            .map(|(n, _, _)| n)
     }
 
-    /// [`Node::abandon`] after an acquire call that failed, without a
-    /// second wait where the first got no answer. If the call was never
-    /// sent (connecting failed), nothing was granted. If it went unanswered
-    /// on a connection that is still open (a server that accepted it and
-    /// is silent: frozen, overloaded, or not Redis), the give-back is queued
-    /// behind it on that very connection, and not waited for: Redis runs a
-    /// connection's commands in order, so if the acquire ever runs, the
-    /// give-back runs right after it. (On a new connection it waited for
-    /// an answer as long again, so `acquire` and `exec` gave up after twice
-    /// `--connect-timeout`.) Otherwise (the connection dropped), as before.
-    pub(super) fn abandon_unanswered(&mut self, lock: &LockName, token: &Token) {
-        if !self.sent {
+    /// [`Node::abandon`] after an acquire call that failed (`call`: how
+    /// far it got), without a second wait where the first got no answer.
+    /// If the call was never sent (connecting failed), nothing was granted.
+    /// If it went unanswered on a connection that is still open (a server
+    /// that accepted it and is silent: frozen, overloaded, or not Redis),
+    /// the give-back is queued behind it on that very connection, and not
+    /// waited for: Redis runs a connection's commands in order, so if the
+    /// acquire ever runs, the give-back runs right after it. Otherwise (the
+    /// connection dropped), as [`Node::abandon`].
+    pub(super) fn abandon_unanswered(&mut self, lock: &LockName, token: &Token, call: Call) {
+        if let Call::NotSent = call {
             return;
         }
-        if let Some(Conn::One(mut conn)) = self.silent.take() {
+        if let Call::Silent(silent) = call
+            && let Conn::One(mut conn) = *silent
+        {
             let id = request_id();
             let keys = lock.release_keys(token, &id);
             let args = release_args(
@@ -128,22 +130,9 @@ impl Node {
         let _ = self.abandon(lock, token);
     }
 
-    fn release_for(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        resend_for: Duration,
-        ending: Ending,
-    ) -> Result<Released> {
-        let lock = self.name(key)?;
-        let (n, notice) = self.release_script(&lock, token, all, min_hold, resend_for, ending)?;
-        decode::released(n, notice.as_deref(), self.resent, key)
-    }
-
     /// One run of the release script (see lua/release.lua for the reply):
-    /// its count or reply code, and a broken hold's notice.
+    /// its count or reply code, a broken hold's notice, and whether it was
+    /// sent more than once.
     fn release_script(
         &mut self,
         lock: &LockName,
@@ -152,7 +141,7 @@ impl Node {
         min_hold: Option<Duration>,
         resend_for: Duration,
         ending: Ending,
-    ) -> Result<(i64, Option<String>)> {
+    ) -> Result<(i64, Option<String>, bool)> {
         let id = request_id();
         let args = release_args(
             token,
@@ -173,28 +162,22 @@ impl Node {
         if let Some(hold) = min_hold.filter(|d| !d.is_zero()) {
             self.refresh_next(lock, hold);
         }
-        let reply: Vec<Value> = self.eval(
-            &RELEASE,
-            &lock.release_keys(token, &id),
-            &args,
-            || format!("release {:?}", lock.name()),
-            resend_for,
-        )?;
+        let (reply, resent): (Vec<Value>, _) = self
+            .eval_traced(
+                &RELEASE,
+                &lock.release_keys(token, &id),
+                &args,
+                || format!("release {:?}", lock.name()),
+                resend_for,
+            )
+            .map_err(|f| f.error)?;
         let (n, notice, wake) = decode::release(&reply)?;
         self.wake(lock, wake);
-        Ok((n, notice))
+        Ok((n, notice, resent))
     }
 }
 
 impl Backend for Node {
-    fn answered(&self) -> bool {
-        self.answered
-    }
-
-    fn is_single(&self) -> bool {
-        true
-    }
-
     fn detached(&self) -> Box<dyn Backend> {
         let mut node = Node::new(self.server.clone(), &self.prefix);
         node.resend_cap = self.resend_cap;
@@ -232,43 +215,54 @@ impl Backend for Node {
         self.acquire_new(key, &lock, req, cancel, on_wait)
     }
 
-    fn release_noted(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        note: &ReleaseNote,
-    ) -> Result<Released> {
-        self.release_for(
-            key,
-            token,
-            all,
-            min_hold,
-            RESEND_WINDOW,
-            Ending::Noted(note),
-        )
+    fn acquire_first(&mut self, key: &str, req: &Request) -> Result<First> {
+        // `--supersede` acts when its acquire joins the queue: it gets the
+        // full acquire from the start.
+        if req.supersede {
+            return Ok(First::Wait(req.clone()));
+        }
+        let waits = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
+        let once = Request {
+            wait: Wait::No,
+            ..req.clone()
+        };
+        match self.acquire(key, &once, None, &mut |_| {}) {
+            Ok(lease) => Ok(First::Granted(lease)),
+            // Busy means a re-entry was tried and found the token holding
+            // nothing, which it cannot come to: not again.
+            Err(Error::Busy { .. }) if waits => Ok(First::Wait(Request {
+                reenter: None,
+                ..req.clone()
+            })),
+            // A failure after Redis answered is an outage a waiting
+            // acquire rides out.
+            Err(_) if waits && self.answered => Ok(First::Wait(req.clone())),
+            Err(e) => Err(e),
+        }
     }
 
-    fn release_within(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        within: Duration,
-    ) -> Result<Released> {
-        // Sent once, never again: connecting and the reply are each waited
-        // for at most `within` (and the timeout).
+    fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
+        let lock = self.name(key)?;
+        let ending = Ending::Noted(&how.note);
         let full = self.server.timeout;
-        let bounded = full.min(within).max(Duration::from_millis(1));
-        self.bound_replies(bounded);
-        let res = self.release_for(key, token, all, min_hold, Duration::ZERO, Ending::Plain);
-        self.bound_replies(full);
-        res
+        let resend_for = match how.within {
+            None => RESEND_WINDOW,
+            // Sent once, never again: connecting and the reply are each
+            // waited for at most `within` (and the timeout).
+            Some(within) => {
+                self.bound_replies(full.min(within).max(Duration::from_millis(1)));
+                Duration::ZERO
+            }
+        };
+        let res = self.release_script(&lock, token, how.all, how.min_hold, resend_for, ending);
+        if how.within.is_some() {
+            self.bound_replies(full);
+        }
+        let (n, notice, resent) = res?;
+        decode::released(n, notice.as_deref(), resent, key)
     }
 
-    fn renew_noted(
+    fn renew(
         &mut self,
         key: &str,
         token: &Token,

@@ -12,6 +12,48 @@ use crate::lock::backoff;
 use crate::lock::script::{Lua, resendable};
 use crate::{Error, Result};
 
+/// How far a failed call got.
+pub(crate) enum Call {
+    /// Never sent (connecting failed): it did not run.
+    NotSent,
+    /// Sent: it may have run.
+    Sent,
+    /// Sent and unanswered (a timeout) on this connection, still open:
+    /// only ever used to queue a give-back behind that call, never to read
+    /// from.
+    Silent(Box<Conn>),
+}
+
+/// A failed call: the error, and how far the call got.
+pub(crate) struct Failed {
+    pub(crate) error: Error,
+    pub(crate) call: Call,
+}
+
+impl Failed {
+    fn unsent(error: Error) -> Failed {
+        Failed {
+            error,
+            call: Call::NotSent,
+        }
+    }
+
+    fn sent(error: Error) -> Failed {
+        Failed {
+            error,
+            call: Call::Sent,
+        }
+    }
+}
+
+/// A failure after the call was answered (decoding its reply, what
+/// follows): it may have run.
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed::sent(error)
+    }
+}
+
 impl Node {
     /// Connect now, to report an unusable server at once.
     pub(crate) fn connect(&mut self) -> Result<()> {
@@ -87,6 +129,22 @@ impl Node {
         what: impl FnOnce() -> String,
         resend_for: Duration,
     ) -> Result<T> {
+        self.eval_traced(script, keys, args, what, resend_for)
+            .map(|(v, _)| v)
+            .map_err(|f| f.error)
+    }
+
+    /// [`Node::eval`], saying how far the call got: with the reply, whether
+    /// it was sent more than once; with a failure, whether it was sent at
+    /// all, and the connection it went unanswered on.
+    pub(super) fn eval_traced<T: FromRedisValue>(
+        &mut self,
+        script: &Lua,
+        keys: &[String],
+        args: &[&str],
+        what: impl FnOnce() -> String,
+        resend_for: Duration,
+    ) -> std::result::Result<(T, bool), Failed> {
         let call = |verb: &str, body: &str| {
             let mut c = redis::cmd(verb);
             c.arg(body).arg(keys.len()).arg(keys).arg(args);
@@ -104,9 +162,7 @@ impl Node {
             ok
         };
         let mut tries = 0;
-        self.resent = false;
-        self.sent = false;
-        self.silent = None;
+        let mut resent = false;
         // An index touch to run right after this script (see
         // src/lock/node/index.rs): in the same pipeline on one server.
         let touch = self.then.take();
@@ -117,9 +173,8 @@ impl Node {
                 // Reconnecting during an outage: keep trying. A first
                 // connect fails at once.
                 Err(_) if tries > 0 && pause(&mut tries) => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(Failed::unsent(e)),
             }
-            self.sent = true;
             let conn = self.conn.as_mut().expect("just connected");
             let mut touched = None;
             let mut out_of_step = false;
@@ -167,15 +222,15 @@ impl Node {
                     if let Some(t) = touch {
                         self.finish_touch(t, touch_sent, touched);
                     }
-                    return Ok(v);
+                    return Ok((v, resent));
                 }
                 Err(e) if self.answered && resendable(&e, cluster, failover) => {
                     // Never reuse the connection: its replies may be out of
                     // step, and a cluster one has a stale slot map.
                     self.conn = None;
-                    self.resent = true;
+                    resent = true;
                     if !pause(&mut tries) {
-                        return Err(self.fail(e, what()));
+                        return Err(Failed::sent(self.fail(e, what())));
                     }
                 }
                 Err(e) => {
@@ -187,12 +242,21 @@ impl Node {
                     {
                         self.untouch(t, *score);
                     }
-                    if e.is_timeout() {
-                        // Kept for a give-back queued behind this call
-                        // (see `Node::abandon_unanswered`).
-                        self.silent = self.conn.take();
-                    }
-                    return Err(self.fail(e, what()));
+                    // Kept for a give-back queued behind this call (see
+                    // `Node::abandon_unanswered`).
+                    let silent = if e.is_timeout() {
+                        self.conn.take()
+                    } else {
+                        None
+                    };
+                    let error = self.fail(e, what());
+                    return Err(Failed {
+                        error,
+                        call: match silent {
+                            Some(conn) => Call::Silent(Box::new(conn)),
+                            None => Call::Sent,
+                        },
+                    });
                 }
             }
         }

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 
 use rlock::duration::human;
-use rlock::{Lease, Locker, Request, exit_code};
+use rlock::{Lease, Locker, Release, Request, exit_code};
 
 use crate::cli;
 use crate::cli::{Global, KeepOpts};
@@ -53,7 +53,7 @@ pub(crate) fn print_token(
     {
         // Nobody can learn the token: do not leave the lock held, not even
         // for a --min-hold (None: given back at once, as a failed exec's).
-        let _ = locker.release_with(key, &lease.token, false, None);
+        let _ = locker.release_with(key, &lease.token, &Release::at_once());
         anyhow::bail!("cannot write the token to stdout; lock released");
     }
     if keep.is_none() && lease.count > 1 {
@@ -81,7 +81,7 @@ pub(crate) fn print_token(
             }
             Err(e) => {
                 // At once, whatever --min-hold: nothing was done with it.
-                let _ = locker.release_with(key, &lease.token, false, None);
+                let _ = locker.release_with(key, &lease.token, &Release::at_once());
                 return Err(anyhow::Error::new(e).context("--keep: lock released"));
             }
         }
@@ -115,7 +115,11 @@ pub(crate) fn print_tokens(
     })?;
     let give_back = |locker: &mut Locker| {
         for l in leases.iter().rev() {
-            let _ = locker.release_with(&l.key, &l.token, l.count == 1, None);
+            let how = Release {
+                all: l.count == 1,
+                ..Release::at_once()
+            };
+            let _ = locker.release_with(&l.key, &l.token, &how);
         }
     };
     if cancel.is_cancelled() {
