@@ -130,7 +130,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::Duration;
 
 use crate::clock::BootTime;
-use crate::lock::reentry;
+use crate::lock::reentry::{held_for_command, held_with};
 use crate::{Busy, Error, Lease, Locker, Release, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
@@ -303,7 +303,7 @@ pub fn run_set(
                 .iter()
                 .zip(keys)
                 .find(|(_, n)| *n == k)
-                .and_then(|(name, _)| reentry::reentry_token(held_env.as_deref(), None, name));
+                .and_then(|(name, _)| reentry_token(held_env.as_deref(), None, name));
             acquire(l, k, &r, &signals, &mut *on_wait)
         }
     })?;
@@ -325,11 +325,7 @@ pub fn run_set(
     // may try again at once (cron: a failed run is retried by the next
     // host to fire, not skipped for the whole min-hold).
     let release = |locker: &mut Locker, succeeded: bool| {
-        let how = |l: &Lease| Release {
-            all: l.count == 1,
-            min_hold: succeeded.then_some(Duration::ZERO),
-            ..Release::default()
-        };
+        let how = |l: &Lease| Release::holds(l.count == 1, succeeded.then_some(Duration::ZERO));
         for o in others.iter().rev() {
             let _ = locker.release_with(&o.key, &o.token, &how(o));
         }
@@ -338,14 +334,14 @@ pub fn run_set(
     // The release after the command ended: the history's `released` event
     // carries its exit code (`overran` instead after --max-hold).
     let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>, overran: bool| {
+        let hold = succeeded.then_some(Duration::ZERO);
+        let note = crate::lock::ReleaseNote {
+            exit_code: code,
+            overran,
+        };
         let how = |l: &Lease| Release {
-            all: l.count == 1,
-            min_hold: succeeded.then_some(Duration::ZERO),
-            note: crate::lock::ReleaseNote {
-                exit_code: code,
-                overran,
-            },
-            within: None,
+            note,
+            ..Release::holds(l.count == 1, hold)
         };
         // Every lock of the set; the first that was gone (or taken) when
         // the command ended is the one reported, with its name.
@@ -394,10 +390,9 @@ pub fn run_set(
         let held = std::env::var(HELD_ENV).ok();
         let fence = lease.fence.to_string();
         let exported = std::env::var("RLOCK_TOKEN").ok();
-        let mut held =
-            reentry::held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
+        let mut held = held_for_command(held.as_deref(), &lock, &lease.token, exported.as_deref());
         for (name, o) in names.iter().skip(1).zip(&others) {
-            held = reentry::held_with(Some(&held), name, &o.token);
+            held = held_with(Some(&held), name, &o.token);
         }
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
@@ -514,10 +509,8 @@ pub fn run_set(
         if !left.is_zero() {
             for l in all {
                 let how = Release {
-                    all: l.count == 1,
-                    min_hold: None,
                     within: Some(left),
-                    ..Release::default()
+                    ..Release::holds(l.count == 1, None)
                 };
                 let _ = locker.release_with(&l.key, &l.token, &how);
             }

@@ -209,6 +209,16 @@ impl Default for Release {
 }
 
 impl Release {
+    /// Every hold of the token if `all`, else one, with `min_hold` as
+    /// [`Release::min_hold`] says.
+    pub fn holds(all: bool, min_hold: Option<Duration>) -> Release {
+        Release {
+            all,
+            min_hold,
+            ..Release::default()
+        }
+    }
+
     /// One hold, freed at once whatever min-hold was asked: a give-back.
     pub fn at_once() -> Release {
         Release {
