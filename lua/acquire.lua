@@ -16,7 +16,7 @@
 -- ARGV[9] request id: the same for every resend of one call, new for the
 --         next call (see "Resends" below)
 -- ARGV[10] fence floor: a new grant's fence is above it. RedLock sends the
---         highest value any master has shown it (see src/quorum/); one
+--         highest value any master has shown it (see src/lock/quorum/); one
 --         Redis sends '0'
 -- ARGV[11] min-hold in ms ('0': none): the lease of a new grant lasts at
 --         least this long after the grant, whenever it is released (see

@@ -43,16 +43,14 @@ mod hold;
 pub mod keep;
 pub mod lock;
 mod locker;
-pub mod multi;
 mod proctitle;
-mod quorum;
 mod redact;
 pub mod signals;
 
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
-    Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode, ReleaseNote,
-    Released, Request, Status, Token, Wait,
+    Backend, Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode,
+    Release, ReleaseNote, Released, Request, Status, Token, Wait,
 };
 pub use locker::Locker;

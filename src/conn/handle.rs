@@ -11,7 +11,7 @@ use super::cluster::ClusterConn;
 /// connections, and a command sent into a dead one would fail. Other nodes
 /// keep their connection (no reconnect, no TLS handshake per renewal): a
 /// dead one fails the call with an I/O error, and the call is resent on a
-/// fresh one (see `Node::eval` in src/lock/script.rs).
+/// fresh one (see `Node::eval` in src/lock/node/transport.rs).
 pub(crate) const IDLE_RECONNECT: Duration = Duration::from_secs(1);
 
 /// A connection to one Redis, or to a Redis Cluster (which routes every

@@ -109,7 +109,6 @@ impl Server {
             label,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
-            history: Default::default(),
             index: opts.index.clone(),
         })
     }

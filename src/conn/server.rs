@@ -28,8 +28,6 @@ pub(crate) struct Server {
     pub(crate) url: String,
     pub(crate) timeout: Duration,
     pub(crate) min_replicas: u32,
-    /// How much history the scripts keep per lock (ARGV of each).
-    pub(crate) history: crate::lock::HistoryLimits,
     /// How this client uses the index of locks in use.
     pub(crate) index: super::Index,
 }
@@ -94,7 +92,6 @@ impl Server {
             url: seed.shown,
             timeout: opts.connect_timeout,
             min_replicas: opts.min_replicas,
-            history: Default::default(),
             index: opts.index.clone(),
         })
     }

@@ -114,7 +114,6 @@
 //! polls it with the guard's socket (`supervisor.rs`).
 
 mod guard;
-mod held;
 mod renew;
 mod supervisor;
 mod take;
@@ -127,12 +126,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::Duration;
 
 use crate::clock::BootTime;
-use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
+use crate::lock::reentry::{held_for_command, held_with};
+use crate::{Busy, Error, Lease, Locker, Release, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
+pub use crate::lock::reentry::{HELD_ENV, owner_token, reentry_token};
 pub(crate) use guard::close_all_but;
 pub use guard::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
-pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;
 
 pub(crate) use crate::hold::kill_point;
@@ -176,7 +176,7 @@ pub struct Spec {
     pub held: Option<String>,
     /// The token the caller exported (RLOCK_TOKEN as this process found
     /// it), passed on in the command's [`HELD_ENV`] (see
-    /// `held::held_for_command`).
+    /// `lock::reentry::held_for_command`).
     pub exported: Option<String>,
 }
 
@@ -257,7 +257,7 @@ pub fn run(
 
 /// [`run`] under several locks at once (`rlock exec a b -- cmd`): all are
 /// taken (in the canonical order, one wait for the set: see
-/// [`crate::multi`]) before the command starts, each renewed, and all
+/// [`crate::lock::set`]) before the command starts, each renewed, and all
 /// released after it; a loss of any one is a loss ([`Error::Lost`] names
 /// that lock). The first key named is the one RLOCK_KEY, RLOCK_TOKEN and
 /// RLOCK_FENCE speak of; RLOCK_FENCES lists `key=fence` for every lock.
@@ -269,7 +269,7 @@ pub fn run_set(
     on_wait: &mut dyn FnMut(&Busy),
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Finished> {
-    crate::multi::check_keys(keys)?;
+    crate::lock::set::check_keys(keys)?;
     let key = keys[0].as_str();
     let lock = locker.name(key)?;
     let names = keys
@@ -298,7 +298,7 @@ pub fn run_set(
     // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
     // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
     let held_env = spec.held.as_deref();
-    let mut leases = crate::multi::take_all(locker, keys, req, &mut |l, k, r| {
+    let mut leases = crate::lock::set::take_all(locker, keys, req, &mut |l, k, r| {
         if k == key {
             acquire(l, k, r, &signals, &mut *on_wait)
         } else {
@@ -307,7 +307,7 @@ pub fn run_set(
                 .iter()
                 .zip(keys)
                 .find(|(_, n)| *n == k)
-                .and_then(|(name, _)| held::reentry_token(held_env, None, name));
+                .and_then(|(name, _)| reentry_token(held_env, None, name));
             acquire(l, k, &r, &signals, &mut *on_wait)
         }
     })?;
@@ -320,7 +320,7 @@ pub fn run_set(
     if let Some(earliest) = others.iter().map(|l| l.valid_until).min() {
         lease.valid_until = lease.valid_until.min(earliest);
     }
-    let fences = crate::multi::fences_env(&[&[lease.clone()][..], &others[..]].concat());
+    let fences = crate::lock::set::fences_env(&[&[lease.clone()][..], &others[..]].concat());
     // The outermost exec gives back every hold of its token, so that a
     // nested exec that crashed before its release cannot keep the lock
     // held; a nested one gives back its own.
@@ -329,11 +329,11 @@ pub fn run_set(
     // may try again at once (cron: a failed run is retried by the next
     // host to fire, not skipped for the whole min-hold).
     let release = |locker: &mut Locker, succeeded: bool| {
-        let hold = succeeded.then_some(Duration::ZERO);
+        let how = |l: &Lease| Release::holds(l.count == 1, succeeded.then_some(Duration::ZERO));
         for o in others.iter().rev() {
-            let _ = locker.release_with(&o.key, &o.token, o.count == 1, hold);
+            let _ = locker.release_with(&o.key, &o.token, &how(o));
         }
-        locker.release_with(key, &lease.token, lease.count == 1, hold)
+        locker.release_with(key, &lease.token, &how(&lease))
     };
     // The release after the command ended: the history's `released` event
     // carries its exit code (`overran` instead after --max-hold).
@@ -343,14 +343,18 @@ pub fn run_set(
             exit_code: code,
             overran,
         };
+        let how = |l: &Lease| Release {
+            note,
+            ..Release::holds(l.count == 1, hold)
+        };
         // Every lock of the set; the first that was gone (or taken) when
         // the command ended is the one reported, with its name.
         let mut result = (
             key.to_string(),
-            locker.release_noted(key, &lease.token, lease.count == 1, hold, &note),
+            locker.release_with(key, &lease.token, &how(&lease)),
         );
         for o in &others {
-            let r = locker.release_noted(&o.key, &o.token, o.count == 1, hold, &note);
+            let r = locker.release_with(&o.key, &o.token, &how(o));
             let gone = |r: &Result<Released>| {
                 matches!(
                     r,
@@ -388,14 +392,14 @@ pub fn run_set(
     }
     {
         let fence = lease.fence.to_string();
-        let mut held = held::held_for_command(
+        let mut held = held_for_command(
             spec.held.as_deref(),
             &lock,
             &lease.token,
             spec.exported.as_deref(),
         );
         for (name, o) in names.iter().skip(1).zip(&others) {
-            held = held::held_with(Some(&held), name, &o.token);
+            held = held_with(Some(&held), name, &o.token);
         }
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
@@ -423,11 +427,10 @@ pub fn run_set(
     let valid_until = Mutex::new(lease.valid_until);
     let stop = AtomicBool::new(false);
     let mut renewer = locker.detached();
-    renewer.set_timeout(
-        renewer
-            .timeout()
-            .min((lease.ttl / 3).max(Duration::from_millis(50))),
-    );
+    let timeout = renewer
+        .timeout()
+        .min((lease.ttl / 3).max(Duration::from_millis(50)));
+    renewer.set_timeout(timeout);
     let lost_key = Mutex::new(None);
     let cmd_pid = AtomicI32::new(0);
     let renewal = Renewal {
@@ -512,7 +515,11 @@ pub fn run_set(
         }
         if !left.is_zero() {
             for l in all {
-                let _ = locker.release_within(&l.key, &l.token, l.count == 1, None, left);
+                let how = Release {
+                    within: Some(left),
+                    ..Release::holds(l.count == 1, None)
+                };
+                let _ = locker.release_with(&l.key, &l.token, &how);
             }
         }
         return Err(Error::Lost { key: lost, why });

@@ -17,7 +17,7 @@
 //! the schedule and runs a round over a hold's leases; its [`Round`]
 //! becomes the core's [`Event::Renewed`] or [`Event::Lost`]. exec's
 //! renewer thread, the keeper and a lock set waiting for its next lock
-//! (`multi.rs`) run it.
+//! (`lock/set.rs`) run it.
 //! The safety argument these decisions serve is `exec/mod.rs`'s module
 //! doc; docs/internals.md ("The hold core") lists state, events and actions.
 //!

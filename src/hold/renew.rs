@@ -1,6 +1,6 @@
 //! The one renewal step of every hold: exec's renewer thread
 //! (`exec/renew.rs`), the keeper (`keep/keeper.rs`) and a lock set that
-//! waits for its next lock (`multi.rs`, `keep_alive`) run [`Renewals`]:
+//! waits for its next lock (`lock/set.rs`, `keep_alive`) run [`Renewals`]:
 //! when a renewal is due, one [`Renewals::round`] over the hold's leases,
 //! whose result [`Round`] each turns into the core's event
 //! ([`Round::event`]): the set's earliest validity confirmed, or the lock

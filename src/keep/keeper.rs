@@ -450,13 +450,16 @@ impl Keeper {
             let (key, token) = (self.key.clone(), self.token.clone());
             // Honours a --min-hold given at the grant, but not after an
             // overrun (no success).
-            let hold = (!overran).then_some(Duration::ZERO);
-            // After --max-hold the history says `overran`, not `released`.
-            let note = crate::ReleaseNote {
-                exit_code: None,
-                overran,
+            let how = crate::Release {
+                min_hold: (!overran).then_some(Duration::ZERO),
+                // After --max-hold the history says `overran`, not `released`.
+                note: crate::ReleaseNote {
+                    exit_code: None,
+                    overran,
+                },
+                ..Default::default()
             };
-            let release = |l: &mut Locker| l.release_noted(&key, &token, false, hold, &note);
+            let release = |l: &mut Locker| l.release_with(&key, &token, &how);
             match self.locker().and_then(release) {
                 Ok(Released::StillHeld(_)) => self.own -= 1,
                 Ok(_) => return 0,
@@ -552,7 +555,11 @@ impl Keeper {
     fn give_back_broken(&mut self) {
         let (key, token) = (self.key.clone(), self.token.clone());
         if let Ok(l) = self.locker() {
-            let _ = l.release_with(&key, &token, true, None);
+            let how = crate::Release {
+                all: true,
+                ..crate::Release::at_once()
+            };
+            let _ = l.release_with(&key, &token, &how);
         }
     }
 }

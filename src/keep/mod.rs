@@ -13,7 +13,7 @@
 //! - It is started with fork+exec of the program itself (the binary's
 //!   hidden `__keep` subcommand, see [`spawn`]), not a bare fork: under
 //!   RedLock, requests to a slow master run on detached threads that may
-//!   outlive the call (see `src/quorum/`), and a forked child of a
+//!   outlive the call (see `src/lock/quorum/`), and a forked child of a
 //!   multi-threaded process may find a lock held forever. The settings,
 //!   the token included, go through a pipe on its stdin, never argv; the
 //!   watched process's pidfd and the release socket are inherited.

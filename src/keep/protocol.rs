@@ -64,7 +64,12 @@ pub fn release(
     min_hold: Option<Duration>,
 ) -> Result<Released> {
     let keeper = announce(&locker.name(key)?, token, locker.timeout());
-    let res = locker.release_with(key, token, all, min_hold);
+    let how = crate::Release {
+        all,
+        min_hold,
+        ..Default::default()
+    };
+    let res = locker.release_with(key, token, &how);
     if let Some(mut s) = keeper {
         let _ = s.write_all(Verdict::of(&res).line().as_bytes());
     }

@@ -1,37 +1,44 @@
-//! The lock operations, stated once: one Redis server (`Node`) and RedLock
-//! over several (`crate::quorum::Quorum`) each implement them, and
-//! [`crate::Locker`] holds one and forwards to it.
+//! The lock contract, stated once: one Redis server (`Node`) and RedLock
+//! over several (`quorum::Quorum`) each implement it, and
+//! [`crate::Locker`] holds one.
 
 use std::time::Duration;
 
 use super::breaking::{Broken, Holders};
+use super::history::{Event, HistoryLimits};
 use super::keys::LockName;
+use super::lease::{Held, Lease, Released};
 use super::overview::LockView;
-use super::types::{
-    Busy, Event, Held, HistoryLimits, HolderInfo, Lease, ReleaseNote, Released, Request, Status,
-    Token,
-};
+use super::request::{HolderInfo, Release, Request, Token};
+use super::status::{Busy, Status};
 use super::wait::Cancel;
 use crate::Result;
 use crate::clock::BootTime;
 
+/// What a bounded first try of an acquire found (see
+/// [`Backend::acquire_first`]).
+#[derive(Debug)]
+pub enum First {
+    /// Granted at once.
+    Granted(Lease),
+    /// Not granted at once: acquire with this request, the wait included
+    /// (a cancellable one: the caller may now start a thread to cancel it).
+    Wait(Request),
+}
+
 /// What a lock handle does, against one Redis (or one Sentinel-watched
-/// master, or one Cluster) or against several with RedLock. Bad input is
-/// refused by the caller (`Locker`) before any of these is called: a
-/// request is checked ([`Request::check`]), a TTL is in range.
-pub(crate) trait Backend: Send {
+/// master, or one Cluster) or against several with RedLock. Reached
+/// through [`crate::Locker`], which refuses bad input before any of these
+/// is called (a request is checked with [`Request::check`], a release with
+/// [`Release::check`], a TTL, a history limit, a pattern, a break's
+/// operator and reason each in range); the calls it makes no check for
+/// (`check`, `status`, `list`, `record_lost`, the timeout) it passes
+/// through as they are.
+pub trait Backend: Send {
     /// Another backend for the same servers and prefix, with connections
     /// of its own (opened on first use). A RedLock copy shares what the
     /// original learns about the masters (who they are, the fence floor).
     fn detached(&self) -> Box<dyn Backend>;
-
-    /// One server (or one cluster), not RedLock.
-    fn is_single(&self) -> bool;
-
-    /// Has a server answered yet? Until then a failed attempt is final,
-    /// for a waiting acquire too (a wrong or silent address fails at once).
-    /// RedLock assumes so.
-    fn answered(&self) -> bool;
 
     /// Bound on connecting and on each reply (but blocking waits); under
     /// RedLock, per master, and short.
@@ -44,11 +51,20 @@ pub(crate) trait Backend: Send {
     /// Check a lock name and place it under the prefix.
     fn name(&self, key: &str) -> Result<LockName>;
 
-    /// Acquire `key`, waiting as `req.wait` says. `on_wait` is called at
-    /// every busy observation while we wait (see `Waiting::observe`);
-    /// `cancel`, if given, lets another thread stop the wait at once.
-    /// RedLock refuses what needs one queue or one counter: read-write
-    /// locks, semaphores and `Request::supersede`.
+    /// Acquire `key`, waiting as `req.wait` says. `cancel`, if given, lets
+    /// another thread stop the wait at once. RedLock refuses what needs one
+    /// queue or one counter: read-write locks, semaphores,
+    /// `Request::supersede` and a priority.
+    ///
+    /// `on_wait` is called at every busy observation while we wait: first
+    /// when an attempt finds the lock busy and we are going to wait (the
+    /// announcement: [`Busy::waited`] is then about zero), then after every
+    /// later attempt and every heartbeat ([`crate::lock::HEARTBEAT`], or a
+    /// RedLock retry), with the holder, the queue position, the holder's
+    /// lease time left and the time waited as last seen. A caller that
+    /// wants one line counts the calls; one that shows live progress
+    /// redraws from the latest. Not called when the lock is busy and we do
+    /// not wait (-n), nor once the wait ends.
     fn acquire(
         &mut self,
         key: &str,
@@ -57,39 +73,28 @@ pub(crate) trait Backend: Send {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease>;
 
-    /// Release one hold of `token` on `key`, or with `all` every hold
-    /// (and any place in the wait queue). With `min_hold` Some(d), the last
-    /// hold's lease ends no sooner than d, or the min-hold given at the
-    /// grant, after the grant; None releases at once whatever was asked.
-    /// Under RedLock the lock was ours only if a majority still knew it.
-    fn release(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-    ) -> Result<Released> {
-        self.release_noted(key, token, all, min_hold, &ReleaseNote::default())
+    /// A bounded first try of [`Backend::acquire`] (no queueing, no
+    /// riding out an outage, nothing to cancel), so that an uncontended
+    /// acquire needs no thread to take signals: one server tries once,
+    /// unless the request supersedes (that acts when it joins the queue);
+    /// RedLock, which makes no such try, answers [`First::Wait`] at once.
+    fn acquire_first(&mut self, key: &str, req: &Request) -> Result<First> {
+        let _ = key;
+        Ok(First::Wait(req.clone()))
     }
 
-    /// [`Backend::release`], telling the history how the hold ended (exec's
-    /// exit code, or `overran`; the default note is a plain release).
-    fn release_noted(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        note: &ReleaseNote,
-    ) -> Result<Released>;
+    /// Give back holds of `token` on `key` as `how` says (see [`Release`]).
+    /// Under RedLock the lock was ours only if a majority still knew it.
+    fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released>;
 
     /// How much history the scripts keep per lock from now on (checked
     /// by the caller).
     fn set_history(&mut self, limits: HistoryLimits);
 
-    /// The last `limit` events of `key`, oldest first, after recording
-    /// leases that ran out unnoticed. Under RedLock, the events a majority
-    /// of the masters has.
+    /// The last `limit` events of `key` (1 to 100,000), oldest first.
+    /// Leases that ran out with nobody releasing them are recorded as
+    /// `expired` first. Under RedLock, the events a majority of the masters
+    /// has (the same event within 5 s on each, see docs/deployments.md).
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>>;
 
     /// Record that the holder with `token` (and `info`) found `key` gone,
@@ -103,37 +108,14 @@ pub(crate) trait Backend: Send {
         reason: &str,
     ) -> Result<()>;
 
-    /// [`Backend::release`], sent once and given up after `within`
-    /// (connecting and the reply are each waited for at most that long,
-    /// and never resent): for a release that can only free what is left of
-    /// a lease, such as after the lease was lost. By default as
-    /// [`Backend::release`] (RedLock's per-master timeouts are short
-    /// already).
-    fn release_within(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        within: Duration,
-    ) -> Result<Released> {
-        let _ = within;
-        self.release(key, token, all, min_hold)
-    }
-
     /// Extend the lease of `token` to at least `ttl` from now (a lease is
-    /// never shortened). Returns the point (CLOCK_BOOTTIME) until which the
-    /// lease is safe to rely on: under RedLock, until the latest instant a
-    /// majority still holds it. [`crate::Error::Lost`] if the token holds
-    /// nothing, [`crate::Error::NotOwner`] if another owner holds the lock.
-    fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
-        self.renew_noted(key, token, ttl, None)
-    }
-
-    /// [`Backend::renew`], noting for `status` the pid of the command the
-    /// holder runs (exec's), if given; the first pid noted for a hold
-    /// stays.
-    fn renew_noted(
+    /// never shortened), noting for `status` the pid of the command the
+    /// holder runs (exec's), if given: the first pid noted for a hold
+    /// stays. Returns the point (CLOCK_BOOTTIME) until which the lease is
+    /// safe to rely on: under RedLock, until the latest instant a majority
+    /// still holds it. [`crate::Error::Lost`] if the token holds nothing,
+    /// [`crate::Error::NotOwner`] if another owner holds the lock.
+    fn renew(
         &mut self,
         key: &str,
         token: &Token,
@@ -148,12 +130,14 @@ pub(crate) trait Backend: Send {
     /// the lock exclusively.
     fn check(&mut self, key: &str, token: &Token) -> Result<Held>;
 
-    /// End the holds `holders` names by force (an operator's break): their
-    /// holders' next renewal finds them gone, with a notice that `by`
-    /// broke them for `reason`; the waiters that may now take the lock are
-    /// woken. `by` and `reason` are checked by the caller. Under RedLock,
-    /// on every master that answers, the holders named by fence being
-    /// those a majority reports.
+    /// End the holds `holders` names by force (an operator's break: every
+    /// holder's, or those granted with the given fences), parked min-holds
+    /// included: their holders' next renewal fails with
+    /// [`crate::Error::Lost`], saying that `by` (user@host) broke them for
+    /// `reason`; the waiters that may now take the lock are woken, and stay
+    /// queued. A free lock, or fences that match nobody, break nothing (an
+    /// empty [`Broken::fences`]). Under RedLock, on every master that
+    /// answers, the holders named by fence being those a majority reports.
     fn break_lock(
         &mut self,
         key: &str,

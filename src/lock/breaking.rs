@@ -2,7 +2,7 @@
 //! (lua/break.lua). What a break targets, what it did, how a holder is
 //! named, and the notice a broken holder's renewal reads.
 
-use super::types::{HolderStatus, Status};
+use super::{HolderStatus, Status};
 use crate::{Error, Result};
 
 /// Which holds [`crate::Locker::break_lock`] ends.
@@ -59,12 +59,12 @@ pub fn check(by: &str, reason: &str) -> Result<()> {
 /// The operator breaking a lock: `user@host` (the login name: $USER,
 /// $LOGNAME, else the user database's name for the uid; else the uid).
 pub fn operator() -> String {
-    let mut user = super::types::login_name();
+    let mut user = super::login_name();
     if user.is_empty() {
         // SAFETY: getuid cannot fail.
         user = unsafe { libc::getuid() }.to_string();
     }
-    format!("{user}@{}", super::types::hostname())
+    format!("{user}@{}", super::hostname())
 }
 
 /// The holders of `status` that `id` names: `id` is a holder's fence, as

@@ -9,9 +9,9 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 
 use super::breaking::{Broken, lost_why};
-use super::node::Attempt;
+use super::node::Outcome;
 use super::script::reply;
-use super::types::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
+use super::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
 use crate::{Error, Result};
 
 /// What a waiter's heartbeat learnt (see lua/wait.lua).
@@ -44,7 +44,7 @@ pub(super) fn acquire<'r>(
     reply: &'r [Value],
     key: &str,
     limit: u32,
-) -> (Result<Attempt>, &'r [Value]) {
+) -> (Result<Outcome>, &'r [Value]) {
     let code = match int(reply, 0, "acquire") {
         Ok(code) => code,
         Err(e) => return (Err(e), &[]),
@@ -67,12 +67,12 @@ fn int(reply: &[Value], i: usize, what: &str) -> Result<i64> {
 }
 
 /// What an acquire's reply with code `code` says.
-fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt> {
+fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Outcome> {
     let at = |i: usize| int(reply, i, "acquire");
     let ms = |i: usize| -> Result<Duration> { Ok(Duration::from_millis(at(i)?.max(0) as u64)) };
     let count = |i: usize| -> Result<u64> { Ok(at(i)?.max(0) as u64) };
     match code {
-        reply::GRANTED => Ok(Attempt::Granted {
+        reply::GRANTED => Ok(Outcome::Granted {
             fence: at(1)? as u64,
             count: at(2)? as u64,
         }),
@@ -87,7 +87,7 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt>
                 holder_ttl: ms(7)?,
                 waited: Duration::ZERO,
             };
-            Ok(Attempt::Busy(busy, count(6)?, text(reply, 8)))
+            Ok(Outcome::Busy(busy, count(6)?, text(reply, 8)))
         }
         reply::SUPERSEDED => Err(Error::Superseded {
             key: key.to_string(),
@@ -100,7 +100,7 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Attempt>
             "lock {key:?} is in use with Request::limit {}, not {limit}; every holder must agree",
             at(1)?
         ))),
-        reply::NOT_HELD => Ok(Attempt::NotHeld),
+        reply::NOT_HELD => Ok(Outcome::NotHeld),
         reply::OTHER_KIND => {
             let kind = text(reply, 1);
             // Only semaphores and read-write locks do not mix: an

@@ -1,6 +1,6 @@
 //! The Redis keys of one lock (their layout: lua/common.lua).
 
-use super::types::Token;
+use super::Token;
 use crate::{Error, Result};
 
 /// Longest key name accepted, in bytes.

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::backend::Backend;
 use super::node::Node;
 use super::script::{OVERVIEW, RESEND_WINDOW};
-use super::types::{Event, Status};
+use super::{Event, Status};
 use crate::Result;
 
 /// How far back [`LockView::grants_last_minute`] counts.

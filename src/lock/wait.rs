@@ -4,9 +4,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::backoff;
 use super::keys::WAKE_TTL_MS;
-use super::types::backoff;
-use super::types::{Busy, Wait};
+use super::{Busy, Wait};
 use crate::conn::Server;
 use crate::{Error, Result};
 
@@ -193,7 +193,7 @@ fn unanswered(label: &str, since: SystemTime, lasted: Duration) -> String {
 }
 
 /// One acquire's wait, as the single-Redis loop (`Node::acquire_new`) and
-/// the RedLock loop (`crate::quorum`) share it: the deadline, whether to wait
+/// the RedLock loop (`crate::lock::quorum`) share it: the deadline, whether to wait
 /// at all, cancellation, reporting each busy observation, and the error
 /// that ends a wait on a lock that stays busy.
 pub(crate) struct Waiting<'a> {

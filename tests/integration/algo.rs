@@ -4,9 +4,20 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rlock::{Error, Mode, Request, Wait};
+use rlock::{Error, Mode, Release, Request, Wait};
 
 use crate::util::*;
+
+/// Every hold of the token at once (what the outermost holder does).
+const ALL: Release = Release {
+    all: true,
+    min_hold: Some(Duration::ZERO),
+    note: rlock::ReleaseNote {
+        exit_code: None,
+        overran: false,
+    },
+    within: None,
+};
 
 /// A small xorshift, seeded per thread: no dependency, reproducible.
 struct Rng(u64);
@@ -93,7 +104,7 @@ fn mixed_readers_writers_never_overlap() {
                         assert!(inside.fetch_sub(1, Ordering::SeqCst) > 0);
                     }
                     let res = if rng.below(5) == 0 {
-                        l.release_all("mix", &lease.token)
+                        l.release_with("mix", &lease.token, &ALL)
                     } else {
                         l.release("mix", &lease.token)
                     };
@@ -288,15 +299,24 @@ fn a_second_release_does_not_extend_a_parked_hold() {
         .unwrap();
     let short = Some(Duration::from_secs(2));
     let long = Some(Duration::from_secs(3600));
-    l.release_with("parked", &lease.token, false, short)
+    let parked = |min_hold| Release {
+        min_hold,
+        ..Release::default()
+    };
+    l.release_with("parked", &lease.token, &parked(short))
         .unwrap();
-    l.release_with("parked", &lease.token, false, long).unwrap();
+    l.release_with("parked", &lease.token, &parked(long))
+        .unwrap();
     let st = l.status("parked").unwrap();
     assert_eq!(st.holders.len(), 1, "{st:?}");
     assert!(st.holders[0].ttl_ms <= 2000, "{st:?}");
     assert_eq!(st.holders[0].count, 0, "{st:?}");
     // Given back at once (no min-hold honoured): gone.
-    l.release_with("parked", &lease.token, true, None).unwrap();
+    let all = Release {
+        all: true,
+        ..Release::at_once()
+    };
+    l.release_with("parked", &lease.token, &all).unwrap();
     r.assert_nothing_held(&[]);
 }
 
@@ -332,7 +352,7 @@ fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
     waiter.kill().unwrap();
     waiter.wait().unwrap();
     assert!(ttl > 0, "{writers} has PTTL {ttl}");
-    l.release_all("conv", &outer.token).unwrap();
+    l.release_with("conv", &outer.token, &ALL).unwrap();
 }
 
 /// --supersede: "newest wins". A waiter whose grant came back too late

@@ -330,12 +330,16 @@ fn a_release_noted_as_overran_shows_overran() {
     let mut l = r.locker();
     let req = rlock::Request::new(Duration::from_secs(10));
     let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
-    let note = rlock::ReleaseNote {
-        exit_code: Some(143),
-        overran: true,
+    let how = rlock::Release {
+        all: true,
+        min_hold: None,
+        note: rlock::ReleaseNote {
+            exit_code: Some(143),
+            overran: true,
+        },
+        within: None,
     };
-    l.release_noted("over", &lease.token, true, None, &note)
-        .unwrap();
+    l.release_with("over", &lease.token, &how).unwrap();
     let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
     l.release("over", &lease.token).unwrap();
     let h = l.history("over", 10).unwrap();
@@ -576,7 +580,7 @@ fn redlock_masters_each_keep_the_history() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     // A first attempt whose fences disagree is given back (see
-    // src/quorum/): granted and released where it was granted (shown if a
+    // src/lock/quorum/): granted and released where it was granted (shown if a
     // majority granted it at one fence), then the real one.
     let names = events(&h);
     assert!(names.ends_with(&["granted", "released"]), "{names:?}");

@@ -225,7 +225,16 @@ pub fn releaser_main() -> Result<u8> {
         // Not held any more (the lease ran out, or the lock was lost) is
         // as good as released: release.lua drops nothing else.
         failed |= locker
-            .release_within(&h.key, &token, h.all, None, PATIENCE)
+            .release_with(
+                &h.key,
+                &token,
+                &crate::Release {
+                    all: h.all,
+                    min_hold: None,
+                    within: Some(PATIENCE),
+                    ..Default::default()
+                },
+            )
             .is_err();
     }
     Ok(u8::from(failed))

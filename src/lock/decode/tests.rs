@@ -20,12 +20,12 @@ fn ms(n: u64) -> Duration {
 }
 
 /// The outcome of an acquire of "k" with limit `limit`.
-fn acquired(reply: &[Value], limit: u32) -> (Result<Attempt>, Vec<String>) {
+fn acquired(reply: &[Value], limit: u32) -> (Result<Outcome>, Vec<String>) {
     let (outcome, wake) = acquire(reply, "k", limit);
     (outcome, texts(wake))
 }
 
-fn conflict(r: Result<Attempt>) -> String {
+fn conflict(r: Result<Outcome>) -> String {
     match r {
         Err(Error::Conflict(msg)) => msg,
         Err(e) => panic!("not a conflict: {e}"),
@@ -46,7 +46,7 @@ fn a_grant_gives_its_fence_and_depth_then_the_waiters_to_wake() {
     let (a, wake) = acquired(&[i(1), i(42), i(1), s("w1"), s("w2")], 1);
     assert!(matches!(
         a,
-        Ok(Attempt::Granted {
+        Ok(Outcome::Granted {
             fence: 42,
             count: 1
         })
@@ -55,7 +55,7 @@ fn a_grant_gives_its_fence_and_depth_then_the_waiters_to_wake() {
     let (a, wake) = acquired(&[i(1), i(42), i(3)], 1);
     assert!(matches!(
         a,
-        Ok(Attempt::Granted {
+        Ok(Outcome::Granted {
             fence: 42,
             count: 3
         })
@@ -78,7 +78,7 @@ fn a_busy_answer_says_who_holds_it_and_how_long() {
         s("w9"),
     ];
     let (a, wake) = acquired(&reply, 1);
-    let Ok(Attempt::Busy(b, fence, id)) = a else {
+    let Ok(Outcome::Busy(b, fence, id)) = a else {
         panic!("not busy");
     };
     let holder = b.holder.unwrap();
@@ -97,7 +97,7 @@ fn a_busy_answer_says_who_holds_it_and_how_long() {
 #[test]
 fn a_busy_answer_with_nobody_holding_clamps_and_leaves_the_holder_out() {
     let reply = [i(0), i(-5), i(-1), s(""), i(-1), i(0), i(0), i(-3), s("")];
-    let Ok(Attempt::Busy(b, fence, id)) = acquired(&reply, 1).0 else {
+    let Ok(Outcome::Busy(b, fence, id)) = acquired(&reply, 1).0 else {
         panic!("not busy");
     };
     assert!(b.holder.is_none());
@@ -150,7 +150,7 @@ fn another_limit_names_both() {
 #[test]
 fn a_reentry_of_a_token_that_holds_nothing_is_not_held() {
     let (a, wake) = acquired(&[i(-1)], 1);
-    assert!(matches!(a, Ok(Attempt::NotHeld)));
+    assert!(matches!(a, Ok(Outcome::NotHeld)));
     assert!(wake.is_empty());
 }
 

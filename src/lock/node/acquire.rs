@@ -5,36 +5,34 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::{Attempt, CLAIM, Node, SCOUT};
+use super::transport::Failed;
+use super::{Attempt, CLAIM, Node, Outcome, SCOUT};
 use crate::clock::BootTime;
 use crate::duration::millis;
 use crate::lock::backend::Backend;
 use crate::lock::decode::{self, Beat};
 use crate::lock::keys::{LockName, request_id};
+use crate::lock::lease::late_grant;
 use crate::lock::script::*;
-use crate::lock::types::*;
 use crate::lock::wait::*;
+use crate::lock::*;
 use crate::{Busy, Cancel, Error, Result};
 
 impl Node {
-    /// One run of the acquire script. A new grant's fence is at least
-    /// `floor` + 1 (RedLock; 0 for one Redis). `later`: this token has
-    /// called before (it may have queued; see `--supersede`).
-    // The script's own arguments, each with its reason; a struct would only
-    // rename them.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn attempt(
-        &mut self,
-        lock: &LockName,
-        token: &Token,
-        req: &Request,
-        queue: bool,
-        reenter_only: bool,
-        floor: u64,
-        until: Option<Instant>,
-        later: bool,
-        waited: Duration,
-    ) -> Result<Attempt> {
+    /// One run of the acquire script, as `a` asks. A failure says how far
+    /// the call got (see [`Node::abandon_unanswered`]).
+    pub(crate) fn attempt(&mut self, a: &Attempt) -> std::result::Result<Outcome, Failed> {
+        let Attempt {
+            lock,
+            token,
+            req,
+            queue,
+            reenter_only,
+            floor,
+            until,
+            later,
+            waited,
+        } = *a;
         let info = serde_json::to_string(&req.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let ttl = millis(req.ttl).to_string();
         let limit = req.limit.to_string();
@@ -51,7 +49,7 @@ impl Node {
         };
         let waited = millis(waited).to_string();
         let priority = req.priority.to_string();
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let resend_for = until.map_or(RESEND_WINDOW, |u| {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)
@@ -61,7 +59,7 @@ impl Node {
         // way; see index.rs). The lease covers a waiter's lease too, and a
         // --min-hold that keeps the lock past its TTL.
         self.touch_next(lock, req.ttl.max(req.min_hold));
-        let reply: Vec<Value> = self.eval(
+        let (reply, _): (Vec<Value>, _) = self.eval_traced(
             &ACQUIRE,
             &lock.request_keys(token, &id),
             &[
@@ -89,13 +87,13 @@ impl Node {
         // Waiters the script says may now take the lock follow the answer.
         let (attempt, wake) = decode::acquire(&reply, lock.name(), req.limit);
         self.wake(lock, wake);
-        let attempt = attempt?;
-        if let Attempt::Granted { count: 1, .. } = attempt
+        let outcome = attempt?;
+        if let Outcome::Granted { count: 1, .. } = outcome
             && self.server.min_replicas > 0
         {
             self.confirm_replicas(lock, token)?;
         }
-        Ok(attempt)
+        Ok(outcome)
     }
 
     /// Replication is asynchronous: a failover can lose a fresh grant. With
@@ -199,17 +197,11 @@ impl Node {
         let mut late = 0;
         loop {
             let sent = BootTime::now();
-            let Attempt::Granted { fence, count } = self.attempt(
-                lock,
-                token,
-                req,
-                false,
-                true,
-                0,
-                None,
-                false,
-                Duration::ZERO,
-            )?
+            let once = Attempt {
+                reenter_only: true,
+                ..Attempt::new(lock, token, req)
+            };
+            let Outcome::Granted { fence, count } = self.attempt(&once).map_err(|f| f.error)?
             else {
                 return Ok(None);
             };
@@ -226,7 +218,7 @@ impl Node {
             // releases (they end with the TTL).
             let took = sent.elapsed();
             late += 1;
-            let released = self.release(key, token, false, None);
+            let released = self.release(key, token, &Release::at_once());
             if late >= MAX_FAILURES || released.is_err() {
                 return Err(late_grant(key, took, req.ttl));
             }
@@ -257,20 +249,16 @@ impl Node {
                 return Err(self.give_up(lock, &token, &w));
             }
             let sent = BootTime::now();
-            let attempt = self.attempt(
-                lock,
-                &token,
-                req,
-                w.waits(),
-                false,
-                0,
-                w.deadline(),
+            let attempt = self.attempt(&Attempt {
+                queue: w.waits(),
+                until: w.deadline(),
                 later,
-                began.elapsed(),
-            );
+                waited: began.elapsed(),
+                ..Attempt::new(lock, &token, req)
+            });
             later = true;
             let (mut busy, mut holder_id) = match attempt {
-                Ok(Attempt::Granted { fence, count }) => {
+                Ok(Outcome::Granted { fence, count }) => {
                     if w.cancelled() {
                         return Err(self.give_up(lock, &token, &w));
                     }
@@ -298,11 +286,11 @@ impl Node {
                     std::thread::sleep(backoff(failures));
                     continue;
                 }
-                Ok(Attempt::Busy(b, _, id)) => (b, id),
-                Ok(Attempt::NotHeld) => {
+                Ok(Outcome::Busy(b, _, id)) => (b, id),
+                Ok(Outcome::NotHeld) => {
                     return Err(Error::Protocol("acquire: unexpected re-entry reply".into()));
                 }
-                Err(e) => {
+                Err(Failed { error: e, call }) => {
                     // Resent for a while already (see eval). Going on, the
                     // same token asks again: if one of the lost replies was
                     // a grant, the script hands that grant back (a fresh
@@ -313,7 +301,7 @@ impl Node {
                     }
                     if let Err(e) = self.ride_out(e, &mut outage, &w) {
                         if matches!(e, Error::Unavailable { .. }) {
-                            self.abandon_unanswered(lock, &token);
+                            self.abandon_unanswered(lock, &token, call);
                         }
                         return Err(e);
                     }

@@ -40,10 +40,10 @@ use redis::{FromRedisValue, Value};
 use super::Node;
 use crate::conn::Conn;
 use crate::duration::millis;
+use crate::lock::Status;
 use crate::lock::decode;
 use crate::lock::keys::{LockName, index_shard_keys};
 use crate::lock::script::*;
-use crate::lock::types::Status;
 use crate::{Error, Result};
 
 /// Calls per pipeline in `list`.

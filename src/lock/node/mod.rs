@@ -15,16 +15,18 @@
 mod acquire;
 mod index;
 mod ops;
+mod transport;
 
 use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
 
+use super::HistoryLimits;
 use super::keys::{LockName, WAKE_TTL_MS};
 use super::script::*;
-use crate::conn::{Conn, IDLE_RECONNECT, Server};
+use crate::conn::{Conn, Server};
 use crate::duration::{human, millis};
-use crate::{Busy, Error, Result};
+use crate::{Busy, Error, Request, Result, Token};
 
 /// The signal a scout gets on its wake-up list (lua/wake.lua): the waiter
 /// ahead of it was woken to take the lock and has a claim of [`CLAIM`]; look
@@ -38,7 +40,7 @@ pub(super) const CLAIM: Duration = Duration::from_millis(800);
 // One per reply, moved out at once: boxing `Busy` (larger since holder
 // info has `set`) would cost an allocation per busy reply for nothing.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum Attempt {
+pub(crate) enum Outcome {
     Granted {
         fence: u64,
         count: u64,
@@ -47,6 +49,44 @@ pub(crate) enum Attempt {
     /// holder's fingerprint (see lua/wait.lua; "" when nobody holds it).
     Busy(Busy, u64, String),
     NotHeld,
+}
+
+/// One run of the acquire script, as asked (see [`Node::attempt`]).
+pub(crate) struct Attempt<'a> {
+    pub(crate) lock: &'a LockName,
+    pub(crate) token: &'a Token,
+    pub(crate) req: &'a Request,
+    /// Join the wait queue if the lock is busy.
+    pub(crate) queue: bool,
+    /// Only add a hold to one `token` has: never a new grant.
+    pub(crate) reenter_only: bool,
+    /// A new grant's fence is at least this + 1 (RedLock; 0 for one Redis).
+    pub(crate) floor: u64,
+    /// Resend no later than this (a wait's deadline).
+    pub(crate) until: Option<Instant>,
+    /// This token has called before (it may have queued; see
+    /// `--supersede`).
+    pub(crate) later: bool,
+    /// How long the acquire has waited so far, for the history.
+    pub(crate) waited: Duration,
+}
+
+impl<'a> Attempt<'a> {
+    /// A single non-queueing attempt for a new grant (or, with
+    /// `reenter_only` set after, a re-entry) of `lock` with `token`.
+    pub(crate) fn new(lock: &'a LockName, token: &'a Token, req: &'a Request) -> Attempt<'a> {
+        Attempt {
+            lock,
+            token,
+            req,
+            queue: false,
+            reenter_only: false,
+            floor: 0,
+            until: None,
+            later: false,
+            waited: Duration::ZERO,
+        }
+    }
 }
 
 /// One Redis server and a connection to it, with the lock operations.
@@ -60,20 +100,13 @@ pub(crate) struct Node {
     /// The server has answered this process before: only then is a failure
     /// an outage worth riding out (a wrong or silent address fails at once).
     pub(super) answered: bool,
-    /// The last script call was sent more than once (see `eval`).
-    pub(super) resent: bool,
-    /// The last script call was sent (it may have run): false when it
-    /// failed before, connecting.
-    pub(super) sent: bool,
-    /// The connection the last script call went unanswered on (a timeout),
-    /// still open: only ever used to queue a give-back behind that call
-    /// (see [`Node::abandon_unanswered`]), never to read from.
-    pub(super) silent: Option<Conn>,
     /// An index touch to send right after the next script call (see
     /// `index.rs`).
     pub(super) then: Option<index::Touch>,
     /// When this process last touched each lock's index entry.
     pub(super) touched: index::Touched,
+    /// How much history the scripts keep per lock (ARGV of each).
+    pub(super) history: HistoryLimits,
 }
 
 impl Node {
@@ -86,11 +119,9 @@ impl Node {
             prefix: prefix.to_string(),
             resend_cap: RESEND_WINDOW,
             answered: false,
-            resent: false,
-            sent: false,
-            silent: None,
             then: None,
             touched: index::Touched::default(),
+            history: HistoryLimits::default(),
         }
     }
 
@@ -99,49 +130,6 @@ impl Node {
     pub(crate) fn without_resends(mut self) -> Node {
         self.resend_cap = Duration::ZERO;
         self
-    }
-
-    /// Connect now, to report an unusable server at once.
-    pub(crate) fn connect(&mut self) -> Result<()> {
-        self.conn = Some(self.server.connect()?);
-        // A cluster connection has read the slot map from a node.
-        self.answered |= self.server.is_cluster();
-        self.last_used = Instant::now();
-        Ok(())
-    }
-
-    pub(super) fn conn(&mut self) -> Result<&mut Conn> {
-        if self.resend_cap.is_zero() && self.last_used.elapsed() > IDLE_RECONNECT {
-            self.conn = None;
-        }
-        self.last_used = Instant::now();
-        if self.conn.is_none() {
-            self.conn = Some(self.server.connect()?);
-        }
-        Ok(self.conn.as_mut().expect("just connected"))
-    }
-
-    /// Note that a command just finished, so the connection is fresh.
-    pub(super) fn used(&mut self) {
-        self.last_used = Instant::now();
-    }
-
-    pub(super) fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
-        // After an I/O error or timeout the reply stream may be out of step:
-        // never reuse that connection.
-        if crate::error::is_unavailable(&err) {
-            self.conn = None;
-        }
-        // A timeout names the server itself (see `no_answer`).
-        let what = if (crate::error::is_unavailable(&err) && !err.is_timeout())
-            || crate::error::is_oom(&err)
-        {
-            format!("{what} on Redis at {}", self.server.label)
-        } else {
-            what
-        };
-        let err = crate::error::no_answer(err, &self.server.label, self.server.timeout);
-        Error::from_redis(err, &what)
     }
 
     /// The server's `run_id` (INFO server): two URLs that reach one server

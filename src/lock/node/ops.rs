@@ -5,15 +5,16 @@ use std::time::Duration;
 use redis::Value;
 
 use super::Node;
+use super::transport::Call;
 use crate::clock::BootTime;
 use crate::conn::Conn;
 use crate::duration::millis;
-use crate::lock::backend::Backend;
+use crate::lock::backend::{Backend, First};
 use crate::lock::breaking::{Broken, Holders};
 use crate::lock::decode;
 use crate::lock::keys::{LockName, escape_glob, request_id};
 use crate::lock::script::*;
-use crate::lock::types::*;
+use crate::lock::*;
 use crate::{Busy, Cancel, Error, Result};
 
 /// How a release ends a hold, for the history (lua/release.lua, ARGV[7..10]).
@@ -35,7 +36,8 @@ fn release_args(
     all: bool,
     id: &str,
     min_hold: Option<Duration>,
-    server: &crate::conn::Server,
+    timeout: Duration,
+    history: &HistoryLimits,
     ending: Ending,
 ) -> [String; 12] {
     let (how, exit, info, waited) = match ending {
@@ -48,14 +50,14 @@ fn release_args(
         ),
         Ending::TimedOut(info, waited) => ("timeout", String::new(), info, waited),
     };
-    let [cap, retention] = server.history.args();
+    let [cap, retention] = history.args();
     [
         token.as_str().to_string(),
         if all { "1" } else { "0" }.to_string(),
         id.to_string(),
         millis(min_hold.unwrap_or_default()).to_string(),
         if min_hold.is_some() { "1" } else { "0" }.to_string(),
-        record_ms(server.timeout),
+        record_ms(timeout),
         how.to_string(),
         exit,
         info.to_string(),
@@ -70,7 +72,7 @@ impl Node {
     pub(crate) fn abandon(&mut self, lock: &LockName, token: &Token) -> Result<i64> {
         let timeout = self.server.timeout;
         self.release_script(lock, token, true, None, timeout, Ending::Plain)
-            .map(|(n, _)| n)
+            .map(|(n, _, _)| n)
     }
 
     /// [`Node::abandon`] by a waiter that gave up after `waited`: the
@@ -86,27 +88,36 @@ impl Node {
         let timeout = self.server.timeout;
         let ending = Ending::TimedOut(&info, millis(waited));
         self.release_script(lock, token, true, None, timeout, ending)
-            .map(|(n, _)| n)
+            .map(|(n, _, _)| n)
     }
 
-    /// [`Node::abandon`] after an acquire call that failed, without a
-    /// second wait where the first got no answer. If the call was never
-    /// sent (connecting failed), nothing was granted. If it went unanswered
-    /// on a connection that is still open (a server that accepted it and
-    /// is silent: frozen, overloaded, or not Redis), the give-back is queued
-    /// behind it on that very connection, and not waited for: Redis runs a
-    /// connection's commands in order, so if the acquire ever runs, the
-    /// give-back runs right after it, and `acquire` and `exec` give up
-    /// after one `--connect-timeout`, not two. Otherwise (the connection
-    /// dropped), as [`Node::abandon`].
-    pub(super) fn abandon_unanswered(&mut self, lock: &LockName, token: &Token) {
-        if !self.sent {
+    /// [`Node::abandon`] after an acquire call that failed (`call`: how
+    /// far it got), without a second wait where the first got no answer.
+    /// If the call was never sent (connecting failed), nothing was granted.
+    /// If it went unanswered on a connection that is still open (a server
+    /// that accepted it and is silent: frozen, overloaded, or not Redis),
+    /// the give-back is queued behind it on that very connection, and not
+    /// waited for: Redis runs a connection's commands in order, so if the
+    /// acquire ever runs, the give-back runs right after it. Otherwise (the
+    /// connection dropped), as [`Node::abandon`].
+    pub(super) fn abandon_unanswered(&mut self, lock: &LockName, token: &Token, call: Call) {
+        if let Call::NotSent = call {
             return;
         }
-        if let Some(Conn::One(mut conn)) = self.silent.take() {
+        if let Call::Silent(silent) = call
+            && let Conn::One(mut conn) = *silent
+        {
             let id = request_id();
             let keys = lock.release_keys(token, &id);
-            let args = release_args(token, true, &id, None, &self.server, Ending::Plain);
+            let args = release_args(
+                token,
+                true,
+                &id,
+                None,
+                self.server.timeout,
+                &self.history,
+                Ending::Plain,
+            );
             let mut c = redis::cmd("EVAL");
             c.arg(RELEASE.code)
                 .arg(keys.len())
@@ -119,33 +130,9 @@ impl Node {
         let _ = self.abandon(lock, token);
     }
 
-    /// Wait at most `timeout` for a connection or a reply from now on.
-    fn bound_replies(&mut self, timeout: Duration) {
-        self.server.timeout = timeout;
-        if let Some(c) = &mut self.conn
-            && (c.set_read_timeout(Some(timeout)).is_err()
-                || c.set_write_timeout(Some(timeout)).is_err())
-        {
-            self.conn = None;
-        }
-    }
-
-    fn release_for(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        resend_for: Duration,
-        ending: Ending,
-    ) -> Result<Released> {
-        let lock = self.name(key)?;
-        let (n, notice) = self.release_script(&lock, token, all, min_hold, resend_for, ending)?;
-        decode::released(n, notice.as_deref(), self.resent, key)
-    }
-
     /// One run of the release script (see lua/release.lua for the reply):
-    /// its count or reply code, and a broken hold's notice.
+    /// its count or reply code, a broken hold's notice, and whether it was
+    /// sent more than once.
     fn release_script(
         &mut self,
         lock: &LockName,
@@ -154,9 +141,17 @@ impl Node {
         min_hold: Option<Duration>,
         resend_for: Duration,
         ending: Ending,
-    ) -> Result<(i64, Option<String>)> {
+    ) -> Result<(i64, Option<String>, bool)> {
         let id = request_id();
-        let args = release_args(token, all, &id, min_hold, &self.server, ending);
+        let args = release_args(
+            token,
+            all,
+            &id,
+            min_hold,
+            self.server.timeout,
+            &self.history,
+            ending,
+        );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // A min-hold given here may park the lock for longer than its
         // index entry was touched for (a grant's touch covers its lease and
@@ -167,32 +162,27 @@ impl Node {
         if let Some(hold) = min_hold.filter(|d| !d.is_zero()) {
             self.refresh_next(lock, hold);
         }
-        let reply: Vec<Value> = self.eval(
-            &RELEASE,
-            &lock.release_keys(token, &id),
-            &args,
-            || format!("release {:?}", lock.name()),
-            resend_for,
-        )?;
+        let (reply, resent): (Vec<Value>, _) = self
+            .eval_traced(
+                &RELEASE,
+                &lock.release_keys(token, &id),
+                &args,
+                || format!("release {:?}", lock.name()),
+                resend_for,
+            )
+            .map_err(|f| f.error)?;
         let (n, notice, wake) = decode::release(&reply)?;
         self.wake(lock, wake);
-        Ok((n, notice))
+        Ok((n, notice, resent))
     }
 }
 
 impl Backend for Node {
-    fn answered(&self) -> bool {
-        self.answered
-    }
-
-    fn is_single(&self) -> bool {
-        true
-    }
-
     fn detached(&self) -> Box<dyn Backend> {
         let mut node = Node::new(self.server.clone(), &self.prefix);
         node.resend_cap = self.resend_cap;
         node.answered = self.answered;
+        node.history = self.history;
         Box::new(node)
     }
 
@@ -225,43 +215,54 @@ impl Backend for Node {
         self.acquire_new(key, &lock, req, cancel, on_wait)
     }
 
-    fn release_noted(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        note: &ReleaseNote,
-    ) -> Result<Released> {
-        self.release_for(
-            key,
-            token,
-            all,
-            min_hold,
-            RESEND_WINDOW,
-            Ending::Noted(note),
-        )
+    fn acquire_first(&mut self, key: &str, req: &Request) -> Result<First> {
+        // `--supersede` acts when its acquire joins the queue: it gets the
+        // full acquire from the start.
+        if req.supersede {
+            return Ok(First::Wait(req.clone()));
+        }
+        let waits = !matches!(req.wait, Wait::No | Wait::For(Duration::ZERO));
+        let once = Request {
+            wait: Wait::No,
+            ..req.clone()
+        };
+        match self.acquire(key, &once, None, &mut |_| {}) {
+            Ok(lease) => Ok(First::Granted(lease)),
+            // Busy means a re-entry was tried and found the token holding
+            // nothing, which it cannot come to: not again.
+            Err(Error::Busy { .. }) if waits => Ok(First::Wait(Request {
+                reenter: None,
+                ..req.clone()
+            })),
+            // A failure after Redis answered is an outage a waiting
+            // acquire rides out.
+            Err(_) if waits && self.answered => Ok(First::Wait(req.clone())),
+            Err(e) => Err(e),
+        }
     }
 
-    fn release_within(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        within: Duration,
-    ) -> Result<Released> {
-        // Sent once, never again: connecting and the reply are each waited
-        // for at most `within` (and the timeout).
+    fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
+        let lock = self.name(key)?;
+        let ending = Ending::Noted(&how.note);
         let full = self.server.timeout;
-        let bounded = full.min(within).max(Duration::from_millis(1));
-        self.bound_replies(bounded);
-        let res = self.release_for(key, token, all, min_hold, Duration::ZERO, Ending::Plain);
-        self.bound_replies(full);
-        res
+        let resend_for = match how.within {
+            None => RESEND_WINDOW,
+            // Sent once, never again: connecting and the reply are each
+            // waited for at most `within` (and the timeout).
+            Some(within) => {
+                self.bound_replies(full.min(within).max(Duration::from_millis(1)));
+                Duration::ZERO
+            }
+        };
+        let res = self.release_script(&lock, token, how.all, how.min_hold, resend_for, ending);
+        if how.within.is_some() {
+            self.bound_replies(full);
+        }
+        let (n, notice, resent) = res?;
+        decode::released(n, notice.as_deref(), resent, key)
     }
 
-    fn renew_noted(
+    fn renew(
         &mut self,
         key: &str,
         token: &Token,
@@ -274,7 +275,7 @@ impl Backend for Node {
         let timeout = self.server.timeout;
         // Naturally idempotent (it sets the lease end to at least now +
         // TTL), and validity counts from the first send: resend freely.
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let n: Value = self.eval(
             &RENEW,
             &lock.noticed_keys(),
@@ -301,7 +302,7 @@ impl Backend for Node {
 
     fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let lock = self.name(key)?;
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let reply: Vec<i64> = self.eval(
             &CHECK,
             &lock.keys(None),
@@ -332,7 +333,7 @@ impl Backend for Node {
                 RESEND_WINDOW,
             ),
         };
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let reply: Vec<Value> = self.eval(
             &BREAK,
             &lock.noticed_keys(),
@@ -360,12 +361,12 @@ impl Backend for Node {
     }
 
     fn set_history(&mut self, limits: HistoryLimits) {
-        self.server.history = limits;
+        self.history = limits;
     }
 
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
         let lock = self.name(key)?;
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let reply: Value = self.eval(
             &HISTORY,
             &lock.keys(None),
@@ -385,7 +386,7 @@ impl Backend for Node {
     ) -> Result<()> {
         let lock = self.name(key)?;
         let info = serde_json::to_string(info).map_err(|e| Error::Protocol(e.to_string()))?;
-        let [cap, retention] = self.server.history.args();
+        let [cap, retention] = self.history.args();
         let _: i64 = self.eval(
             &LOST,
             &lock.keys(None),

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 
 use rlock::duration::human;
-use rlock::{Lease, Locker, Request, exit_code};
+use rlock::{Lease, Locker, Release, Request, exit_code};
 
 use crate::cli;
 use crate::cli::{Global, KeepOpts};
@@ -53,7 +53,7 @@ pub(crate) fn print_token(
     {
         // Nobody can learn the token: do not leave the lock held, not even
         // for a --min-hold (None: given back at once, as a failed exec's).
-        let _ = locker.release_with(key, &lease.token, false, None);
+        let _ = locker.release_with(key, &lease.token, &Release::at_once());
         anyhow::bail!("cannot write the token to stdout; lock released");
     }
     if keep.is_none() && lease.count > 1 {
@@ -81,7 +81,7 @@ pub(crate) fn print_token(
             }
             Err(e) => {
                 // At once, whatever --min-hold: nothing was done with it.
-                let _ = locker.release_with(key, &lease.token, false, None);
+                let _ = locker.release_with(key, &lease.token, &Release::at_once());
                 return Err(anyhow::Error::new(e).context("--keep: lock released"));
             }
         }
@@ -89,7 +89,7 @@ pub(crate) fn print_token(
     Ok(exit_code::OK)
 }
 
-/// `acquire a b c`: take every lock of the set (see [`rlock::multi`]: one
+/// `acquire a b c`: take every lock of the set (see [`rlock::lock::set`]: one
 /// canonical order, one wait for the set, nothing left held or queued on
 /// failure) and print one token per line, in the order the keys were
 /// named. With `keep`, one keeper per lock, each watching the same
@@ -107,7 +107,7 @@ pub(crate) fn print_tokens(
     let leases = std::thread::scope(|s| -> anyhow::Result<Vec<Lease>> {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
         let progress = waiting(g);
-        let leases = rlock::multi::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
+        let leases = rlock::lock::set::acquire(&mut locker, keys, &req, Some(&cancel), &mut |b| {
             progress.update(b)
         });
         progress.finish();
@@ -115,7 +115,11 @@ pub(crate) fn print_tokens(
     })?;
     let give_back = |locker: &mut Locker| {
         for l in leases.iter().rev() {
-            let _ = locker.release_with(&l.key, &l.token, l.count == 1, None);
+            let how = Release {
+                all: l.count == 1,
+                ..Release::at_once()
+            };
+            let _ = locker.release_with(&l.key, &l.token, &how);
         }
     };
     if cancel.is_cancelled() {

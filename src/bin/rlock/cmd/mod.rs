@@ -129,6 +129,6 @@ fn lock_set(g: &crate::cli::Global, key: &str, more: &[String]) -> anyhow::Resul
     for k in more {
         rlock::lock::LockName::new(&g.prefix, k)?;
     }
-    rlock::multi::check_keys(&keys)?;
+    rlock::lock::set::check_keys(&keys)?;
     Ok(keys)
 }

@@ -26,7 +26,7 @@ use crate::lock::{Breaking, Event, HolderStatus, Status};
 /// How far apart (by the masters' clocks) one event's records on several
 /// masters may be: enough for the calls of one operation to reach each
 /// master and for their clocks to differ a little.
-pub(in crate::quorum) const SAME_EVENT: Duration = Duration::from_secs(5);
+pub(in crate::lock::quorum) const SAME_EVENT: Duration = Duration::from_secs(5);
 
 /// The m-th largest of `values`, counting missing ones (fewer than `m`
 /// given) as 0: the most a majority reports at least.
@@ -38,7 +38,10 @@ fn on_majority(mut values: Vec<u64>, m: usize) -> u64 {
 /// The holders a majority of `answers` reports, in the order they first
 /// appear: each as the first record of it at the agreed fence, with the
 /// m-th longest lease and the deepest re-entry any master reports.
-pub(in crate::quorum) fn holders_on_majority(answers: &[&Status], m: usize) -> Vec<HolderStatus> {
+pub(in crate::lock::quorum) fn holders_on_majority(
+    answers: &[&Status],
+    m: usize,
+) -> Vec<HolderStatus> {
     let mut ids: Vec<&str> = Vec::new();
     for h in answers.iter().flat_map(|st| &st.holders) {
         if !ids.contains(&h.token_digest.as_str()) {
@@ -80,7 +83,11 @@ pub(in crate::quorum) fn holders_on_majority(answers: &[&Status], m: usize) -> V
 
 /// One lock's status from the masters that report it (for `list`, a
 /// master that answered without it counts as reporting it free).
-pub(in crate::quorum) fn status_on_majority(key: &str, answers: &[&Status], m: usize) -> Status {
+pub(in crate::lock::quorum) fn status_on_majority(
+    key: &str,
+    answers: &[&Status],
+    m: usize,
+) -> Status {
     let holders = holders_on_majority(answers, m);
     let figure = |f: fn(&Status) -> u64| on_majority(answers.iter().map(|s| f(s)).collect(), m);
     let waiters = figure(|s| s.waiters);
@@ -137,7 +144,7 @@ fn union<T>(answers: &[Vec<T>], key: impl Fn(&T) -> &str) -> Vec<(&str, Vec<&T>)
 
 /// `list`: the union of the locks the masters list, each decided by
 /// majority; those a majority holds or waits for, sorted by name.
-pub(in crate::quorum) fn list_on_majority(answers: &[Vec<Status>], m: usize) -> Vec<Status> {
+pub(in crate::lock::quorum) fn list_on_majority(answers: &[Vec<Status>], m: usize) -> Vec<Status> {
     union(answers, |s| &s.key)
         .into_iter()
         .map(|(k, seen)| status_on_majority(k, &seen, m))
@@ -149,7 +156,7 @@ pub(in crate::quorum) fn list_on_majority(answers: &[Vec<Status>], m: usize) -> 
 /// show, each decided by majority (status as [`status_on_majority`], the
 /// grants of the last minute and each counter the m-th largest, the last
 /// event the m-th latest), most contended first.
-pub(in crate::quorum) fn overview_on_majority(
+pub(in crate::lock::quorum) fn overview_on_majority(
     answers: &[Vec<LockView>],
     m: usize,
 ) -> Vec<LockView> {
@@ -203,7 +210,7 @@ fn same_event(a: &Event, b: &Event) -> bool {
 /// events oldest first), oldest first, the last `limit`. An event is
 /// shown as the record of the master whose clock put it in the middle
 /// (the lower middle between two), with a fence from one that has it.
-pub(in crate::quorum) fn history_on_majority(
+pub(in crate::lock::quorum) fn history_on_majority(
     answers: &[Vec<Event>],
     m: usize,
     limit: usize,
@@ -245,7 +252,7 @@ pub(in crate::quorum) fn history_on_majority(
 /// majority reports (as `status` shows them) that any master gives one of
 /// `fences`, and those of `fences` that name one. Each master then breaks
 /// those holders' holds under its own fences.
-pub(in crate::quorum) fn named_holders(
+pub(in crate::lock::quorum) fn named_holders(
     answers: &[&Status],
     fences: &[u64],
     m: usize,

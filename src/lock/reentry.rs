@@ -1,4 +1,5 @@
-//! The RLOCK_HELD codec: which locks the enclosing `rlock exec`s hold.
+//! Re-entry: the RLOCK_HELD codec (which locks the enclosing `rlock exec`s
+//! hold), and the token exec, acquire, release, renew and check act with.
 //!
 //! One `prefix{key}<TAB>token` line per lock, so a nested exec or acquire
 //! of the same lock re-enters instead of waiting for its own parent; and

@@ -23,7 +23,7 @@ pub struct HolderInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<String>,
     /// The other locks taken together with this one (`rlock exec a b --
-    /// ...`), sorted; empty for a lock taken alone. See [`crate::multi`].
+    /// ...`), sorted; empty for a lock taken alone. See [`crate::lock::set`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<String>,
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::HolderInfo;
+use super::request::HolderInfo;
 use crate::duration::human;
 use crate::{Error, Result};
 
@@ -63,7 +63,7 @@ impl HistoryLimits {
     }
 }
 
-/// How a hold ended, for the history (see [`crate::Locker::release_noted`]):
+/// How a hold ended, for the history (see [`Release::note`](super::Release::note)):
 /// by default a plain release.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReleaseNote {
@@ -98,4 +98,22 @@ pub struct Event {
     pub by: Option<String>,
     /// lost, broken: why.
     pub reason: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_limits_are_checked() {
+        assert!(HistoryLimits::default().check().is_ok());
+        let bad = |events, secs| HistoryLimits {
+            events,
+            retention: Duration::from_secs(secs),
+        };
+        assert!(bad(0, 1).check().is_ok());
+        assert!(bad(MAX_HISTORY_EVENTS + 1, 60).check().is_err());
+        assert!(bad(1, 0).check().is_err());
+        assert!(bad(1, 367 * 86_400).check().is_err());
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::identity::Id;
 use crate::conn::Server;
-use crate::lock::{Backend, Node};
+use crate::lock::{Backend, HistoryLimits, Node};
 
 /// Longest wait for one master's answer (connect and reply each).
 pub(super) const NODE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -106,6 +106,8 @@ pub(crate) struct Quorum {
     pub(super) prefix: String,
     /// Per-master timeout (kept here: asking a node would wait for its lock).
     pub(super) timeout: Duration,
+    /// How much history each master keeps per lock (given to its node).
+    pub(super) history: HistoryLimits,
     pub(super) shared: Arc<Mutex<Shared>>,
 }
 
@@ -146,6 +148,7 @@ impl Quorum {
             servers,
             prefix: prefix.to_string(),
             timeout,
+            history: HistoryLimits::default(),
             shared,
         }
     }

@@ -3,14 +3,14 @@
 use super::*;
 use crate::lock::HolderInfo;
 
-type A = Option<Result<Attempt>>;
+type A = Option<Result<Outcome>>;
 
 fn g(fence: u64) -> A {
     gc(fence, 1)
 }
 
 fn gc(fence: u64, count: u64) -> A {
-    Some(Ok(Attempt::Granted { fence, count }))
+    Some(Ok(Outcome::Granted { fence, count }))
 }
 
 fn busy_by(pid: u32) -> A {
@@ -28,11 +28,11 @@ fn busy_by(pid: u32) -> A {
         holder_ttl: Duration::from_secs(1),
         waited: Duration::ZERO,
     };
-    Some(Ok(Attempt::Busy(b, 7, String::new())))
+    Some(Ok(Outcome::Busy(b, 7, String::new())))
 }
 
 fn not_held() -> A {
-    Some(Ok(Attempt::NotHeld))
+    Some(Ok(Outcome::NotHeld))
 }
 
 /// A release's "this token holds nothing".

@@ -11,25 +11,19 @@ use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
 use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
 use crate::clock::BootTime;
 use crate::lock::{Backend, Broken, Held, Holders, LockName, Node, Waiting};
-use crate::lock::{Event, HistoryLimits, HolderInfo, ReleaseNote};
+use crate::lock::{Event, HistoryLimits, HolderInfo, Release};
 use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
 
 impl Backend for Quorum {
-    fn is_single(&self) -> bool {
-        false
-    }
-
-    fn answered(&self) -> bool {
-        true
-    }
-
     fn detached(&self) -> Box<dyn Backend> {
-        Box::new(Quorum::with_timeout(
+        let mut copy = Quorum::with_timeout(
             self.servers.clone(),
             &self.prefix,
             self.timeout,
             Arc::clone(&self.shared),
-        ))
+        );
+        copy.set_history(self.history);
+        Box::new(copy)
     }
 
     fn timeout(&self) -> Duration {
@@ -91,22 +85,20 @@ impl Backend for Quorum {
         self.acquire_fresh(&lock, key, req, w, on_wait)
     }
 
-    /// Release one hold of `token`, or with `all` every hold.
-    fn release_noted(
-        &mut self,
-        key: &str,
-        token: &Token,
-        all: bool,
-        min_hold: Option<Duration>,
-        note: &ReleaseNote,
-    ) -> Result<Released> {
+    fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
         self.check_twins()?;
-        let (k, t, n) = (key.to_string(), token.clone(), *note);
+        // The per-master timeouts are short already: `within` changes
+        // nothing here.
+        let how = Release {
+            within: None,
+            ..*how
+        };
+        let (k, t) = (key.to_string(), token.clone());
         let m = self.majority();
-        // As `release`: every master, each writing its own history.
+        // Every master, each writing its own history.
         let answers = self.on_all(
             Turn::Queue,
-            move |node| node.release_noted(&k, &t, all, min_hold, &n),
+            move |node| node.release(&k, &t, &how),
             move |a, late| late && a.iter().flatten().count() >= m,
         );
         self.check_twins()?;
@@ -114,9 +106,7 @@ impl Backend for Quorum {
     }
 
     fn set_history(&mut self, limits: HistoryLimits) {
-        for s in &mut self.servers {
-            s.history = limits;
-        }
+        self.history = limits;
         for m in &self.masters {
             lock(&m.node).set_history(limits);
         }
@@ -156,7 +146,7 @@ impl Backend for Quorum {
         tally::answered(answers, 1, "record the loss").map(|_| ())
     }
 
-    fn renew_noted(
+    fn renew(
         &mut self,
         key: &str,
         token: &Token,
@@ -164,9 +154,7 @@ impl Backend for Quorum {
         cmd_pid: Option<u32>,
     ) -> Result<BootTime> {
         let (k, t) = (key.to_string(), token.clone());
-        let valid = self.confirmed("renew", key, move |node| {
-            node.renew_noted(&k, &t, ttl, cmd_pid)
-        })?;
+        let valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl, cmd_pid))?;
         Ok(valid_on_majority(valid, self.majority()))
     }
 

@@ -10,7 +10,7 @@ use super::fanout::Answers;
 mod reads;
 
 use crate::clock::BootTime;
-use crate::lock::{Attempt, Busy, Held};
+use crate::lock::{Busy, Held, Outcome};
 use crate::{Error, Released, Result};
 pub(super) use reads::{
     history_on_majority, list_on_majority, named_holders, overview_on_majority, status_on_majority,
@@ -77,7 +77,7 @@ pub(super) enum Heard {
 /// What an attempt heard from each master. A missing answer is silence if
 /// the attempt was not decided (the fan-out then waited for it until its
 /// time was up), else not known.
-pub(super) fn heard(answers: &Answers<Attempt>, m: usize) -> Vec<Heard> {
+pub(super) fn heard(answers: &Answers<Outcome>, m: usize) -> Vec<Heard> {
     let waited = !attempt_decided(answers, m, false);
     answers
         .iter()
@@ -117,31 +117,31 @@ pub(super) fn count<T>(answers: &Answers<T>, p: impl Fn(&Result<T>) -> bool) -> 
     answers.iter().flatten().filter(|a| p(a)).count()
 }
 
-pub(super) fn is_grant(a: &Result<Attempt>) -> bool {
-    matches!(a, Ok(Attempt::Granted { .. }))
+pub(super) fn is_grant(a: &Result<Outcome>) -> bool {
+    matches!(a, Ok(Outcome::Granted { .. }))
 }
 
 /// Which masters granted (for a re-entry: added a hold).
-pub(super) fn granted_on(answers: &Answers<Attempt>) -> Vec<bool> {
+pub(super) fn granted_on(answers: &Answers<Outcome>) -> Vec<bool> {
     answers
         .iter()
-        .map(|a| matches!(a, Some(Ok(Attempt::Granted { .. }))))
+        .map(|a| matches!(a, Some(Ok(Outcome::Granted { .. }))))
         .collect()
 }
 
 /// Each grant's fence and re-entry depth, in the masters' order.
-fn grants(answers: &Answers<Attempt>) -> Vec<(u64, u64)> {
+fn grants(answers: &Answers<Outcome>) -> Vec<(u64, u64)> {
     answers
         .iter()
         .filter_map(|a| match a {
-            Some(Ok(Attempt::Granted { fence, count })) => Some((*fence, *count)),
+            Some(Ok(Outcome::Granted { fence, count })) => Some((*fence, *count)),
             _ => None,
         })
         .collect()
 }
 
 /// The fence value a majority of the grants agree on, if any.
-pub(super) fn agreed(answers: &Answers<Attempt>, m: usize) -> Option<u64> {
+pub(super) fn agreed(answers: &Answers<Outcome>, m: usize) -> Option<u64> {
     let fences: Vec<u64> = grants(answers).into_iter().map(|g| g.0).collect();
     fences
         .iter()
@@ -150,7 +150,7 @@ pub(super) fn agreed(answers: &Answers<Attempt>, m: usize) -> Option<u64> {
 }
 
 /// The most grants at any one fence value.
-fn best_agreement(answers: &Answers<Attempt>) -> usize {
+fn best_agreement(answers: &Answers<Outcome>) -> usize {
     let fences: Vec<u64> = grants(answers).into_iter().map(|g| g.0).collect();
     fences
         .iter()
@@ -164,7 +164,7 @@ fn best_agreement(answers: &Answers<Attempt>) -> usize {
 /// left to answer); a re-entry's once a majority re-entered, and otherwise
 /// only when every master has answered: each hold a failed re-entry added
 /// must be known, to be given back.
-pub(super) fn attempt_decided(answers: &Answers<Attempt>, m: usize, reentry: bool) -> bool {
+pub(super) fn attempt_decided(answers: &Answers<Outcome>, m: usize, reentry: bool) -> bool {
     if reentry {
         return count(answers, is_grant) >= m;
     }
@@ -175,7 +175,7 @@ pub(super) fn attempt_decided(answers: &Answers<Attempt>, m: usize, reentry: boo
 
 /// Granted by a majority, but not at one fence: some master's counter was
 /// ahead of the floor (see "Fencing" in the module doc).
-pub(super) fn disagree(answers: &Answers<Attempt>, m: usize) -> bool {
+pub(super) fn disagree(answers: &Answers<Outcome>, m: usize) -> bool {
     count(answers, is_grant) >= m && agreed(answers, m).is_none()
 }
 
@@ -184,7 +184,7 @@ pub(super) fn disagree(answers: &Answers<Attempt>, m: usize) -> bool {
 /// of its grant, which the masters that granted it agree on, but one that
 /// re-entered later on a master that had granted apart may show another:
 /// the highest is taken. The depth is the deepest any master reports.
-pub(super) fn grant(answers: &Answers<Attempt>, m: usize, reentry: bool) -> Option<(u64, u64)> {
+pub(super) fn grant(answers: &Answers<Outcome>, m: usize, reentry: bool) -> Option<(u64, u64)> {
     let grants = grants(answers);
     if grants.len() < m {
         return None;
@@ -205,16 +205,16 @@ fn refusal(e: &Error) -> bool {
 
 /// The first master that refused for a reason other than reachability:
 /// its answer is the real one.
-pub(super) fn refused(answers: &Answers<Attempt>) -> Option<usize> {
+pub(super) fn refused(answers: &Answers<Outcome>) -> Option<usize> {
     answers
         .iter()
         .position(|a| matches!(a, Some(Err(e)) if refusal(e)))
 }
 
 /// Who holds the lock, as the first master that said busy sees it.
-pub(super) fn busy(answers: &Answers<Attempt>) -> Option<Busy> {
+pub(super) fn busy(answers: &Answers<Outcome>) -> Option<Busy> {
     answers.iter().find_map(|a| match a {
-        Some(Ok(Attempt::Busy(b, ..))) => Some(b.clone()),
+        Some(Ok(Outcome::Busy(b, ..))) => Some(b.clone()),
         _ => None,
     })
 }
@@ -223,15 +223,15 @@ pub(super) fn busy(answers: &Answers<Attempt>) -> Option<Busy> {
 /// answer is unknown (none in time, or a connection error that may have
 /// come after the script ran). A busy or refusing answer left nothing, and
 /// a skipped master was not asked.
-pub(super) fn undo_targets(answers: &Answers<Attempt>, ran: &[bool]) -> Vec<bool> {
+pub(super) fn undo_targets(answers: &Answers<Outcome>, ran: &[bool]) -> Vec<bool> {
     answers
         .iter()
         .zip(ran)
         .map(|(a, &ran)| {
             ran && match a {
-                Some(Ok(Attempt::Busy(..) | Attempt::NotHeld)) => false,
+                Some(Ok(Outcome::Busy(..) | Outcome::NotHeld)) => false,
                 Some(Err(e)) => !refusal(e),
-                Some(Ok(Attempt::Granted { .. })) | None => true,
+                Some(Ok(Outcome::Granted { .. })) | None => true,
             }
         })
         .collect()
@@ -242,12 +242,12 @@ pub(super) fn undo_targets(answers: &Answers<Attempt>, ran: &[bool]) -> Vec<bool
 /// acquires afresh), else why it failed. `got`: how many masters
 /// re-entered (a majority that did, too late, failed on validity).
 pub(super) fn failed_reentry(
-    answers: Answers<Attempt>,
+    answers: Answers<Outcome>,
     got: usize,
     m: usize,
     key: &str,
 ) -> Result<()> {
-    if count(&answers, |a| matches!(a, Ok(Attempt::NotHeld))) >= m {
+    if count(&answers, |a| matches!(a, Ok(Outcome::NotHeld))) >= m {
         return Ok(());
     }
     let n = answers.len();

@@ -205,7 +205,11 @@ fn keep_alive(locker: &mut Locker, leases: &mut [Lease], stop: &AtomicBool) -> O
 /// never ran: every hold of a fresh grant, one of a re-entry.
 pub(crate) fn release_taken(locker: &mut Locker, leases: impl Iterator<Item = Lease>) {
     for l in leases {
-        let _ = locker.release_with(&l.key, &l.token, l.count == 1, None);
+        let how = crate::Release {
+            all: l.count == 1,
+            ..crate::Release::at_once()
+        };
+        let _ = locker.release_with(&l.key, &l.token, &how);
     }
 }
 

@@ -12,7 +12,7 @@ use super::tally::{
     no_answer, no_answer_since, out_of_reach, refused, undo_targets,
 };
 use crate::clock::BootTime;
-use crate::lock::{Attempt, Backend, LockName, Outage, Waiting};
+use crate::lock::{Attempt, Backend, LockName, Outage, Outcome, Release, Waiting};
 use crate::{Busy, Error, Lease, Request, Result, Token, Wait};
 
 /// Attempts in a row without a majority answering, and no outage to ride
@@ -58,7 +58,7 @@ impl Quorum {
         token: &Token,
         req: &Request,
         reenter_only: bool,
-    ) -> (Answers<Attempt>, Vec<bool>) {
+    ) -> (Answers<Outcome>, Vec<bool>) {
         let (l, t, r) = (lock.clone(), token.clone(), req.clone());
         let m = self.majority();
         let floor = state(&self.shared).floor;
@@ -76,18 +76,14 @@ impl Quorum {
             turn,
             self.timeout,
             move |node| {
-                let a = node.attempt(
-                    &l,
-                    &t,
-                    &r,
-                    false,
-                    reenter_only,
-                    floor,
-                    None,
-                    false,
-                    Duration::ZERO,
-                );
-                if let Ok(Attempt::Granted { fence, .. } | Attempt::Busy(_, fence, _)) = &a {
+                let a = node
+                    .attempt(&Attempt {
+                        reenter_only,
+                        floor,
+                        ..Attempt::new(&l, &t, &r)
+                    })
+                    .map_err(|f| f.error);
+                if let Ok(Outcome::Granted { fence, .. } | Outcome::Busy(_, fence, _)) = &a {
                     let mut s = state(&shared);
                     s.floor = s.floor.max(*fence);
                 }
@@ -108,7 +104,7 @@ impl Quorum {
         &self,
         lock: &LockName,
         token: &Token,
-        answers: &Answers<Attempt>,
+        answers: &Answers<Outcome>,
         targets: &[bool],
         last: Option<Duration>,
     ) {
@@ -138,7 +134,7 @@ impl Quorum {
     fn outage_error(
         &self,
         key: &str,
-        answers: &Answers<Attempt>,
+        answers: &Answers<Outcome>,
         heard: &[Heard],
         silences: &[Outage],
         outage: &Outage,
@@ -168,7 +164,7 @@ impl Quorum {
     /// on the fence.
     fn granted(
         &self,
-        answers: &Answers<Attempt>,
+        answers: &Answers<Outcome>,
         key: &str,
         token: &Token,
         req: &Request,
@@ -210,7 +206,7 @@ impl Quorum {
                 &reentered,
                 Turn::Queue,
                 self.timeout,
-                move |node| node.release(&k, &t, false, None),
+                move |node| node.release(&k, &t, &Release::at_once()),
                 |_, late| late,
             );
         }

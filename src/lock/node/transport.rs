@@ -1,0 +1,298 @@
+//! The transport: a node's connection (connecting, reuse after idling,
+//! what a failure does to it) and the script calls on it (EVALSHA, NOSCRIPT,
+//! resends, the index touch pipelined behind a script).
+
+use std::time::{Duration, Instant};
+
+use redis::{FromRedisValue, Value};
+
+use super::Node;
+use crate::conn::{Conn, IDLE_RECONNECT};
+use crate::lock::backoff;
+use crate::lock::script::{Lua, resendable};
+use crate::{Error, Result};
+
+/// How far a failed call got.
+pub(crate) enum Call {
+    /// Never sent (connecting failed): it did not run.
+    NotSent,
+    /// Sent: it may have run.
+    Sent,
+    /// Sent and unanswered (a timeout) on this connection, still open:
+    /// only ever used to queue a give-back behind that call, never to read
+    /// from.
+    Silent(Box<Conn>),
+}
+
+/// A failed call: the error, and how far the call got.
+pub(crate) struct Failed {
+    pub(crate) error: Error,
+    pub(crate) call: Call,
+}
+
+impl Failed {
+    fn unsent(error: Error) -> Failed {
+        Failed {
+            error,
+            call: Call::NotSent,
+        }
+    }
+
+    fn sent(error: Error) -> Failed {
+        Failed {
+            error,
+            call: Call::Sent,
+        }
+    }
+}
+
+/// A failure after the call was answered (decoding its reply, what
+/// follows): it may have run.
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed::sent(error)
+    }
+}
+
+impl Node {
+    /// Connect now, to report an unusable server at once.
+    pub(crate) fn connect(&mut self) -> Result<()> {
+        self.conn = Some(self.server.connect()?);
+        // A cluster connection has read the slot map from a node.
+        self.answered |= self.server.is_cluster();
+        self.last_used = Instant::now();
+        Ok(())
+    }
+
+    pub(super) fn conn(&mut self) -> Result<&mut Conn> {
+        if self.resend_cap.is_zero() && self.last_used.elapsed() > IDLE_RECONNECT {
+            self.conn = None;
+        }
+        self.last_used = Instant::now();
+        if self.conn.is_none() {
+            self.conn = Some(self.server.connect()?);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    /// Note that a command just finished, so the connection is fresh.
+    pub(super) fn used(&mut self) {
+        self.last_used = Instant::now();
+    }
+
+    pub(super) fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
+        // After an I/O error or timeout the reply stream may be out of step:
+        // never reuse that connection.
+        if crate::error::is_unavailable(&err) {
+            self.conn = None;
+        }
+        // A timeout names the server itself (see `no_answer`).
+        let what = if (crate::error::is_unavailable(&err) && !err.is_timeout())
+            || crate::error::is_oom(&err)
+        {
+            format!("{what} on Redis at {}", self.server.label)
+        } else {
+            what
+        };
+        let err = crate::error::no_answer(err, &self.server.label, self.server.timeout);
+        Error::from_redis(err, &what)
+    }
+
+    /// Wait at most `timeout` for a connection or a reply from now on.
+    pub(super) fn bound_replies(&mut self, timeout: Duration) {
+        self.server.timeout = timeout;
+        if let Some(c) = &mut self.conn
+            && (c.set_read_timeout(Some(timeout)).is_err()
+                || c.set_write_timeout(Some(timeout)).is_err())
+        {
+            self.conn = None;
+        }
+    }
+}
+
+impl Node {
+    /// Run `script` with EVALSHA, or EVAL when the server lacks it (a
+    /// restart, a failover, SCRIPT FLUSH). Done by hand rather than with
+    /// redis-rs' Script, whose fallback SCRIPT LOAD goes to every node of a
+    /// cluster and fails when any is down; EVAL goes to the key's node only.
+    ///
+    /// A failure that leaves it unknown whether the script ran, or that
+    /// says it could not run yet, is followed by a resend of the very same
+    /// call (same token, same request id) on a new connection, with
+    /// backoff, for up to `resend_for`: the scripts are idempotent per
+    /// request, so a resend never counts twice.
+    pub(in crate::lock) fn eval<T: FromRedisValue>(
+        &mut self,
+        script: &Lua,
+        keys: &[String],
+        args: &[&str],
+        what: impl FnOnce() -> String,
+        resend_for: Duration,
+    ) -> Result<T> {
+        self.eval_traced(script, keys, args, what, resend_for)
+            .map(|(v, _)| v)
+            .map_err(|f| f.error)
+    }
+
+    /// [`Node::eval`], saying how far the call got: with the reply, whether
+    /// it was sent more than once; with a failure, whether it was sent at
+    /// all, and the connection it went unanswered on.
+    pub(super) fn eval_traced<T: FromRedisValue>(
+        &mut self,
+        script: &Lua,
+        keys: &[String],
+        args: &[&str],
+        what: impl FnOnce() -> String,
+        resend_for: Duration,
+    ) -> std::result::Result<(T, bool), Failed> {
+        let call = |verb: &str, body: &str| {
+            let mut c = redis::cmd(verb);
+            c.arg(body).arg(keys.len()).arg(keys).arg(args);
+            c
+        };
+        let until = Instant::now() + resend_for.min(self.resend_cap);
+        let (cluster, failover) = (self.server.is_cluster(), self.server.follows_failovers());
+        // Sleep the next backoff and say to go on, if that stays in time.
+        let pause = |tries: &mut u32| {
+            let ok = Instant::now() + backoff(*tries + 1) < until;
+            if ok {
+                *tries += 1;
+                std::thread::sleep(backoff(*tries));
+            }
+            ok
+        };
+        let mut tries = 0;
+        let mut resent = false;
+        // An index touch to run right after this script (see
+        // src/lock/node/index.rs): in the same pipeline on one server.
+        let touch = self.then.take();
+        let touch_sent = Instant::now();
+        loop {
+            match self.conn() {
+                Ok(_) => {}
+                // Reconnecting during an outage: keep trying. A first
+                // connect fails at once.
+                Err(_) if tries > 0 && pause(&mut tries) => continue,
+                Err(e) => return Err(Failed::unsent(e)),
+            }
+            let conn = self.conn.as_mut().expect("just connected");
+            let mut touched = None;
+            let mut out_of_step = false;
+            let mut res = match (&touch, &mut *conn) {
+                (Some(t), crate::conn::Conn::One(c)) => with_touch(
+                    c,
+                    &call("EVALSHA", script.sha),
+                    &t.cmd("EVALSHA"),
+                    &mut touched,
+                    &mut out_of_step,
+                ),
+                _ => call("EVALSHA", script.sha).query(conn),
+            };
+
+            if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+            {
+                // The touch went in the pipeline before the script ran (and
+                // was refused too, or ran first): send both again, the
+                // script first, again in one write, so that they land
+                // together even if this process is gone by the script's
+                // reply (a RedLock master that answers last).
+                res = match (&touch, &mut *conn) {
+                    (Some(t), crate::conn::Conn::One(c)) if !out_of_step => with_touch(
+                        c,
+                        &call("EVAL", script.code),
+                        &t.cmd("EVAL"),
+                        &mut touched,
+                        &mut out_of_step,
+                    ),
+                    _ => {
+                        touched = None;
+                        call("EVAL", script.code).query(conn)
+                    }
+                };
+            }
+            if out_of_step {
+                // Never reuse it: its replies may be out of step.
+                self.conn = None;
+            }
+            self.used();
+            // Only a real answer counts: a replica's READONLY does not.
+            self.answered |= res.is_ok();
+            match res {
+                Ok(v) => {
+                    if let Some(t) = touch {
+                        self.finish_touch(t, touch_sent, touched);
+                    }
+                    return Ok((v, resent));
+                }
+                Err(e) if self.answered && resendable(&e, cluster, failover) => {
+                    // Never reuse the connection: its replies may be out of
+                    // step, and a cluster one has a stale slot map.
+                    self.conn = None;
+                    resent = true;
+                    if !pause(&mut tries) {
+                        return Err(Failed::sent(self.fail(e, what())));
+                    }
+                }
+                Err(e) => {
+                    // The script refused (data rlock did not write, a bad
+                    // request): nothing may be left written, and the touch
+                    // pipelined behind it added an entry. Take it back.
+                    if let (Some(t), Some(Value::Int(score))) = (&touch, &touched)
+                        && !crate::error::is_unavailable(&e)
+                    {
+                        self.untouch(t, *score);
+                    }
+                    // Kept for a give-back queued behind this call (see
+                    // `Node::abandon_unanswered`).
+                    let silent = if e.is_timeout() {
+                        self.conn.take()
+                    } else {
+                        None
+                    };
+                    let error = self.fail(e, what());
+                    return Err(Failed {
+                        error,
+                        call: match silent {
+                            Some(conn) => Call::Silent(Box::new(conn)),
+                            None => Call::Sent,
+                        },
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `script`, then an index `touch`, in one write; the script's reply is
+/// returned, the touch's put in `touched`. The touch's reply is read only
+/// after a reply Redis made (an answer or an error reply): after anything
+/// else (a timeout, a peer that is not Redis) it may never come, and
+/// `out_of_step` says not to use the connection again.
+fn with_touch<T: FromRedisValue>(
+    c: &mut redis::Connection,
+    script: &redis::Cmd,
+    touch: &redis::Cmd,
+    touched: &mut Option<Value>,
+    out_of_step: &mut bool,
+) -> redis::RedisResult<T> {
+    let mut packed = script.get_packed_command();
+    touch.write_packed_command(&mut packed);
+    match c
+        .send_packed_command(&packed)
+        .and_then(|()| c.recv_response())
+    {
+        Ok(first) => {
+            match c.recv_response() {
+                Ok(v) => *touched = Some(v),
+                Err(_) => *out_of_step = true,
+            }
+            first
+                .extract_error()
+                .and_then(|v| Ok(T::from_redis_value(v)?))
+        }
+        Err(e) => {
+            *out_of_step = !e.is_timeout();
+            Err(e)
+        }
+    }
+}

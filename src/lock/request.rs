@@ -1,0 +1,256 @@
+//! What a caller asks for: an owner token, a request (TTL, mode, slots,
+//! wait, priority) and who asks, with the bounds a request is checked
+//! against.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::history::ReleaseNote;
+use crate::duration::human;
+use crate::{Error, Result};
+
+mod holder;
+
+pub use holder::*;
+
+/// Shortest lease TTL accepted.
+pub const MIN_TTL: Duration = Duration::from_millis(50);
+/// Longest lease TTL accepted.
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Highest [`Request::priority`]; the lowest is its negative.
+pub const MAX_PRIORITY: i32 = 1000;
+/// An owner token: a UUIDv4, 122 random bits. Its Debug output hides it so
+/// it cannot end up in logs by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// A fresh random token.
+    pub fn generate() -> Token {
+        Token(uuid::Uuid::new_v4().hyphenated().to_string())
+    }
+
+    /// Parse a token given by a user (flag or RLOCK_TOKEN).
+    pub fn parse(s: &str) -> Result<Token> {
+        let u = uuid::Uuid::try_parse(s.trim()).map_err(|_| {
+            Error::Usage("malformed token: expected a UUID as printed by `rlock acquire`".into())
+        })?;
+        Ok(Token(u.hyphenated().to_string()))
+    }
+
+    /// The token as text (a hyphenated UUID): a secret, print with care.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// How long to wait for a busy lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Try once.
+    No,
+    /// Wait at most this long.
+    For(Duration),
+    /// Wait until granted (the default, like flock).
+    Forever,
+}
+
+/// What kind of hold to ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// An exclusive lock, or a counting semaphore with `limit` > 1.
+    Exclusive,
+    /// A shared hold of a read-write lock.
+    Read,
+    /// The exclusive hold of a read-write lock.
+    Write,
+}
+
+impl Mode {
+    pub(super) fn arg(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "x",
+            Mode::Read => "r",
+            Mode::Write => "w",
+        }
+    }
+}
+
+/// What to ask for.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// How long a lease lasts unless renewed.
+    pub ttl: Duration,
+    /// Exclusive (or semaphore), read, or write.
+    pub mode: Mode,
+    /// Holders allowed at once (1: exclusive lock). Only for
+    /// [`Mode::Exclusive`]; read-write locks need 1.
+    pub limit: u32,
+    /// Whether and how long to wait while the lock is busy.
+    pub wait: Wait,
+    /// Re-enter with this token if it holds the lock (a parent `rlock
+    /// exec`, say); if it does not, acquire with a fresh token as usual.
+    pub reenter: Option<Token>,
+    /// Who asks, stored beside the grant for `status` to show.
+    pub info: HolderInfo,
+    /// A new grant's lease lasts at least this long after the grant, even
+    /// if it is released sooner (zero: no minimum).
+    pub min_hold: Duration,
+    /// "Newest wins" (a CI queue that runs only the latest job): when this
+    /// acquire joins the wait queue, the `supersede` waiter queued before
+    /// it leaves the queue and its acquire fails with
+    /// [`Error::Superseded`]; a later one replaces this one the same way.
+    /// Holders are never touched. Needs a wait (not [`Wait::No`]) and one
+    /// Redis (or Sentinel, or Cluster): RedLock refuses it.
+    pub supersede: bool,
+    /// Waiters with a higher priority are served before lower ones; equal
+    /// priorities in arrival order. From -[`MAX_PRIORITY`] to
+    /// [`MAX_PRIORITY`], default 0. It orders the wait queue only: a holder
+    /// is never pre-empted, and a steady stream of higher priorities can
+    /// keep a lower one waiting for as long as it waits (bound it with
+    /// [`Wait::For`]). Needs one Redis (or Sentinel, or Cluster): RedLock,
+    /// which keeps no wait queue, refuses a priority other than 0.
+    pub priority: i32,
+}
+
+impl Request {
+    /// Refuse what no server could grant: a TTL out of range, no slots, a
+    /// read-write lock with slots.
+    pub fn check(&self) -> Result<()> {
+        check_ttl(self.ttl)?;
+        if self.limit == 0 {
+            return Err(Error::Usage("Request::limit must be at least 1".into()));
+        }
+        if self.limit != 1 && self.mode != Mode::Exclusive {
+            return Err(Error::Usage(
+                "read-write locks take no Request::limit (it must be 1)".into(),
+            ));
+        }
+        if self.supersede && matches!(self.wait, Wait::No | Wait::For(Duration::ZERO)) {
+            return Err(Error::Usage(
+                "Request::supersede needs a wait: it replaces older waiters when it joins \
+                 the queue, which Wait::No and Wait::For(0) never do"
+                    .into(),
+            ));
+        }
+        if !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
+            return Err(Error::Usage(format!(
+                "Request::priority {} is out of range: from {} to {}",
+                self.priority, -MAX_PRIORITY, MAX_PRIORITY
+            )));
+        }
+        if self.min_hold > MAX_TTL {
+            return Err(Error::Usage(format!(
+                "Request::min_hold {} is too long: at most {}",
+                human(self.min_hold),
+                human(MAX_TTL)
+            )));
+        }
+        Ok(())
+    }
+
+    /// An exclusive lock for `ttl`, waiting as long as it takes, for this
+    /// process.
+    pub fn new(ttl: Duration) -> Request {
+        Request {
+            ttl,
+            mode: Mode::Exclusive,
+            limit: 1,
+            wait: Wait::Forever,
+            reenter: None,
+            info: HolderInfo::current(None),
+            min_hold: Duration::ZERO,
+            supersede: false,
+            priority: 0,
+        }
+    }
+}
+
+/// How a release gives holds back (see [`crate::Locker::release_with`]);
+/// the default is [`crate::Locker::release`]'s: one hold, honouring the
+/// min-hold given at the grant, noted as a plain release, resent for a
+/// while if Redis does not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// Every hold of the token at once, re-entries included (and any place
+    /// in the wait queue): what the outermost holder does, so that a nested
+    /// holder that died without releasing cannot keep the lock held.
+    pub all: bool,
+    /// Some(d): the last hold's lease ends no sooner than d, or the
+    /// min-hold given at the grant, after the grant (nobody renewing it
+    /// meanwhile); None frees the lock at once whatever min-hold was asked.
+    /// At most [`MAX_TTL`].
+    pub min_hold: Option<Duration>,
+    /// How the hold ended, for the lock's history (exec's exit code, or
+    /// `overran`).
+    pub note: ReleaseNote,
+    /// Some(d): sent once, never resent, connecting and the reply each
+    /// waited for at most d; for a release that can only free what is left
+    /// of a lease, such as after the lease was lost. RedLock's per-master
+    /// timeouts are short already: it releases as without.
+    pub within: Option<Duration>,
+}
+
+impl Default for Release {
+    fn default() -> Release {
+        Release {
+            all: false,
+            min_hold: Some(Duration::ZERO),
+            note: ReleaseNote::default(),
+            within: None,
+        }
+    }
+}
+
+impl Release {
+    /// Every hold of the token if `all`, else one, with `min_hold` as
+    /// [`Release::min_hold`] says.
+    pub fn holds(all: bool, min_hold: Option<Duration>) -> Release {
+        Release {
+            all,
+            min_hold,
+            ..Release::default()
+        }
+    }
+
+    /// One hold, freed at once whatever min-hold was asked: a give-back.
+    pub fn at_once() -> Release {
+        Release {
+            min_hold: None,
+            ..Release::default()
+        }
+    }
+
+    /// Refuse a min-hold no server would keep.
+    pub fn check(&self) -> Result<()> {
+        match self.min_hold {
+            Some(d) if d > MAX_TTL => Err(Error::Usage(format!(
+                "release_with's min_hold is too long: at most {}",
+                human(MAX_TTL)
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reject TTLs that are zero, too short to renew, or absurdly long.
+pub fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::Usage(format!(
+            "TTL {} is out of range: use {} to {}",
+            human(ttl),
+            human(MIN_TTL),
+            human(MAX_TTL)
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
