@@ -134,7 +134,6 @@ use crate::clock::BootTime;
 use crate::{Busy, Error, Lease, Locker, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
-pub(crate) use guard::close_all_but;
 pub use guard::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
 pub use held::{HELD_ENV, owner_token, reentry_token};
 pub use tree::is_ancestor;

@@ -25,6 +25,7 @@
 //! never `exec` or `keep`: those drive it.
 
 mod decide;
+pub(crate) mod guard;
 mod renew;
 mod state;
 
