@@ -32,17 +32,18 @@
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
 //!   the guard. Once the guard has no child left (it is the tree's
-//!   subreaper, so none can be elsewhere) and rlock is confirmed dead (the
-//!   guard was re-parented), it gives back rlock's holds, so that the lock
-//!   passes on at once rather than when the lease ends: it runs this
-//!   binary as a short-lived releaser (`guard/release.rs`) with the
+//!   subreaper, so none can be elsewhere) and rlock is dead (it closed its
+//!   end without setting the shared page's "finished"), it gives back
+//!   rlock's holds, so that the lock passes on at once rather than when
+//!   the lease ends: it runs this binary as a short-lived releaser
+//!   (`hold/guard/release.rs`) with the
 //!   settings rlock sent it after the grant; the guard itself runs no Redis
 //!   client (a fork of a process that may have had threads). The holds are
 //!   those `release` below gives back, so a re-entered exec gives back its
 //!   own only; a release after the lease ended or the lock was lost finds
 //!   its token holding nothing and frees nothing else (lua/release.lua).
-//!   A live rlock that closes the socket itself is not dead, so the guard
-//!   never releases beside it. Without [`release_if_killed`] (a library
+//!   A live rlock that closes the socket itself sets "finished" first, so
+//!   the guard never releases beside it. Without [`release_if_killed`] (a library
 //!   caller whose binary has no releaser) the lease ends with its TTL.
 //! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
 //!   **blocked** (a full stderr pipe, a hung write): it sends no new
@@ -277,7 +278,7 @@ pub fn run_set(
     // Before the guard exists, so that its orphans come to us if it is
     // killed (see `guard_killed`).
     let _subreaper = tree::Subreaper::new();
-    // First, while this process has one thread: see guard/mod.rs.
+    // First, while this process has one thread: see hold/guard/mod.rs.
     let guard = Guard::fork(&Launch {
         program: &spec.program,
         args: &spec.args,
@@ -393,7 +394,7 @@ pub fn run_set(
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
         // Should rlock die, the guard gives back these holds once the tree
-        // is gone (see guard/release.rs).
+        // is gone (see hold/guard/release.rs).
         let all: Vec<&Lease> = std::iter::once(&lease).chain(&others).collect();
         if let Some(settings) = guard::release_settings(&all) {
             guard.release_if_killed(&settings);

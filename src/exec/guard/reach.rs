@@ -168,8 +168,10 @@ impl Reach for Tree<'_> {
     /// rlock is gone: the terminal goes back to rlock's job (its shell or
     /// script), not to a dead group.
     fn hand_back_terminal(&mut self) {
-        if let (Some(tty), Some(main)) = (self.launch.tty.filter(|_| self.launch.foreground), self.main)
-        {
+        if let (Some(tty), Some(main)) = (
+            self.launch.tty.filter(|_| self.launch.foreground),
+            self.main,
+        ) {
             // SAFETY: plain syscalls; SIGTTOU is ignored here.
             unsafe {
                 if libc::tcgetpgrp(tty) == main {
