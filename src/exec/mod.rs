@@ -46,9 +46,9 @@
 //!   the guard never releases beside it. Without [`release_if_killed`] (a library
 //!   caller whose binary has no releaser) the lease ends with its TTL.
 //! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
-//!   **blocked** (a full stderr pipe, a hung write): it sends no new
-//!   deadline, so the guard's timer fires at the last kill deadline and the
-//!   guard SIGKILLs the tree. The renewer runs on its own thread and moves
+//!   **blocked** (a full stderr pipe, a hung write): it sets no new
+//!   deadline on the page it shares with the guard, so the guard's timer
+//!   fires at the last kill deadline and the guard SIGKILLs the tree. The renewer runs on its own thread and moves
 //!   the deadline directly, so a supervisor blocked on stderr cannot hold
 //!   the command's kill back, nor keep it alive past a confirmed lease.
 //!   That thread is started by the supervisor when the first renewal is due
@@ -58,15 +58,16 @@
 //!   starts, the guard holds the kill deadline sent before the command
 //!   started, exactly as when renewals fail; a renewer that cannot start
 //!   is a renewer that confirms nothing, and the rules above apply.
-//! - **the guard stopped or starved** (SIGSTOP cannot be ignored; its
-//!   socket then fills and what rlock sends it is dropped): rlock needs
+//! - **the guard stopped or starved** (SIGSTOP cannot be ignored; what
+//!   rlock sends it then waits, or is dropped on a full socket; the
+//!   deadline is on the page, read the moment it runs): rlock needs
 //!   nothing from it to renew or to kill. The supervisor waits for the
 //!   guard's "started" report in its poll loop, not in a blocking read
 //!   (which, with the guard stopped between the command's exec and that
 //!   report, left the command running unrenewed past its lease); it sends
 //!   a loss's SIGTERM and SIGKILL through its own walk of the guard's tree;
-//!   and a guard that reads the go to start the command only after its
-//!   kill deadline does not start it. rlock and the guard both stopped
+//!   and a guard that reads the go to start the command only after the
+//!   kill deadline sent with it does not start it. rlock and the guard both stopped
 //!   leave nothing to act (docs/guide.md, "Limits").
 //! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
 //!   which counts the suspended time, so the guard's timer fires first thing
