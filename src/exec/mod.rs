@@ -36,21 +36,23 @@
 //!   end without setting the shared page's "finished"), it gives back
 //!   rlock's holds, so that the lock passes on at once rather than when
 //!   the lease ends: it runs this binary as a short-lived releaser
-//!   (`hold/guard/release.rs`) with the
-//!   settings rlock sent it after the grant; the guard itself runs no Redis
-//!   client (a fork of a process that may have had threads). The holds are
+//!   (`hold/guard/release.rs`) with the settings rlock sent it after the
+//!   grant; the guard itself runs no Redis client (a fork of a process
+//!   that may have had threads). The holds are
 //!   those `release` below gives back, so a re-entered exec gives back its
 //!   own only; a release after the lease ended or the lock was lost finds
 //!   its token holding nothing and frees nothing else (lua/release.lua).
 //!   A live rlock that closes the socket itself sets "finished" first, so
-//!   the guard never releases beside it. Without [`release_if_killed`] (a library
-//!   caller whose binary has no releaser) the lease ends with its TTL.
+//!   the guard never releases beside it. Without [`release_if_killed`] (a
+//!   library caller whose binary has no releaser) the lease ends with its
+//!   TTL.
 //! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
 //!   **blocked** (a full stderr pipe, a hung write): it sets no new
 //!   deadline on the page it shares with the guard, so the guard's timer
-//!   fires at the last kill deadline and the guard SIGKILLs the tree. The renewer runs on its own thread and moves
-//!   the deadline directly, so a supervisor blocked on stderr cannot hold
-//!   the command's kill back, nor keep it alive past a confirmed lease.
+//!   fires at the last kill deadline and the guard SIGKILLs the tree. The
+//!   renewer runs on its own thread and moves the deadline directly, so a
+//!   supervisor blocked on stderr cannot hold the command's kill back, nor
+//!   keep it alive past a confirmed lease.
 //!   That thread is started by the supervisor when the first renewal is due
 //!   (TTL/3 after the grant's request) or before the supervisor reports
 //!   anything (a report may block), whichever comes first (see
