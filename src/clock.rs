@@ -6,7 +6,7 @@
 //! expired on the server long ago. [`BootTime`] reads CLOCK_BOOTTIME, which is
 //! monotonic too but keeps counting through a suspend, so a deadline passes
 //! when it really has. The guard process arms a CLOCK_BOOTTIME timer with
-//! the same values (see `exec::guard`), so it fires at once on resume.
+//! the same values (see `hold::guard`), so it fires at once on resume.
 
 use std::fmt;
 use std::ops::{Add, Sub};

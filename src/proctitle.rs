@@ -1,11 +1,12 @@
 //! The guards' names, as `ps`, `pgrep` and `pkill` see them.
 //!
-//! Exec's guard and the keeper's guard are forks of rlock without an exec:
-//! unrenamed, they show rlock's name and command line, and a `pkill -9
+//! The one guard (`hold::guard`) is a fork of rlock or of a keeper without
+//! an exec, named by the hold it guards: an exec's tree or a keeper's
+//! cover. Unrenamed, it shows rlock's name and command line, and a `pkill -9
 //! rlock` (which matches the name) or `pkill -9 -f rlock` (the command
 //! line) meant for rlock kills the guard with it; then nothing is left to
-//! kill the command's tree when the lease ends. So each guard takes a name
-//! and a command line without "rlock" in either ([`rename`]).
+//! kill the command's tree when the lease ends. So it takes a name and a
+//! command line without "rlock" in either ([`rename`]).
 
 /// Exec's guard: its name and its whole command line.
 pub(crate) const EXEC_GUARD: &str = "rl-guard";

@@ -32,24 +32,27 @@
 //! - **rlock SIGKILLed or crashed**: the guard sees its socket close and
 //!   SIGKILLs the tree at once; the command also has PR_SET_PDEATHSIG from
 //!   the guard. Once the guard has no child left (it is the tree's
-//!   subreaper, so none can be elsewhere) and rlock is confirmed dead (the
-//!   guard was re-parented), it gives back rlock's holds, so that the lock
-//!   passes on at once rather than when the lease ends: it runs this
-//!   binary as a short-lived releaser (`guard/release.rs`) with the
-//!   settings rlock sent it after the grant; the guard itself runs no Redis
-//!   client (a fork of a process that may have had threads). The holds are
+//!   subreaper, so none can be elsewhere) and rlock is dead (it closed its
+//!   end without setting the shared page's "finished"), it gives back
+//!   rlock's holds, so that the lock passes on at once rather than when
+//!   the lease ends: it runs this binary as a short-lived releaser
+//!   (`hold/guard/release.rs`) with the settings rlock sent it after the
+//!   grant; the guard itself runs no Redis client (a fork of a process
+//!   that may have had threads). The holds are
 //!   those `release` below gives back, so a re-entered exec gives back its
 //!   own only; a release after the lease ended or the lock was lost finds
 //!   its token holding nothing and frees nothing else (lua/release.lua).
-//!   A live rlock that closes the socket itself is not dead, so the guard
-//!   never releases beside it. Without [`release_if_killed`] (a library
-//!   caller whose binary has no releaser) the lease ends with its TTL.
+//!   A live rlock that closes the socket itself sets "finished" first, so
+//!   the guard never releases beside it. Without [`release_if_killed`] (a
+//!   library caller whose binary has no releaser) the lease ends with its
+//!   TTL.
 //! - **rlock stopped** (SIGSTOP, Ctrl-Z of its job), **starved**, or
-//!   **blocked** (a full stderr pipe, a hung write): it sends no new
-//!   deadline, so the guard's timer fires at the last kill deadline and the
-//!   guard SIGKILLs the tree. The renewer runs on its own thread and moves
-//!   the deadline directly, so a supervisor blocked on stderr cannot hold
-//!   the command's kill back, nor keep it alive past a confirmed lease.
+//!   **blocked** (a full stderr pipe, a hung write): it sets no new
+//!   deadline on the page it shares with the guard, so the guard's timer
+//!   fires at the last kill deadline and the guard SIGKILLs the tree. The
+//!   renewer runs on its own thread and moves the deadline directly, so a
+//!   supervisor blocked on stderr cannot hold the command's kill back, nor
+//!   keep it alive past a confirmed lease.
 //!   That thread is started by the supervisor when the first renewal is due
 //!   (TTL/3 after the grant's request) or before the supervisor reports
 //!   anything (a report may block), whichever comes first (see
@@ -57,15 +60,16 @@
 //!   starts, the guard holds the kill deadline sent before the command
 //!   started, exactly as when renewals fail; a renewer that cannot start
 //!   is a renewer that confirms nothing, and the rules above apply.
-//! - **the guard stopped or starved** (SIGSTOP cannot be ignored; its
-//!   socket then fills and what rlock sends it is dropped): rlock needs
+//! - **the guard stopped or starved** (SIGSTOP cannot be ignored; what
+//!   rlock sends it then waits, or is dropped on a full socket; the
+//!   deadline is on the page, read the moment it runs): rlock needs
 //!   nothing from it to renew or to kill. The supervisor waits for the
 //!   guard's "started" report in its poll loop, not in a blocking read
 //!   (which, with the guard stopped between the command's exec and that
 //!   report, left the command running unrenewed past its lease); it sends
 //!   a loss's SIGTERM and SIGKILL through its own walk of the guard's tree;
-//!   and a guard that reads the go to start the command only after its
-//!   kill deadline does not start it. rlock and the guard both stopped
+//!   and a guard that reads the go to start the command only after the
+//!   kill deadline sent with it does not start it. rlock and the guard both stopped
 //!   leave nothing to act (docs/guide.md, "Limits").
 //! - **machine suspended, VM paused**: deadlines are on CLOCK_BOOTTIME,
 //!   which counts the suspended time, so the guard's timer fires first thing
@@ -131,7 +135,6 @@ use crate::{Busy, Error, Lease, Locker, Release, Released, Request, Result, exit
 
 pub use crate::hold::{KillCause, OnLost};
 pub use crate::lock::reentry::{HELD_ENV, owner_token, reentry_token};
-pub(crate) use guard::close_all_but;
 pub use guard::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
 pub use tree::is_ancestor;
 
@@ -282,7 +285,7 @@ pub fn run_set(
     // Before the guard exists, so that its orphans come to us if it is
     // killed (see `guard_killed`).
     let _subreaper = tree::Subreaper::new();
-    // First, while this process has one thread: see guard/mod.rs.
+    // First, while this process has one thread: see hold/guard/mod.rs.
     let guard = Guard::fork(&Launch {
         program: &spec.program,
         args: &spec.args,
@@ -404,7 +407,7 @@ pub fn run_set(
         // The dead-man deadline first: the command never runs without.
         guard.deadline(deadline);
         // Should rlock die, the guard gives back these holds once the tree
-        // is gone (see guard/release.rs).
+        // is gone (see hold/guard/release.rs).
         let all: Vec<&Lease> = std::iter::once(&lease).chain(&others).collect();
         if let Some(settings) = guard::release_settings(&all) {
             guard.release_if_killed(&settings);

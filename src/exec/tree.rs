@@ -163,16 +163,30 @@ fn live_threads(pid: libc::pid_t) -> bool {
 }
 
 /// Is `pid` an ancestor of this process (its parent, the parent's parent,
-/// ...)? A bounded walk up the parent links.
+/// ...)?
 pub fn is_ancestor(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    let mut at = std::process::id().cast_signed();
+    libc::pid_t::try_from(pid).is_ok_and(|pid| {
+        descends_from(
+            |at| stat(at).map(|s| s.ppid),
+            std::process::id().cast_signed(),
+            pid,
+        )
+    })
+}
+
+/// Is `ancestor` among `pid`'s ancestors, `parent` giving each process's
+/// parent? A bounded walk up the parent links, stopping at pid 1. Also
+/// keep's (`keep/detect.rs`), on its table of processes.
+pub(crate) fn descends_from(
+    parent: impl Fn(libc::pid_t) -> Option<libc::pid_t>,
+    pid: libc::pid_t,
+    ancestor: libc::pid_t,
+) -> bool {
+    let mut at = pid;
     for _ in 0..64 {
-        match stat(at).map(|s| s.ppid) {
-            Some(parent) if parent == pid => return true,
-            Some(parent) if parent > 1 => at = parent,
+        match parent(at) {
+            Some(q) if q == ancestor => return true,
+            Some(q) if q > 1 => at = q,
             _ => return false,
         }
     }

@@ -385,5 +385,4 @@ fn earliest(due: Due, at: BootTime, cause: Option<KillCause>) -> Due {
 }
 
 #[cfg(test)]
-#[path = "decide_tests.rs"]
 mod tests;

@@ -18,6 +18,9 @@
 //! becomes the core's [`Event::Renewed`] or [`Event::Lost`]. exec's
 //! renewer thread, the keeper and a lock set waiting for its next lock
 //! (`lock/set.rs`) run it.
+//! The dead-man guard both drivers fork is [`guard`]: one process design
+//! with decisions of its own (`guard/decide.rs`), and a reach each driver
+//! gives it (exec's tree, keep's cover).
 //! The safety argument these decisions serve is `exec/mod.rs`'s module
 //! doc; docs/internals.md ("The hold core") lists state, events and actions.
 //!
@@ -25,6 +28,7 @@
 //! never `exec` or `keep`: those drive it.
 
 mod decide;
+pub(crate) mod guard;
 mod renew;
 mod state;
 

@@ -300,17 +300,9 @@ pub(super) fn enclosing_exec(p: &impl Procs) -> Option<Pid> {
     None
 }
 
-/// Is `ancestor` among `pid`'s ancestors?
+/// Is `ancestor` among `pid`'s ancestors (exec's walk, on `p`)?
 pub(super) fn descends_from(p: &impl Procs, pid: Pid, ancestor: Pid) -> bool {
-    let mut at = pid;
-    for _ in 0..64 {
-        match p.info(at).map(|s| s.ppid) {
-            Some(q) if q == ancestor => return true,
-            Some(q) if q > 1 => at = q,
-            _ => return false,
-        }
-    }
-    false
+    crate::exec::tree::descends_from(|at| p.info(at).map(|s| s.ppid), pid, ancestor)
 }
 
 /// The processes of this machine, from /proc.

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::caller::Grant;
 use super::cover::{Cover, Id, WALK_EVERY};
-use super::guard::{Policy, Shared};
+use super::guard::Policy;
 use super::loss::{action_after, record_loss};
 use super::protocol::{Asked, Verdict, trusted};
 use super::spawn::Config;
@@ -82,9 +82,9 @@ pub(super) struct Keeper {
     /// Everything covered was gone when the loss was found: nothing to
     /// signal.
     gone_at_loss: bool,
-    /// The guard (see guard.rs): the page we tell it the kill deadline in,
-    /// and the pipe end whose closing tells it we exited.
-    guard: Option<(Shared, OwnedFd)>,
+    /// Our end of the guard (see guard.rs): the page we tell it the kill
+    /// deadline on, and the socket whose closing tells it we exited.
+    guard: Option<hold::guard::End>,
 }
 
 /// Signals that make the keeper stop keeping: the watched process and its
@@ -145,7 +145,7 @@ impl Keeper {
             let _ = l.set_history(history);
             l
         });
-        Some(Keeper {
+        let k = Keeper {
             locker,
             history,
             prefix: c.prefix,
@@ -173,14 +173,37 @@ impl Keeper {
             definite: false,
             gone_at_loss: false,
             guard,
-        })
+        };
+        k.tell_guard_holds();
+        Some(k)
+    }
+
+    /// Tell the guard which holds are ours to give back should we die
+    /// (see `hold::guard::release`), after the grant and whenever `own`
+    /// changes.
+    fn tell_guard_holds(&self) {
+        let Some(end) = &self.guard else {
+            return;
+        };
+        let releaser = crate::exec::Releaser {
+            opts: self.opts.clone(),
+            prefix: self.prefix.clone(),
+            history: self.history,
+        };
+        let settings = hold::guard::release::keep_settings(
+            &releaser,
+            &self.key,
+            self.token.as_str(),
+            self.own,
+        );
+        end.release_if_killed(&settings.unwrap_or_default());
     }
 
     /// Keep the lock, then tell the guard we ended cleanly.
     pub(super) fn run(&mut self) -> u8 {
         let code = self.keep();
-        if let Some((shared, _)) = &self.guard {
-            shared.finish();
+        if let Some(end) = &self.guard {
+            end.finish();
         }
         code
     }
@@ -222,8 +245,8 @@ impl Keeper {
                 };
                 if let hold::Round::Renewed(valid) = round {
                     self.valid_until = valid;
-                    if let Some((shared, _)) = &self.guard {
-                        shared.set_deadline(crate::exec::kill_point(valid, ttl));
+                    if let Some(end) = &self.guard {
+                        end.deadline(Some(crate::exec::kill_point(valid, ttl)));
                     }
                 }
                 let Some(event) = round.event() else {
@@ -307,8 +330,8 @@ impl Keeper {
                 Action::Kill => self.signal_cover(libc::SIGKILL),
                 // The guard enforces it too, should we be stopped meanwhile.
                 Action::Deadline(at) => {
-                    if let Some((shared, _)) = &self.guard {
-                        shared.set_deadline(at);
+                    if let Some(end) = &self.guard {
+                        end.deadline(Some(at));
                     }
                 }
                 Action::StartRenewer => self.renewing = true,
@@ -394,6 +417,7 @@ impl Keeper {
         }
         if asked == Asked::Adopt {
             self.own += 1;
+            self.tell_guard_holds();
             return None;
         }
         // The releaser has its connect timeout per try: give it a few, but
@@ -422,6 +446,7 @@ impl Keeper {
             // must neither renew for ever nor give back.
             Verdict::Held(_) => {
                 self.own = self.own.saturating_sub(1);
+                self.tell_guard_holds();
                 if self.own == 0 {
                     return true;
                 }
@@ -461,7 +486,10 @@ impl Keeper {
             };
             let release = |l: &mut Locker| l.release_with(&key, &token, &how);
             match self.locker().and_then(release) {
-                Ok(Released::StillHeld(_)) => self.own -= 1,
+                Ok(Released::StillHeld(_)) => {
+                    self.own -= 1;
+                    self.tell_guard_holds();
+                }
                 Ok(_) => return 0,
                 Err(e) if !matches!(e, Error::Unavailable { .. }) => return 0,
                 Err(_) if self.valid_until.passed() => return 0,

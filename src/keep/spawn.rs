@@ -233,7 +233,9 @@ pub fn keeper_main() -> Result<u8> {
 fn detach(config: &Config) -> Option<OwnedFd> {
     // SAFETY: the keeper owns every descriptor it has (it was just
     // started, single-threaded, from rlock's own binary).
-    unsafe { crate::exec::close_all_but(&[0, 1, 2, config.listen, config.pidfd.unwrap_or(-1)]) };
+    unsafe {
+        crate::hold::guard::close_all_but(&[0, 1, 2, config.listen, config.pidfd.unwrap_or(-1)])
+    };
     // SAFETY: plain syscall; a new descriptor (3 or above) or -1.
     let ready = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
     // SAFETY: a fresh descriptor we own.

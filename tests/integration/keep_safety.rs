@@ -355,3 +355,34 @@ fn pkill_of_rlocks_name_leaves_the_keepers_guard_to_stop_the_script() {
 fn pkill_of_rlocks_command_line_leaves_the_keepers_guard_to_stop_the_script() {
     pkill_spares_the_keepers_guard(&["-f"]);
 }
+
+#[test]
+fn a_killed_keeper_whose_script_is_gone_frees_the_lock_at_once() {
+    // `kill -9` of the keeper and of the script together: nothing renewed
+    // any more, and the lock stayed held until its lease ended (30 s here).
+    // The keeper's guard now sees the keeper die, finds nothing of the
+    // script left, and gives the keeper's hold back through the releaser.
+    let r = Redis::shared();
+    let d = tmp("killed-keeper-gone");
+    in_pid_namespace(
+        &r,
+        &d,
+        r#"bash -c '"$B" -v acquire kg --ttl 30s --keep >/dev/null 2>"$D/log" || exit 9
+               echo $$ >"$D/script"; exec sleep 100' &
+           i=0; while ! grep -q "keeper pid" "$D/log" 2>/dev/null || [ ! -s "$D/script" ]; do
+             i=$((i+1)); [ $i -gt 200 ] && exit 7; sleep 0.05
+           done
+           keeper=$(sed -n 's/.*keeper pid \([0-9]*\).*/\1/p' "$D/log")
+           kill -9 "$keeper" "$(cat "$D/script")"
+           start=$(date +%s%N)
+           "$B" exec -w 20s kg -- true; echo $? >"$D/code"
+           echo $(( ($(date +%s%N) - start) / 1000000 )) >"$D/ms""#,
+    );
+    assert_eq!(read(&d.join("code")).trim(), "0", "the next holder ran");
+    let ms: u64 = read(&d.join("ms")).trim().parse().unwrap();
+    // The lease had 30 s to run; "at once" is well under that even on a
+    // loaded machine (the guard looks every 100 ms).
+    assert!(ms < 5_000, "the lock came free after {ms} ms");
+    eprintln!("killed keeper, script gone: lock free after {ms} ms");
+    r.assert_nothing_held(&[]);
+}

@@ -1,52 +1,41 @@
-//! The guard: a small process that is the command's parent, a child
-//! subreaper for its whole tree, and a dead-man switch on the lease.
+//! exec's guard: the hold core's one guard (`hold::guard`, whose module
+//! doc says what every guard does) with the command's tree as its reach.
 //!
-//! rlock forks it first thing in [`super::run`], before any thread exists,
-//! and talks to it over a SOCK_SEQPACKET socket pair (one datagram per
-//! message, so no framing). The guard:
+//! rlock forks it first thing in [`super::run`], before any thread exists.
+//! Besides what every guard does, exec's:
 //! - sits in a process group of its own and ignores job-control and
 //!   terminal signals, so neither Ctrl-Z nor a kill of rlock's job (a CI
 //!   runner killing the process group) stops or kills it with rlock;
 //! - is PR_SET_CHILD_SUBREAPER, and starts the command (in a new process
 //!   group, the terminal's foreground group in interactive use), so every
 //!   descendant stays in its tree until it exits (see [`super::tree`]);
-//! - holds a CLOCK_BOOTTIME timer at the kill deadline rlock last sent
-//!   (moved after every confirmed renewal), and SIGKILLs the whole tree when
-//!   it fires, whatever rlock is doing: stopped, starved, blocked on a full
-//!   stderr, or the machine just resumed from suspend;
-//! - does not start the command if that deadline passed before it read
-//!   the request to (it was stopped or starved meanwhile);
-//! - SIGKILLs the tree when rlock's end of the socket closes (rlock died),
-//!   and once no process of it is left, gives back rlock's holds of the
-//!   lock if rlock sent it how (see [`release`]);
-//! - reaps everything, reports the command's stops and exit, and reports
-//!   "empty" once no descendant is left, then exits.
+//! - does not start the command if the kill deadline passed before it read
+//!   the go (it was stopped or starved meanwhile);
+//! - on rlock's death (its end closes without the page's "finished"),
+//!   hands the terminal back to rlock's job, SIGKILLs the tree, and once no
+//!   process of it is left gives back rlock's holds if rlock sent it how
+//!   (see `hold::guard::release`);
+//! - reaps everything, reports the command's start, stops and exit, and
+//!   reports "empty" once no descendant is left, then exits.
 //!
-//! The guard never prints, reads the environment only through the C
-//! library's `environ` (no lock), and takes no lock that another thread of
-//! the forking process could hold: in the binary it is forked while rlock
-//! has one thread; a library caller with other threads relies on glibc's
-//! fork-safe malloc for the few allocations it makes. It runs no Redis
-//! client: the release after rlock's death is made by a process it forks
-//! and that execs at once (see [`release`]), whose room the guard makes
-//! before the command starts.
+//! It reads the environment only through the C library's `environ` (no
+//! lock): in the binary it is forked while rlock has one thread; a library
+//! caller with other threads relies on glibc's fork-safe malloc for the few
+//! allocations it makes. The releaser's room is made before the command
+//! starts.
 //!
-//! The parts: [`wire`] the messages both ways (encode and decode side by
-//! side), [`handle`] rlock's side (the [`Guard`] handle), [`process`] the
-//! guard's side (its loop), [`spawn`] how the guard starts the command,
-//! [`release`] the release after rlock's death.
+//! The parts: [`handle`] rlock's side (the [`Guard`] handle), [`reach`]
+//! the guard's set-up and its tree, [`spawn`] how the guard starts the
+//! command; the messages are `hold::guard::wire`.
 
 mod handle;
-mod process;
-mod release;
+mod reach;
 mod spawn;
-mod wire;
 
+pub(crate) use crate::hold::guard::release::settings as release_settings;
+pub use crate::hold::guard::release::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
+pub(crate) use crate::hold::guard::wire::Report;
 pub(crate) use handle::{Guard, Launch};
-pub(crate) use process::close_all_but;
-pub(crate) use release::settings as release_settings;
-pub use release::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
-pub(crate) use wire::Report;
 
 use super::tree;
 use crate::{Error, Released, Result};

@@ -1,5 +1,5 @@
 //! rlock killed while its command runs: the guard kills the tree, and once
-//! none of it is left, gives the lock back (guard/release.rs), so it
+//! none of it is left, gives the lock back (hold/guard/release.rs), so it
 //! passes on within a second or two instead of when the lease ends. Each
 //! case runs in a pid namespace of its own (`unshare -fp --mount-proc`).
 

@@ -545,9 +545,7 @@ fn command_exiting_while_lost_under_ignore_kills_nothing() {
 }
 
 // Signals for rlock, --max-hold, terminal stops and the wake-up.
-#[path = "decide_tests_stops.rs"]
 mod stops;
 
 // The keeper's transitions (Holder::Keep): a file of their own.
-#[path = "decide_tests_keep.rs"]
 mod keep;

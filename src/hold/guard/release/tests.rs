@@ -126,7 +126,7 @@ fn a_usual_set_of_settings_is_sent() {
     let all: Vec<&Lease> = leases.iter().collect();
     let raw = encode(&releaser(), &all).unwrap();
     assert!(
-        raw.len() < crate::exec::guard::wire::MAX_RELEASE,
+        raw.len() < crate::hold::guard::wire::MAX_RELEASE,
         "{}",
         raw.len()
     );

@@ -1,13 +1,15 @@
-//! The release after rlock's death: when rlock dies (its socket closes)
-//! the guard kills the tree, and once no process of it is left, gives the
-//! lock back through a short-lived *releaser*, this program run again
-//! (`/proc/self/exe` [`RELEASER_ARG`]), which reads what a release needs
-//! on its stdin, releases with bounded waits, and exits. The guard itself
-//! runs no Redis client: it is a fork of a process that may have had
-//! threads, and a client allocates, takes locks and starts threads.
+//! The release after the holder's death: when the holder (rlock, or a
+//! keeper) dies (its socket closes) the guard stops its reach, and once no
+//! process of it is left, gives the lock back through a short-lived
+//! *releaser*, this program run again (`/proc/self/exe` [`RELEASER_ARG`]),
+//! which reads what a release needs on its stdin, releases with bounded
+//! waits, and exits. The guard itself runs no Redis client: it is a fork
+//! of a process that may have had threads, and a client allocates, takes
+//! locks and starts threads.
 //!
 //! Sides: [`Releaser`] and [`release_if_killed`], set by the binary;
-//! [`settings`], what rlock sends the guard after the grant (a JSON
+//! [`settings`] (exec) and [`keep_settings`] (a keeper), what the holder
+//! sends its guard after the grant and whenever its holds change (a JSON
 //! [`Settings`], on the guard's socket: never on an argv); [`start`], the
 //! guard's fork and exec of the releaser; [`releaser_main`], the releaser.
 
@@ -99,6 +101,23 @@ fn encode(r: &Releaser, leases: &[&Lease]) -> Option<Vec<u8>> {
             all: l.count == 1,
         })
         .collect();
+    encode_holds(r, holds)
+}
+
+/// A keeper's settings: `own` single holds of `token` on `key`, the
+/// keeper's grant and the re-entered `acquire --keep`s it adopted, never
+/// more (another hold of the token, a re-entered exec's, is its holder's).
+pub(crate) fn keep_settings(r: &Releaser, key: &str, token: &str, own: u64) -> Option<Vec<u8>> {
+    let hold = || Hold {
+        key: key.to_string(),
+        token: token.to_string(),
+        all: false,
+    };
+    let holds = (0..own).map(|_| hold()).collect();
+    encode_holds(r, holds)
+}
+
+fn encode_holds(r: &Releaser, holds: Vec<Hold>) -> Option<Vec<u8>> {
     let s = Settings {
         opts: r.opts.clone(),
         prefix: r.prefix.clone(),
@@ -116,7 +135,7 @@ impl Settings {
         serde_json::from_slice(raw).ok()
     }
 
-    /// How the releaser connects: as rlock did, each wait at most
+    /// How the releaser connects: as the holder did, each wait at most
     /// [`PATIENCE`].
     fn connect_options(&self) -> ConnectOptions {
         ConnectOptions {
@@ -155,9 +174,9 @@ pub(super) fn start(settings: &[u8]) {
                 if libc::dup2(read, 0) != 0 {
                     libc::_exit(127);
                 }
-                // The guard's ignored signals and blocked SIGCHLD are not
-                // the releaser's.
-                for sig in super::spawn::IGNORED {
+                // The guard's ignored and blocked signals are not the
+                // releaser's.
+                for sig in 1..libc::SIGRTMIN() {
                     libc::signal(sig, libc::SIG_DFL);
                 }
                 let mut none: libc::sigset_t = std::mem::zeroed();

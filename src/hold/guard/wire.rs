@@ -7,10 +7,15 @@
 //!
 //! | tag   | body                    | message                          |
 //! |-------|-------------------------|----------------------------------|
-//! | `D`   | u64 ns since boot       | kill deadline (0: none)          |
+//! | `D`   | u64 ns since boot       | deadline set earlier (0: none)   |
 //! | `K`   | i32 signal              | signal the whole tree now        |
 //! | `S`   | `K=V` NUL-separated     | start the command, `K=V` added   |
 //! | `R`   | JSON (`release.rs`)     | how to release if rlock dies     |
+//!
+//! The kill deadline itself is on the page holder and guard share
+//! (`page.rs`): a `D` only wakes the guard to read it, sent when the
+//! deadline is first set or moved earlier; exec's go is held to the
+//! deadline of the last `D` before it (see `run.rs`).
 //!
 //! The guard to rlock ([`Report`]):
 //!
@@ -46,8 +51,8 @@ pub(crate) const MAX_REPORT: usize = 16;
 /// What rlock tells the guard.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ToGuard<'a> {
-    /// SIGKILL the whole tree at this CLOCK_BOOTTIME point (None: never).
-    /// Replaces the last one.
+    /// The kill deadline was set to this CLOCK_BOOTTIME point (None:
+    /// never), first or earlier than before: read the page now.
     Deadline(Option<Duration>),
     /// Send this signal to every process of the tree now.
     Signal(i32),

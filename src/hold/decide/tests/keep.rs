@@ -1,5 +1,5 @@
 //! `decide` for `acquire --keep` (Holder::Keep), on the same synthetic
-//! lease as the exec tests beside it (decide_tests.rs).
+//! lease as the exec tests beside it (decide/tests.rs).
 
 use super::*;
 

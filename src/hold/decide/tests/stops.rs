@@ -1,6 +1,6 @@
 //! `decide` for what stops a command besides a loss: signals for rlock,
 //! `--max-hold`, terminal stops; and the wake-up. Same synthetic lease as
-//! decide_tests.rs.
+//! decide/tests.rs.
 
 use super::*;
 
