@@ -37,10 +37,10 @@
 //!
 //! Layout: this file reads the arguments and prints the table; `model.rs`
 //! is the book's data model (seeding and the consistency check),
-//! `trade.rs` lists and buys under WATCH or under a lock, `cell.rs` runs
-//! one cell's seller and buyer threads. The servers and the watchdog come
-//! from `rlock_test_support::bench` (tests/support), as for the `cli`
-//! bench.
+//! `trade.rs` the three methods and listing and buying under each,
+//! `cell.rs` one cell's seller and buyer threads (each uses only the ones
+//! before it). The servers and the watchdog come from
+//! `rlock_test_support::bench` (tests/support), as for the `cli` bench.
 
 // A test or bench binary: its `pub` items only share helpers between its
 // own modules (tests/support is a crate of its own), so the lint has nothing
@@ -56,9 +56,10 @@ mod cell;
 mod model;
 mod trade;
 
-use cell::{METHODS, Method, Outcome, run_cell};
+use cell::{Outcome, run_cell};
 use model::{ITEM_BASE, MIXES, Mix};
 use support::{kill_watched, redis_version, start_redis, watchdog};
+use trade::{METHODS, Method};
 
 // ---------------------------------------------------------------- config
 
