@@ -112,5 +112,5 @@ for name in "${names[@]}"; do
   bin=$(server_bin "$name")
   echo "rlock compat: $name: $("$bin" --version)" >&2
   RLOCK_TEST_REDIS_SERVER=$bin RLOCK_TEST_REDIS_CLI= \
-    cargo test --locked --test integration -- --test-threads=4 "${TESTS[@]}"
+    cargo test --locked --test integration -- "${TESTS[@]}"
 done
