@@ -30,19 +30,24 @@ pub fn signal_taken(pid: impl TryInto<libc::pid_t>, sig: i32) {
     let pid = pid.try_into().unwrap_or_else(|_| panic!("not a pid"));
     kill(pid, sig);
     let bit = 1u64 << (sig - 1);
-    eventually(
-        Duration::from_secs(10),
-        &format!("process {pid} to take signal {sig}"),
-        || {
-            let status = read(std::path::Path::new(&format!("/proc/{pid}/status")));
-            let pending = status
-                .lines()
-                .find_map(|l| l.strip_prefix("ShdPnd:"))
-                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok());
-            // Gone counts as taken.
-            pending.is_none_or(|m| m & bit == 0)
-        },
-    );
+    let status = format!("/proc/{pid}/status");
+    let started = Instant::now();
+    loop {
+        let pending = read(std::path::Path::new(&status))
+            .lines()
+            .find_map(|l| l.strip_prefix("ShdPnd:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok());
+        // Gone counts as taken.
+        if pending.is_none_or(|m| m & bit == 0) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "process {pid} did not take signal {sig} in 10 s"
+        );
+        // (1 ms, not `eventually`'s 10: some tests send hundreds.)
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Bytes waiting unread in the sockets process `pid` has open (`ss -x`'s
