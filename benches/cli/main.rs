@@ -18,19 +18,19 @@
 //! Layout: this file picks and runs the sections; `server.rs` (Redis INFO,
 //! leftovers), `etcd.rs`, `client.rs` (the library and the `rlock` binary
 //! pointed at a server), `process.rs` and `stats.rs` (medians, tables) are
-//! what the sections share; one file per section. `../support/` is shared
-//! with the market bench (servers, watchdog).
+//! what the sections share; one file per section. The servers and the
+//! watchdog come from `rlock_test_support::bench` (tests/support), as for
+//! the market bench.
 
 // A test or bench binary: its `pub` items only share helpers between its
-// own modules (tests/support is shared by path), so the lint has nothing
+// own modules (tests/support is a crate of its own), so the lint has nothing
 // to say here.
 #![allow(unreachable_pub)]
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-#[path = "../support/mod.rs"]
-mod support;
+use rlock_test_support::bench as support;
 
 mod client;
 mod etcd;

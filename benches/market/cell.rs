@@ -15,25 +15,6 @@ use crate::trade::*;
 
 pub(crate) const EMPTY_NAP: Duration = Duration::from_micros(200);
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Method {
-    Watch,
-    Coarse,
-    Fine,
-}
-
-impl Method {
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Method::Watch => "WATCH",
-            Method::Coarse => "coarse lock",
-            Method::Fine => "fine lock",
-        }
-    }
-}
-
-pub(crate) const METHODS: [Method; 3] = [Method::Watch, Method::Coarse, Method::Fine];
-
 // ---------------------------------------------------------------- stats
 
 #[derive(Default)]
@@ -159,11 +140,29 @@ pub(crate) fn buyer(cell: &Cell, buyer: u64) -> BuyerStats {
         let lprice = lprice as i64;
         let t = Instant::now();
         let res = match locker.as_mut() {
-            None => purchase_watch(&mut c, buyer, num, seller, lprice, deadline, &mut st)
-                .map_err(|e| e.to_string()),
+            None => purchase_watch(
+                &mut c,
+                buyer,
+                num,
+                seller,
+                lprice,
+                deadline,
+                &mut st.retries,
+            )
+            .map_err(|e| e.to_string()),
             Some(l) => {
                 let key = lock_key(cell.method, m);
-                purchase_locked(&mut c, l, &req, &key, buyer, num, seller, lprice, &mut st)
+                purchase_locked(
+                    &mut c,
+                    l,
+                    &req,
+                    &key,
+                    buyer,
+                    num,
+                    seller,
+                    lprice,
+                    &mut st.retries,
+                )
             }
         };
         st.busy += t.elapsed();

@@ -37,28 +37,29 @@
 //!
 //! Layout: this file reads the arguments and prints the table; `model.rs`
 //! is the book's data model (seeding and the consistency check),
-//! `trade.rs` lists and buys under WATCH or under a lock, `cell.rs` runs
-//! one cell's seller and buyer threads. `../support/` is shared with the
-//! `cli` bench (servers, watchdog).
+//! `trade.rs` the three methods and listing and buying under each,
+//! `cell.rs` one cell's seller and buyer threads (each uses only the ones
+//! before it). The servers and the watchdog come from
+//! `rlock_test_support::bench` (tests/support), as for the `cli` bench.
 
 // A test or bench binary: its `pub` items only share helpers between its
-// own modules (tests/support is shared by path), so the lint has nothing
+// own modules (tests/support is a crate of its own), so the lint has nothing
 // to say here.
 #![allow(unreachable_pub)]
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-#[path = "../support/mod.rs"]
-mod support;
+use rlock_test_support::bench as support;
 
 mod cell;
 mod model;
 mod trade;
 
-use cell::{METHODS, Method, Outcome, run_cell};
+use cell::{Outcome, run_cell};
 use model::{ITEM_BASE, MIXES, Mix};
 use support::{kill_watched, redis_version, start_redis, watchdog};
+use trade::{METHODS, Method};
 
 // ---------------------------------------------------------------- config
 

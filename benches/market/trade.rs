@@ -8,8 +8,28 @@ use redis::{Connection, RedisResult};
 use rlock::clock::BootTime;
 use rlock::{Locker, Released, Request};
 
-use crate::cell::{BuyerStats, Method};
 use crate::model::{MARKET, inventory, item_id, member, price, user};
+
+/// How a cell keeps listing and buying correct: WATCH, one lock on the
+/// whole market, or one lock per item.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Method {
+    Watch,
+    Coarse,
+    Fine,
+}
+
+impl Method {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Method::Watch => "WATCH",
+            Method::Coarse => "coarse lock",
+            Method::Fine => "fine lock",
+        }
+    }
+}
+
+pub(crate) const METHODS: [Method; 3] = [Method::Watch, Method::Coarse, Method::Fine];
 
 /// Lock names live under this prefix, as the book's `lock:` + name.
 pub(crate) const LOCK_PREFIX: &str = "lock:";
@@ -59,7 +79,7 @@ pub(crate) fn purchase_watch(
     seller: u64,
     lprice: i64,
     deadline: Instant,
-    st: &mut BuyerStats,
+    retries: &mut u64,
 ) -> RedisResult<Bought> {
     let (b, s, m) = (user(buyer), user(seller), member(num, seller));
     loop {
@@ -74,7 +94,7 @@ pub(crate) fn purchase_watch(
             Some((_, _, _, 1)) => return Ok(Bought::Yes),
             Some(_) => return Err(sold_twice()),
             None => {
-                st.retries += 1;
+                *retries += 1;
                 if Instant::now() >= deadline {
                     return Ok(Bought::Abandoned);
                 }
@@ -205,10 +225,10 @@ pub(crate) fn purchase_locked(
     num: u64,
     seller: u64,
     lprice: i64,
-    st: &mut BuyerStats,
+    retries: &mut u64,
 ) -> Result<Bought, String> {
     let (b, s, m) = (user(buyer), user(seller), member(num, seller));
-    locked(locker, req, key, &mut st.retries, |valid_until| {
+    locked(locker, req, key, retries, |valid_until| {
         if !still_for_sale(c, &m, &b, lprice)? {
             return Ok(Bought::Stale);
         }

@@ -2,7 +2,7 @@
 //! redis-server processes started on free ports.
 
 // A test or bench binary: its `pub` items only share helpers between its
-// own modules (tests/support is shared by path), so the lint has nothing
+// own modules (tests/support is a crate of its own), so the lint has nothing
 // to say here.
 #![allow(unreachable_pub)]
 

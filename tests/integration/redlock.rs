@@ -64,21 +64,41 @@ fn a_minority_holding_the_key_cannot_block_or_be_kept() {
     assert!(!held_on(&ms[1], "k") && !held_on(&ms[2], "k"));
 }
 
+/// The fastest of three `rlock acquire` runs over `ms`, one per key, each
+/// released again.
+fn fastest_acquire(ms: &[Redis], keys: [&str; 3]) -> Duration {
+    let mut fastest = Duration::MAX;
+    for key in keys {
+        let started = Instant::now();
+        let run = rl(ms).args(["acquire", key]).run();
+        fastest = fastest.min(started.elapsed());
+        let release = rl(ms)
+            .args(["release", key, "--token", run.stdout.trim()])
+            .run();
+        run.ok().token();
+        release.ok();
+    }
+    fastest
+}
+
 #[test]
 fn one_frozen_master_does_not_slow_acquire() {
+    // A frozen master costs at most its timeout, 500 ms: never the
+    // fan-out's deadline (connect and reply, 1 s) nor a wait until it
+    // thaws. (On a busy machine runs often do pay the 500 ms, all three
+    // at ~540 ms against ~10 ms with every master up; see the CHANGELOG.) The
+    // fastest of three runs, against the fastest of three with every
+    // master up: a moment of load slows one run, not all three.
     let ms = masters(3);
+    let base = fastest_acquire(&ms, ["b1", "b2", "b3"]);
     freeze(&ms[2]);
-    let started = Instant::now();
-    let run = rl(&ms).args(["acquire", "k"]).run();
-    let took = started.elapsed();
-    let release = rl(&ms)
-        .args(["release", "k", "--token", run.stdout.trim()])
-        .run();
+    let took = fastest_acquire(&ms, ["k1", "k2", "k3"]);
     thaw(&ms[2]);
-    run.ok().token();
-    release.ok();
-    eprintln!("acquire with 1 of 3 masters frozen took {took:?}");
-    assert!(took < Duration::from_secs(1), "{took:?}");
+    eprintln!("acquire: {base:?} with 3 masters up, {took:?} with 1 of 3 frozen (fastest of 3)");
+    assert!(
+        took < base + Duration::from_millis(800),
+        "{took:?} with one master frozen, {base:?} without"
+    );
 }
 
 #[test]
@@ -420,7 +440,9 @@ fn a_reentry_granted_by_a_minority_is_undone_and_fails() {
 fn a_frozen_master_does_not_hold_up_a_release() {
     // The frozen master is still busy with the attempt when the release
     // comes: the release waits for it no longer than the per-master
-    // timeout (500 ms here).
+    // timeout (500 ms here). It returns while the master is still frozen
+    // (not when it thaws), and well before the fan-out's deadline for a
+    // queued call (four timeouts, 2 s): 1.5 s leaves a loaded machine 1 s.
     let ms = masters(3);
     let mut l = quorum(&ms.iter().collect::<Vec<_>>());
     freeze(&ms[2]);
@@ -434,7 +456,7 @@ fn a_frozen_master_does_not_hold_up_a_release() {
         "{released:?}"
     );
     eprintln!("release with 1 of 3 masters frozen took {took:?}");
-    assert!(took < Duration::from_millis(800), "{took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
     assert!(!held_on(&ms[0], "k") && !held_on(&ms[1], "k"));
 }
 
@@ -620,9 +642,26 @@ fn reads_and_break_decide_by_majority_after_a_frozen_master_thaws() {
     }
 }
 
+/// Script calls a server has run (EVAL and EVALSHA, from INFO
+/// commandstats).
+fn script_calls(m: &Redis) -> u64 {
+    let info: String = m.cmd(&["INFO", "commandstats"]);
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// Hold "k" under RedLock for 30 s (from a shell that exits at once), start
-/// `acquire -w WAIT k` and, 0.5 s in, send `sig` to two of the three
-/// masters. The holder's token, the waiter and when it was spawned.
+/// `acquire -w WAIT k` and, once it is queued on every master, send `sig`
+/// to two of the three masters. The holder's token, the waiter and when it was spawned.
 fn wait_then_signal_two(
     ms: &[Redis],
     wait: &str,
@@ -634,9 +673,17 @@ fn wait_then_signal_two(
         .run()
         .ok()
         .token();
+    let before: Vec<u64> = ms.iter().map(script_calls).collect();
     let spawned = Instant::now();
     let child = rl(ms).args(["acquire", "-w", wait, "k"]).spawn();
-    std::thread::sleep(Duration::from_millis(500));
+    // Every master has run the waiter's attempts (it retries a busy lock
+    // every 50-250 ms): two more script calls than before, one of which
+    // may be the holder's grant arriving late.
+    for (m, before) in ms.iter().zip(before) {
+        eventually(Duration::from_secs(10), "the waiter's attempts", || {
+            script_calls(m) >= before + 2
+        });
+    }
     kill(ms[1].child_pid(), sig);
     kill(ms[2].child_pid(), sig);
     (holder, spawned, child)

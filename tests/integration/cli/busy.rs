@@ -76,12 +76,10 @@ fn waiter_gets_the_lock_when_the_holder_expires_without_release() {
         .ok();
     let run = rlock(&r).args(["acquire", "k", "-w", "10s"]).run().ok();
     run.token();
-    // Bounded by the holder's TTL, not by the 10 s wait or a 2 s heartbeat.
-    assert!(
-        run.elapsed < Duration::from_millis(1900),
-        "{:?}",
-        run.elapsed
-    );
+    // Woken when the holder's lease ends (0.7 s), not at the waiter's next
+    // heartbeat (5 s) nor at the end of its 10 s wait: 3 s leaves a loaded
+    // machine 2.3 s of slack.
+    assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
 }
 
 #[test]
@@ -135,7 +133,9 @@ fn sigint_while_waiting_exits_130_and_leaves_nothing() {
         "{}",
         run.stderr
     );
-    assert!(run.elapsed < Duration::from_secs(1), "{:?}", run.elapsed);
+    // From the signal to the exit: the wait ends at once, not at the
+    // waiter's next heartbeat (5 s); 3 s leaves a loaded machine room.
+    assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
     assert_eq!(r.status_json("k")["waiters"], 0);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     r.assert_nothing_held(&[]);

@@ -66,6 +66,20 @@ fn a_killed_guard_kills_the_whole_tree_before_the_lock_goes() {
     assert!(!r.held("k"));
 }
 
+/// When lock `key`'s lease runs out if nobody renews it, from the
+/// server's PTTL now.
+fn lease_end(r: &Redis, key: &str) -> Instant {
+    let ms: i64 = r.cmd(&["PTTL", &format!("{}:h", r.key(key))]);
+    Instant::now() + Duration::from_millis(u64::try_from(ms).expect("lock held"))
+}
+
+/// Sleep until 200 ms past `end`.
+fn sleep_past(end: Instant) {
+    std::thread::sleep(
+        (end + Duration::from_millis(200)).saturating_duration_since(Instant::now()),
+    );
+}
+
 #[test]
 fn a_guard_killed_before_it_reports_the_start_is_a_killed_guard() {
     // rlock has asked the guard to spawn and waits for "started" when the
@@ -75,8 +89,10 @@ fn a_guard_killed_before_it_reports_the_start_is_a_killed_guard() {
     let [ran] = paths("guard-killed-early", ["ran"]);
     let (child, guard) =
         guard_stopped_before_the_start(&r, &["-q"], &format!("echo x > {}", ran.display()));
-    // Time to send the spawn request to the stopped guard.
-    std::thread::sleep(Duration::from_millis(300));
+    // The spawn request sent: it waits unread in the stopped guard's socket.
+    eventually(Duration::from_secs(10), "the spawn request", || {
+        unread_bytes(guard) > 0
+    });
     kill(guard, libc::SIGKILL);
     finish(child, "exec").fails(79, "guard process was killed");
     assert!(!r.held("k"));
@@ -108,19 +124,17 @@ fn a_stopped_guard_that_reads_nothing_never_blocks_the_renewals() {
     let guard = ppid(cmd);
     kill(guard, libc::SIGSTOP);
     // Far more forwarded signals than the socket holds (a few hundred),
-    // spaced so that rlock takes them one by one.
+    // each taken by rlock before the next is sent (none merged).
     for _ in 0..800 {
-        kill(rlock_pid, libc::SIGUSR1);
-        std::thread::sleep(Duration::from_millis(1));
+        signal_taken(rlock_pid, libc::SIGUSR1);
     }
-    // More than a TTL later the lease must still be renewed by that exec
-    // (a blocked rlock renews nothing, and it would have expired).
-    std::thread::sleep(Duration::from_secs(7));
+    // Past the end the lease had then, it must still be renewed by that
+    // exec (a blocked rlock renews nothing, and it would have expired).
+    sleep_past(lease_end(&r, "k"));
     let holder = r.status_json("k")["holders"][0]["pid"].as_u64();
     // A second interrupt kills the tree: rlock does it itself, the guard
-    // being stopped.
-    kill(rlock_pid, libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(200));
+    // being stopped. (The first taken before the second is sent.)
+    signal_taken(rlock_pid, libc::SIGTERM);
     kill(rlock_pid, libc::SIGTERM);
     let killed = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(25));
@@ -164,8 +178,8 @@ fn a_guard_stopped_before_the_start_stops_neither_the_renewals_nor_starts_the_co
         &format!("echo x > {}", ran.display()),
     );
     let rlock_pid = child.id();
-    // More than a TTL: only renewals keep it held.
-    std::thread::sleep(Duration::from_secs(7));
+    // Past the end the lease had then: only renewals keep it held.
+    sleep_past(lease_end(&r, "k"));
     let holder = r.status_json("k")["holders"][0]["pid"].as_u64();
     kill(guard, libc::SIGCONT);
     let run = finish(child, "exec");

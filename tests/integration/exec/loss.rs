@@ -126,14 +126,22 @@ fn redis_frozen_past_the_ttl_child_is_signalled_before_the_lease_ends() {
     // (3 s: the TERM comes TTL/3 before the lease's end, the KILL near it;
     // at 1.5 s a loaded 2-core machine once ran the KILL before the trap.)
     let child = lossy_child(&r, &dir, &["--ttl", "3s", "--connect-timeout", "500ms"]);
-    std::thread::sleep(Duration::from_millis(1300)); // let a renewal happen
-    // The server-side expiry: no renewal can land after the freeze.
-    let st = rlock(&r).args(["status", "lossy", "--json"]).run().ok();
-    let ttl_ms =
-        serde_json::from_str::<serde_json::Value>(&st.stdout).unwrap()["holders"][0]["ttl_ms"]
-            .as_u64()
-            .unwrap();
-    let expires_ns = now_ns() + u128::from(ttl_ms) * 1_000_000;
+    // Freeze right after a renewal (the lease's time left goes up), read
+    // from the server: the next one is due a second later (TTL/3), so the
+    // expiry read is the one the freeze leaves. (A renewal landing between
+    // a read and the freeze would move the real expiry past the one read.)
+    let hash = format!("{}:h", r.key("lossy"));
+    let pttl = || -> i64 { r.cmd(&["PTTL", &hash]) };
+    let mut last = pttl();
+    let ttl_ms = loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = pttl();
+        if now > last {
+            break now;
+        }
+        last = now;
+    };
+    let expires_ns = now_ns() + u128::try_from(ttl_ms).unwrap() * 1_000_000;
     let frozen_ns = now_ns();
     kill(r.child_pid(), libc::SIGSTOP);
     let run = finish(child, "exec");

@@ -3,8 +3,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::redis_server;
 use super::{CLUSTER_NODE, CLUSTER_NODE_FAST, Redis, kill, query, quick_conn};
+use rlock_test_support as redis_server;
 
 /// Make the servers (started with [`CLUSTER_NODE`]) one Redis Cluster.
 pub fn create_cluster(nodes: &[&Redis]) -> Result<(), String> {

@@ -3,9 +3,7 @@
 //! One file per concern; everything is re-exported here, so tests say
 //! `use crate::util::*;`.
 
-#[path = "../../support/redis_server.rs"]
-mod redis_server;
-pub use redis_server::{
+pub use rlock_test_support::{
     CLUSTER_NODE, CLUSTER_NODE_FAST, free_port, redis_version, server_bin, server_version,
 };
 

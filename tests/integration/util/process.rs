@@ -20,6 +20,51 @@ pub fn tmp_dir(area: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// Send `sig` to process `pid` and wait (up to 10 s) until it has taken
+/// it, so that the next one is not merged into it: a signal sent while the
+/// same one is still pending is lost. rlock blocks the signals it handles
+/// and reads them from a signalfd, so "taken" is "read": the signal has
+/// left the process's pending set (ShdPnd in /proc/PID/status).
+#[track_caller]
+pub fn signal_taken(pid: impl TryInto<libc::pid_t>, sig: i32) {
+    let pid = pid.try_into().unwrap_or_else(|_| panic!("not a pid"));
+    kill(pid, sig);
+    let bit = 1u64 << (sig - 1);
+    let status = format!("/proc/{pid}/status");
+    let started = Instant::now();
+    loop {
+        let pending = read(std::path::Path::new(&status))
+            .lines()
+            .find_map(|l| l.strip_prefix("ShdPnd:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok());
+        // Gone counts as taken.
+        if pending.is_none_or(|m| m & bit == 0) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "process {pid} did not take signal {sig} in 10 s"
+        );
+        // (1 ms, not `eventually`'s 10: some tests send hundreds.)
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Bytes waiting unread in the sockets process `pid` has open (`ss -x`'s
+/// Recv-Q summed over them): a message sent to a stopped process.
+pub fn unread_bytes(pid: i32) -> u64 {
+    let out = std::process::Command::new("ss")
+        .args(["-xpH"])
+        .output()
+        .expect("run ss (iproute2)");
+    let owner = format!("pid={pid},");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&owner))
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum()
+}
+
 /// A file's text, or "" while it does not exist.
 pub fn read(p: &std::path::Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::redis_server;
 use super::{eventually, kill, rlock};
+use rlock_test_support as redis_server;
 
 pub(super) static SEQ: AtomicUsize = AtomicUsize::new(0);
 

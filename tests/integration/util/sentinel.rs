@@ -5,8 +5,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::redis_server;
 use super::{Redis, SEQ, eventually, free_port, kill, query};
+use rlock_test_support as redis_server;
 
 /// A replica of `master`, in sync.
 pub fn replica_of(master: &Redis) -> Redis {

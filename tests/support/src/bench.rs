@@ -1,7 +1,6 @@
 //! What both bench programs (`cli` and `market`) share: throwaway
 //! redis-servers that a watchdog knows about, the watchdog itself, and a
-//! few small helpers. Each program includes this file with `#[path]`.
-#![allow(dead_code)] // each program uses a different part
+//! few small helpers.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -9,19 +8,16 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-#[path = "../../tests/support/redis_server.rs"]
-pub(crate) mod redis_server;
-#[allow(unused_imports)] // the market uses only Redis
-pub(crate) use redis_server::{CLUSTER_NODE, Redis, create_cluster};
+pub use crate::{CLUSTER_NODE, Redis, create_cluster};
 
 /// A redis-server (the shared test fixture) that the watchdog knows about.
-pub(crate) fn start_redis(extra: &[&str]) -> Redis {
+pub fn start_redis(extra: &[&str]) -> Redis {
     let r = Redis::start_with(extra);
     watch(&r.child, &r.dir);
     r
 }
 
-pub(crate) fn redis_version(r: &Redis) -> String {
+pub fn redis_version(r: &Redis) -> String {
     let text: String = redis::cmd("INFO")
         .arg("server")
         .query(&mut r.conn())
@@ -34,14 +30,14 @@ pub(crate) fn redis_version(r: &Redis) -> String {
 }
 
 /// Keep the first few errors: enough to explain a row, never a flood.
-pub(crate) fn note(errors: &mut Vec<String>, e: String) {
+pub fn note(errors: &mut Vec<String>, e: String) {
     if errors.len() < 3 {
         errors.push(e);
     }
 }
 
 /// kill(2); a negative pid means a process group.
-pub(crate) fn signal(pid: i32, sig: i32) {
+pub fn signal(pid: i32, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe {
         libc::kill(pid, sig);
@@ -52,19 +48,19 @@ pub(crate) fn signal(pid: i32, sig: i32) {
 /// Each adds itself when it starts; etcd leaves when it is dropped.
 static SERVERS: Mutex<Vec<(u32, PathBuf)>> = Mutex::new(Vec::new());
 
-pub(crate) fn watch(server: &Child, dir: &Path) {
+pub fn watch(server: &Child, dir: &Path) {
     let mut s = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
     s.push((server.id(), dir.to_path_buf()));
 }
 
-pub(crate) fn unwatch(server: &Child) {
+pub fn unwatch(server: &Child) {
     let mut s = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
     s.retain(|(pid, _)| *pid != server.id());
 }
 
 /// Kill every watched server and remove its directory: for the watchdog,
 /// and for paths that skip Drop (a panic hook).
-pub(crate) fn kill_watched() {
+pub fn kill_watched() {
     let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
     for (pid, dir) in servers.iter() {
         // Redis servers leave no note when dropped: kill a pid only while
@@ -80,7 +76,7 @@ pub(crate) fn kill_watched() {
 
 /// Kill the servers (Redis, etcd) and exit if the run takes far too long:
 /// with the servers gone, every client still running errors out and exits.
-pub(crate) fn watchdog(who: &'static str, limit: Duration) {
+pub fn watchdog(who: &'static str, limit: Duration) {
     thread::spawn(move || {
         thread::sleep(limit);
         eprintln!("{who}: still running after {limit:?}; giving up");

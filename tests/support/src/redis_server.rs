@@ -1,8 +1,5 @@
 //! A throwaway redis-server on a free loopback port, killed (and its
 //! directory removed) on drop, and a Redis Cluster made of such servers.
-//! One copy for the integration tests, the bench and the examples: each
-//! includes this file with `#[path]`.
-#![allow(dead_code)] // each includer uses a different part
 
 use std::io::Read;
 use std::net::TcpListener;

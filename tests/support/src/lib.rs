@@ -1,0 +1,11 @@
+//! What the integration tests (tests/integration) and the bench programs
+//! (benches/cli, benches/market) share: a throwaway redis-server on a free
+//! loopback port and Redis Clusters of them ([`Redis`], at the crate
+//! root), and for the benches a watchdog that knows every server they
+//! started ([`bench`]).
+
+mod redis_server;
+
+pub mod bench;
+
+pub use redis_server::*;
