@@ -6,7 +6,8 @@
 # computes the package's Depends with dpkg-shlibdeps), binutils (its
 # test checks them against objdump's list of linked libraries), busybox
 # (`acquire --keep` is tested in a busybox sh script) and sudo (and under
-# `sudo -u` as the same user).
+# `sudo -u` as the same user), iproute2 (`ss` shows a test the bytes a
+# stopped guard has not read).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
@@ -17,6 +18,7 @@ command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
 command -v objdump >/dev/null || missing+=(binutils)
 command -v busybox >/dev/null || missing+=(busybox)
 command -v sudo >/dev/null || missing+=(sudo)
+command -v ss >/dev/null || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "rlock: installing ${missing[*]} (apt-get)..." >&2
 sudo=""
