@@ -301,9 +301,9 @@ pub fn run_set(
     // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
     // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
     let held_env = spec.held.as_deref();
-    let mut leases = crate::lock::set::take_all(locker, keys, req, &mut |l, k, r| {
+    let mut leases = crate::lock::set::take_all(locker, keys, req, None, &mut |l, k, r, c| {
         if k == key {
-            acquire(l, k, r, &signals, &mut *on_wait)
+            acquire(l, k, r, &signals, c, &mut *on_wait)
         } else {
             let mut r = r.clone();
             r.reenter = names
@@ -311,7 +311,7 @@ pub fn run_set(
                 .zip(keys)
                 .find(|(_, n)| *n == k)
                 .and_then(|(name, _)| reentry_token(held_env, None, name));
-            acquire(l, k, &r, &signals, &mut *on_wait)
+            acquire(l, k, &r, &signals, c, &mut *on_wait)
         }
     })?;
     let mut lease = leases.remove(0);

@@ -6,7 +6,8 @@ use crate::lock::First;
 use crate::{Busy, Cancel, Lease, Locker, Release, Request, Result};
 
 /// Acquire as `req` says; INT/TERM/HUP/QUIT received meanwhile end the
-/// wait (nothing held or queued), USR1/USR2 are dropped.
+/// wait (nothing held or queued), as does `cancel` (a lock set's loss of a
+/// lock it holds already), USR1/USR2 are dropped.
 ///
 /// The backend's first try ([`crate::Backend::acquire_first`]) runs
 /// without a thread: it is bounded, and its signals wait in `signals`
@@ -19,20 +20,20 @@ pub(super) fn acquire(
     key: &str,
     req: &Request,
     signals: &crate::signals::Blocked,
+    cancel: &Cancel,
     on_wait: &mut dyn FnMut(&Busy),
 ) -> Result<Lease> {
     let rest = match locker.acquire_first(key, req)? {
         First::Granted(lease) => return Ok(lease),
         First::Wait(rest) => rest,
     };
-    let cancel = Cancel::new();
     let lease = std::thread::scope(|s| {
         let _watcher = signals.watch(s, |sig| {
             if crate::signals::ENDS_WAIT.contains(&sig) {
                 cancel.cancel(sig);
             }
         })?;
-        locker.acquire(key, &rest, Some(&cancel), on_wait)
+        locker.acquire(key, &rest, Some(cancel), on_wait)
     })?;
     if cancel.is_cancelled() {
         let how = Release {

@@ -204,15 +204,29 @@ pub(super) fn renewed(reply: &Value, key: &str) -> Result<Duration> {
     }
 }
 
-/// lua/check.lua's reply: the token's hold, if it has one.
-pub(super) fn held(reply: &[i64], key: &str) -> Result<Held> {
-    match reply[..] {
-        [ms, fence] if ms >= 0 => Ok(Held {
+/// lua/check.lua's reply: the token's hold, if it has one. A hold being
+/// broken, or broken and ended while its notice lasts, comes as
+/// {NOT_HELD, notice}: a loss that says who broke it and why.
+pub(super) fn held(reply: &[Value], key: &str) -> Result<Held> {
+    let n = |i: usize| match reply.get(i) {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let notice = match reply.get(1) {
+        Some(Value::BulkString(_) | Value::SimpleString(_)) => Some(text(reply, 1)),
+        _ => None,
+    };
+    match (reply.len(), n(0), n(1), notice) {
+        (2, Some(ms), Some(fence), _) if ms >= 0 => Ok(Held {
             ttl: Duration::from_millis(ms as u64),
             fence: fence as u64,
         }),
-        [reply::NOT_HELD] => Err(lost(key)),
-        [reply::OTHER_OWNER] => Err(Error::NotOwner { key: key.into() }),
+        (2, Some(reply::NOT_HELD), _, Some(notice)) => Err(Error::Lost {
+            key: key.into(),
+            why: lost_why(&notice),
+        }),
+        (1, Some(reply::NOT_HELD), ..) => Err(lost(key)),
+        (1, Some(reply::OTHER_OWNER), ..) => Err(Error::NotOwner { key: key.into() }),
         _ => Err(Error::Protocol(format!("check returned {reply:?}"))),
     }
 }

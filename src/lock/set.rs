@@ -96,16 +96,19 @@ pub(crate) fn wait_left(wait: Wait, start: Instant) -> Wait {
     }
 }
 
-/// Take every lock of `keys` with `take` (one lock's acquire), in the
+/// Take every lock of `keys` with `take` (one lock's acquire, which ends
+/// its wait when the [`Cancel`] it is given is cancelled), in the
 /// canonical order, one deadline for the set; on a failure, release what
 /// was taken (reverse order) and return that failure. The leases come back
 /// in the order `keys` names them. Each lock's holder info gets the set's
-/// other names.
+/// other names. `cancel`: the caller's, handed to every `take` (else each
+/// gets one of its own).
 pub(crate) fn take_all(
     locker: &mut Locker,
     keys: &[String],
     req: &Request,
-    take: &mut dyn FnMut(&mut Locker, &str, &Request) -> Result<Lease>,
+    cancel: Option<&Cancel>,
+    take: &mut dyn FnMut(&mut Locker, &str, &Request, &Cancel) -> Result<Lease>,
 ) -> Result<Vec<Lease>> {
     check_keys(keys)?;
     let start = Instant::now();
@@ -114,18 +117,21 @@ pub(crate) fn take_all(
         let mut one = req.clone();
         one.wait = wait_left(req.wait, start);
         one.info.set = others(keys, &keys[i]);
+        let own = Cancel::new();
+        let cancel = cancel.unwrap_or(&own);
         // While this lock is waited for, the ones taken before it are
         // renewed by a thread of their own: a long wait must not let them
-        // expire under us.
+        // expire under us. A loss it finds (a break, above all) ends the
+        // wait through `cancel`: the set can no longer be completed.
         let got = if taken.is_empty() {
-            take(locker, &keys[i], &one)
+            take(locker, &keys[i], &one, cancel)
         } else {
             let mut side = locker.detached();
             let stop = AtomicBool::new(false);
             let mut leases: Vec<Lease> = taken.iter().map(|(_, l)| l.clone()).collect();
             let (got, lost) = std::thread::scope(|s| {
-                let h = s.spawn(|| keep_alive(&mut side, &mut leases, &stop));
-                let got = take(locker, &keys[i], &one);
+                let h = s.spawn(|| keep_alive(&mut side, &mut leases, &stop, cancel));
+                let got = take(locker, &keys[i], &one, cancel);
                 stop.store(true, Ordering::SeqCst);
                 h.thread().unpark();
                 (got, h.join().unwrap_or(None))
@@ -134,11 +140,14 @@ pub(crate) fn take_all(
                 l.valid_until = renewed.valid_until;
             }
             match (got, lost) {
+                // The loss is the cause (the wait it cancelled says
+                // "interrupted"), and what the caller must report.
                 (Ok(lease), Some(e)) => {
                     taken.push((i, lease));
                     Err(e)
                 }
-                (got, _) => got,
+                (Err(_), Some(e)) => Err(e),
+                (got, None) => got,
             }
         };
         match got {
@@ -164,10 +173,21 @@ pub(crate) fn take_all(
 }
 
 /// Renew `leases` every TTL/3 until `stop`, by the hold core's one
-/// renewal step ([`crate::hold::Renewals`]); a definite loss (gone, or
-/// another owner) ends it with that error. Transient failures are retried
-/// quickly; a lease that runs out meanwhile is caught by the caller.
-fn keep_alive(locker: &mut Locker, leases: &mut [Lease], stop: &AtomicBool) -> Option<Error> {
+/// renewal step ([`crate::hold::Renewals`]); a definite loss (gone, another
+/// owner, or being broken) ends it with that error, once the lost lease is
+/// given back and `cancel` ends the wait for the next lock. Transient
+/// failures are retried quickly; a lease that runs out meanwhile is caught
+/// by the caller.
+///
+/// Giving the lost lease back at once is what lets a break pass the lock
+/// on: a hold being broken stays held until its holder releases it or its
+/// lease ends (lua/break.lua), and nothing runs for this set yet.
+fn keep_alive(
+    locker: &mut Locker,
+    leases: &mut [Lease],
+    stop: &AtomicBool,
+    cancel: &Cancel,
+) -> Option<Error> {
     let first = leases.iter().min_by_key(|l| l.valid_until)?;
     let mut renewals = crate::hold::Renewals::new(first.valid_until, first.ttl);
     let stopped = || stop.load(Ordering::SeqCst);
@@ -195,7 +215,10 @@ fn keep_alive(locker: &mut Locker, leases: &mut [Lease], stop: &AtomicBool) -> O
                 l.valid_until = v;
             }
         }
-        if let crate::hold::Round::Lost { error, .. } = round {
+        if let crate::hold::Round::Lost { key, error, .. } = round {
+            let lost = leases.iter().filter(|l| l.key == key).cloned();
+            release_taken(locker, lost);
+            cancel.cancel(0);
             return Some(error);
         }
     }
@@ -225,8 +248,8 @@ pub fn acquire(
     on_wait: &mut dyn FnMut(&Busy),
 ) -> Result<Vec<Lease>> {
     req.check()?;
-    take_all(locker, keys, req, &mut |l, k, r| {
-        l.acquire(k, r, cancel, &mut *on_wait)
+    take_all(locker, keys, req, cancel, &mut |l, k, r, c| {
+        l.acquire(k, r, Some(c), &mut *on_wait)
     })
 }
 

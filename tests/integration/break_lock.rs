@@ -247,6 +247,57 @@ fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
     all_keys_expire(&r);
 }
 
+/// `check` of a broken token says who broke it and why, in the text and
+/// in --json, while the hold is being broken (its mark).
+#[test]
+fn check_of_a_broken_token_says_who_broke_it() {
+    let r = Redis::start();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    rlock(&r)
+        .args(["break", "k", "--reason", "audit", "--yes"])
+        .env("USER", "ops")
+        .run()
+        .ok();
+    let check = |json: bool| {
+        rlock(&r)
+            .args(["check", "k", "--token", &tok])
+            .args(json.then_some("--json"))
+            .run()
+            .fails(79, "broken by ops@")
+    };
+    let run = check(false);
+    assert!(run.stderr.contains("(reason: audit)"), "{}", run.stderr);
+    let out: serde_json::Value = serde_json::from_str(&check(true).stdout).unwrap();
+    assert_eq!(out["held"], false, "{out}");
+    assert_eq!(out["why"], "broken", "{out}");
+    assert!(out["by"].as_str().unwrap().starts_with("ops@"), "{out}");
+    assert_eq!(out["reason"], "audit", "{out}");
+    // Given back by its holder, who was told (release.lua): the notice
+    // is gone with the hold.
+    rlock(&r)
+        .args(["release", "k", "--token", &tok])
+        .run()
+        .fails(79, "broken by ops@");
+    assert!(!r.held("k"));
+    // A token that was only released says "gone", as before.
+    let plain = rlock(&r).args(["acquire", "k"]).run().ok().token();
+    rlock(&r)
+        .args(["release", "k", "--token", &plain])
+        .run()
+        .ok();
+    let out = rlock(&r)
+        .args(["check", "k", "--json", "--token", &plain])
+        .run()
+        .code(79)
+        .stdout;
+    assert!(out.contains(r#""why":"gone""#), "{out}");
+    all_keys_expire(&r);
+}
+
 #[test]
 fn a_free_lock_has_nothing_to_break() {
     let r = Redis::shared();

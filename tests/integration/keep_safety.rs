@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use crate::keep::{delete_lock, finish_child, keeper_pid, script, tmp, wait_line};
+use crate::keep::{
+    alive_in, delete_lock, finish_child, host_pid, keeper_pid, kill_in, script,
+    script_in_pid_namespace, tmp, wait_line,
+};
 use crate::util::*;
 
 /// The lines of `$D/out`, in order.
@@ -85,29 +88,36 @@ fn signals_exec_passes_on_never_reach_a_keeper_in_its_tree() {
     // ended at once.
     let r = Redis::shared();
     let d = tmp("forwarded");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
-        "exec \"$B\" exec --grace 30s A -- bash -c 'trap \":\" USR1 USR2 HUP TERM
+        "echo $$ >\"$D/pid\"; exec \"$B\" exec --grace 30s A -- bash -c 'trap \":\" USR1 USR2 HUP TERM
            \"$B\" -v acquire B --ttl 5s --keep >/dev/null 2>\"$D/log\" || exit 9
            echo started >>\"$D/out\"
-           for ((i = 0; i < 25; i++)); do echo holds-B >>\"$D/out\"; sleep 0.1; done
+           while [ ! -e \"$D/go\" ]; do echo holds-B >>\"$D/out\"; sleep 0.1; done
            echo done >>\"$D/out\"'",
     );
     wait_line(&d, "out");
     let keeper = keeper_pid(&d);
+    // The script, now `rlock exec A`.
+    let exec: i32 = wait_line(&d, "pid").parse().unwrap();
     for sig in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGHUP, libc::SIGTERM] {
-        kill(sh.id(), sig);
+        kill_in(&sh, exec, sig);
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        alive(keeper),
+        alive_in(&sh, keeper),
         "the keeper got a signal meant for the command (or: {}; the script: {:?})",
         r.status_json("B")["last_lost"],
         log_lines(&d)
     );
-    rival(&r, "B", "10s", &d).run().ok();
+    // A keeper that let B go on a signal would let the rival in before
+    // the script is done.
+    let rival = rival(&r, "B", "10s", &d).spawn();
+    std::thread::sleep(Duration::from_secs(1));
+    std::fs::write(d.join("go"), "").unwrap();
+    finish(rival, "the rival").ok();
     let lines = log_lines(&d);
     assert!(at(&lines, "done") < at(&lines, "rival"), "{lines:?}");
     let out = finish_child(&mut sh);
@@ -194,7 +204,7 @@ fn a_killed_keeper_has_its_guard_stop_the_script() {
     // sends the script SIGTERM at once.
     let r = Redis::shared();
     let d = tmp("killed-keeper");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -205,7 +215,7 @@ fn a_killed_keeper_has_its_guard_stop_the_script() {
     );
     wait_line(&d, "out");
     let keeper = keeper_pid(&d);
-    kill(keeper, libc::SIGKILL);
+    kill_in(&sh, keeper, libc::SIGKILL);
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
     assert_eq!(log_lines(&d), ["started", "got-term"]);
@@ -221,7 +231,7 @@ fn a_stopped_keeper_has_its_guard_kill_the_script_before_the_lease_ends() {
     // got the lock at the lease's end while the script worked on.
     let r = Redis::shared();
     let d = tmp("stopped-keeper");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -230,12 +240,16 @@ fn a_stopped_keeper_has_its_guard_kill_the_script_before_the_lease_ends() {
     );
     wait_line(&d, "out");
     let keeper = keeper_pid(&d);
+    let keeper = host_pid(&sh, keeper).unwrap();
     kill(keeper, libc::SIGSTOP);
     let rival = rival(&r, "ks", "20s", &d).spawn();
-    let out = finish_child(&mut sh);
-    kill(keeper, libc::SIGCONT);
-    assert_eq!(out.0, None, "the script was not killed: {}", out.1);
+    // The rival runs once the lease has ended; the namespace ends once the
+    // keeper, continued, has too.
     finish(rival, "the rival").ok();
+    kill(keeper, libc::SIGCONT);
+    let out = finish_child(&mut sh);
+    // SIGKILLed: the namespace's init says 128+9.
+    assert_eq!(out.0, Some(137), "the script was not killed: {}", out.1);
     let lines = log_lines(&d);
     assert_eq!(lines.last().map(String::as_str), Some("rival"), "{lines:?}");
     assert!(!lines.contains(&"finished".to_string()), "{lines:?}");
@@ -271,7 +285,7 @@ fn on_lost_term_is_followed_by_sigkill_after_grace() {
     // ran on past the loss for as long as it liked.
     let r = Redis::shared();
     let d = tmp("grace");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -284,7 +298,7 @@ fn on_lost_term_is_followed_by_sigkill_after_grace() {
     keeper_pid(&d);
     delete_lock(&r, "kg");
     let out = finish_child(&mut sh);
-    assert_eq!(out.0, None, "not killed: {}", out.1);
+    assert_eq!(out.0, Some(137), "not killed: {}", out.1);
     assert_eq!(log_lines(&d), ["started", "got-term"]);
     let st = r.status_json("kg");
     assert!(
@@ -302,7 +316,7 @@ fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
     // worked on under it.
     let r = Redis::shared();
     let d = tmp("term-keeper");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -312,10 +326,10 @@ fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
     );
     wait_line(&d, "out");
     let keeper = keeper_pid(&d);
-    kill(keeper, libc::SIGTERM);
+    kill_in(&sh, keeper, libc::SIGTERM);
     rival(&r, "kt", "10s", &d).run().ok();
     let out = finish_child(&mut sh);
-    assert_eq!(out.0, None, "not killed: {}", out.1);
+    assert_eq!(out.0, Some(137), "not killed: {}", out.1);
     let lines = log_lines(&d);
     assert_eq!(lines.last().map(String::as_str), Some("rival"), "{lines:?}");
     assert!(lines.contains(&"got-term".to_string()), "{lines:?}");

@@ -181,6 +181,49 @@ fn breaking_one_lock_of_the_set_stops_the_command() {
     assert!(!r.held("b"));
 }
 
+/// A set waiting for its next lock learns at its next renewal (TTL/3) that
+/// a lock it holds already is being broken: it gives that one back at once
+/// (the break then passes it on, not its lease's end), leaves the queue it
+/// waits in, and ends with the loss's 79, naming it.
+#[test]
+fn a_set_waiting_for_its_next_lock_gives_back_a_broken_one_at_once() {
+    let r = Redis::start();
+    rlock(&r)
+        .args(["acquire", "--ttl", "60s", "b"])
+        .by_another_process()
+        .run()
+        .ok();
+    let child = rlock(&r)
+        .args([
+            "exec", "--ttl", "6s", "-w", "60s", "a", "--and", "b", "--", "true",
+        ])
+        .spawn();
+    r.await_waiters("b", 1);
+    assert!(r.held("a"), "a is taken before b is waited for");
+    rlock(&r)
+        .args(["break", "a", "-y", "--reason", "test"])
+        .run()
+        .ok();
+    let run = finish(child, "exec a b").fails_with_lines(79, "\"a\"");
+    assert!(run.stderr.contains("broken by"), "{}", run.stderr);
+    // Without the give-back the set would wait for b (60 s) and the broken
+    // hold would stay until its lease ends.
+    assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
+    assert!(!r.held("a"), "the broken hold of a was left to its lease");
+    let h = rlock(&r).args(["history", "a", "--json"]).run().ok().stdout;
+    let events: Vec<String> = h
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+        .collect();
+    assert_eq!(
+        events,
+        [r#""granted""#, r#""broken""#, r#""released""#],
+        "{h}"
+    );
+    assert_eq!(r.status_json("b")["waiters"], 0);
+    assert!(r.held("b"), "b's own holder is untouched");
+}
+
 #[test]
 fn bad_input_is_refused_with_64_and_nothing_written() {
     let r = Redis::start();

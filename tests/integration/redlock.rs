@@ -766,3 +766,33 @@ fn a_waiter_whose_masters_come_back_in_time_gets_the_lock() {
     // Held on a majority: released there.
     rl(&ms).args(["release", "k", "--token", &tok]).run().ok();
 }
+
+/// A grant that waited says so in the history (`waited_ms` of the
+/// `granted` event), as on one Redis: every attempt of a RedLock wait
+/// carries how long the wait has lasted so far.
+#[test]
+fn a_grant_that_waited_records_its_wait() {
+    let ms = masters(3);
+    let tok = rl(&ms)
+        .args(["acquire", "--ttl", "30s", "k"])
+        .run()
+        .ok()
+        .token();
+    let waiter = rl(&ms)
+        .args(["exec", "-w", "30s", "k", "--", "true"])
+        .spawn();
+    std::thread::sleep(Duration::from_millis(1200));
+    rl(&ms).args(["release", "k", "--token", &tok]).run().ok();
+    finish(waiter, "the waiter").ok();
+    let out = rl(&ms).args(["history", "k", "--json"]).run().ok().stdout;
+    let h: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let granted: Vec<&serde_json::Value> = h.iter().filter(|e| e["event"] == "granted").collect();
+    assert_eq!(granted.len(), 2, "{out}");
+    let waited = granted[1]["waited_ms"].as_u64().unwrap_or(0);
+    // The release came 1.2 s after the waiter started; its first attempt
+    // was at most that long after its spawn (generous for a loaded box).
+    assert!(waited >= 500, "the second grant waited {waited} ms: {out}");
+}

@@ -282,20 +282,37 @@ fn a_break_says_what_it_ended_and_whom_to_wake() {
 #[test]
 fn a_check_gives_the_hold_or_why_not() {
     assert_eq!(
-        held(&[2500, 17], "k").unwrap(),
+        held(&[i(2500), i(17)], "k").unwrap(),
         Held {
             ttl: ms(2500),
             fence: 17
         }
     );
-    assert_eq!(held(&[0, 3], "k").unwrap().ttl, Duration::ZERO);
-    assert!(matches!(held(&[-1], "k"), Err(Error::Lost { .. })));
-    assert!(matches!(held(&[-2], "k"), Err(Error::NotOwner { .. })));
+    assert_eq!(held(&[i(0), i(3)], "k").unwrap().ttl, Duration::ZERO);
+    assert!(matches!(held(&[i(-1)], "k"), Err(Error::Lost { .. })));
+    assert!(matches!(held(&[i(-2)], "k"), Err(Error::NotOwner { .. })));
+    let ints = |v: &[i64]| v.iter().map(|&n| i(n)).collect::<Vec<_>>();
     for reply in [&[][..], &[-1, 5], &[1, 2, 3], &[-3]] {
         assert!(
-            protocol(held(reply, "k")).starts_with("check returned"),
+            protocol(held(&ints(reply), "k")).starts_with("check returned"),
             "{reply:?}"
         );
+    }
+    assert!(protocol(held(&[i(-2), s("{}")], "k")).starts_with("check returned"));
+}
+
+#[test]
+fn a_check_of_a_broken_hold_says_who_broke_it() {
+    let notice = s(r#"{"by":"ops@h","reason":"stuck","at":5}"#);
+    match held(&[i(-1), notice], "k") {
+        Err(Error::Lost { why, .. }) => {
+            assert_eq!(why, "it was broken by ops@h (reason: stuck)");
+            assert_eq!(
+                crate::lock::breaking::breaker(&why),
+                Some(("ops@h", "stuck"))
+            );
+        }
+        other => panic!("{other:?}"),
     }
 }
 

@@ -303,9 +303,9 @@ impl Backend for Node {
     fn check(&mut self, key: &str, token: &Token) -> Result<Held> {
         let lock = self.name(key)?;
         let [cap, retention] = self.history.args();
-        let reply: Vec<i64> = self.eval(
+        let reply: Vec<Value> = self.eval(
             &CHECK,
-            &lock.keys(None),
+            &lock.noticed_keys(),
             &[token.as_str(), &cap, &retention],
             || format!("check {key:?}"),
             RESEND_WINDOW,

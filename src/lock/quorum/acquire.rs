@@ -52,12 +52,15 @@ impl Quorum {
     /// re-entry (decided when a majority re-entered, or every master has
     /// answered).
     /// Every counter a master shows raises the floor for later attempts.
+    /// `waited`: how long the acquire has waited so far, which a master that
+    /// grants records in its history's `granted` event.
     fn attempt_all(
         &self,
         lock: &LockName,
         token: &Token,
         req: &Request,
         reenter_only: bool,
+        waited: Duration,
     ) -> (Answers<Outcome>, Vec<bool>) {
         let (l, t, r) = (lock.clone(), token.clone(), req.clone());
         let m = self.majority();
@@ -80,6 +83,7 @@ impl Quorum {
                     .attempt(&Attempt {
                         reenter_only,
                         floor,
+                        waited,
                         ..Attempt::new(&l, &t, &r)
                     })
                     .map_err(|f| f.error);
@@ -191,7 +195,7 @@ impl Quorum {
         req: &Request,
     ) -> Result<Option<Lease>> {
         let sent = BootTime::now();
-        let (answers, _) = self.attempt_all(lock, token, req, true);
+        let (answers, _) = self.attempt_all(lock, token, req, true, Duration::ZERO);
         let twins = self.check_twins();
         if twins.is_ok()
             && let Some(lease) = self.granted(&answers, key, token, req, sent, true)
@@ -232,6 +236,9 @@ impl Quorum {
         // since when each master has not answered.
         let mut outage = Outage::default();
         let mut silences: Vec<Outage> = (0..self.len()).map(|_| Outage::default()).collect();
+        // Every attempt is a new token, so the wait is counted here, from
+        // the first attempt: the grant's history says how long it took.
+        let began = Instant::now();
         loop {
             if w.cancelled() {
                 return Err(w.interrupted());
@@ -239,7 +246,7 @@ impl Quorum {
             let token = Token::generate();
             let sent = BootTime::now();
             let asked = Instant::now();
-            let (mut answers, ran) = self.attempt_all(lock, &token, req, false);
+            let (mut answers, ran) = self.attempt_all(lock, &token, req, false, began.elapsed());
             let undo = undo_targets(&answers, &ran);
             // Two ends that give the grant back wherever it may have been
             // made: two URLs of one master (Some(the error)), or a wait

@@ -49,7 +49,7 @@ fn the_lock_lives_as_long_as_the_script() {
 fn a_killed_script_frees_the_lock_at_once() {
     let r = Redis::shared();
     let d = tmp("killed");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -59,15 +59,17 @@ fn a_killed_script_frees_the_lock_at_once() {
     let pid: i32 = wait_line(&d, "pid").parse().unwrap();
     let keeper = keeper_pid(&d);
     assert!(r.held("k"));
-    kill(pid, libc::SIGKILL);
-    let _ = sh.wait();
+    kill_in(&sh, pid, libc::SIGKILL);
     // Far sooner than the 30s TTL.
     eventually(
         Duration::from_secs(1),
         "the lock free after SIGKILL",
         || !r.held("k"),
     );
-    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
+    eventually(Duration::from_secs(1), "the keeper gone", || {
+        !alive_in(&sh, keeper)
+    });
+    let _ = sh.wait();
     r.assert_nothing_held(&[]);
 }
 
@@ -75,7 +77,7 @@ fn a_killed_script_frees_the_lock_at_once() {
 fn release_ends_the_keeper_and_signals_nobody() {
     let r = Redis::shared();
     let d = tmp("release");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -94,7 +96,9 @@ fn release_ends_the_keeper_and_signals_nobody() {
     go(&d);
     wait_line(&d, "released");
     assert!(!r.held("k"));
-    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
+    eventually(Duration::from_secs(1), "the keeper gone", || {
+        !alive_in(&sh, keeper)
+    });
     exits_0(&mut sh, "");
     assert_eq!(read(&d.join("signalled")), "", "the script was signalled");
     assert!(
@@ -109,7 +113,7 @@ fn release_ends_the_keeper_and_signals_nobody() {
 fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
     let r = Redis::start();
     let d = tmp("deleted");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -122,9 +126,11 @@ fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
     let keeper = keeper_pid(&d);
     delete_lock(&r, "k");
     assert_eq!(wait_line(&d, "signalled"), "TERM");
+    eventually(Duration::from_secs(1), "the keeper gone", || {
+        !alive_in(&sh, keeper)
+    });
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
-    eventually(Duration::from_secs(1), "the keeper gone", || !alive(keeper));
     let st = r.status_json("k");
     let lost = &st["last_lost"];
     assert_eq!(lost["pid"].to_string(), pid, "{st}");
@@ -142,7 +148,7 @@ fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
 fn on_lost_ignore_only_records_the_loss() {
     let r = Redis::shared();
     let d = tmp("ignore");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "sh",
         &d,
@@ -154,7 +160,9 @@ fn on_lost_ignore_only_records_the_loss() {
     wait_line(&d, "pid");
     let keeper = keeper_pid(&d);
     delete_lock(&r, "k");
-    eventually(Duration::from_secs(3), "the keeper gone", || !alive(keeper));
+    eventually(Duration::from_secs(3), "the keeper gone", || {
+        !alive_in(&sh, keeper)
+    });
     let st = r.status_json("k");
     assert!(
         st["last_lost"]["action"]
@@ -172,7 +180,7 @@ fn on_lost_ignore_only_records_the_loss() {
 fn the_keeper_gives_up_when_redis_is_gone_longer_than_the_lease() {
     let r = Redis::start();
     let d = tmp("redis-gone");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -186,7 +194,9 @@ fn the_keeper_gives_up_when_redis_is_gone_longer_than_the_lease() {
     kill(r.child_pid(), libc::SIGKILL);
     // The lease (1s) ends unrenewed: the keeper applies --on-lost and exits.
     assert_eq!(wait_line(&d, "signalled"), "TERM");
-    eventually(Duration::from_secs(5), "the keeper gone", || !alive(keeper));
+    eventually(Duration::from_secs(5), "the keeper gone", || {
+        !alive_in(&sh, keeper)
+    });
     let out = finish_child(&mut sh);
     assert_eq!(out.0, Some(5), "{}", out.1);
 }

@@ -35,6 +35,52 @@ pub fn script_in_pid_namespace(r: &Redis, shell: &str, dir: &Path, body: &str) -
     spawn_piped(in_pid_namespace(&script_command(r, shell, dir, body)))
 }
 
+/// The host's pid of `pid`, a pid of the namespace of `ns` (a child of
+/// [`script_in_pid_namespace`]): the process of that namespace whose NSpid
+/// (/proc/PID/status) ends with `pid`. None once it is gone. The one way a
+/// test signals a process of the namespace: its pids mean nothing here.
+pub fn host_pid(ns: &Child, pid: i32) -> Option<i32> {
+    let status = |p: &str| std::fs::read_to_string(format!("/proc/{p}/status")).ok();
+    let field = |s: &str, name: &str| -> Vec<String> {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let link = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    let procs: Vec<String> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    // The namespace is that of unshare's child, its pid 1.
+    let unshare = ns.id().to_string();
+    let init = procs
+        .iter()
+        .find(|p| status(p).is_some_and(|s| field(&s, "PPid:") == [unshare.clone()]))?;
+    let ns_link = link(init)?;
+    let want = pid.to_string();
+    procs
+        .iter()
+        .find(|p| {
+            link(p).as_ref() == Some(&ns_link)
+                && status(p).is_some_and(|s| field(&s, "NSpid:").last() == Some(&want))
+        })
+        .and_then(|p| p.parse().ok())
+}
+
+/// `sig` to `pid` of the namespace of `ns` (see [`host_pid`]); it must run.
+#[track_caller]
+pub fn kill_in(ns: &Child, pid: i32, sig: i32) {
+    let host = host_pid(ns, pid).unwrap_or_else(|| panic!("no pid {pid} in the namespace"));
+    kill(host, sig);
+}
+
+/// Whether `pid` of the namespace of `ns` runs (see [`host_pid`]).
+pub fn alive_in(ns: &Child, pid: i32) -> bool {
+    host_pid(ns, pid).is_some_and(alive)
+}
+
 fn spawn_piped(mut cmd: Command) -> Child {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

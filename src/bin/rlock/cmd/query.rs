@@ -22,9 +22,13 @@ pub(crate) fn check(g: &Global, key: &str, token: Option<&str>, json: bool) -> a
             Ok(h) => {
                 serde_json::json!({"held": true, "ttl_ms": rlock::duration::millis(h.ttl), "fence": h.fence})
             }
-            Err(rlock::Error::Lost { .. }) => {
-                serde_json::json!({"held": false, "why": "gone"})
-            }
+            // A break: who broke it and why (its mark or notice).
+            Err(rlock::Error::Lost { why, .. }) => match rlock::lock::breaking::breaker(why) {
+                Some((by, reason)) => {
+                    serde_json::json!({"held": false, "why": "broken", "by": by, "reason": reason})
+                }
+                None => serde_json::json!({"held": false, "why": "gone"}),
+            },
             Err(rlock::Error::NotOwner { .. }) => {
                 serde_json::json!({"held": false, "why": "another owner"})
             }
