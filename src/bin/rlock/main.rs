@@ -132,15 +132,7 @@ fn rlock_main() -> u8 {
                     )
                 );
             if !quiet_busy || verbose {
-                // One line, even when a cause spans several (redis-rs'
-                // parse errors on a server that is not Redis do).
-                let text = format!("{err:#}");
-                let text: Vec<&str> = text
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .collect();
-                say!("rlock: {}", errors::explain(lib, &text.join(" "), &prefix));
+                say!("rlock: {}", errors::line(&err, &prefix));
             }
             lib.map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict))
         }

@@ -38,7 +38,7 @@ fn list_scan(v: Option<&std::ffi::OsStr>) -> Result<bool, rlock::Error> {
     match v.map(|v| v.to_str()) {
         None | Some(Some("0" | "")) => Ok(false),
         Some(Some("1")) => Ok(true),
-        Some(_) => Err(rlock::Error::Usage(format!(
+        Some(_) => Err(rlock::Error::invalid(format!(
             "RLOCK_LIST_SCAN is {:?}; use 1 (scan) or 0",
             v.unwrap_or_default()
         ))),
@@ -161,8 +161,8 @@ pub(crate) fn max_hold(
     d: Option<rlock::duration::Span>,
 ) -> Result<Option<std::time::Duration>, rlock::Error> {
     match d {
-        Some(d) if d.0.is_zero() => Err(rlock::Error::Usage(
-            "--max-hold must be more than 0 (it is how long the lock may be held)".into(),
+        Some(d) if d.0.is_zero() => Err(rlock::Error::invalid(
+            "--max-hold must be more than 0 (it is how long the lock may be held)",
         )),
         d => Ok(d.map(|d| d.0)),
     }
