@@ -105,6 +105,7 @@ fn rlock_main() -> u8 {
         say!("rlock: {e}");
         return exit_code::USAGE;
     }
+    let mut cli = cli;
     let conflict = match &cli.command {
         Command::Acquire(Acquire { lock, .. })
         | Command::Exec(Exec { lock, .. })
@@ -114,8 +115,8 @@ fn rlock_main() -> u8 {
     let verbose = cli.global.verbose;
     let prefix = cli.global.prefix.clone();
     // `-E 0`: a wait that ends busy is a quiet success, so the wait says
-    // nothing either (see `waiting`).
-    setup::BUSY_IS_SUCCESS.store(conflict == 0, std::sync::atomic::Ordering::Relaxed);
+    // nothing either (see `setup::waiting`).
+    cli.global.busy_is_success = conflict == 0;
     match cmd::run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -138,10 +138,6 @@ pub(crate) fn owner_token(g: &Global, key: &str, flag: Option<&str>) -> anyhow::
     )?)
 }
 
-/// `-E 0` was given (see `main`).
-pub(crate) static BUSY_IS_SUCCESS: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
 /// Shows on stderr whom we wait for (unless -q): see progress.rs. With
 /// `-E 0` and stderr not a terminal (cron, CI), nothing either, as flock
 /// prints nothing while it waits: a wait that then ends busy exits 0, and
@@ -150,9 +146,7 @@ pub(crate) static BUSY_IS_SUCCESS: std::sync::atomic::AtomicBool =
 /// it.
 pub(crate) fn waiting(g: &Global) -> progress::Progress {
     use std::io::IsTerminal;
-    let silent = BUSY_IS_SUCCESS.load(std::sync::atomic::Ordering::Relaxed)
-        && !g.verbose
-        && !std::io::stderr().is_terminal();
+    let silent = g.busy_is_success && !g.verbose && !std::io::stderr().is_terminal();
     progress::Progress::new(g.quiet || silent, g.verbose)
 }
 
