@@ -1,14 +1,20 @@
 //! Typed errors of the library. The binary maps them to exit codes
 //! (see [`crate::exit_code`]); nothing in the library prints or exits.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use crate::msg;
+
+mod message;
+
+pub use message::{Message, Part, Setting};
 
 /// Everything that can go wrong while taking, keeping or giving back a lock.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad input from the caller: a flag, a key, a token, a URL.
     #[error("{0}")]
-    Usage(String),
+    Invalid(Message),
 
     /// Redis could not be reached, did not answer in time, or refused us
     /// (authentication, ACL, or a new lock while its memory is above
@@ -16,10 +22,14 @@ pub enum Error {
     #[error("{context}{}", cause_suffix(.cause))]
     Unavailable {
         /// What rlock was doing (`acquire "key"`, `connect to host:port`).
-        context: String,
+        context: Message,
         // Not a #[source]: redis' message already includes its own cause.
-        /// What redis-rs reported.
+        /// What redis-rs reported; [`Error::replicas_short`] tells the
+        /// shortfall of [`Setting::MinReplicas`] from an outage.
         cause: redis::RedisError,
+        /// When Redis last answered, if a wait rode out an outage that
+        /// then outlasted it (`context` says so).
+        since: Option<SystemTime>,
     },
 
     /// The lock is held and the caller asked not to wait.
@@ -59,9 +69,31 @@ pub enum Error {
     },
 
     /// The Redis key exists but is not an rlock lock, or the lock is in use
-    /// in an incompatible way (another --limit).
+    /// in a way this request cannot share.
     #[error("{0}")]
     Conflict(String),
+
+    /// The lock is in use with another [`Setting::Limit`]; every holder
+    /// must give the same.
+    #[error("{}", other_limit(.key, *.held, *.asked))]
+    OtherLimit {
+        /// The lock's name.
+        key: String,
+        /// The limit its holders took it with.
+        held: u32,
+        /// The limit asked for.
+        asked: u32,
+    },
+
+    /// The lock is in use as a read-write lock and was asked for as a
+    /// semaphore, or the other way round: the two do not mix.
+    #[error("{}", other_kind(.key, *.key_is_rw))]
+    OtherKind {
+        /// The lock's name.
+        key: String,
+        /// Whether it is in use as a read-write lock (else as a semaphore).
+        key_is_rw: bool,
+    },
 
     /// `--supersede`: a newer waiter of the same lock that also asked to
     /// supersede replaced this one in the queue; nothing is held.
@@ -92,6 +124,88 @@ pub enum Error {
     /// Redis answered something we do not understand.
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
+
+    /// What answered is not Redis: its reply could not be parsed at all.
+    #[error("{}", not_redis(.what))]
+    NotRedis {
+        /// What rlock was doing.
+        what: String,
+        /// What redis-rs reported.
+        cause: redis::RedisError,
+    },
+}
+
+impl Error {
+    /// The error's one line, with each [`Setting`] named by `name` (Display
+    /// uses [`Setting::name`]).
+    pub fn render(&self, name: &dyn Fn(Setting) -> String) -> String {
+        self.message().render(name)
+    }
+
+    /// The error's one line as a [`Message`].
+    pub fn message(&self) -> Message {
+        match self {
+            Error::Invalid(m) => m.clone(),
+            Error::Unavailable { context, cause, .. } => context.clone().and(cause_suffix(cause)),
+            Error::OtherLimit { key, held, asked } => other_limit(key, *held, *asked),
+            Error::OtherKind { key, key_is_rw } => other_kind(key, *key_is_rw),
+            Error::NotRedis { what, .. } => not_redis(what),
+            e => e.to_string().into(),
+        }
+    }
+
+    /// A plain [`Error::Invalid`], naming no setting.
+    pub fn invalid(text: impl Into<String>) -> Error {
+        Error::Invalid(Message::from(text.into()))
+    }
+
+    /// An [`Error::Unavailable`] outside a wait's outage.
+    pub(crate) fn unavailable(context: impl Into<Message>, cause: redis::RedisError) -> Error {
+        Error::Unavailable {
+            context: context.into(),
+            cause,
+            since: None,
+        }
+    }
+
+    /// Whether it is the shortfall of [`Setting::MinReplicas`]: the write
+    /// did not reach that many replicas in time (not an outage).
+    pub fn replicas_short(&self) -> bool {
+        matches!(self, Error::Unavailable { cause, .. } if cause.kind() == redis::ErrorKind::Client)
+    }
+}
+
+fn other_limit(key: &str, held: u32, asked: u32) -> Message {
+    msg![
+        format!("lock {key:?} is in use with "),
+        Setting::Limit,
+        format!(" {held}, not {asked}; every holder must agree")
+    ]
+}
+
+fn other_kind(key: &str, key_is_rw: bool) -> Message {
+    let rw = || msg!["a read-write lock (", Setting::ReadWrite, ")"];
+    let sem = || msg!["a semaphore (", Setting::Limit, " above 1)"];
+    let (is, asked) = if key_is_rw {
+        (rw(), sem())
+    } else {
+        (sem(), rw())
+    };
+    msg![format!("lock {key:?} is in use as ")]
+        .and(is)
+        .and("; it cannot be taken as ")
+        .and(asked)
+}
+
+fn not_redis(what: &str) -> Message {
+    msg![
+        format!(
+            "{what}: the server did not answer as Redis does (the URL may point at another \
+             service's port; check "
+        ),
+        Setting::Urls,
+        ")"
+    ]
 }
 
 /// ": <what redis-rs reported>", except for a refusal at maxmemory, which
@@ -100,10 +214,22 @@ pub enum Error {
 fn cause_suffix(cause: &redis::RedisError) -> String {
     if is_oom(cause) {
         String::new()
+    } else if cause.kind() == redis::ErrorKind::Client {
+        // The one cause of rlock's making, [`too_few_replicas`]: its words
+        // without redis-rs' " - Client".
+        format!(": {TOO_FEW_REPLICAS}")
     } else {
         format!(": {cause}")
     }
 }
+
+/// The cause of [`Error::replicas_short`]: not an outage, nothing to ride
+/// out or resend for.
+pub(crate) fn too_few_replicas() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Client, TOO_FEW_REPLICAS))
+}
+
+const TOO_FEW_REPLICAS: &str = "too few replicas";
 
 /// What a Redis at `maxmemory` refuses, and what it still does (see
 /// lua/common.lua).
@@ -126,10 +252,7 @@ impl Error {
     pub(crate) fn from_redis(err: redis::RedisError, what: &str) -> Self {
         let text = err.to_string();
         if is_oom(&err) {
-            return Error::Unavailable {
-                context: format!("{what}: {OUT_OF_MEMORY}"),
-                cause: err,
-            };
+            return Error::unavailable(format!("{what}: {OUT_OF_MEMORY}"), err);
         }
         if text.contains("WRONGTYPE")
             || text.contains("not an integer")
@@ -141,23 +264,33 @@ impl Error {
             ));
         }
         if code(&err) == Some("MOVED") {
-            return Error::Usage(format!(
-                "{what}: the server is a Redis Cluster node and another node serves this key; \
-                 connect with ConnectOptions::cluster"
-            ));
+            return Error::Invalid(msg![
+                format!(
+                    "{what}: the server is a Redis Cluster node and another node serves this \
+                     key; give "
+                ),
+                Setting::Cluster
+            ]);
         }
         if wants_auth(&err) {
-            return Error::Unavailable {
-                context: format!(
+            return Error::unavailable(
+                format!(
                     "{what}: the server requires a password: give it in RLOCK_PASSWORD, or in \
                      the URL as redis://[user]:PASSWORD@host:port"
                 ),
-                cause: err,
-            };
+                err,
+            );
         }
         if is_unavailable(&err) {
-            return Error::Unavailable {
-                context: what.to_string(),
+            return Error::unavailable(what, err);
+        }
+        // The parser's, not a conversion's (the same kind): the bytes were
+        // not RESP. redis-rs tells them apart only by its words.
+        if err.kind() == redis::ErrorKind::Parse
+            && err.detail().is_some_and(|d| d.starts_with("Parse error"))
+        {
+            return Error::NotRedis {
+                what: what.to_string(),
                 cause: err,
             };
         }
@@ -287,6 +420,24 @@ mod tests {
         // A script error of the script's own making keeps ERR.
         let own = server_error("ERR Error running script (call to f_x): @user_script:3: boom");
         assert_eq!(code(&own), Some("ERR"));
+    }
+
+    #[test]
+    fn bytes_that_are_not_resp_are_not_redis_and_a_setting_keeps_its_place() {
+        let html = redis::parse_redis_value(b"<!DOCTYPE HTML>\r\n").unwrap_err();
+        let e = Error::from_redis(html, "acquire \"k\"");
+        assert!(matches!(e, Error::NotRedis { .. }), "{e:?}");
+        assert!(
+            e.to_string().ends_with("check ConnectOptions::urls)"),
+            "{e}"
+        );
+        let flag = |s: Setting| format!("<{s:?}>");
+        assert!(e.render(&flag).ends_with("check <Urls>)"), "{e}");
+        let short = Error::unavailable(msg!["w: ", Setting::MinReplicas], too_few_replicas());
+        assert!(short.replicas_short());
+        assert_eq!(short.render(&flag), "w: <MinReplicas>: too few replicas");
+        let other = Error::unavailable("w", redis::RedisError::from((redis::ErrorKind::Io, "x")));
+        assert!(!other.replicas_short());
     }
 
     #[test]

@@ -52,9 +52,12 @@ pub fn for_status(status: Option<std::process::ExitStatus>) -> u8 {
 /// Exit code for an error; `conflict` is the -E value used for busy/timeout.
 pub fn for_error(err: &Error, conflict: u8) -> u8 {
     match err {
-        Error::Usage(_) | Error::Conflict(_) => USAGE,
+        Error::Invalid(_)
+        | Error::Conflict(_)
+        | Error::OtherLimit { .. }
+        | Error::OtherKind { .. } => USAGE,
         Error::Unavailable { .. } => UNAVAILABLE,
-        Error::Protocol(_) => INTERNAL,
+        Error::Protocol(_) | Error::NotRedis { .. } => INTERNAL,
         Error::Busy { .. } | Error::Timeout { .. } | Error::Superseded { .. } => conflict,
         Error::NotOwner { .. } => NOT_OWNER,
         Error::Lost { .. } => LOST,
@@ -94,7 +97,7 @@ mod tests {
         };
         assert_eq!(for_error(&busy, BUSY), 75);
         assert_eq!(for_error(&busy, 0), 0);
-        assert_eq!(for_error(&Error::Usage("x".into()), 0), USAGE);
+        assert_eq!(for_error(&Error::invalid("x"), 0), USAGE);
         assert_eq!(for_error(&Error::NotOwner { key: "k".into() }, 0), 77);
         assert_eq!(
             for_error(

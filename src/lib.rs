@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Bad input is refused before anything is sent to Redis, with an
-//! [`Error::Usage`]; [`exit_code::for_error`] gives every error the exit
+//! [`Error::Invalid`]; [`exit_code::for_error`] gives every error the exit
 //! code the CLI documents:
 //!
 //! ```
@@ -22,7 +22,7 @@
 //!
 //! // Too short a lease to renew: refused before connecting.
 //! let err = Request::new(Duration::from_millis(10)).check().unwrap_err();
-//! assert!(matches!(err, Error::Usage(_)));
+//! assert!(matches!(err, Error::Invalid(_)));
 //! assert_eq!(exit_code::for_error(&err, exit_code::BUSY), exit_code::USAGE);
 //!
 //! // Not a Redis URL: refused before connecting, too.

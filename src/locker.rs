@@ -98,7 +98,7 @@ impl Locker {
     /// [`Backend::history`], once `limit` is in range.
     pub fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
         if limit == 0 || limit > crate::lock::MAX_HISTORY_EVENTS as usize {
-            return Err(crate::Error::Usage(format!(
+            return Err(crate::Error::invalid(format!(
                 "history limit {limit} is out of range: use 1 to {}",
                 crate::lock::MAX_HISTORY_EVENTS
             )));

@@ -12,7 +12,8 @@ use super::handle::scan_cmd;
 use super::options::install_crypto_provider;
 use super::server::{Client, Server};
 use super::url::Seed;
-use crate::{Error, Result};
+use crate::error::Setting;
+use crate::{Error, Result, msg};
 
 mod slots;
 
@@ -205,9 +206,10 @@ impl Server {
             .iter()
             .any(|s| matches!(s.info.addr(), redis::ConnectionAddr::Unix(_)))
         {
-            return Err(Error::Usage(
-                "ConnectOptions::cluster needs host:port URLs, not unix sockets".into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::Cluster,
+                " needs host:port URLs, not unix sockets"
+            ]));
         }
         let label = format!("cluster via {}", seeds[0].label);
         #[cfg(feature = "tls")]
@@ -240,7 +242,8 @@ impl Server {
                     b = b.certs(certs.clone());
                 }
             }
-            b.build().map_err(|e| Error::Usage(format!("{label}: {e}")))
+            b.build()
+                .map_err(|e| Error::invalid(format!("{label}: {e}")))
         };
         // All seeds in one client first, only for redis-rs' checks that
         // they agree (credentials, database, TLS).
@@ -298,8 +301,8 @@ mod tests {
     #[test]
     fn seeds_agree_on_credentials() {
         match cluster(&["redis://:pw@n1:7000", "redis://:other@n2:7001"]) {
-            Err(Error::Usage(m)) => assert_eq!(
-                m,
+            Err(Error::Invalid(m)) => assert_eq!(
+                m.to_string(),
                 "cluster via n1:7000: Cannot use different password among initial nodes. - \
                  InvalidClientConfig"
             ),
@@ -321,10 +324,10 @@ mod tests {
     #[test]
     fn seeds_are_host_port_urls() {
         match cluster(&["redis://n1:7000", "unix:///run/redis.sock"]) {
-            Err(Error::Usage(m)) => {
+            Err(Error::Invalid(m)) => {
                 assert_eq!(
                     m,
-                    "ConnectOptions::cluster needs host:port URLs, not unix sockets"
+                    msg![Setting::Cluster, " needs host:port URLs, not unix sockets"]
                 )
             }
             other => panic!("{:?}", other.map(|s| s.len())),

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{Error, Result};
+use crate::error::Setting;
+use crate::{Error, Result, msg};
 
 /// Where and how to connect. Serializable: the keeper of `acquire --keep`
 /// and exec's releaser get it on a pipe from the process that connected
@@ -79,38 +80,53 @@ impl Tls {
 
     #[cfg(feature = "tls")]
     pub(super) fn certificates(&self) -> Result<redis::TlsCertificates> {
-        let read = |flag: &str, path: &PathBuf| {
-            std::fs::read(path)
-                .map_err(|e| Error::Usage(format!("cannot read {flag} {}: {e}", path.display())))
+        let read = |flag: Setting, path: &PathBuf| {
+            std::fs::read(path).map_err(|e| {
+                Error::Invalid(msg![
+                    "cannot read ",
+                    flag,
+                    format!(" {}: {e}", path.display())
+                ])
+            })
         };
         // A file with no certificate in it (a key, the wrong file) would
         // trust nothing, or show none, and every handshake would fail as
         // if the server were at fault: it is bad input.
-        let certs = |flag: &str, path: &PathBuf| {
+        let certs = |flag: Setting, path: &PathBuf| {
             let pem = read(flag, path)?;
             if !pem
                 .windows(CERT_PEM.len())
                 .any(|w| w == CERT_PEM.as_bytes())
             {
-                return Err(Error::Usage(format!(
-                    "{flag} {}: no certificate in it (want PEM, \"{CERT_PEM}\")",
-                    path.display()
-                )));
+                return Err(Error::Invalid(msg![
+                    flag,
+                    format!(
+                        " {}: no certificate in it (want PEM, \"{CERT_PEM}\")",
+                        path.display()
+                    )
+                ]));
             }
             Ok(pem)
         };
         let client_tls = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-                client_cert: certs("Tls::cert", cert)?,
-                client_key: read("Tls::key", key)?,
+                client_cert: certs(Setting::TlsCert, cert)?,
+                client_key: read(Setting::TlsKey, key)?,
             }),
             (None, None) => None,
-            _ => return Err(Error::Usage("Tls::cert and Tls::key go together".into())),
+            _ => {
+                return Err(Error::Invalid(msg![
+                    Setting::TlsCert,
+                    " and ",
+                    Setting::TlsKey,
+                    " go together"
+                ]));
+            }
         };
         let root_cert = self
             .ca
             .as_ref()
-            .map(|ca| certs("Tls::ca", ca))
+            .map(|ca| certs(Setting::TlsCa, ca))
             .transpose()?;
         Ok(redis::TlsCertificates {
             client_tls,
@@ -139,13 +155,16 @@ impl ConnectOptions {
     /// The checks made before any URL is parsed.
     pub(super) fn check(&self) -> Result<()> {
         if self.connect_timeout.is_zero() || self.connect_timeout > MAX_TIMEOUT {
-            return Err(Error::Usage(format!(
-                "ConnectOptions::connect_timeout {} is out of range: use 1ms to 1h",
-                crate::duration::human(self.connect_timeout)
-            )));
+            return Err(Error::Invalid(msg![
+                Setting::ConnectTimeout,
+                format!(
+                    " {} is out of range: use 1ms to 1h",
+                    crate::duration::human(self.connect_timeout)
+                )
+            ]));
         }
         if self.urls.is_empty() {
-            return Err(Error::Usage("no Redis URL given".into()));
+            return Err(Error::invalid("no Redis URL given"));
         }
         Ok(())
     }
@@ -154,32 +173,38 @@ impl ConnectOptions {
     /// (so a bad URL is what a user hears of first, as always).
     pub(super) fn check_mode(&self) -> Result<()> {
         if self.cluster && self.sentinel.is_some() {
-            return Err(Error::Usage(
-                "ConnectOptions::cluster and ConnectOptions::sentinel exclude each other".into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::Cluster,
+                " and ",
+                Setting::Sentinel,
+                " exclude each other"
+            ]));
         }
         if self.cluster {
             if !cfg!(feature = "cluster") {
-                return Err(Error::Usage(
-                    "ConnectOptions::cluster: this rlock was built without Redis Cluster support (the \
-                     \"cluster\" feature)"
-                        .into(),
-                ));
+                return Err(Error::Invalid(msg![
+                    Setting::Cluster,
+                    ": this rlock was built without Redis Cluster support (the \"cluster\" \
+                     feature)"
+                ]));
             }
             if self.min_replicas > 0 {
                 // redis-rs sends WAIT to every master, not the key's own.
-                return Err(Error::Usage(
-                    "ConnectOptions::min_replicas is not supported with ConnectOptions::cluster"
-                        .into(),
-                ));
+                return Err(Error::Invalid(msg![
+                    Setting::MinReplicas,
+                    " is not supported with ",
+                    Setting::Cluster
+                ]));
             }
         }
         if let Some(name) = &self.sentinel
             && (name.is_empty() || name.chars().any(char::is_control))
         {
-            return Err(Error::Usage(format!(
-                "invalid ConnectOptions::sentinel master name {name:?}"
-            )));
+            return Err(Error::Invalid(msg![
+                "invalid ",
+                Setting::Sentinel,
+                format!(" master name {name:?}")
+            ]));
         }
         Ok(())
     }
@@ -203,10 +228,11 @@ impl Default for ConnectOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Message;
 
-    fn usage(res: Result<()>) -> String {
+    fn usage(res: Result<()>) -> Message {
         match res {
-            Err(Error::Usage(m)) => m,
+            Err(Error::Invalid(m)) => m,
             other => panic!("not a usage error: {other:?}"),
         }
     }
@@ -232,10 +258,13 @@ mod tests {
         assert!(with(3_600_000).check().is_ok());
         assert_eq!(
             usage(with(0).check()),
-            "ConnectOptions::connect_timeout 0ms is out of range: use 1ms to 1h"
+            msg![
+                Setting::ConnectTimeout,
+                " 0ms is out of range: use 1ms to 1h"
+            ]
         );
         assert_eq!(
-            usage(with(3_601_000).check()),
+            usage(with(3_601_000).check()).to_string(),
             "ConnectOptions::connect_timeout 1h 1s is out of range: use 1ms to 1h"
         );
     }
@@ -246,7 +275,7 @@ mod tests {
             urls: vec![],
             ..Default::default()
         };
-        assert_eq!(usage(o.check()), "no Redis URL given");
+        assert_eq!(usage(o.check()), "no Redis URL given".into());
     }
 
     #[test]
@@ -258,7 +287,12 @@ mod tests {
         };
         assert_eq!(
             usage(o.check_mode()),
-            "ConnectOptions::cluster and ConnectOptions::sentinel exclude each other"
+            msg![
+                Setting::Cluster,
+                " and ",
+                Setting::Sentinel,
+                " exclude each other"
+            ]
         );
     }
 
@@ -273,14 +307,15 @@ mod tests {
         if cfg!(feature = "cluster") {
             assert_eq!(
                 m,
-                "ConnectOptions::min_replicas is not supported with ConnectOptions::cluster"
+                msg![
+                    Setting::MinReplicas,
+                    " is not supported with ",
+                    Setting::Cluster
+                ]
             );
         } else {
             // Without the feature, --cluster is what is wrong.
-            assert!(
-                m.starts_with("ConnectOptions::cluster: this rlock was built without"),
-                "{m}"
-            );
+            assert_eq!(m.0[0], Setting::Cluster.into(), "{m}");
         }
         for o in [
             ConnectOptions {
@@ -307,15 +342,15 @@ mod tests {
             assert!(named(good).check_mode().is_ok(), "{good}");
         }
         assert_eq!(
-            usage(named("").check_mode()),
+            usage(named("").check_mode()).to_string(),
             "invalid ConnectOptions::sentinel master name \"\""
         );
         assert_eq!(
-            usage(named("a\nb").check_mode()),
+            usage(named("a\nb").check_mode()).to_string(),
             "invalid ConnectOptions::sentinel master name \"a\\nb\""
         );
         assert_eq!(
-            usage(named("m\u{7f}").check_mode()),
+            usage(named("m\u{7f}").check_mode()).to_string(),
             "invalid ConnectOptions::sentinel master name \"m\\u{7f}\""
         );
     }
@@ -369,7 +404,7 @@ mod tests {
     #[cfg(feature = "tls")]
     fn certificates_err(tls: &Tls) -> String {
         match tls.certificates() {
-            Err(Error::Usage(m)) => m,
+            Err(Error::Invalid(m)) => m.to_string(),
             Err(e) => panic!("not a usage error: {e}"),
             Ok(_) => panic!("accepted {tls:?}"),
         }

@@ -182,7 +182,8 @@ fn master_url(host: &str, port: u16, tls: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Error;
+    use crate::error::Setting;
+    use crate::{Error, msg};
 
     fn bulk(s: &str) -> redis::Value {
         redis::Value::BulkString(s.as_bytes().to_vec())
@@ -314,9 +315,13 @@ mod tests {
             ..Default::default()
         };
         match Server::open_all(&opts) {
-            Err(Error::Usage(m)) => assert_eq!(
+            Err(Error::Invalid(m)) => assert_eq!(
                 m,
-                "invalid ConnectOptions::sentinel master name \"my\\tmaster\""
+                msg![
+                    "invalid ",
+                    Setting::Sentinel,
+                    " master name \"my\\tmaster\""
+                ]
             ),
             other => panic!("{:?}", other.map(|s| s.len())),
         }

@@ -55,8 +55,8 @@ impl Server {
         let mut labels: Vec<&str> = seeds.iter().map(|s| s.label.as_str()).collect();
         labels.sort();
         if labels.windows(2).any(|w| w[0] == w[1]) {
-            return Err(Error::Usage(
-                "the same Redis is named twice; give each server once".into(),
+            return Err(Error::invalid(
+                "the same Redis is named twice; give each server once",
             ));
         }
         opts.check_mode()?;
@@ -85,7 +85,7 @@ impl Server {
         } else {
             redis::Client::open(seed.info)
         };
-        let client = client.map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+        let client = client.map_err(|e| Error::invalid(format!("{shown}: {e}")))?;
         Ok(Server {
             client: Client::One(Box::new(client)),
             label: seed.label,
@@ -119,14 +119,11 @@ impl Server {
     /// A fresh connection whose replies are bounded by the connect timeout.
     pub(crate) fn connect(&self) -> Result<Conn> {
         let unavailable = |cause: redis::RedisError| match cause.is_timeout() {
-            true => Error::Unavailable {
-                context: "connect".into(),
-                cause: crate::error::no_answer(cause, &self.label, self.timeout),
-            },
-            false => Error::Unavailable {
-                context: format!("cannot use Redis at {}", self.label),
-                cause,
-            },
+            true => Error::unavailable(
+                "connect",
+                crate::error::no_answer(cause, &self.label, self.timeout),
+            ),
+            false => Error::unavailable(format!("cannot use Redis at {}", self.label), cause),
         };
         let mut conn = match &self.client {
             Client::One(c) => Conn::One(
@@ -159,7 +156,7 @@ mod tests {
         };
         for bad in ["http://x", "x", "memcache://h:1"] {
             assert!(
-                matches!(Server::open_all(&opts(bad)), Err(Error::Usage(_))),
+                matches!(Server::open_all(&opts(bad)), Err(Error::Invalid(_))),
                 "{bad}"
             );
         }
@@ -205,8 +202,11 @@ mod tests {
             &["redis://a:1", "redis://b:1", "redis://a:1"],
         ] {
             match open(urls) {
-                Err(Error::Usage(m)) => {
-                    assert_eq!(m, "the same Redis is named twice; give each server once")
+                Err(Error::Invalid(m)) => {
+                    assert_eq!(
+                        m.to_string(),
+                        "the same Redis is named twice; give each server once"
+                    )
                 }
                 other => panic!("{urls:?}: {:?}", other.map(|s| s.len())),
             }
@@ -217,8 +217,11 @@ mod tests {
     #[test]
     fn the_first_bad_url_is_named() {
         match open(&["redis://ok:1", "redis://:hunter2@h:port", "http://x"]) {
-            Err(Error::Usage(m)) => {
-                assert_eq!(m, "invalid Redis URL redis://***@h:port: does not parse")
+            Err(Error::Invalid(m)) => {
+                assert_eq!(
+                    m.to_string(),
+                    "invalid Redis URL redis://***@h:port: does not parse"
+                )
             }
             other => panic!("{:?}", other.map(|s| s.len())),
         }
@@ -233,8 +236,12 @@ mod tests {
             ..Default::default()
         };
         match Server::open_all(&opts) {
-            Err(Error::Usage(m)) => {
-                assert!(m.starts_with("Redis URL ftp://h: unknown scheme"), "{m}")
+            Err(Error::Invalid(m)) => {
+                assert!(
+                    m.to_string()
+                        .starts_with("Redis URL ftp://h: unknown scheme"),
+                    "{m}"
+                )
             }
             other => panic!("{:?}", other.map(|s| s.len())),
         }
@@ -250,9 +257,9 @@ mod tests {
             ..Default::default()
         };
         match Server::open_all(&opts) {
-            Err(Error::Usage(m)) => {
+            Err(Error::Invalid(m)) => {
                 assert_eq!(
-                    m,
+                    m.to_string(),
                     "Redis URL rediss://***@127.0.0.1:1: this rlock was built without TLS \
                      support (the \"tls\" feature); use redis:// or unix://"
                 );
@@ -271,7 +278,9 @@ mod tests {
             ..Default::default()
         };
         match Server::open_all(&opts) {
-            Err(Error::Usage(m)) => assert!(m.contains("without Redis Cluster support"), "{m}"),
+            Err(Error::Invalid(m)) => {
+                assert_eq!(m.0[0], crate::error::Setting::Cluster.into(), "{m}")
+            }
             other => panic!("{:?}", other.map(|s| s.len())),
         }
     }

@@ -5,7 +5,8 @@
 use redis::IntoConnectionInfo;
 
 use super::{ConnectOptions, redact};
-use crate::{Error, Result};
+use crate::error::Setting;
+use crate::{Error, Result, msg};
 
 /// A URL checked and turned into connection settings.
 pub(super) struct Seed {
@@ -24,26 +25,32 @@ impl Seed {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
             "redis" | "unix" | "redis+unix" if opts.tls.is_set() => {
-                return Err(Error::Usage(format!(
-                    "Redis URL {shown}: Tls::ca/Tls::cert/Tls::key need a rediss:// URL"
-                )));
+                return Err(Error::Invalid(msg![
+                    format!("Redis URL {shown}: "),
+                    Setting::TlsCa,
+                    "/",
+                    Setting::TlsCert,
+                    "/",
+                    Setting::TlsKey,
+                    " need a rediss:// URL"
+                ]));
             }
             "redis" | "unix" | "redis+unix" => {}
             "rediss" if cfg!(feature = "tls") => {}
             "rediss" => {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "Redis URL {shown}: this rlock was built without TLS support (the \"tls\" \
                      feature); use redis:// or unix://"
                 )));
             }
             _ => {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "Redis URL {shown}: unknown scheme; use redis://, rediss:// or unix://"
                 )));
             }
         }
         let info = url.into_connection_info().map_err(|e| {
-            Error::Usage(format!(
+            Error::invalid(format!(
                 "invalid Redis URL {shown}: {}",
                 e.detail().unwrap_or("does not parse")
             ))
@@ -72,7 +79,7 @@ mod tests {
 
     fn usage(res: Result<Seed>) -> String {
         match res {
-            Err(Error::Usage(m)) => m,
+            Err(Error::Invalid(m)) => m.to_string(),
             Err(e) => panic!("not a usage error: {e}"),
             Ok(s) => panic!("parsed: {}", s.label),
         }
@@ -172,7 +179,7 @@ mod tests {
             parse("redis://[2001:db8::7]").unwrap().label,
             "2001:db8::7:6379"
         );
-        assert!(matches!(parse("redis://::1:6380"), Err(Error::Usage(_))));
+        assert!(matches!(parse("redis://::1:6380"), Err(Error::Invalid(_))));
     }
 
     #[test]

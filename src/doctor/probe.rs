@@ -95,14 +95,13 @@ pub(super) fn parse_info(text: &str) -> Info {
 pub(super) fn answering(server: &Server, mut conn: Conn) -> Result<Conn> {
     let what = || format!("cannot use Redis at {}", server.label);
     match redis::cmd("PING").query::<redis::Value>(&mut conn) {
-        Err(e) if e.is_timeout() => Err(crate::Error::Unavailable {
-            context: "PING".into(),
-            cause: crate::error::no_answer(e, &server.label, server.timeout),
-        }),
-        Err(e) if e.is_io_error() || e.is_connection_dropped() => Err(crate::Error::Unavailable {
-            context: what(),
-            cause: e,
-        }),
+        Err(e) if e.is_timeout() => Err(crate::Error::unavailable(
+            "PING",
+            crate::error::no_answer(e, &server.label, server.timeout),
+        )),
+        Err(e) if e.is_io_error() || e.is_connection_dropped() => {
+            Err(crate::Error::unavailable(what(), e))
+        }
         // A server that wants a password we did not give accepts the
         // connection and refuses every command: for rlock it is as good as
         // down (exit 69), not a server with a few unreadable settings.

@@ -221,9 +221,8 @@ pub(super) fn cluster(ctx: &Ctx, server: &Server, report: &mut Report) -> Result
         ));
     };
     let random = || RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let failed = |e: redis::RedisError, what: &str| crate::Error::Unavailable {
-        context: format!("{what} on {label}"),
-        cause: e,
+    let failed = |e: redis::RedisError, what: &str| {
+        crate::Error::unavailable(format!("{what} on {label}"), e)
     };
     // Through `run`: a first seed that knows no slots is passed over.
     let info: String = c

@@ -4,8 +4,9 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::detect::{Found, Live, Procs, descends_from, enclosing_exec, find, usable};
+use crate::error::Setting;
 use crate::exec::tree::stat;
-use crate::{Error, Result};
+use crate::{Error, Result, msg};
 
 /// The process a keeper keeps the lock for.
 #[derive(Debug)]
@@ -28,9 +29,10 @@ impl Watched {
         // SAFETY: plain syscall.
         let first = unsafe { libc::getppid() };
         let Some(found) = find(&Live) else {
-            return Err(Error::Usage(
-                "Watched::caller: the calling process is already gone".into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::KeepCaller,
+                ": the calling process is already gone"
+            ]));
         };
         usable(&Live, &found)?;
         let Found { pid, piped, .. } = found;
@@ -39,17 +41,19 @@ impl Watched {
             // --keep | tee f; ... )`: the parent is a subshell that runs
             // a pipeline and, in the `$(...)`, ends with it: the lock
             // would go with it at once.
-            return Err(Error::Usage(
-                "Watched::caller: rlock's output goes to a pipeline in a subshell, which ends \
-                 with it; use tok=$(rlock acquire KEY --keep) without a pipe, or \
-                 name the process with Watched::pid PID"
-                    .into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::KeepCaller,
+                ": rlock's output goes to a pipeline in a subshell, which ends with it; use \
+                 tok=$(rlock acquire KEY --keep) without a pipe, or name the process with ",
+                Setting::KeepPid,
+                " PID"
+            ]));
         }
         let w = Watched::open(pid).map_err(|_| {
-            Error::Usage(format!(
-                "Watched::caller: the calling process (pid {pid}) is already gone"
-            ))
+            Error::Invalid(msg![
+                Setting::KeepCaller,
+                format!(": the calling process (pid {pid}) is already gone")
+            ])
         })?;
         // The pidfd is ours now; make sure it names the process we meant,
         // not one that took its pid after it died: every link from us up
@@ -64,9 +68,10 @@ impl Watched {
         }
         // SAFETY: plain syscall.
         if unsafe { libc::getppid() } != first || at != pid {
-            return Err(Error::Usage(
-                "Watched::caller: the calling process exited before the keeper could start".into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::KeepCaller,
+                ": the calling process exited before the keeper could start"
+            ]));
         }
         Ok(w)
     }
@@ -74,11 +79,17 @@ impl Watched {
     /// Process `pid` (`--keep-while PID`).
     pub fn pid(pid: i32) -> Result<Watched> {
         if pid <= 0 {
-            return Err(Error::Usage(format!(
-                "Watched::pid {pid}: not a process id"
-            )));
+            return Err(Error::Invalid(msg![
+                Setting::KeepPid,
+                format!(" {pid}: not a process id")
+            ]));
         }
-        let no = |why: &str| Err(Error::Usage(format!("Watched::pid {pid}: {why}")));
+        let no = |why: &str| {
+            Err(Error::Invalid(msg![
+                Setting::KeepPid,
+                format!(" {pid}: {why}")
+            ]))
+        };
         if pid == 1 {
             return no("pid 1 (init) never exits, so the lock would be kept for ever");
         }
@@ -107,7 +118,8 @@ impl Watched {
                  exec's command's processes",
             );
         }
-        Watched::open(pid).map_err(|_| Error::Usage(format!("Watched::pid {pid}: no such process")))
+        Watched::open(pid)
+            .map_err(|_| Error::Invalid(msg![Setting::KeepPid, format!(" {pid}: no such process")]))
     }
 
     fn open(pid: libc::pid_t) -> std::result::Result<Watched, ()> {

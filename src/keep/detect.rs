@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::error::{Message, Setting};
+use crate::{Error, Result, msg};
 
 type Pid = libc::pid_t;
 
@@ -109,9 +110,14 @@ fn wraps(p: &impl Procs, pid: Pid, ours: &[u8]) -> bool {
 
 /// Where `--keep` is refused, what to do instead: flock(1)'s idiom for
 /// locking a whole script, with `rlock exec`'s guarantees.
-pub(super) const IDIOM: &str = "to hold the lock for the whole script, start it with \
-     [ -n \"$RLOCK_HELD\" ] || exec rlock exec KEY -- \"$0\" \"$@\" \
-     (or name the process with Watched::pid PID)";
+fn idiom() -> Message {
+    msg![
+        "to hold the lock for the whole script, start it with [ -n \"$RLOCK_HELD\" ] || exec \
+         rlock exec KEY -- \"$0\" \"$@\" (or name the process with ",
+        Setting::KeepPid,
+        " PID)"
+    ]
+}
 
 /// Can `f.pid` (found by [`find`]) be the caller? Refused (usage), since
 /// the lock would be gone before the script's next line, kept for a
@@ -135,14 +141,19 @@ pub(super) const IDIOM: &str = "to hold the lock for the whole script, start it 
 pub(super) fn usable(p: &impl Procs, f: &Found) -> Result<()> {
     let (parent, child) = (f.parent, f.child);
     if is_guard(p, parent) {
-        return Err(Error::Usage(
-            "Watched::caller: as rlock exec's own command (or orphaned inside it) there is no \
-             script to keep the lock for; use it inside the script; or name the process with \
-             Watched::pid PID"
-                .into(),
-        ));
+        return Err(Error::Invalid(msg![
+            Setting::KeepCaller,
+            ": as rlock exec's own command (or orphaned inside it) there is no script to keep \
+             the lock for; use it inside the script; or name the process with ",
+            Setting::KeepPid,
+            " PID"
+        ]));
     }
-    let no = |why: String| Err(Error::Usage(format!("Watched::caller: {why}; {IDIOM}")));
+    let no = |why: String| {
+        Err(Error::Invalid(
+            msg![Setting::KeepCaller, format!(": {why}; ")].and(idiom()),
+        ))
+    };
     let (Some(ps), Some(cs), Some(ws)) = (p.info(parent), p.info(child), p.info(f.pid)) else {
         return no(format!(
             "the calling process (pid {parent}) is already gone"

@@ -205,7 +205,7 @@ fn ready(out: Option<std::process::ChildStdout>) -> bool {
 /// (see the module doc). Returns the exit code; never prints.
 pub fn keeper_main() -> Result<u8> {
     let typed = || {
-        Error::Usage(format!(
+        Error::invalid(format!(
             "`{KEEPER_ARG}` is internal: the keeper that `rlock acquire --keep` starts"
         ))
     };

@@ -37,18 +37,18 @@ pub(crate) const BROKEN_BY: &str = "it was broken by ";
 pub fn check(by: &str, reason: &str) -> Result<()> {
     for (what, s) in [("reason", reason), ("breaker (by)", by)] {
         if s.trim().is_empty() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "the {what} of a break must not be empty"
             )));
         }
         if s.len() > MAX_REASON_LEN {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "the {what} of a break is {} bytes; at most {MAX_REASON_LEN} allowed",
                 s.len()
             )));
         }
         if s.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "the {what} of a break {s:?} contains control characters"
             )));
         }
@@ -70,7 +70,7 @@ pub fn operator() -> String {
 /// The holders of `status` that `id` names: `id` is a holder's fence, as
 /// `rlock status` and `list` print it (`fence 7`: "7"; unique, since each
 /// grant of a lock gets a new fence), or `PID@HOST` (every hold of that
-/// process). An `id` of neither form is [`Error::Usage`]; one that matches
+/// process). An `id` of neither form is [`Error::Invalid`]; one that matches
 /// nobody gives an empty list.
 pub fn matching<'s>(status: &'s Status, id: &str) -> Result<Vec<&'s HolderStatus>> {
     let id = id.trim();
@@ -87,7 +87,7 @@ pub fn matching<'s>(status: &'s Status, id: &str) -> Result<Vec<&'s HolderStatus
             .filter(|h| h.pid == pid && h.host == host)
             .collect());
     }
-    Err(Error::Usage(format!(
+    Err(Error::invalid(format!(
         "holder {id:?} is neither a fence (a number, as status shows it: `fence 7`) nor PID@HOST"
     )))
 }

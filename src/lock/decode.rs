@@ -96,24 +96,18 @@ fn attempt(reply: &[Value], code: i64, key: &str, limit: u32) -> Result<Outcome>
                 Err(_) => "a newer waiter".into(),
             },
         }),
-        reply::OTHER_LIMIT => Err(Error::Conflict(format!(
-            "lock {key:?} is in use with Request::limit {}, not {limit}; every holder must agree",
-            at(1)?
-        ))),
+        reply::OTHER_LIMIT => Err(Error::OtherLimit {
+            key: key.to_string(),
+            held: u32::try_from(at(1)?).unwrap_or(u32::MAX),
+            asked: limit,
+        }),
         reply::NOT_HELD => Ok(Outcome::NotHeld),
-        reply::OTHER_KIND => {
-            let kind = text(reply, 1);
-            // Only semaphores and read-write locks do not mix: an
-            // exclusive lock is a write lock (lua/acquire.lua).
-            let (rw, sem) = (
-                "a read-write lock (Mode::Read or Mode::Write)",
-                "a semaphore (Request::limit above 1)",
-            );
-            let (is, asked) = if kind == "rw" { (rw, sem) } else { (sem, rw) };
-            Err(Error::Conflict(format!(
-                "lock {key:?} is in use as {is}; it cannot be taken as {asked}"
-            )))
-        }
+        // Only semaphores and read-write locks do not mix: an exclusive
+        // lock is a write lock (lua/acquire.lua).
+        reply::OTHER_KIND => Err(Error::OtherKind {
+            key: key.to_string(),
+            key_is_rw: text(reply, 1) == "rw",
+        }),
         reply::NO_UPGRADE => Err(Error::Conflict(format!(
             "lock {key:?}: this owner holds it for reading and cannot upgrade to writing \
              (that would wait for itself); release the read lock first"

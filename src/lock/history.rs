@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::request::HolderInfo;
 use crate::duration::human;
-use crate::{Error, Result};
+use crate::error::Setting;
+use crate::{Error, Result, msg};
 
 /// How much history each lock keeps (see `rlock history`, lua/common.lua):
 /// about `events` events (the list is trimmed back to `events` once it is
@@ -40,16 +41,16 @@ impl HistoryLimits {
     /// Refuse limits out of range (a usage error).
     pub fn check(&self) -> Result<()> {
         if self.events > MAX_HISTORY_EVENTS {
-            return Err(Error::Usage(format!(
-                "HistoryLimits::events {} is too many: at most {MAX_HISTORY_EVENTS}",
-                self.events
-            )));
+            return Err(Error::Invalid(msg![
+                Setting::HistoryEvents,
+                format!(" {} is too many: at most {MAX_HISTORY_EVENTS}", self.events)
+            ]));
         }
         if self.retention < Duration::from_secs(1) || self.retention > MAX_HISTORY_RETENTION {
-            return Err(Error::Usage(format!(
-                "HistoryLimits::retention {} is out of range: use 1s to 366d",
-                human(self.retention),
-            )));
+            return Err(Error::Invalid(msg![
+                Setting::HistoryRetention,
+                format!(" {} is out of range: use 1s to 366d", human(self.retention))
+            ]));
         }
         Ok(())
     }

@@ -19,21 +19,21 @@ impl LockName {
     /// Check `name` (not empty, not too long) and place it under `prefix`.
     pub fn new(prefix: &str, name: &str) -> Result<LockName> {
         if name.is_empty() {
-            return Err(Error::Usage("lock key must not be empty".into()));
+            return Err(Error::invalid("lock key must not be empty"));
         }
         if name.len() > MAX_KEY_LEN {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "lock key is {} bytes; at most {MAX_KEY_LEN} allowed",
                 name.len()
             )));
         }
         if name.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "lock key {name:?} contains control characters"
             )));
         }
         if prefix.chars().any(char::is_control) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "prefix {prefix:?} contains control characters"
             )));
         }
@@ -44,7 +44,7 @@ impl LockName {
         let base = format!("{prefix}{{{name}}}");
         let open = base.find('{').unwrap_or(0);
         if base[open..].starts_with("{}") {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "lock key {name:?} under prefix {prefix:?} makes an empty hash tag \
                  (\"{{}}\"); do not start the key with '}}' or put \"{{}}\" in the prefix"
             )));

@@ -121,15 +121,15 @@ impl RenewalSchedule {
 pub(super) fn late_grant(key: &str, took: Duration, ttl: Duration) -> Error {
     let show =
         |d: Duration| humantime::format_duration(Duration::from_millis(crate::duration::millis(d)));
-    Error::Unavailable {
-        context: format!(
+    Error::unavailable(
+        format!(
             "acquire {key:?}: the grant arrived after its lease had expired \
              (Redis answered in {}, TTL {})",
             show(took),
             show(ttl)
         ),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "stale grant")),
-    }
+        redis::RedisError::from((redis::ErrorKind::Io, "stale grant")),
+    )
 }
 
 /// Clock drift allowance for a lease of `ttl` (as in the RedLock paper:

@@ -107,7 +107,7 @@ pub fn rank(views: &mut [LockView]) {
 /// Refuse a pattern no lock name could match (control characters).
 pub fn check_pattern(pattern: &str) -> Result<()> {
     if pattern.chars().any(char::is_control) {
-        return Err(crate::Error::Usage(format!(
+        return Err(crate::Error::invalid(format!(
             "pattern {pattern:?} contains control characters"
         )));
     }
@@ -158,7 +158,7 @@ impl Node {
                                     "overview returned {v:?}"
                                 )));
                             }
-                            Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
+                            Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => {
                                 r.push(Value::Array(Vec::new()))
                             }
                             Err(e) => return Err(e),
@@ -169,7 +169,7 @@ impl Node {
                 Ok(v) => {
                     return Err(crate::Error::Protocol(format!("overview returned {v:?}")));
                 }
-                Err(crate::Error::Usage(_) | crate::Error::Conflict(_)) => {
+                Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => {
                     vec![Value::Array(Vec::new())]
                 }
                 Err(e) => return Err(e),

@@ -68,11 +68,11 @@ pub fn owner_token(
     }
     match exported {
         Some(t) => Token::parse(t),
-        None => Err(crate::Error::Usage(
-            "no token: give one (owner_token's flag) or set RLOCK_TOKEN (inside `rlock exec` of the \
-             lock, the key is enough)"
-                .into(),
-        )),
+        None => Err(crate::Error::Invalid(crate::msg![
+            "no token: give ",
+            crate::error::Setting::OwnerToken,
+            " or set RLOCK_TOKEN (inside `rlock exec` of the lock, the key is enough)"
+        ])),
     }
 }
 

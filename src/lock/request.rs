@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::history::ReleaseNote;
 use crate::duration::human;
-use crate::{Error, Result};
+use crate::error::Setting;
+use crate::{Error, Result, msg};
 
 mod holder;
 
@@ -33,7 +34,7 @@ impl Token {
     /// Parse a token given by a user (flag or RLOCK_TOKEN).
     pub fn parse(s: &str) -> Result<Token> {
         let u = uuid::Uuid::try_parse(s.trim()).map_err(|_| {
-            Error::Usage("malformed token: expected a UUID as printed by `rlock acquire`".into())
+            Error::invalid("malformed token: expected a UUID as printed by `rlock acquire`")
         })?;
         Ok(Token(u.hyphenated().to_string()))
     }
@@ -125,32 +126,43 @@ impl Request {
     pub fn check(&self) -> Result<()> {
         check_ttl(self.ttl)?;
         if self.limit == 0 {
-            return Err(Error::Usage("Request::limit must be at least 1".into()));
+            return Err(Error::Invalid(msg![Setting::Limit, " must be at least 1"]));
         }
         if self.limit != 1 && self.mode != Mode::Exclusive {
-            return Err(Error::Usage(
-                "read-write locks take no Request::limit (it must be 1)".into(),
-            ));
+            return Err(Error::Invalid(msg![
+                "read-write locks take no ",
+                Setting::Limit,
+                " (it must be 1)"
+            ]));
         }
         if self.supersede && matches!(self.wait, Wait::No | Wait::For(Duration::ZERO)) {
-            return Err(Error::Usage(
-                "Request::supersede needs a wait: it replaces older waiters when it joins \
-                 the queue, which Wait::No and Wait::For(0) never do"
-                    .into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::Supersede,
+                " needs a wait: it replaces older waiters when it joins the queue, which ",
+                Setting::WaitNo,
+                " and ",
+                Setting::WaitZero,
+                " never do"
+            ]));
         }
         if !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
-            return Err(Error::Usage(format!(
-                "Request::priority {} is out of range: from {} to {}",
-                self.priority, -MAX_PRIORITY, MAX_PRIORITY
-            )));
+            return Err(Error::Invalid(msg![
+                Setting::Priority,
+                format!(
+                    " {} is out of range: from {} to {}",
+                    self.priority, -MAX_PRIORITY, MAX_PRIORITY
+                )
+            ]));
         }
         if self.min_hold > MAX_TTL {
-            return Err(Error::Usage(format!(
-                "Request::min_hold {} is too long: at most {}",
-                human(self.min_hold),
-                human(MAX_TTL)
-            )));
+            return Err(Error::Invalid(msg![
+                Setting::MinHold,
+                format!(
+                    " {} is too long: at most {}",
+                    human(self.min_hold),
+                    human(MAX_TTL)
+                )
+            ]));
         }
         Ok(())
     }
@@ -230,10 +242,10 @@ impl Release {
     /// Refuse a min-hold no server would keep.
     pub fn check(&self) -> Result<()> {
         match self.min_hold {
-            Some(d) if d > MAX_TTL => Err(Error::Usage(format!(
-                "release_with's min_hold is too long: at most {}",
-                human(MAX_TTL)
-            ))),
+            Some(d) if d > MAX_TTL => Err(Error::Invalid(msg![
+                Setting::ReleaseMinHold,
+                format!(" is too long: at most {}", human(MAX_TTL))
+            ])),
             _ => Ok(()),
         }
     }
@@ -242,7 +254,7 @@ impl Release {
 /// Reject TTLs that are zero, too short to renew, or absurdly long.
 pub fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL || ttl > MAX_TTL {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "TTL {} is out of range: use {} to {}",
             human(ttl),
             human(MIN_TTL),

@@ -51,17 +51,17 @@ pub const MAX_KEYS: usize = 16;
 /// error (exit 64), before anything is sent to Redis.
 pub fn check_keys(keys: &[String]) -> Result<()> {
     if keys.is_empty() {
-        return Err(Error::Usage("no lock name given".into()));
+        return Err(Error::invalid("no lock name given"));
     }
     if keys.len() > MAX_KEYS {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "{} locks named: at most {MAX_KEYS} can be taken together",
             keys.len()
         )));
     }
     for (i, k) in keys.iter().enumerate() {
         if keys[..i].contains(k) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "lock {k:?} is named twice: name each lock of a set once"
             )));
         }

@@ -170,7 +170,11 @@ impl Outage {
     pub(crate) fn ended(&self, e: Error, label: &str) -> Error {
         match (e, self.unanswered(label)) {
             (Error::Unavailable { cause, .. }, Some(context)) if self.ridden_out() => {
-                Error::Unavailable { context, cause }
+                Error::Unavailable {
+                    context: context.into(),
+                    cause,
+                    since: self.since.map(|(_, wall)| wall),
+                }
             }
             (e, _) => e,
         }
@@ -291,12 +295,10 @@ mod tests {
     use super::*;
 
     fn refused() -> Error {
-        Error::Unavailable {
-            context: "cannot use Redis at h:1".into(),
-            cause: redis::RedisError::from(std::io::Error::from(
-                std::io::ErrorKind::ConnectionRefused,
-            )),
-        }
+        Error::unavailable(
+            "cannot use Redis at h:1",
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        )
     }
 
     #[test]
@@ -388,8 +390,8 @@ mod tests {
             "{text}"
         );
         // Anything else is left as it is.
-        let other = o.ended(Error::Usage("x".into()), "h:1");
-        assert!(matches!(other, Error::Usage(_)));
+        let other = o.ended(Error::invalid("x"), "h:1");
+        assert!(matches!(other, Error::Invalid(_)));
         o.over();
         assert!(
             o.ended(refused(), "h:1")

@@ -3,83 +3,80 @@
 
 use std::io::Write;
 
+use rlock::error::Setting;
 use rlock::exit_code;
 
-/// An error's one line, with what to do about it where the library's
+/// An error's one line: each cause in turn, the library's in the command
+/// line's terms ([`flag`]), then what to do about it where the library's
 /// words alone leave a new user stuck.
-pub(crate) fn explain(lib: Option<&rlock::Error>, text: &str, prefix: &str) -> String {
-    let Some(e) = lib else {
-        return text.to_string();
-    };
-    let text = &cli_terms(text);
-    match e {
-        // Not after an outage a wait rode out: that Redis did run there.
-        rlock::Error::Unavailable { cause, context }
-            if cause.kind() == redis::ErrorKind::Io
-                && text.contains("Connection refused")
-                && !context.contains(" has not answered since ") =>
-        {
-            format!(
-                "{text}; is Redis running there? --url URL (or RLOCK_URL) points rlock at another"
-            )
-        }
-        rlock::Error::Unavailable { cause, .. } if cause.code() == Some("NOPERM") => format!(
-            "{text}; the user's ACL must allow the keys under --prefix {prefix:?} (~{prefix}*) \
-             and rlock's commands (docs/deployments.md: \"TLS and least-privilege ACLs\")"
-        ),
-        // WAIT's shortfall (`--min-replicas`): redis-rs' own words for the
-        // made-up cause ("too few replicas - Client") say nothing more.
-        rlock::Error::Unavailable { cause, .. }
-            if cause.kind() == redis::ErrorKind::Client && text.ends_with(" - Client") =>
-        {
-            let text = text.trim_end_matches(" - Client");
-            format!("{text}; are the replicas connected? (`rlock doctor` checks)")
-        }
-        rlock::Error::Protocol(_) if text.contains("Parse error") => {
-            "the server did not answer as Redis does (the URL may point at another \
-             service's port; check --url or RLOCK_URL)"
-                .to_string()
-        }
-        _ => text.to_string(),
+pub(crate) fn line(err: &anyhow::Error, prefix: &str) -> String {
+    let lib = err.chain().find_map(|e| e.downcast_ref::<rlock::Error>());
+    let text: Vec<String> = err
+        .chain()
+        .map(|e| match e.downcast_ref::<rlock::Error>() {
+            Some(e) => e.render(&flag),
+            None => e.to_string(),
+        })
+        .collect();
+    // One line, even when a cause spans several (redis-rs' parse errors
+    // on a server that is not Redis do).
+    let text = text.join(": ");
+    let text: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let text = text.join(" ");
+    match lib.map(|e| hint(e, prefix)).unwrap_or_default() {
+        h if h.is_empty() => text,
+        h => format!("{text}; {h}"),
     }
 }
 
-/// The library's errors name its own fields and values; a user of the
-/// command line knows them as flags.
-pub(crate) fn cli_terms(text: &str) -> String {
-    const TERMS: [(&str, &str); 22] = [
-        ("give one (owner_token's flag)", "give --token TOKEN"),
-        (
-            "a read-write lock (Mode::Read or Mode::Write)",
-            "a read-write lock (rlock rw, exec -s)",
+/// What to do about `e`, if its words do not say.
+fn hint(e: &rlock::Error, prefix: &str) -> String {
+    match e {
+        // Not after an outage a wait rode out (`since`): Redis did run there.
+        rlock::Error::Unavailable {
+            cause, since: None, ..
+        } if cause.is_connection_refusal() => {
+            "is Redis running there? --url URL (or RLOCK_URL) points rlock at another".into()
+        }
+        rlock::Error::Unavailable { cause, .. } if cause.code() == Some("NOPERM") => format!(
+            "the user's ACL must allow the keys under --prefix {prefix:?} (~{prefix}*) and \
+             rlock's commands (docs/deployments.md: \"TLS and least-privilege ACLs\")"
         ),
-        (
-            "connect with ConnectOptions::cluster",
-            "give --cluster (RLOCK_CLUSTER=1)",
-        ),
-        ("ConnectOptions::connect_timeout", "--connect-timeout"),
-        ("ConnectOptions::min_replicas", "--min-replicas"),
-        ("ConnectOptions::sentinel", "--sentinel"),
-        ("ConnectOptions::cluster", "--cluster"),
-        ("Tls::cert", "--tls-cert"),
-        ("Tls::key", "--tls-key"),
-        ("Tls::ca", "--tls-ca"),
-        ("Watched::caller", "--keep"),
-        ("Watched::pid", "--keep-while"),
-        ("release_with's min_hold", "--min-hold"),
-        ("HistoryLimits::retention", "--history-retention"),
-        ("HistoryLimits::events", "--history-events"),
-        ("Request::min_hold", "--min-hold"),
-        ("Request::supersede", "--supersede"),
-        ("Request::priority", "--priority"),
-        ("Request::limit", "--limit"),
-        ("ConnectOptions::urls", "--url"),
-        ("Wait::No", "-n"),
-        ("Wait::For(0)", "-w 0"),
-    ];
-    TERMS
-        .iter()
-        .fold(text.to_string(), |t, (lib, flag)| t.replace(lib, flag))
+        e if e.replicas_short() => "are the replicas connected? (`rlock doctor` checks)".into(),
+        _ => String::new(),
+    }
+}
+
+/// What the command line calls a setting the library names.
+pub(crate) fn flag(s: Setting) -> String {
+    match s {
+        Setting::Urls => "--url",
+        Setting::ConnectTimeout => "--connect-timeout",
+        Setting::Cluster => "--cluster",
+        Setting::Sentinel => "--sentinel",
+        Setting::MinReplicas => "--min-replicas",
+        Setting::TlsCa => "--tls-ca",
+        Setting::TlsCert => "--tls-cert",
+        Setting::TlsKey => "--tls-key",
+        Setting::HistoryEvents => "--history-events",
+        Setting::HistoryRetention => "--history-retention",
+        Setting::Limit => "--limit",
+        Setting::MinHold | Setting::ReleaseMinHold => "--min-hold",
+        Setting::Supersede => "--supersede",
+        Setting::Priority => "--priority",
+        Setting::WaitNo => "-n",
+        Setting::WaitZero => "-w 0",
+        Setting::ReadWrite => "rlock rw, exec -s",
+        Setting::KeepCaller => "--keep",
+        Setting::KeepPid => "--keep-while",
+        Setting::OwnerToken => "--token TOKEN",
+        other => return other.name().to_string(),
+    }
+    .to_string()
 }
 
 /// Help and version go to stdout with 0; every usage error is one line on
@@ -106,4 +103,35 @@ pub(crate) fn clap_exit(e: clap::Error) -> u8 {
         line.trim_start_matches("error: ")
     );
     exit_code::USAGE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlock::msg;
+
+    #[test]
+    fn the_library_settings_read_as_flags_with_a_hint() {
+        let e = rlock::Error::Invalid(msg![Setting::Limit, " must be at least 1"]);
+        assert_eq!(line(&e.into(), "rlock:"), "--limit must be at least 1");
+        let refused =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let e = anyhow::Error::from(rlock::Error::Unavailable {
+            context: "cannot use Redis at h:1".into(),
+            cause: refused,
+            since: None,
+        })
+        .context("status \"k\"");
+        let l = line(&e, "rlock:");
+        assert!(
+            l.starts_with("status \"k\": cannot use Redis at h:1: "),
+            "{l}"
+        );
+        assert!(
+            l.ends_with(
+                "; is Redis running there? --url URL (or RLOCK_URL) points rlock at another"
+            ),
+            "{l}"
+        );
+    }
 }

@@ -105,6 +105,7 @@ fn rlock_main() -> u8 {
         say!("rlock: {e}");
         return exit_code::USAGE;
     }
+    let mut cli = cli;
     let conflict = match &cli.command {
         Command::Acquire(Acquire { lock, .. })
         | Command::Exec(Exec { lock, .. })
@@ -114,8 +115,8 @@ fn rlock_main() -> u8 {
     let verbose = cli.global.verbose;
     let prefix = cli.global.prefix.clone();
     // `-E 0`: a wait that ends busy is a quiet success, so the wait says
-    // nothing either (see `waiting`).
-    setup::BUSY_IS_SUCCESS.store(conflict == 0, std::sync::atomic::Ordering::Relaxed);
+    // nothing either (see `setup::waiting`).
+    cli.global.busy_is_success = conflict == 0;
     match cmd::run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -132,15 +133,7 @@ fn rlock_main() -> u8 {
                     )
                 );
             if !quiet_busy || verbose {
-                // One line, even when a cause spans several (redis-rs'
-                // parse errors on a server that is not Redis do).
-                let text = format!("{err:#}");
-                let text: Vec<&str> = text
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .collect();
-                say!("rlock: {}", errors::explain(lib, &text.join(" "), &prefix));
+                say!("rlock: {}", errors::line(&err, &prefix));
             }
             lib.map_or(exit_code::INTERNAL, |e| exit_code::for_error(e, conflict))
         }

@@ -44,7 +44,7 @@ pub(crate) fn check(args: &[OsString], cli: &Cli) -> Result<(), rlock::Error> {
         return Ok(());
     }
     if first.as_encoded_bytes().first() == Some(&b'-') {
-        return Err(rlock::Error::Usage(format!(
+        return Err(rlock::Error::invalid(format!(
             "unknown option {:?} (rlock's options come before `--`; a command that \
              starts with '-' comes after it: rlock {sub} ... KEY -- CMD)",
             first.to_string_lossy()
@@ -55,7 +55,9 @@ pub(crate) fn check(args: &[OsString], cli: &Cli) -> Result<(), rlock::Error> {
     }
     let mut keys = vec![key.clone()];
     keys.extend(also.iter().cloned());
-    Err(rlock::Error::Usage(two_readings(args, sub, &keys, command)))
+    Err(rlock::Error::invalid(two_readings(
+        args, sub, &keys, command,
+    )))
 }
 
 /// The refusal of a line that reads two ways: what each reading runs

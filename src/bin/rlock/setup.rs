@@ -38,7 +38,7 @@ fn list_scan(v: Option<&std::ffi::OsStr>) -> Result<bool, rlock::Error> {
     match v.map(|v| v.to_str()) {
         None | Some(Some("0" | "")) => Ok(false),
         Some(Some("1")) => Ok(true),
-        Some(_) => Err(rlock::Error::Usage(format!(
+        Some(_) => Err(rlock::Error::invalid(format!(
             "RLOCK_LIST_SCAN is {:?}; use 1 (scan) or 0",
             v.unwrap_or_default()
         ))),
@@ -138,10 +138,6 @@ pub(crate) fn owner_token(g: &Global, key: &str, flag: Option<&str>) -> anyhow::
     )?)
 }
 
-/// `-E 0` was given (see `main`).
-pub(crate) static BUSY_IS_SUCCESS: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
 /// Shows on stderr whom we wait for (unless -q): see progress.rs. With
 /// `-E 0` and stderr not a terminal (cron, CI), nothing either, as flock
 /// prints nothing while it waits: a wait that then ends busy exits 0, and
@@ -150,9 +146,7 @@ pub(crate) static BUSY_IS_SUCCESS: std::sync::atomic::AtomicBool =
 /// it.
 pub(crate) fn waiting(g: &Global) -> progress::Progress {
     use std::io::IsTerminal;
-    let silent = BUSY_IS_SUCCESS.load(std::sync::atomic::Ordering::Relaxed)
-        && !g.verbose
-        && !std::io::stderr().is_terminal();
+    let silent = g.busy_is_success && !g.verbose && !std::io::stderr().is_terminal();
     progress::Progress::new(g.quiet || silent, g.verbose)
 }
 
@@ -161,8 +155,8 @@ pub(crate) fn max_hold(
     d: Option<rlock::duration::Span>,
 ) -> Result<Option<std::time::Duration>, rlock::Error> {
     match d {
-        Some(d) if d.0.is_zero() => Err(rlock::Error::Usage(
-            "--max-hold must be more than 0 (it is how long the lock may be held)".into(),
+        Some(d) if d.0.is_zero() => Err(rlock::Error::invalid(
+            "--max-hold must be more than 0 (it is how long the lock may be held)",
         )),
         d => Ok(d.map(|d| d.0)),
     }

@@ -213,7 +213,7 @@ pub(super) fn start(settings: &[u8]) {
 /// stdout and stderr are the guard's /dev/null).
 pub fn releaser_main() -> Result<u8> {
     let typed = || {
-        Error::Usage(format!(
+        Error::invalid(format!(
             "`{RELEASER_ARG}` is internal: what an `rlock exec` guard runs to release the \
              lock once rlock and the command are gone"
         ))

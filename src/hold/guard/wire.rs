@@ -141,7 +141,7 @@ pub(crate) fn spawn_message(env: &[(&str, &str)]) -> Result<Vec<u8>> {
     }
     let msg = ToGuard::Spawn(&pairs).encode();
     if msg.len() > MAX_MSG {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "cannot start the command: its RLOCK_* variables would take {} bytes, more \
              than {MAX_MSG}; is RLOCK_HELD in the environment set by hand?",
             msg.len()

@@ -140,8 +140,13 @@ fn a_superseded_waiter_is_told_by_whom() {
 
 #[test]
 fn another_limit_names_both() {
+    let e = acquired(&[i(-3), i(3)], 2).0.err().unwrap();
+    assert!(
+        matches!(&e, Error::OtherLimit { key, held: 3, asked: 2 } if key == "k"),
+        "{e:?}"
+    );
     assert_eq!(
-        conflict(acquired(&[i(-3), i(3)], 2).0),
+        e.to_string(),
         "lock \"k\" is in use with Request::limit 3, not 2; every holder must agree"
     );
     protocol(acquired(&[i(-3)], 2).0);
@@ -156,13 +161,33 @@ fn a_reentry_of_a_token_that_holds_nothing_is_not_held() {
 
 #[test]
 fn another_kind_says_what_the_lock_is_and_what_was_asked() {
+    let kind = |r: Result<Outcome>| match r {
+        Err(e @ Error::OtherKind { .. }) => e,
+        other => panic!("not another kind: {:?}", other.err()),
+    };
+    let rw = kind(acquired(&[i(-4), s("rw")], 3).0);
+    assert!(matches!(
+        &rw,
+        Error::OtherKind {
+            key_is_rw: true,
+            ..
+        }
+    ));
     assert_eq!(
-        conflict(acquired(&[i(-4), s("rw")], 3).0),
+        rw.to_string(),
         "lock \"k\" is in use as a read-write lock (Mode::Read or Mode::Write); it cannot be taken \
          as a semaphore (Request::limit above 1)"
     );
+    let sem = kind(acquired(&[i(-4), s("x")], 1).0);
+    assert!(matches!(
+        &sem,
+        Error::OtherKind {
+            key_is_rw: false,
+            ..
+        }
+    ));
     assert_eq!(
-        conflict(acquired(&[i(-4), s("x")], 1).0),
+        sem.to_string(),
         "lock \"k\" is in use as a semaphore (Request::limit above 1); it cannot be taken as a \
          read-write lock (Mode::Read or Mode::Write)"
     );

@@ -346,7 +346,7 @@ impl Node {
             match status {
                 Ok(s) if s.held || s.waiters > 0 => out.push(s),
                 // No state, or data rlock did not write: not a lock in use.
-                Ok(_) | Err(Error::Usage(_) | Error::Conflict(_)) => {
+                Ok(_) | Err(Error::Invalid(_) | Error::Conflict(_)) => {
                     stale[shard].extend([lock.name().to_string(), score]);
                 }
                 Err(e) => return Err(e),

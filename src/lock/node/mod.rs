@@ -26,7 +26,8 @@ use super::keys::{LockName, WAKE_TTL_MS};
 use super::script::*;
 use crate::conn::{Conn, Server};
 use crate::duration::{human, millis};
-use crate::{Busy, Error, Request, Result, Token};
+use crate::error::Setting;
+use crate::{Busy, Error, Request, Result, Token, msg};
 
 /// The signal a scout gets on its wake-up list (lua/wake.lua): the waiter
 /// ahead of it was woken to take the lock and has a claim of [`CLAIM`]; look
@@ -170,15 +171,14 @@ impl Node {
         if acked >= i64::from(want) {
             return Ok(());
         }
-        Err(Error::Unavailable {
-            context: format!(
-                "{what}: the {write} reached {acked} of the {want} replicas \
-                 ConnectOptions::min_replicas asks for within {}",
-                human(within)
-            ),
-            // Not an outage: nothing to ride out or resend for.
-            cause: redis::RedisError::from((redis::ErrorKind::Client, "too few replicas")),
-        })
+        Err(Error::unavailable(
+            msg![
+                format!("{what}: the {write} reached {acked} of the {want} replicas "),
+                Setting::MinReplicas,
+                format!(" asks for within {}", human(within))
+            ],
+            crate::error::too_few_replicas(),
+        ))
     }
 
     /// Wake the waiters a script named (see lua/common.lua): push to each

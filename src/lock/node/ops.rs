@@ -407,7 +407,7 @@ impl Backend for Node {
             // foreign key under the prefix).
             let s = match self.status(&n) {
                 Ok(s) => s,
-                Err(Error::Usage(_) | Error::Conflict(_)) => continue,
+                Err(Error::Invalid(_) | Error::Conflict(_)) => continue,
                 Err(e) => return Err(e),
             };
             if s.held || s.waiters > 0 {

@@ -21,10 +21,10 @@ pub(super) const SLACK: Duration = Duration::from_millis(20);
 pub(super) type Answers<T> = Vec<Option<Result<T>>>;
 
 fn still_busy() -> Error {
-    Error::Unavailable {
-        context: "Redis master still busy with an earlier request".into(),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
-    }
+    Error::unavailable(
+        "Redis master still busy with an earlier request",
+        redis::RedisError::from((redis::ErrorKind::Io, "no answer yet")),
+    )
 }
 
 impl Quorum {

@@ -38,7 +38,7 @@ pub(super) fn identify(
     };
     let msg = twins_message(urls, i, j);
     s.twins.get_or_insert_with(|| msg.clone());
-    Err(Error::Usage(msg))
+    Err(Error::invalid(msg))
 }
 
 /// Record that master `i` is the server with run_id `id` (`None`: it does
@@ -72,7 +72,7 @@ impl Quorum {
     /// Fails once two URLs turned out to reach one server.
     pub(super) fn check_twins(&self) -> Result<()> {
         match &state(&self.shared).twins {
-            Some(msg) => Err(Error::Usage(msg.clone())),
+            Some(msg) => Err(Error::invalid(msg.clone())),
             None => Ok(()),
         }
     }

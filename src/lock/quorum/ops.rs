@@ -10,9 +10,10 @@ use std::time::Duration;
 use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
 use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
 use crate::clock::BootTime;
+use crate::error::Setting;
 use crate::lock::{Backend, Broken, Held, Holders, LockName, Node, Waiting};
 use crate::lock::{Event, HistoryLimits, HolderInfo, Release};
-use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token};
+use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, msg};
 
 impl Backend for Quorum {
     fn detached(&self) -> Box<dyn Backend> {
@@ -49,30 +50,34 @@ impl Backend for Quorum {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
         if req.mode != Mode::Exclusive || req.limit != 1 {
-            return Err(Error::Usage(
-                "read-write locks and semaphores (Request::limit above 1) need one Redis: \
-                 RedLock (several ConnectOptions::urls) takes exclusive locks only"
-                    .into(),
-            ));
+            return Err(Error::Invalid(msg![
+                "read-write locks and semaphores (",
+                Setting::Limit,
+                " above 1) need one Redis: RedLock (several ",
+                Setting::Urls,
+                ") takes exclusive locks only"
+            ]));
         }
         if req.supersede {
             // Each master keeps its own queue, and RedLock never queues on
             // them (it retries): there is no one queue in which a newer
             // waiter could replace an older one.
-            return Err(Error::Usage(
-                "Request::supersede needs one Redis (or Sentinel, or Cluster): RedLock \
-                 (several ConnectOptions::urls) keeps no shared wait queue"
-                    .into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::Supersede,
+                " needs one Redis (or Sentinel, or Cluster): RedLock (several ",
+                Setting::Urls,
+                ") keeps no shared wait queue"
+            ]));
         }
         if req.priority != 0 {
             // A priority orders a wait queue; RedLock waits by retrying
             // on every master, in no queue, so it could not mean anything.
-            return Err(Error::Usage(
-                "Request::priority needs one Redis (or Sentinel, or Cluster): RedLock \
-                 (several ConnectOptions::urls) keeps no wait queue to order"
-                    .into(),
-            ));
+            return Err(Error::Invalid(msg![
+                Setting::Priority,
+                " needs one Redis (or Sentinel, or Cluster): RedLock (several ",
+                Setting::Urls,
+                ") keeps no wait queue to order"
+            ]));
         }
         self.check_twins()?;
         let lock = self.name(key)?;

@@ -10,8 +10,9 @@ use super::fanout::Answers;
 mod reads;
 
 use crate::clock::BootTime;
+use crate::error::Message;
 use crate::lock::{Busy, Held, Outcome};
-use crate::{Error, Released, Result};
+use crate::{Error, Released, Result, msg};
 pub(super) use reads::{
     history_on_majority, list_on_majority, named_holders, overview_on_majority, status_on_majority,
 };
@@ -31,14 +32,13 @@ pub(super) fn no_answer(
     need: usize,
     said: Option<&Error>,
 ) -> Error {
-    let said = said.map_or(String::new(), |e| format!(" (one said: {e})"));
-    Error::Unavailable {
-        context: format!(
-            "{what}: {ok} of {total} Redis masters answered as needed, RedLock needs \
-             {need}{said}"
-        ),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
-    }
+    let context = msg![format!(
+        "{what}: {ok} of {total} Redis masters answered as needed, RedLock needs {need}"
+    )];
+    Error::unavailable(
+        context.and(one_said(" (one said: ", said)),
+        redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
+    )
 }
 
 /// Too few masters left to answer, after a wait that rode out their
@@ -51,14 +51,20 @@ pub(super) fn no_answer_since(
     said: Option<&Error>,
     since: &[String],
 ) -> Error {
-    let said = said.map_or(String::new(), |e| format!(" (one that did said: {e})"));
-    Error::Unavailable {
-        context: format!(
-            "{what}: RedLock needs {need} of {total} Redis masters; {}{said}",
-            since.join(", ")
-        ),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
-    }
+    let context = msg![format!(
+        "{what}: RedLock needs {need} of {total} Redis masters; {}",
+        since.join(", ")
+    )];
+    Error::unavailable(
+        context.and(one_said(" (one that did said: ", said)),
+        redis::RedisError::from((redis::ErrorKind::Io, "no majority")),
+    )
+}
+
+/// `intro`, a master's error and ")", its settings kept as such; nothing
+/// without one.
+fn one_said(intro: &str, said: Option<&Error>) -> Message {
+    said.map_or_else(Message::default, |e| msg![intro].and(e.message()).and(")"))
 }
 
 /// What one attempt heard from a master.
@@ -263,10 +269,10 @@ pub(super) fn failed_reentry(
     } else {
         format!("{got} of {n} Redis masters re-entered, RedLock needs {m}")
     };
-    Err(Error::Unavailable {
-        context: format!("re-enter {key:?}: {why}; given back"),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "re-entry not confirmed")),
-    })
+    Err(Error::unavailable(
+        format!("re-enter {key:?}: {why}; given back"),
+        redis::RedisError::from((redis::ErrorKind::Io, "re-entry not confirmed")),
+    ))
 }
 
 /// What a release on every master adds up to. The lock was ours only if a

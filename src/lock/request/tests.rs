@@ -1,6 +1,7 @@
 //! The bounds a request is checked against, and who asks.
 
 use super::*;
+use crate::error::Part;
 
 #[test]
 fn tokens_are_uuids_and_hidden_in_debug() {
@@ -30,34 +31,39 @@ fn ttl_bounds() {
 #[test]
 fn a_request_is_refused_in_the_librarys_terms() {
     let refused = |r: &Request| match r.check() {
-        Err(Error::Usage(msg)) => msg,
+        Err(Error::Invalid(msg)) => msg,
         other => panic!("not refused: {other:?}"),
     };
     let mut r = Request::new(Duration::from_secs(30));
     assert!(r.check().is_ok());
     r.limit = 0;
-    assert_eq!(refused(&r), "Request::limit must be at least 1");
+    assert_eq!(refused(&r), msg![Setting::Limit, " must be at least 1"]);
+    assert_eq!(refused(&r).to_string(), "Request::limit must be at least 1");
     r.limit = 2;
     r.mode = Mode::Read;
     assert_eq!(
         refused(&r),
-        "read-write locks take no Request::limit (it must be 1)"
+        msg![
+            "read-write locks take no ",
+            Setting::Limit,
+            " (it must be 1)"
+        ]
     );
     r.limit = 1;
     r.supersede = true;
     for wait in [Wait::No, Wait::For(Duration::ZERO)] {
         r.wait = wait;
-        assert!(
-            refused(&r).starts_with("Request::supersede needs a wait:"),
-            "{wait:?}"
-        );
+        let m = refused(&r);
+        assert_eq!(m.0[0], Part::Setting(Setting::Supersede), "{wait:?}");
+        assert!(m.0.contains(&Part::Setting(Setting::WaitNo)), "{m:?}");
+        assert!(m.0.contains(&Part::Setting(Setting::WaitZero)), "{m:?}");
     }
     r.wait = Wait::For(Duration::from_secs(1));
     assert!(r.check().is_ok());
     r.min_hold = MAX_TTL + Duration::from_secs(1);
     assert_eq!(
         refused(&r),
-        "Request::min_hold 7days 1s is too long: at most 7days"
+        msg![Setting::MinHold, " 7days 1s is too long: at most 7days"]
     );
     r.min_hold = Duration::ZERO;
     for p in [-MAX_PRIORITY, 0, MAX_PRIORITY] {
@@ -66,9 +72,10 @@ fn a_request_is_refused_in_the_librarys_terms() {
     }
     for p in [-MAX_PRIORITY - 1, MAX_PRIORITY + 1, i32::MIN] {
         r.priority = p;
+        let m = refused(&r).to_string();
         assert!(
-            refused(&r).starts_with(&format!("Request::priority {p} is out of range")),
-            "{p}"
+            m.starts_with(&format!("Request::priority {p} is out of range")),
+            "{m}"
         );
     }
 }

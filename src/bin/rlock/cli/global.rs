@@ -208,6 +208,11 @@ pub(crate) struct Global {
     /// Say on stderr what happens (acquired, waiting, released)
     #[arg(short, long, global = true, conflicts_with = "quiet", help_heading = None)]
     pub verbose: bool,
+
+    /// `-E 0` was given to the subcommand: a wait that ends busy is a
+    /// quiet success (set by `main`, not a flag).
+    #[arg(skip)]
+    pub busy_is_success: bool,
 }
 
 pub(super) fn short_help() -> String {

@@ -27,7 +27,7 @@ pub(crate) fn break_lock(
     breaking::check(&by, reason)?;
     let ask = !yes;
     if ask && !std::io::stdin().is_terminal() {
-        return Err(rlock::Error::Usage(format!(
+        return Err(rlock::Error::invalid(format!(
             "stdin is not a terminal, so nobody can confirm: give --yes to break lock {key:?}"
         ))
         .into());

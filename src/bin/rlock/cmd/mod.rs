@@ -47,7 +47,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             command,
         }) => {
             let keys = lock_set(g, key, also)?;
-            flock.refuse(key, command).map_err(rlock::Error::Usage)?;
+            flock.refuse(key, command).map_err(rlock::Error::invalid)?;
             let mode = if flock.shared {
                 Mode::Read
             } else {
@@ -72,10 +72,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             let req = request(lock, 1, mode);
             if command.is_empty() {
                 if run.max_hold.is_some() {
-                    return Err(rlock::Error::Usage(
+                    return Err(rlock::Error::invalid(
                         "--max-hold needs a command to stop (rlock rw MODE KEY -- CMD); \
-                         a lock taken without one is held until released"
-                            .into(),
+                         a lock taken without one is held until released",
                     )
                     .into());
                 }

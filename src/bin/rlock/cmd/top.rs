@@ -26,7 +26,7 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
     // Bad input is refused before connecting.
     rlock::lock::overview::check_pattern(pattern)?;
     if every < EVERY.0 || every > EVERY.1 {
-        return Err(rlock::Error::Usage(format!(
+        return Err(rlock::Error::invalid(format!(
             "-d {} is out of range: use 0.1s to 1h",
             crate::frame::short(every)
         ))

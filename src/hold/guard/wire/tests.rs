@@ -137,7 +137,7 @@ fn the_go_fits_in_64_kib_or_is_refused() {
     // One byte more is a usage error (exit 64), not a start that never comes.
     let over = "x".repeat(room + 1);
     let err = spawn_message(&[("RLOCK_HELD", &over)]).unwrap_err();
-    assert!(matches!(err, crate::Error::Usage(_)), "{err:?}");
+    assert!(matches!(err, crate::Error::Invalid(_)), "{err:?}");
     assert_eq!(crate::exit_code::for_error(&err, 0), 64);
     let text = err.to_string();
     assert!(text.contains(&format!("{} bytes", MAX_MSG + 1)), "{text}");

@@ -41,10 +41,10 @@ fn nobody() -> Option<Result<Released>> {
 }
 
 fn down<T>() -> Option<Result<T>> {
-    Some(Err(Error::Unavailable {
-        context: "acquire \"k\" on Redis at m2".into(),
-        cause: redis::RedisError::from((redis::ErrorKind::Io, "timed out")),
-    }))
+    Some(Err(Error::unavailable(
+        "acquire \"k\" on Redis at m2",
+        redis::RedisError::from((redis::ErrorKind::Io, "timed out")),
+    )))
 }
 
 fn refusal<T>() -> Option<Result<T>> {
@@ -383,10 +383,10 @@ fn a_read_needs_a_majority_of_answers() {
 /// A master that answered with an error about itself (too few replicas,
 /// an ACL): it did answer.
 fn complained<T>() -> Option<Result<T>> {
-    Some(Err(Error::Unavailable {
-        context: "acquire \"k\" on Redis at m2".into(),
-        cause: redis::RedisError::from((redis::ErrorKind::Client, "too few replicas")),
-    }))
+    Some(Err(Error::unavailable(
+        "acquire \"k\" on Redis at m2",
+        redis::RedisError::from((redis::ErrorKind::Client, "too few replicas")),
+    )))
 }
 
 #[test]
