@@ -103,7 +103,7 @@ fn the_oldest_wait_counts_from_the_first_waiter_still_queued() {
         finish(c, "the first waiter");
     }
     eventually(Duration::from_secs(10), "the first waiter gone", || {
-        r.status_json("k")["waiters"] == 1
+        r.status_json("k")["waiting"] == 1
     });
     let wait = r.locker().overview("k").unwrap()[0].oldest_wait.unwrap();
     assert!(wait < Duration::from_millis(1500), "{wait:?}");
@@ -111,7 +111,7 @@ fn the_oldest_wait_counts_from_the_first_waiter_still_queued() {
     // The second was killed: once its waiter lease ran out, the next
     // acquire prunes it, and no arrival time is left in the lock's hash.
     let lease = rlock::lock::WAITER_LEASE + Duration::from_secs(5);
-    eventually(lease, "no waiter", || r.status_json("k")["waiters"] == 0);
+    eventually(lease, "no waiter", || r.status_json("k")["waiting"] == 0);
     rlock(&r).args(["acquire", "-n", "k"]).run().code(75);
     let fields: Vec<String> = r.cmd(&["HKEYS", &r.key("k")]);
     assert!(!fields.iter().any(|f| f.starts_with("a:")), "{fields:?}");
