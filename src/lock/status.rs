@@ -216,10 +216,14 @@ pub struct WaiterStatus {
 /// A waiter's priority from its score in the queue: -P * 1e10 + its
 /// arrival (1 and up, below 1e10; lua/acquire.lua, "Priority").
 pub fn priority_of_score(score: f64) -> i64 {
-    if !score.is_finite() {
+    let band = (score / 1e10).floor();
+    if !band.is_finite() || band.abs() > 1e6 {
         return 0;
     }
-    -((score / 1e10).floor() as i64)
+    // (|band| <= 1e6: the cast is exact)
+    #[allow(clippy::cast_possible_truncation)]
+    let band = band as i64;
+    -band
 }
 
 /// A break under way (`rlock break`, lua/break.lua): who, why, since when.

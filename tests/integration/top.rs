@@ -430,7 +430,7 @@ fn status_list_and_top_show_who_waits_and_a_dead_waiter_goes_with_its_lease() {
         .collect();
     assert_eq!(who, [("eve", 5), ("bob", 0)], "{st}");
     for w in ws {
-        assert_eq!(w["pid"].as_u64().is_some_and(|p| p > 0), true, "{w}");
+        assert!(w["pid"].as_u64().is_some_and(|p| p > 0), "{w}");
         assert!(w["host"].as_str().is_some_and(|h| !h.is_empty()), "{w}");
         assert!(w["since"].as_str().unwrap().ends_with('Z'), "{w}");
         assert_eq!(w["cmd"], "true", "{w}");
@@ -536,7 +536,7 @@ fn control_and_bidi_characters_are_shown_escaped_everywhere() {
             "--",
             "sh",
             "-c",
-            &format!("sleep 60 # \r\x1b[2J\u{202e}"),
+            "sleep 60 # \r\x1b[2J\u{202e}",
         ])
         .spawn();
     eventually(Duration::from_secs(10), "c held", || r.held("c"));

@@ -438,7 +438,7 @@ mod tests {
                 queue: (0..waiters)
                     .map(|i| rlock::WaiterStatus {
                         host: "w".into(),
-                        pid: i as u32,
+                        pid: u32::try_from(i).unwrap_or(0),
                         user: "bob".into(),
                         priority: 2,
                         since_ms: 90_000,
@@ -494,7 +494,7 @@ mod tests {
     #[test]
     fn keys_sort_filter_scroll_and_show_waiters() {
         let views: Vec<LockView> = (0..30)
-            .map(|i| view(&format!("k{i:02}"), (i % 3) as u64, i))
+            .map(|i| view(&format!("k{i:02}"), i % 3, i))
             .collect();
         let mut look = Look::default();
         let size = Some((80, 10));
