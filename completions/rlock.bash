@@ -1219,7 +1219,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__top)
-            opts="-d -q -v -h --delay --once --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
+            opts="-d -q -v -h --delay --once --json --sort --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1231,6 +1231,10 @@ _rlock() {
                     ;;
                 -d)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sort)
+                    COMPREPLY=($(compgen -W "contended name held wait" -- "${cur}"))
                     return 0
                     ;;
                 --url)

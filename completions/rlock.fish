@@ -274,6 +274,10 @@ complete -c rlock -n "__fish_rlock_using_subcommand list" -s q -l quiet -d 'Prin
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand list" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s d -l delay -d 'Refresh every D (a bare number is seconds; 0.1s to 1h)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l sort -d 'Order of the rows (s in the live view cycles through them)' -r -f -a "contended\t'Most contended first (more waiters, the longer oldest wait, more grants in the last minute, more holders), then by name'
+name\t'By name'
+held\t'The longest hold first'
+wait\t'The longest oldest wait first'"
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
@@ -285,10 +289,11 @@ complete -c rlock -n "__fish_rlock_using_subcommand top" -l connect-timeout -d '
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l once -d 'Print one plain frame and exit'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -l json -d 'With --once: one JSON object per lock, one per line'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
-complete -c rlock -n "__fish_rlock_using_subcommand top" -s h -l help -d 'Print help'
+complete -c rlock -n "__fish_rlock_using_subcommand top" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r

@@ -99,6 +99,23 @@
 -- wait). Scores stay below 1e14 in size (|P| <= 1000, n < PRIO_BAND), so
 -- they pass through Lua numbers and '(' .. score exactly (%.14g).
 local PRIO_BAND = 1e10
+
+-- A waiter's info as kept for `status` (STATE field 'q:<token>'): the
+-- holder info the client sent (its command is cut to 200 characters and
+-- redacted there, src/redact), or, past WAITER_INFO_MAX bytes (a long
+-- `set` of locks), only its host, pid, user, command and CI job, so that
+-- a queue costs at most that much memory per waiter.
+local WAITER_INFO_MAX = 1024
+local function waiter_info(info)
+  if #info <= WAITER_INFO_MAX then return info end
+  local ok, t = pcall(cjson.decode, info)
+  if not ok or type(t) ~= 'table' then return '' end
+  local keep = {host = t.host, pid = t.pid, user = t.user, cmd = t.cmd, ci = t.ci}
+  local out = cjson.encode(keep)
+  if #out <= WAITER_INFO_MAX then return out end
+  out = cjson.encode({host = t.host, pid = t.pid, user = t.user})
+  return #out <= WAITER_INFO_MAX and out or ''
+end
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
@@ -334,11 +351,15 @@ if ARGV[5] == '1' then
     redis.call('ZADD', QUEUE, seq, tok)
     if mode == 'w' then redis.call('ZADD', WRITERS, seq, tok) end
     -- 'a:<token>': when it joined (server ms), for `top` and `metrics`
-    -- (the oldest wait, lua/status.lua); leave_queue() removes it.
+    -- (the oldest wait, lua/status.lua); 'q:<token>': who waits, for
+    -- `status`, `list` and `top`. leave_queue() removes both, so they go
+    -- with the waiter's lease (prune), and the hash's PEXPIRE (tidy)
+    -- covers every waiter lease.
     if kind == 'x' then
-      redis.call('HSET', STATE, 'kind', kind, 'limit', limit, 'a:' .. tok, now)
+      redis.call('HSET', STATE, 'kind', kind, 'limit', limit, 'a:' .. tok, now,
+        'q:' .. tok, waiter_info(ARGV[4]))
     else
-      redis.call('HSET', STATE, 'kind', kind, 'a:' .. tok, now)
+      redis.call('HSET', STATE, 'kind', kind, 'a:' .. tok, now, 'q:' .. tok, waiter_info(ARGV[4]))
     end
   end
   redis.call('ZADD', ALIVE, now + tonumber(ARGV[6]), tok)

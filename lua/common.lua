@@ -27,6 +27,10 @@
 --                                              by whom (info JSON)
 --                               a:<token>   -> when that waiter joined the
 --                                              queue (server ms)
+--                               q:<token>   -> that waiter's info (JSON
+--                                              from the client, as i:;
+--                                              see waiter_info in
+--                                              acquire.lua), for status
 --                               qn          -> waiters that joined so far
 --                                              (their arrival order; see
 --                                              "Priority" in acquire.lua)
@@ -297,7 +301,7 @@ local function leave_queue(tok)
   redis.call('ZREM', QUEUE, tok)
   redis.call('ZREM', ALIVE, tok)
   redis.call('ZREM', WRITERS, tok)
-  redis.call('HDEL', STATE, 'a:' .. tok)
+  redis.call('HDEL', STATE, 'a:' .. tok, 'q:' .. tok)
 end
 
 -- Drop holders whose lease ran out and waiters that stopped calling in.

@@ -39,7 +39,7 @@ local function one(b)
   local hs = redis.call('ZRANGEBYSCORE', K(2), '(' .. now, '+inf', 'WITHSCORES')
   local alive = redis.call('ZRANGEBYSCORE', K(4), '(' .. now, '+inf')
   if #hs == 0 and #alive == 0 then return {} end
-  local writers, oldest = 0, 0
+  local writers, oldest, queue = 0, 0, {}
   if #alive > 0 then
     local live = {}
     for _, tok in ipairs(alive) do live[tok] = true end
@@ -49,13 +49,25 @@ local function one(b)
       local a = tonumber(f['a:' .. tok])
       if a and (oldest == 0 or a < oldest) then oldest = a end
     end
+    local writing = {}
     for _, tok in ipairs(redis.call('ZRANGE', K(6), 0, -1)) do
       if live[tok] then writers = writers + 1 end
+      writing[tok] = true
+    end
+    -- Who waits, as status.lua lists them (the first 100 in queue order).
+    local q = redis.call('ZRANGE', K(3), 0, -1, 'WITHSCORES')
+    for i = 1, #q, 2 do
+      if #queue >= 100 then break end
+      local tok = q[i]
+      if live[tok] then
+        queue[#queue + 1] = {f['q:' .. tok] or '', tonumber(f['a:' .. tok]) or 0, q[i + 1],
+          redis.sha1hex(tok), writing[tok] and 1 or 0}
+      end
     end
   end
   -- The lock's fence is the highest of its holders' (the fence key is not
   -- read), and no keeper's loss record ('').
-  local status = {kind, tonumber(f['limit']) or 0, 0, #alive, writers, '', oldest, {}}
+  local status = {kind, tonumber(f['limit']) or 0, 0, #alive, writers, '', oldest, {}, queue}
   for i = 1, #hs, 2 do
     local tok = hs[i]
     local fence = tonumber(f['f:' .. tok]) or 0

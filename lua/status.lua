@@ -4,7 +4,7 @@
 -- KEYS[9] P{K}:lost, where an `acquire --keep` keeper records a loss
 --
 -- Returns {kind, limit, fence, waiters, waiting_writers, lost,
--- oldest_wait_since, remains, holder...}, lost being the loss record (JSON, '' if
+-- oldest_wait_since, remains, queue, holder...}, lost being the loss record (JSON, '' if
 -- none), oldest_wait_since when the earliest waiter still queued joined
 -- (server ms; 0 if nobody waits, or they joined before rlock kept that;
 -- not the head of the queue, which --priority may change) and each holder
@@ -20,12 +20,18 @@
 -- 'r' or 'w' for a read-write lock, '' otherwise; cmd_pid is the pid of
 -- the command the holder runs (exec, rw) once a renewal noted it, else ''. Leases and waiters that
 -- have run out by the server's clock are left out.
+-- queue lists the live waiters in queue order (priority, then arrival),
+-- the first QUEUE_SHOWN of them, each {info_json, since_ms, score,
+-- token_digest, writer}: info as the waiter sent it ('' if it joined
+-- before rlock kept it), since when it joined (0: unknown), score its
+-- place in the queue (priority band and arrival, see "Priority" in
+-- acquire.lua), writer 1 for a waiting writer, else 0.
 --@common
 local _, foreign, remains = lock_kind()
 if foreign then return foreign end
 if remains then
   return {'', 0, tonumber(redis.call('GET', FENCE)) or 0, 0, 0,
-    redis.call('GET', KEYS[9]) or '', 0, remains}
+    redis.call('GET', KEYS[9]) or '', 0, remains, {}}
 end
 local now = now_ms()
 local writers = 0
@@ -42,6 +48,7 @@ local out = {
   redis.call('GET', KEYS[9]) or '',
   0,
   {},
+  {},
 }
 -- The queue is in priority order (--priority), so the longest wait is the
 -- earliest join among the live waiters; waiters that stopped calling in
@@ -49,6 +56,18 @@ local out = {
 for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '(' .. now, '+inf')) do
   local a = tonumber(redis.call('HGET', STATE, 'a:' .. tok))
   if a and (out[7] == 0 or a < out[7]) then out[7] = a end
+end
+local QUEUE_SHOWN = 100
+local q = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
+for i = 1, #q, 2 do
+  if #out[9] >= QUEUE_SHOWN then break end
+  local tok = q[i]
+  local alive = redis.call('ZSCORE', ALIVE, tok)
+  if alive and tonumber(alive) > now then
+    local f = redis.call('HMGET', STATE, 'q:' .. tok, 'a:' .. tok)
+    out[9][#out[9] + 1] = {f[1] or '', tonumber(f[2]) or 0, q[i + 1], redis.sha1hex(tok),
+      redis.call('ZSCORE', WRITERS, tok) and 1 or 0}
+  end
 end
 local hs = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #hs, 2 do

@@ -51,6 +51,6 @@ pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
     Backend, Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode,
-    Release, ReleaseNote, Released, Request, Status, Token, Wait,
+    Release, ReleaseNote, Released, Request, Status, Token, Wait, WaiterStatus,
 };
 pub use locker::Locker;

@@ -124,6 +124,8 @@ mod tests {
             pid,
             cmd: None,
             cmd_pid: None,
+            user: String::new(),
+            ci: None,
             breaking: None,
             since: String::new(),
             since_ms: 0,
@@ -149,6 +151,7 @@ mod tests {
             holders: vec![holder(7, 10, "a"), holder(9, 11, "b")],
             oldest_wait_since_ms: None,
             damaged: Vec::new(),
+            queue: Vec::new(),
         };
         assert_eq!(matching(&st, "9").unwrap()[0].pid, 11);
         assert_eq!(matching(&st, "10@a").unwrap()[0].fence, 7);

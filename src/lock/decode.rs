@@ -11,7 +11,10 @@ use redis::{FromRedisValue, Value};
 use super::breaking::{Broken, lost_why};
 use super::node::Outcome;
 use super::script::reply;
-use super::{Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, format_ms};
+use super::{
+    Busy, Event, Held, HolderInfo, HolderStatus, Released, Status, WaiterStatus, format_ms,
+    priority_of_score,
+};
 use crate::{Error, Result};
 
 /// What a waiter's heartbeat learnt (see lua/wait.lua).
@@ -282,7 +285,16 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
         Some(_) => return Err(bad()),
         None => Vec::new(),
     };
-    for h in reply.get(8..).unwrap_or_default() {
+    let queue = match reply.get(8) {
+        Some(Value::Array(q)) => q
+            .iter()
+            .map(|w| waiter(w, kind == "rw"))
+            .collect::<Option<Vec<_>>>(),
+        None => Some(Vec::new()),
+        Some(_) => None,
+    }
+    .ok_or_else(bad)?;
+    for h in reply.get(9..).unwrap_or_default() {
         let Value::Array(f) = h else {
             return Err(bad());
         };
@@ -298,6 +310,8 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
             host: info.host,
             pid: info.pid,
             cmd: info.cmd,
+            user: info.user,
+            ci: info.ci,
             cmd_pid: text(f.get(7)).parse().ok().filter(|&p: &u32| p > 0),
             since: format_ms(n(1)),
             since_ms: n(1),
@@ -318,9 +332,50 @@ pub(super) fn status(key: &str, reply: Vec<Value>) -> Result<Status> {
         waiters,
         waiting_writers,
         holders,
+        queue,
         last_lost,
         oldest_wait_since_ms,
         damaged,
+    })
+}
+
+/// One waiter of lua/status.lua's queue: {info_json, since_ms, score,
+/// token_digest, writer}, of a read-write lock if `rw`; `None` if it is
+/// not that.
+fn waiter(v: &Value, rw: bool) -> Option<WaiterStatus> {
+    let Value::Array(f) = v else { return None };
+    let text = |i: usize| {
+        f.get(i)
+            .and_then(|v| String::from_redis_value(v.clone()).ok())
+            .unwrap_or_default()
+    };
+    let since_ms = f
+        .get(1)
+        .and_then(|v| u64::from_redis_value(v.clone()).ok())
+        .unwrap_or(0);
+    let score: f64 = text(2).parse().ok()?;
+    // A waiter queued by an rlock that kept no info shows as unknown.
+    let info: HolderInfo = serde_json::from_str(&text(0)).unwrap_or_default();
+    Some(WaiterStatus {
+        host: info.host,
+        pid: info.pid,
+        user: info.user,
+        priority: priority_of_score(score),
+        since: if since_ms > 0 {
+            format_ms(since_ms)
+        } else {
+            String::new()
+        },
+        since_ms,
+        cmd: info.cmd,
+        ci: info.ci,
+        mode: match (rw, text(4).as_str()) {
+            (false, _) => "",
+            (true, "1") => "write",
+            (true, _) => "read",
+        }
+        .to_string(),
+        token_digest: text(3),
     })
 }
 

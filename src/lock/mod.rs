@@ -60,6 +60,9 @@ pub use request::{
 pub(crate) use request::{hostname, login_name};
 pub use script::RESEND_WINDOW;
 pub(crate) use script::resendable;
-pub use status::{Breaking, Busy, HolderStatus, LostRecord, Status, format_ms};
+pub use status::{
+    Breaking, Busy, HolderStatus, LostRecord, QUEUE_SHOWN, Status, WaiterStatus, format_ms,
+    priority_of_score,
+};
 pub use wait::{Cancel, OUTAGE_LIMIT};
 pub(crate) use wait::{Outage, Waiting};

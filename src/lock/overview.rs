@@ -270,6 +270,7 @@ mod tests {
             b(""),
             Value::Int(4_000),
             Value::Array(vec![]),
+            Value::Array(vec![]),
             holder,
         ]);
         let entry = |at: u64, e: &str| b(&format!(r#"[{at},"{e}","0",""]"#));
@@ -305,6 +306,7 @@ mod tests {
                 last_lost: None,
                 oldest_wait_since_ms: None,
                 damaged: Vec::new(),
+                queue: Vec::new(),
             },
             now_ms: 0,
             oldest_wait: oldest_s.map(Duration::from_secs),

@@ -72,12 +72,19 @@ pub struct Status {
     pub limit: u64,
     /// Last fencing value granted (0: never granted).
     pub fence: u64,
-    /// Acquires queued for it.
+    /// Acquires queued for it (`waiting` in JSON, where `waiters` lists
+    /// them: [`Status::queue`]).
+    #[serde(rename = "waiting")]
     pub waiters: u64,
     /// Writers among the waiters (read-write locks).
     pub waiting_writers: u64,
     /// Who holds it, one entry per holder.
     pub holders: Vec<HolderStatus>,
+    /// Who waits, in queue order (priority, then arrival): the first
+    /// [`QUEUE_SHOWN`] live waiters (`waiters` in JSON; their count is
+    /// [`Status::waiters`]).
+    #[serde(rename = "waiters")]
+    pub queue: Vec<WaiterStatus>,
     /// The last loss an `acquire --keep` keeper recorded, within its hour.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_lost: Option<LostRecord>,
@@ -133,6 +140,14 @@ pub struct HolderStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// The holder's command line, if given (`rlock` stores it redacted).
     pub cmd: Option<String>,
+    /// The login name of the holder's process ("" when its rlock did not
+    /// record one).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    /// The CI job the holder runs in, when its environment named one (see
+    /// [`crate::lock::ci_job`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci: Option<String>,
     /// The pid of the command the holder runs (exec, rw), on the holder's
     /// host, once its first renewal noted it; `pid` is rlock's own.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,6 +176,54 @@ pub struct HolderStatus {
     /// another's there. Not printed, not in `--json`.
     #[serde(skip)]
     pub token_digest: String,
+}
+
+/// How many waiters a status read lists (lua/status.lua, lua/overview.lua);
+/// [`Status::waiters`] counts them all.
+pub const QUEUE_SHOWN: usize = 100;
+
+/// One waiter of a lock, as `status` shows it (lua/status.lua: the info
+/// its acquire sent, kept in the lock's state hash while it waits).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct WaiterStatus {
+    /// The waiter's host name ("" for a waiter queued by an rlock that
+    /// did not record who waits).
+    pub host: String,
+    /// The waiter's process id (0: unknown, as for `host`).
+    pub pid: u32,
+    /// The login name of the waiter's process ("" if not recorded).
+    pub user: String,
+    /// Its `--priority` (higher is served first).
+    pub priority: i64,
+    /// When it joined the queue, RFC 3339, server clock ("" if unknown).
+    pub since: String,
+    /// The same moment in ms since 1970 (0 if unknown).
+    pub since_ms: u64,
+    /// Its command line, redacted as a holder's (`rlock exec`), if given.
+    pub cmd: Option<String>,
+    /// The CI job it runs in, when its environment named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci: Option<String>,
+    /// "read" or "write" for a read-write lock, "" otherwise.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+    /// The SHA-1 of its token, in hex (never the token), as for holders:
+    /// tells one waiter's places on the RedLock masters apart.
+    #[serde(skip)]
+    pub token_digest: String,
+}
+
+/// A waiter's priority from its score in the queue: -P * 1e10 + its
+/// arrival (1 and up, below 1e10; lua/acquire.lua, "Priority").
+pub fn priority_of_score(score: f64) -> i64 {
+    let band = (score / 1e10).floor();
+    if !band.is_finite() || band.abs() > 1e6 {
+        return 0;
+    }
+    // (|band| <= 1e6: the cast is exact)
+    #[allow(clippy::cast_possible_truncation)]
+    let band = band as i64;
+    -band
 }
 
 /// A break under way (`rlock break`, lua/break.lua): who, why, since when.

@@ -60,7 +60,7 @@ fn waiting_and_wakeups_work_across_the_cluster() {
                 .run()
                 .ok()
                 .stdout
-                .contains("\"waiters\":1")
+                .contains("\"waiting\":1")
         });
     }
     let started = std::time::Instant::now();
@@ -208,7 +208,7 @@ fn supersede_works_on_a_cluster() {
             .run()
             .ok()
             .stdout
-            .contains(&format!("\"waiters\":{n}"))
+            .contains(&format!("\"waiting\":{n}"))
     };
     for k in ["a", "b", "c", "d"] {
         let tok = rc(&c).args(["acquire", k]).run().ok().token();

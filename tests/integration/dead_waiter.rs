@@ -91,7 +91,7 @@ fn a_stopped_waiter_loses_its_turn_and_runs_after_never_beside() {
     kill(stopped.id(), libc::SIGSTOP);
     release(&r, "k", &tok);
     let live = finish(live, "the waiter behind a stopped one");
-    let queued = r.status_json("k")["waiters"].as_u64().unwrap_or(0);
+    let queued = r.status_json("k")["waiting"].as_u64().unwrap_or(0);
     kill(stopped.id(), libc::SIGCONT);
     live.ok();
     // The stopped waiter's claim lapsed: the live one's acquire dropped it.

@@ -226,7 +226,7 @@ fn a_queued_waiter_gets_the_lock_after_a_failover() {
             .args(["status", "cf", "--json"])
             .run()
             .stdout
-            .contains("\"waiters\":1")
+            .contains("\"waiting\":1")
     });
     eventually(Duration::from_secs(5), "the queue on the replica", || {
         c.has_key(replica, "rlock:{cf}:q")
@@ -335,7 +335,7 @@ fn sentinel_crash_failover_hands_the_lock_to_the_waiter() {
         rs().args(["status", "cf", "--json"])
             .run()
             .stdout
-            .contains("\"waiters\":1")
+            .contains("\"waiting\":1")
     });
     handed_over(&ledger, "s", a, w, || {
         let took = s.crash_master();

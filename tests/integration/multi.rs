@@ -117,7 +117,7 @@ fn busy_on_the_second_key_leaves_the_first_free() {
         .run()
         .fails(75, "\"b\"");
     assert!(!r.held("a"), "a was left held");
-    assert_eq!(r.status_json("b")["waiters"], 0);
+    assert_eq!(r.status_json("b")["waiting"], 0);
     rlock(&r).args(["release", "b", "--token", &tok]).run().ok();
     r.assert_nothing_held(&[]);
 }
@@ -137,8 +137,8 @@ fn a_timed_out_wait_leaves_nothing_held_or_queued() {
         .run()
         .fails(75, "timed out after 1");
     assert!(!r.held("a"), "a was left held");
-    assert_eq!(r.status_json("a")["waiters"], 0);
-    assert_eq!(r.status_json("b")["waiters"], 0);
+    assert_eq!(r.status_json("a")["waiting"], 0);
+    assert_eq!(r.status_json("b")["waiting"], 0);
     rlock(&r).args(["release", "b", "--token", &tok]).run().ok();
     r.assert_nothing_held(&[]);
 }

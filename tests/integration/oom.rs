@@ -240,7 +240,7 @@ fn a_running_exec_renews_and_releases_through_a_full_redis() {
             .args(["exec", "-w", "1m", "work", "--", "true"])
             .run(),
     );
-    assert_eq!(r.status_json("work")["waiters"], 0);
+    assert_eq!(r.status_json("work")["waiting"], 0);
 
     // A 3 s lease outlives 5 s at maxmemory only if renewals land.
     std::thread::sleep(Duration::from_secs(5).saturating_sub(full_since.elapsed()));
@@ -319,7 +319,7 @@ fn a_full_redis_refuses_new_locks_and_waiters_but_lets_holders_go() {
     refused(rlock(&r).args(["rw", "read", "fresh"]).run());
     refused(rlock(&r).args(["acquire", "-w", "1m", "held"]).run());
     for key in ["fresh", "held", "sem"] {
-        assert_eq!(r.status_json(key)["waiters"], 0, "{key}");
+        assert_eq!(r.status_json(key)["waiting"], 0, "{key}");
     }
     assert!(
         keys_of(&r, "fresh").is_empty(),
@@ -372,7 +372,7 @@ fn a_full_redis_refuses_new_locks_and_waiters_but_lets_holders_go() {
     // grant is refused: it leaves the queue and exits 69.
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(
-        r.status_json("q")["waiters"],
+        r.status_json("q")["waiting"],
         1,
         "the waiter lost its place"
     );
@@ -380,7 +380,7 @@ fn a_full_redis_refuses_new_locks_and_waiters_but_lets_holders_go() {
     refused(finish(waiter, "rlock acquire q -w 1m"));
     let s = r.status_json("q");
     assert_eq!(
-        (s["held"].clone(), s["waiters"].clone()),
+        (s["held"].clone(), s["waiting"].clone()),
         (false.into(), 0.into())
     );
 

@@ -332,7 +332,7 @@ fn priorities_work_on_a_cluster() {
             .run()
             .ok()
             .stdout
-            .contains(&format!("\"waiters\":{n}"))
+            .contains(&format!("\"waiting\":{n}"))
     };
     for k in ["a", "b", "c", "d"] {
         let file = tmpfile(&format!("cluster-{k}"));

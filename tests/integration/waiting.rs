@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::util::*;
 
 fn waiters(r: &Redis, key: &str) -> u64 {
-    r.status_json(key)["waiters"].as_u64().unwrap()
+    r.status_json(key)["waiting"].as_u64().unwrap()
 }
 
 /// Take `key` for 30 s, as another holder would; its token.

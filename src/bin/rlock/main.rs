@@ -28,6 +28,7 @@ macro_rules! say {
 mod cli;
 mod cmd;
 mod errors;
+mod escape;
 mod frame;
 mod out;
 mod progress;

@@ -5,11 +5,13 @@ use std::time::Duration;
 use rlock::Status;
 use rlock::duration::human;
 
+use crate::escape::shown;
+
 /// Human-readable status, one line per holder.
 pub(crate) fn status(st: &Status) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = write!(out, "{}: ", st.key);
+    let _ = write!(out, "{}: ", shown(&st.key));
     let writing = st.holders.iter().any(|h| h.mode == "write");
     match (st.holders.len(), st.kind.as_str()) {
         (0, _) => out.push_str("free"),
@@ -41,7 +43,10 @@ pub(crate) fn status(st: &Status) -> String {
         if h.mode != "exclusive" {
             let _ = write!(out, "{} ", h.mode);
         }
-        let _ = write!(out, "host {} pid {}", plain(&h.host), h.pid);
+        let _ = write!(out, "host {} pid {}", shown(&h.host), h.pid);
+        if !h.user.is_empty() {
+            let _ = write!(out, " user {}", shown(&h.user));
+        }
         // The command's own process, beside rlock's (`pid`, which is alive
         // and renewing whatever the command does).
         if let Some(p) = h.cmd_pid {
@@ -63,12 +68,15 @@ pub(crate) fn status(st: &Status) -> String {
             }
         }
         if !h.set.is_empty() {
-            let _ = write!(out, " with {}", plain(&h.set.join(",")));
+            let _ = write!(out, " with {}", shown(&h.set.join(",")));
+        }
+        if let Some(ci) = &h.ci {
+            let _ = write!(out, " ci {}", shown(ci));
         }
         // What a holder stored is shown, never obeyed: no escape
         // sequence reaches the operator's terminal (as in `history`).
         if let Some(cmd) = &h.cmd {
-            let _ = write!(out, " cmd {}", plain(cmd));
+            let _ = write!(out, " cmd {}", shown(cmd));
         }
         // Still held, until its holder has stopped and released it or its
         // lease (the ttl above, no longer extended) ends.
@@ -77,16 +85,55 @@ pub(crate) fn status(st: &Status) -> String {
                 out,
                 "\n    being broken by {} since {} (reason: {}): held until its holder \
                  stops and releases, at most ttl {}",
-                plain(&b.by),
+                shown(&b.by),
                 rlock::lock::format_ms(b.since_ms),
-                plain(&b.reason),
+                shown(&b.reason),
                 human(Duration::from_millis(h.ttl_ms)),
             );
         }
         out.push('\n');
     }
+    for w in &st.queue {
+        out.push_str("  ");
+        out.push_str(&waiter(w));
+        out.push('\n');
+    }
+    let unlisted = st.waiters.saturating_sub(st.queue.len() as u64);
+    if unlisted > 0 && !st.queue.is_empty() {
+        let _ = writeln!(out, "  and {unlisted} more waiting");
+    }
     if let Some(lost) = &st.last_lost {
-        let _ = writeln!(out, "  last lost: {}", plain(&lost.to_string()));
+        let _ = writeln!(out, "  last lost: {}", shown(&lost.to_string()));
+    }
+    out
+}
+
+/// One waiter as `status` shows it: "waiter [read|write] host H pid P
+/// user U priority N since T ci J cmd C", the parts it recorded.
+pub(crate) fn waiter(w: &rlock::WaiterStatus) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("waiter");
+    if !w.mode.is_empty() {
+        let _ = write!(out, " {}", w.mode);
+    }
+    if w.host.is_empty() {
+        // Queued by an rlock that did not record who waits.
+        out.push_str(" (unknown)");
+    } else {
+        let _ = write!(out, " host {} pid {}", shown(&w.host), w.pid);
+    }
+    if !w.user.is_empty() {
+        let _ = write!(out, " user {}", shown(&w.user));
+    }
+    let _ = write!(out, " priority {}", w.priority);
+    if !w.since.is_empty() {
+        let _ = write!(out, " since {}", w.since);
+    }
+    if let Some(ci) = &w.ci {
+        let _ = write!(out, " ci {}", shown(ci));
+    }
+    if let Some(cmd) = &w.cmd {
+        let _ = write!(out, " cmd {}", shown(cmd));
     }
     out
 }
@@ -128,19 +175,11 @@ pub(crate) fn event_json(e: &rlock::Event) -> serde_json::Value {
     v
 }
 
-/// Text without control characters (a terminal must not obey a stored
-/// escape sequence).
-pub(crate) fn plain(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 /// `history` as aligned columns: time (UTC), event, holder, user, fence,
 /// what it took, command, reason.
 pub(crate) fn history(key: &str, events: &[rlock::Event]) -> String {
     if events.is_empty() {
-        return format!("{key}: no history\n");
+        return format!("{}: no history\n", shown(key));
     }
     let ms = |m: u64| human(Duration::from_millis(m));
     let rows: Vec<[String; 8]> = events
@@ -188,7 +227,7 @@ pub(crate) fn history(key: &str, events: &[rlock::Event]) -> String {
                     why.join(": ")
                 },
             ]
-            .map(|c| plain(&c))
+            .map(|c| shown(&c))
         })
         .collect();
     let head = [
@@ -245,12 +284,15 @@ mod tests {
             last_lost: None,
             oldest_wait_since_ms: None,
             damaged: Vec::new(),
+            queue: Vec::new(),
             holders: vec![HolderStatus {
                 mode: "exclusive".into(),
                 host: "h".into(),
                 pid: 7,
                 cmd: None,
                 cmd_pid: None,
+                user: String::new(),
+                ci: None,
                 breaking: None,
                 since: "2024-01-01T00:00:00Z".into(),
                 since_ms: 0,
@@ -268,5 +310,69 @@ mod tests {
         st.holders[0].cmd_pid = Some(42);
         let out = status(&st);
         assert!(out.contains("pid 7 command pid 42 since"), "{out}");
+    }
+
+    #[test]
+    fn status_shows_who_holds_and_who_waits_escaped() {
+        let mut st = Status {
+            key: "k\u{202e}x".into(),
+            kind: "exclusive".into(),
+            held: true,
+            limit: 1,
+            fence: 3,
+            waiters: 3,
+            waiting_writers: 0,
+            last_lost: None,
+            oldest_wait_since_ms: None,
+            damaged: Vec::new(),
+            holders: Vec::new(),
+            queue: Vec::new(),
+        };
+        st.holders.push(HolderStatus {
+            mode: "exclusive".into(),
+            host: "h".into(),
+            pid: 7,
+            cmd: Some("deploy\x1b[2J".into()),
+            user: "ann".into(),
+            ci: Some("github o/r run 12 job build".into()),
+            cmd_pid: Some(42),
+            breaking: None,
+            since: "2024-01-01T00:00:00Z".into(),
+            since_ms: 0,
+            ttl_ms: 1000,
+            count: 1,
+            fence: 3,
+            set: Vec::new(),
+            token_digest: String::new(),
+        });
+        st.queue.push(rlock::WaiterStatus {
+            host: "g".into(),
+            pid: 8,
+            user: "bob".into(),
+            priority: 5,
+            since: "2024-01-01T00:00:01Z".into(),
+            since_ms: 1000,
+            cmd: Some("job\rFAKE".into()),
+            ..Default::default()
+        });
+        st.queue.push(rlock::WaiterStatus::default());
+        let out = status(&st);
+        assert!(out.starts_with("k\\u{202e}x: held, 3 waiting\n"), "{out}");
+        assert!(
+            out.contains("  host h pid 7 user ann command pid 42 since"),
+            "{out}"
+        );
+        assert!(
+            out.contains(" ci github o/r run 12 job build cmd deploy\\x1b[2J\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "\n  waiter host g pid 8 user bob priority 5 since 2024-01-01T00:00:01Z \
+                 cmd job\\rFAKE\n  waiter (unknown) priority 0\n  and 1 more waiting\n"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains('\x1b') && !out.contains('\r'), "{out}");
     }
 }

@@ -405,6 +405,7 @@ fn status_of_an_exclusive_lock() {
         s(""),
         i(1500),
         Value::Array(vec![]),
+        Value::Array(vec![]),
         holder(r#"{"host":"h","pid":5,"cmd":"job"}"#, 0, 2500, 2, 9, ""),
     ];
     let st = status("k", reply).unwrap();
@@ -448,6 +449,7 @@ fn status_gives_the_commands_pid_once_noted() {
             s(""),
             i(0),
             Value::Array(vec![]),
+            Value::Array(vec![]),
             Value::Array(h),
         ];
         status("k", reply).unwrap().holders[0].cmd_pid
@@ -456,6 +458,89 @@ fn status_gives_the_commands_pid_once_noted() {
     assert_eq!(with(Some("")), None);
     assert_eq!(with(None), None);
     assert_eq!(with(Some("x")), None);
+}
+
+/// Who waits: each waiter's info, join time, priority (from its score in
+/// the queue) and, on a read-write lock, whether it waits to write.
+#[test]
+fn status_lists_each_waiter() {
+    let waiter = |info: &str, since: i64, score: &str, writer: i64| {
+        Value::Array(vec![s(info), i(since), s(score), s("d"), i(writer)])
+    };
+    let reply = |kind: &str, queue: Vec<Value>| {
+        vec![
+            s(kind),
+            i(if kind == "x" { 1 } else { 0 }),
+            i(9),
+            i(queue.len() as i64),
+            i(0),
+            s(""),
+            i(1500),
+            Value::Array(vec![]),
+            Value::Array(queue),
+        ]
+    };
+    let st = status(
+        "k",
+        reply(
+            "x",
+            vec![
+                waiter(
+                    r#"{"host":"h","pid":5,"cmd":"deploy","user":"ann","ci":"gitlab p job 9"}"#,
+                    1_700_000_000_000,
+                    "-49999999999",
+                    0,
+                ),
+                waiter(r#"{"host":"g","pid":6}"#, 1_700_000_001_000, "3", 0),
+                waiter("", 0, "-1e+11", 0),
+            ],
+        ),
+    )
+    .unwrap();
+    let w: Vec<(&str, u32, &str, i64, Option<&str>)> = st
+        .queue
+        .iter()
+        .map(|w| {
+            (
+                w.host.as_str(),
+                w.pid,
+                w.user.as_str(),
+                w.priority,
+                w.cmd.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        w,
+        [
+            ("h", 5, "ann", 5, Some("deploy")),
+            ("g", 6, "", 0, None),
+            ("", 0, "", 10, None)
+        ]
+    );
+    assert_eq!(st.queue[0].since, "2023-11-14T22:13:20Z");
+    assert_eq!(st.queue[0].ci.as_deref(), Some("gitlab p job 9"));
+    assert_eq!(
+        (st.queue[2].since.as_str(), st.queue[2].mode.as_str()),
+        ("", "")
+    );
+    let st = status(
+        "k",
+        reply("rw", vec![waiter("{}", 1, "1", 1), waiter("{}", 1, "2", 0)]),
+    )
+    .unwrap();
+    let modes: Vec<&str> = st.queue.iter().map(|w| w.mode.as_str()).collect();
+    assert_eq!(modes, ["write", "read"]);
+    // A queue entry that is not one is a protocol error, not a guess.
+    assert!(status("k", reply("x", vec![s("x")])).is_err());
+    let json = serde_json::to_value(&st).unwrap();
+    assert_eq!(
+        (
+            json["waiting"].as_u64(),
+            json["waiters"][0]["mode"].as_str()
+        ),
+        (Some(2), Some("write"))
+    );
 }
 
 #[test]
@@ -470,6 +555,7 @@ fn status_of_a_semaphore_and_of_a_read_write_lock() {
         i(1),
         s(""),
         i(0),
+        Value::Array(vec![]),
         Value::Array(vec![]),
         holder(r#"{"host":"a","pid":1}"#, 1000, 100, 1, 4, "r"),
         holder(r#"{"host":"b","pid":2}"#, 2000, 200, 1, 5, "w"),

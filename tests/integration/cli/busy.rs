@@ -47,7 +47,7 @@ fn wait_times_out_with_75_and_leaves_the_queue() {
     );
     assert!(lines[1].contains("timed out"), "{}", run.stderr);
     assert!(run.elapsed >= Duration::from_millis(300));
-    assert_eq!(r.status_json("k")["waiters"], 0);
+    assert_eq!(r.status_json("k")["waiting"], 0);
     // -q silences the waiting line, not the error.
     rlock(&r)
         .args(["-q", "acquire", "-w", "100ms", "k"])
@@ -136,7 +136,7 @@ fn sigint_while_waiting_exits_130_and_leaves_nothing() {
     // From the signal to the exit: the wait ends at once, not at the
     // waiter's next heartbeat (5 s); 3 s leaves a loaded machine room.
     assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
-    assert_eq!(r.status_json("k")["waiters"], 0);
+    assert_eq!(r.status_json("k")["waiting"], 0);
     rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
     r.assert_nothing_held(&[]);
 }

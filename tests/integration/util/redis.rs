@@ -150,7 +150,7 @@ impl Redis {
         eventually(
             Duration::from_secs(10),
             &format!("{n} waiter(s) queued for {key:?}"),
-            || self.status_json(key)["waiters"] == n,
+            || self.status_json(key)["waiting"] == n,
         );
     }
 

@@ -163,11 +163,11 @@ fn describe(holders: &[&HolderStatus]) -> String {
             let cmd = h
                 .cmd
                 .as_deref()
-                .map(|c| format!(", cmd {}", crate::render::plain(c)))
+                .map(|c| format!(", cmd {}", crate::escape::shown(c)))
                 .unwrap_or_default();
             format!(
                 "host {} pid {} (fence {}, held {}{cmd})",
-                crate::render::plain(&h.host),
+                crate::escape::shown(&h.host),
                 h.pid,
                 h.fence,
                 human(held)
@@ -189,6 +189,7 @@ fn empty(key: &str) -> rlock::Status {
         waiting_writers: 0,
         last_lost: None,
         holders: Vec::new(),
+        queue: Vec::new(),
         oldest_wait_since_ms: None,
         damaged: Vec::new(),
     }

@@ -110,11 +110,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         }) => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
         Command::Doctor(cli::Doctor { ttl, json }) => query::doctor(g, ttl.0, *json),
         Command::List(cli::List { pattern, json }) => query::list(g, pattern, *json),
-        Command::Top(cli::Top {
-            pattern,
-            delay,
-            once,
-        }) => top::top(g, pattern, delay.0, *once),
+        Command::Top(t) => top::top(g, t),
         Command::Metrics(cli::Metrics { pattern }) => metrics::metrics(g, pattern),
     }
 }

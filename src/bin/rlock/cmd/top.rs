@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use rlock::exit_code;
 use rlock::signals::Blocked;
 
-use crate::cli::Global;
-use crate::frame::{Header, frame};
+use crate::cli::{Global, Top};
+use crate::frame::{Asked, Header, Look, arrange, frame};
 use crate::out::print;
 use crate::screen::{self, Screen};
 use crate::setup::connect_listing;
@@ -22,7 +22,12 @@ use crate::setup::connect_listing;
 const EVERY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(3600));
 
 /// `top`: a live view on a terminal, one plain frame otherwise.
-pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> anyhow::Result<u8> {
+pub(crate) fn top(g: &Global, t: &Top) -> anyhow::Result<u8> {
+    let (pattern, every, once) = (t.pattern.as_str(), t.delay.0, t.once);
+    let mut look = Look {
+        sort: t.sort,
+        ..Look::default()
+    };
     // Bad input is refused before connecting.
     rlock::lock::overview::check_pattern(pattern)?;
     if every < EVERY.0 || every > EVERY.1 {
@@ -34,6 +39,15 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
     }
     let mut locker = connect_listing(g)?;
     let mut views = locker.overview(pattern)?;
+    if t.json {
+        let mut out = String::new();
+        for v in arrange(&views, &look) {
+            out.push_str(&view_json(v)?.to_string());
+            out.push('\n');
+        }
+        print(&out)?;
+        return Ok(exit_code::OK);
+    }
     if once || !screen::is_tty(libc::STDOUT_FILENO) {
         let header = Header {
             pattern,
@@ -41,7 +55,7 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
             error: None,
             live: false,
         };
-        print(&(frame(&views, &header, None).join("\n") + "\n"))?;
+        print(&(frame(&views, &header, None, &mut look).join("\n") + "\n"))?;
         return Ok(exit_code::OK);
     }
     let ends = [
@@ -63,7 +77,8 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
             error: error.as_deref(),
             live: true,
         };
-        screen.draw(&frame(&views, &header, Some(screen::size())))?;
+        let size = screen::size();
+        screen.draw(&frame(&views, &header, Some(size), &mut look))?;
         // Until the next refresh: a key, a signal, or a resize (redraw).
         let refresh = loop {
             let left = next.saturating_duration_since(Instant::now());
@@ -89,8 +104,11 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
             }
             if keys && fds[1].revents != 0 {
                 let typed = screen::read_keys();
-                if typed.iter().any(|&b| b == b'q' || b == b'Q') {
-                    return Ok(exit_code::OK);
+                // (the rows a page scrolls: the screen less header and titles)
+                match look.key(&typed, size.1.saturating_sub(4)) {
+                    Asked::Quit => return Ok(exit_code::OK),
+                    Asked::Redraw => resized = true,
+                    Asked::Nothing => {}
                 }
                 // End of input: only signals end the view now.
                 keys = !typed.is_empty();
@@ -110,6 +128,30 @@ pub(crate) fn top(g: &Global, pattern: &str, every: Duration, once: bool) -> any
             next = Instant::now() + every;
         }
     }
+}
+
+/// One lock as `top --once --json` prints it: its `status --json` object
+/// and what the overview adds (see the help text).
+fn view_json(v: &rlock::lock::LockView) -> anyhow::Result<serde_json::Value> {
+    let mut j = serde_json::to_value(&v.status)?;
+    let o = j
+        .as_object_mut()
+        .ok_or_else(|| anyhow::anyhow!("a status is a JSON object"))?;
+    let ms = |d: Duration| rlock::duration::millis(d);
+    let held = v.status.held.then(|| ms(v.held_for()));
+    o.insert("held_ms".into(), held.into());
+    let ttl = v.status.holders.iter().map(|h| h.ttl_ms).max();
+    o.insert("ttl_ms".into(), ttl.into());
+    o.insert("oldest_wait_ms".into(), v.oldest_wait.map(ms).into());
+    o.insert("grants_last_minute".into(), v.grants_last_minute.into());
+    let last = v.last_event.as_ref().map(crate::render::event_json);
+    o.insert("last_event".into(), last.into());
+    o.insert("counters".into(), serde_json::to_value(v.counters)?);
+    o.insert(
+        "server_time".into(),
+        crate::render::rfc3339_ms(v.now_ms).into(),
+    );
+    Ok(j)
 }
 
 fn pollin(fd: libc::c_int) -> libc::pollfd {

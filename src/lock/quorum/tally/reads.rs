@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use crate::lock::overview::{Counters, LockView, rank};
-use crate::lock::{Breaking, Event, HolderStatus, Status};
+use crate::lock::{Breaking, Event, HolderStatus, Status, WaiterStatus};
 
 /// How far apart (by the masters' clocks) one event's records on several
 /// masters may be: enough for the calls of one operation to reach each
@@ -81,6 +81,30 @@ pub(in crate::lock::quorum) fn holders_on_majority(
     out
 }
 
+/// The waiters a majority of `answers` lists (a waiter queues on every
+/// master with one token): each as its first record, in queue order
+/// (higher priority first, then the earlier join).
+pub(in crate::lock::quorum) fn waiters_on_majority(
+    answers: &[&Status],
+    m: usize,
+) -> Vec<WaiterStatus> {
+    let mut out: Vec<WaiterStatus> = Vec::new();
+    for w in answers.iter().flat_map(|st| &st.queue) {
+        if out.iter().any(|o| o.token_digest == w.token_digest) {
+            continue;
+        }
+        let seen = answers
+            .iter()
+            .filter(|st| st.queue.iter().any(|x| x.token_digest == w.token_digest))
+            .count();
+        if seen >= m {
+            out.push(w.clone());
+        }
+    }
+    out.sort_by_key(|w| (std::cmp::Reverse(w.priority), w.since_ms));
+    out
+}
+
 /// One lock's status from the masters that report it (for `list`, a
 /// master that answered without it counts as reporting it free).
 pub(in crate::lock::quorum) fn status_on_majority(
@@ -123,6 +147,7 @@ pub(in crate::lock::quorum) fn status_on_majority(
             d
         },
         holders,
+        queue: waiters_on_majority(answers, m),
     }
 }
 

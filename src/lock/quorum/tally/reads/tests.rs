@@ -10,6 +10,8 @@ fn holder(token: &str, fence: u64, ttl_ms: u64) -> HolderStatus {
         pid: 7,
         cmd: None,
         cmd_pid: None,
+        user: String::new(),
+        ci: None,
         breaking: None,
         since: String::new(),
         since_ms: 1_000,
@@ -34,6 +36,7 @@ fn free(key: &str) -> Status {
         last_lost: None,
         oldest_wait_since_ms: None,
         damaged: Vec::new(),
+        queue: Vec::new(),
     }
 }
 
@@ -302,4 +305,30 @@ fn a_break_shows_where_a_majority_carries_its_mark() {
     assert_eq!(hs[0].breaking, mark);
     let hs = holders_on_majority(&[&a, &a, &c], 2);
     assert_eq!(hs[0].breaking, None);
+}
+
+/// A waiter shows when a majority of masters lists it, in queue order.
+#[test]
+fn waiters_show_where_a_majority_lists_them() {
+    let w = |token: &str, priority: i64, since_ms: u64| WaiterStatus {
+        host: "h".into(),
+        priority,
+        since_ms,
+        token_digest: token.into(),
+        ..WaiterStatus::default()
+    };
+    let queued = |ws: Vec<WaiterStatus>| Status {
+        waiters: ws.len() as u64,
+        queue: ws,
+        ..free("k")
+    };
+    let a = queued(vec![w("x", 0, 5), w("y", 0, 6), w("z", 0, 7)]);
+    let b = queued(vec![w("y", 0, 6), w("x", 0, 5), w("hi", 3, 8)]);
+    let c = queued(vec![w("hi", 3, 8), w("z", 0, 7)]);
+    let order: Vec<String> = waiters_on_majority(&[&a, &b, &c], 2)
+        .into_iter()
+        .map(|w| w.token_digest)
+        .collect();
+    assert_eq!(order, ["hi", "x", "y", "z"]);
+    assert!(waiters_on_majority(&[&a, &free("k"), &free("k")], 2).is_empty());
 }
