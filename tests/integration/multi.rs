@@ -220,7 +220,7 @@ fn a_set_waiting_for_its_next_lock_gives_back_a_broken_one_at_once() {
         [r#""granted""#, r#""broken""#, r#""released""#],
         "{h}"
     );
-    assert_eq!(r.status_json("b")["waiters"], 0);
+    assert_eq!(r.status_json("b")["waiting"], 0);
     assert!(r.held("b"), "b's own holder is untouched");
 }
 
