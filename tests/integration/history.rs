@@ -739,7 +739,12 @@ fn all_lines(out: &str) -> Vec<Value> {
 /// (lock, event) of each row.
 fn rows(h: &[Value]) -> Vec<(String, String)> {
     h.iter()
-        .map(|e| (e["lock"].as_str().unwrap().into(), e["event"].as_str().unwrap().into()))
+        .map(|e| {
+            (
+                e["lock"].as_str().unwrap().into(),
+                e["event"].as_str().unwrap().into(),
+            )
+        })
         .collect()
 }
 
@@ -755,23 +760,66 @@ fn all_merges_every_locks_events_in_time_order() {
     rlock(&r).args(["exec", "a", "--", "true"]).run().ok();
     rlock(&r).args(["exec", "b", "--", "true"]).run().ok();
     rlock(&r).args(["acquire", "a", "--ttl", "60s"]).run().ok();
-    let h = all_lines(&rlock(&r).args(["history", "--all", "--json"]).run().ok().stdout);
-    let want = [("a", "granted"), ("a", "released"), ("b", "granted"), ("b", "released"), ("a", "granted")];
+    let h = all_lines(
+        &rlock(&r)
+            .args(["history", "--all", "--json"])
+            .run()
+            .ok()
+            .stdout,
+    );
+    let want = [
+        ("a", "granted"),
+        ("a", "released"),
+        ("b", "granted"),
+        ("b", "released"),
+        ("a", "granted"),
+    ];
     let got = rows(&h);
-    assert_eq!(got, want.map(|(l, e)| (l.to_string(), e.to_string())), "{h:?}");
+    assert_eq!(
+        got,
+        want.map(|(l, e)| (l.to_string(), e.to_string())),
+        "{h:?}"
+    );
     assert!(in_time_order(&h));
     // --limit: the last N of all; --since: nothing older.
-    let h = all_lines(&rlock(&r).args(["history", "--all", "--json", "--limit", "2"]).run().ok().stdout);
-    assert_eq!(rows(&h), [("b".to_string(), "released".to_string()), ("a".into(), "granted".into())]);
+    let h = all_lines(
+        &rlock(&r)
+            .args(["history", "--all", "--json", "--limit", "2"])
+            .run()
+            .ok()
+            .stdout,
+    );
+    assert_eq!(
+        rows(&h),
+        [
+            ("b".to_string(), "released".to_string()),
+            ("a".into(), "granted".into())
+        ]
+    );
     std::thread::sleep(Duration::from_millis(1100));
     rlock(&r).args(["exec", "c", "--", "true"]).run().ok();
-    let h = all_lines(&rlock(&r).args(["history", "--all", "--json", "--since", "1s"]).run().ok().stdout);
-    assert_eq!(rows(&h), [("c".to_string(), "granted".to_string()), ("c".into(), "released".into())]);
+    let h = all_lines(
+        &rlock(&r)
+            .args(["history", "--all", "--json", "--since", "1s"])
+            .run()
+            .ok()
+            .stdout,
+    );
+    assert_eq!(
+        rows(&h),
+        [
+            ("c".to_string(), "granted".to_string()),
+            ("c".into(), "released".into())
+        ]
+    );
     // Text: the lock's name in each row.
     let text = rlock(&r).args(["history", "--all"]).run().ok().stdout;
     assert!(text.lines().any(|l| l.contains("  c  released")), "{text}");
     // A name and --all together, or neither: a usage error.
-    rlock(&r).args(["history", "a", "--all"]).run().fails(64, "cannot be used");
+    rlock(&r)
+        .args(["history", "a", "--all"])
+        .run()
+        .fails(64, "cannot be used");
     rlock(&r).args(["history"]).run().fails(64, "required");
 }
 
@@ -793,9 +841,14 @@ fn follow_prints_new_events_as_they_come() {
         }
     });
     let next = || {
-        let l = rx.recv_timeout(Duration::from_secs(30)).expect("a line within 30s");
+        let l = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line within 30s");
         let v: Value = serde_json::from_str(&l).unwrap();
-        (v["lock"].as_str().unwrap().to_string(), v["event"].as_str().unwrap().to_string())
+        (
+            v["lock"].as_str().unwrap().to_string(),
+            v["event"].as_str().unwrap().to_string(),
+        )
     };
     assert_eq!(next(), ("f".to_string(), "granted".to_string()));
     assert_eq!(next(), ("f".to_string(), "released".to_string()));
@@ -820,11 +873,21 @@ fn all_reads_every_cluster_master() {
     for k in &keys {
         rc().args(["exec", k, "--", "true"]).run().ok();
     }
-    let h = all_lines(&rc().args(["history", "--all", "--json", "--limit", "100"]).run().ok().stdout);
+    let h = all_lines(
+        &rc()
+            .args(["history", "--all", "--json", "--limit", "100"])
+            .run()
+            .ok()
+            .stdout,
+    );
     assert_eq!(h.len(), 24, "{h:?}");
     assert!(in_time_order(&h));
     for k in &keys {
-        assert_eq!(h.iter().filter(|e| e["lock"] == k.as_str()).count(), 2, "{k}");
+        assert_eq!(
+            h.iter().filter(|e| e["lock"] == k.as_str()).count(),
+            2,
+            "{k}"
+        );
     }
 }
 
@@ -840,5 +903,8 @@ fn all_under_redlock_shows_what_a_majority_has() {
     let locks: Vec<&str> = h.iter().map(|e| e["lock"].as_str().unwrap()).collect();
     assert_eq!(locks, ["x", "x", "y", "y"], "{h:?}");
     let m = rl().args(["metrics"]).run().ok().stdout;
-    assert!(m.contains("rlock_lock_released_total{lock=\"y\"} 1\n"), "{m}");
+    assert!(
+        m.contains("rlock_lock_released_total{lock=\"y\"} 1\n"),
+        "{m}"
+    );
 }

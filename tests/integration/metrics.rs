@@ -249,7 +249,10 @@ fn idle_locks_keep_their_counters_and_expiries_count_once() {
     }
     // A holder that went away without releasing: its lease runs out
     // unnoticed (nobody calls the lock), and is counted when read.
-    rlock(&r).args(["acquire", "gone", "--ttl", "1s"]).run().ok();
+    rlock(&r)
+        .args(["acquire", "gone", "--ttl", "1s"])
+        .run()
+        .ok();
     std::thread::sleep(Duration::from_millis(1500));
     let text = rlock(&r).args(["metrics"]).run().ok().stdout;
     let s = parse(&text);
@@ -266,12 +269,18 @@ fn idle_locks_keep_their_counters_and_expiries_count_once() {
     assert_eq!(get("rlock_lock_released_total", "gone"), 0.0);
     // Idle: no renewal age, no limit (the state that says it is gone).
     for name in ["rlock_lock_renewed_seconds_ago", "rlock_lock_limit"] {
-        assert!(!s.contains_key(&(name.to_string(), "c".to_string())), "{text}");
+        assert!(
+            !s.contains_key(&(name.to_string(), "c".to_string())),
+            "{text}"
+        );
     }
     // The history read records the expiry; the counter stays at 1.
     rlock(&r).args(["history", "gone"]).run().ok();
     let s = parse(&rlock(&r).args(["metrics"]).run().ok().stdout);
-    assert_eq!(s[&("rlock_lock_expired_total".to_string(), "gone".to_string())].value, 1.0);
+    assert_eq!(
+        s[&("rlock_lock_expired_total".to_string(), "gone".to_string())].value,
+        1.0
+    );
     for k in r.keys() {
         let ttl: i64 = r.cmd(&["PTTL", &k]);
         assert!(ttl > 0, "{k} {ttl}");
@@ -310,7 +319,10 @@ fn groups_fold_the_locks_a_glob_matches() {
     for k in ["job:1", "job:2", "job:2", "deploy"] {
         rlock(&r).args(["exec", k, "--", "true"]).run().ok();
     }
-    rlock(&r).args(["acquire", "job:3", "--ttl", "60s"]).run().ok();
+    rlock(&r)
+        .args(["acquire", "job:3", "--ttl", "60s"])
+        .run()
+        .ok();
     let text = rlock(&r)
         .args(["metrics", "--group", "job:*", "--group", "none:*"])
         .run()
@@ -351,6 +363,10 @@ fn idle_locks_on_every_cluster_master_are_exported() {
         .stdout;
     let s = parse(&text);
     for k in &keys {
-        assert_eq!(s[&("rlock_lock_released_total".to_string(), k.clone())].value, 1.0, "{text}");
+        assert_eq!(
+            s[&("rlock_lock_released_total".to_string(), k.clone())].value,
+            1.0,
+            "{text}"
+        );
     }
 }

@@ -174,7 +174,9 @@ impl Node {
     }
 
     /// Remove the entry a touch set to `score`, unless touched since
-    /// (after a script that refused: it leaves nothing written).
+    /// (after a script that refused: it leaves nothing written), and the
+    /// entry it set in the list of locks with history, unless moved
+    /// since (lua/index_drop.lua).
     pub(crate) fn untouch(&mut self, touch: &Touch, score: i64) {
         let Some(conn) = self.conn.as_mut() else {
             return;
@@ -187,10 +189,12 @@ impl Node {
             } else {
                 INDEX_DROP.sha()
             })
-            .arg(1)
+            .arg(2)
             .arg(&touch.key)
+            .arg(&touch.known)
             .arg(&touch.name)
-            .arg(&score);
+            .arg(&score)
+            .arg(millis(touch.retention).to_string());
             c
         };
         let res: redis::RedisResult<i64> = drop("EVALSHA").query(conn);

@@ -62,10 +62,17 @@ fn read(
     };
     let mut rows = Vec::new();
     for n in names {
-        rows.extend(locker.history(&n, limit)?.into_iter().map(|e| (n.clone(), e)));
+        rows.extend(
+            locker
+                .history(&n, limit)?
+                .into_iter()
+                .map(|e| (n.clone(), e)),
+        );
     }
     let from = since.map_or(0, |d| {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         rlock::duration::millis(now.saturating_sub(d))
     });
     Ok(last(rows, from, limit))
@@ -124,7 +131,11 @@ fn lines(rows: &[(String, Event)], json: bool, all: bool) -> String {
             let one = render::history(lock, std::slice::from_ref(e));
             let row = one.lines().nth(1).unwrap_or_default();
             let (time, rest) = row.split_at(row.find("  ").unwrap_or(row.len()));
-            out.push_str(&format!("{time}  {}  {}", render::plain(lock), rest.trim_start()));
+            out.push_str(&format!(
+                "{time}  {}  {}",
+                render::plain(lock),
+                rest.trim_start()
+            ));
         }
         out.push('\n');
     }
@@ -156,10 +167,7 @@ mod tests {
             .into_iter()
             .map(|(l, e)| (l, e.at))
             .collect();
-        assert_eq!(
-            got,
-            [("a".into(), 20), ("a".into(), 30), ("b".into(), 30)]
-        );
+        assert_eq!(got, [("a".into(), 20), ("a".into(), 30), ("b".into(), 30)]);
         assert_eq!(last(rows, 11, 100).len(), 3);
     }
 
@@ -183,7 +191,10 @@ mod tests {
         let text = lines(&rows, false, true);
         assert!(text.contains("  deploy  granted"), "{text}");
         let v: serde_json::Value = serde_json::from_str(lines(&rows, true, true).trim()).unwrap();
-        assert_eq!((v["lock"].as_str(), v["event"].as_str()), (Some("deploy"), Some("granted")));
+        assert_eq!(
+            (v["lock"].as_str(), v["event"].as_str()),
+            (Some("deploy"), Some("granted"))
+        );
         let v: serde_json::Value = serde_json::from_str(lines(&rows, true, false).trim()).unwrap();
         assert!(v.get("lock").is_none());
     }

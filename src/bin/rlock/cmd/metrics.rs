@@ -336,16 +336,31 @@ mod tests {
         assert_eq!(sample(&out, "rlock_lock_grants_total", "job:*"), Some("16"));
         assert_eq!(sample(&out, "rlock_lock_holders", "job:*"), Some("2"));
         assert_eq!(sample(&out, "rlock_lock_waiters", "job:*"), Some("3"));
-        assert_eq!(sample(&out, "rlock_lock_held_seconds", "job:*"), Some("30.000"));
+        assert_eq!(
+            sample(&out, "rlock_lock_held_seconds", "job:*"),
+            Some("30.000")
+        );
         // The shortest lease left among the held, not the idle member's 0.
-        assert_eq!(sample(&out, "rlock_lock_lease_left_seconds", "job:*"), Some("5.000"));
-        assert_eq!(sample(&out, "rlock_lock_renewed_seconds_ago", "job:*"), Some("30.000"));
+        assert_eq!(
+            sample(&out, "rlock_lock_lease_left_seconds", "job:*"),
+            Some("5.000")
+        );
+        assert_eq!(
+            sample(&out, "rlock_lock_renewed_seconds_ago", "job:*"),
+            Some("30.000")
+        );
         assert_eq!(sample(&out, "rlock_lock_grants_total", "job:1"), None);
         // Unmatched locks keep their own series; an idle one has counters,
         // a zero lease left, and no renewal age or limit.
         assert_eq!(sample(&out, "rlock_lock_grants_total", "deploy"), Some("3"));
-        assert_eq!(sample(&out, "rlock_lock_lease_left_seconds", "deploy"), Some("0.000"));
-        assert_eq!(sample(&out, "rlock_lock_renewed_seconds_ago", "deploy"), None);
+        assert_eq!(
+            sample(&out, "rlock_lock_lease_left_seconds", "deploy"),
+            Some("0.000")
+        );
+        assert_eq!(
+            sample(&out, "rlock_lock_renewed_seconds_ago", "deploy"),
+            None
+        );
         assert_eq!(sample(&out, "rlock_lock_limit", "deploy"), None);
         // Without groups, one series per lock.
         let out = exposition(&fold(views(), &[]));
