@@ -35,13 +35,13 @@ pub(crate) fn history(g: &Global, h: &History) -> anyhow::Result<u8> {
         return Ok(exit_code::OK);
     }
     let mut seen = Seen::default();
-    print(&lines(&seen.new(rows), h.json, h.all))?;
+    print(&lines(&seen.unseen(rows), h.json, h.all))?;
     loop {
         std::thread::sleep(FOLLOW_EVERY);
         // The last `limit` events of each lock at least (the new ones of a
         // second fit, unless a lock had more than that).
         let rows = read(&mut locker, h.key.as_deref(), limit.max(1_000), since)?;
-        let new = seen.new(rows);
+        let new = seen.unseen(rows);
         if !new.is_empty() {
             print(&lines(&new, h.json, h.all))?;
         }
@@ -97,7 +97,7 @@ struct Seen {
 
 impl Seen {
     /// The rows not printed yet, noted as printed.
-    fn new(&mut self, rows: Vec<(String, Event)>) -> Vec<(String, Event)> {
+    fn unseen(&mut self, rows: Vec<(String, Event)>) -> Vec<(String, Event)> {
         let mut out = Vec::new();
         for (lock, e) in rows {
             let id = format!("{lock}\0{}", render::event_json(&e));
@@ -175,14 +175,14 @@ mod tests {
     fn follow_prints_each_event_once() {
         let mut seen = Seen::default();
         let first = vec![("a".to_string(), ev(10, "granted"))];
-        assert_eq!(seen.new(first.clone()).len(), 1);
-        assert!(seen.new(first.clone()).is_empty());
+        assert_eq!(seen.unseen(first.clone()).len(), 1);
+        assert!(seen.unseen(first.clone()).is_empty());
         let mut more = first;
         more.push(("b".to_string(), ev(10, "granted")));
         more.push(("a".to_string(), ev(12, "released")));
-        let new = seen.new(more.clone());
+        let new = seen.unseen(more.clone());
         assert_eq!(new.len(), 2);
-        assert!(seen.new(more).is_empty());
+        assert!(seen.unseen(more).is_empty());
     }
 
     #[test]

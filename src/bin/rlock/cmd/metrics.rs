@@ -53,10 +53,20 @@ fn count(n: u64) -> Option<f64> {
     Some(n as f64)
 }
 
+/// A family: name, type, help, value, fold, value when none.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Value,
+    Fold,
+    Option<f64>,
+);
+
 /// The families: name, type, help, the value of one lock, how a group
 /// folds them, and the value of a series where none of its locks has one
 /// (None: no sample).
-const FAMILIES: [(&str, &str, &str, Value, Fold, Option<f64>); 15] = [
+const FAMILIES: [Family; 15] = [
     (
         "rlock_lock_holders",
         "gauge",
