@@ -209,7 +209,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand status" -l cluster -d 'The U
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand status" -s h -l help -d 'Print help'
-complete -c rlock -n "__fish_rlock_using_subcommand history" -l limit -d 'Show the last N events (1 to 100000)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l limit -d 'Show the last N events (1 to 100000; with --all, of all locks)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l since -d 'Only events of the last D (e.g. 1h, 30m; by this machine\'s clock)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r
@@ -220,6 +221,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand history" -l prefix -d 'Prefi
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l connect-timeout -d 'Give up connecting (or waiting for a reply) after this long: exit 69, "Redis at HOST:PORT did not answer within D"' -r
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l history-events -d 'Events each lock\'s history keeps (about; 0: counters only), see `rlock history`' -r
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l history-retention -d 'How long a lock\'s history and counters outlive its last event (1s to 366d)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l all -d 'Every lock\'s events, in time order, each with its lock\'s name'
+complete -c rlock -n "__fish_rlock_using_subcommand history" -l follow -d 'Keep printing new events as they happen (until interrupted)'
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l json -d 'Print one JSON object per line instead of text'
 complete -c rlock -n "__fish_rlock_using_subcommand history" -l cluster -d 'The URLs are seed nodes of one Redis Cluster (not RedLock masters)'
 complete -c rlock -n "__fish_rlock_using_subcommand history" -s q -l quiet -d 'Print nothing on stderr but errors'
@@ -294,6 +297,7 @@ complete -c rlock -n "__fish_rlock_using_subcommand top" -l cluster -d 'The URLs
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s q -l quiet -d 'Print nothing on stderr but errors'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l group -d 'Fold the locks this glob matches into one series per family, lock="PATTERN" (repeatable; the first that matches)' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r

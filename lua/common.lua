@@ -20,6 +20,9 @@
 --                                              with its first renewal
 --                               u:<token>   -> min-hold: the lease lasts at
 --                                              least until then (server ms)
+--                               r:<token>   -> last renewal that moved the
+--                                              lease (server ms; none:
+--                                              not renewed since its grant)
 --                               sup, supi   -> the --supersede waiter queued
 --                                              last, and its info (see
 --                                              "Supersede" in acquire.lua)
@@ -205,7 +208,7 @@ end
 -- is this token's: another writer may have been granted since.
 local function forget_remains(tok)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'u:' .. tok)
+    'u:' .. tok, 'r:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if redis.call('HGET', STATE, 'writer') == tok then redis.call('HDEL', STATE, 'writer') end
 end
@@ -278,7 +281,7 @@ end
 
 local function forget_holder(tok, mode)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'u:' .. tok, 'p:' .. tok, 'k:' .. tok)
+    'u:' .. tok, 'p:' .. tok, 'k:' .. tok, 'r:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if mode == 'w' then
     redis.call('HDEL', STATE, 'writer')

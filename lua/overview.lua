@@ -18,16 +18,23 @@
 --
 -- Per lock, 8 keys, as in common.lua (7 P{K}:log, 8 P{K}:n).
 -- ARGV[1] the window for recent events, in ms
+-- ARGV[2] '1': also the locks nobody holds or waits for that have history
+--         counters (`rlock metrics`); else only locks in use (`top`)
 --
 -- Returns one entry per lock, in KEYS' order: {} when nobody holds or
--- waits for it, else {status, now_ms, counters, last, grants}: status as
--- status.lua returns it (but fence: the highest holder's; lost: ''),
--- counters P{K}:n's fields and values (flat), last a list holding the
--- last history entry (if any), grants the 'granted' events of the
--- window.
+-- waits for it (and, with ARGV[2], it has no counters), else {status,
+-- now_ms, counters, last, grants, renewed}: status as status.lua returns
+-- it (but fence: the highest holder's; lost: ''; a free lock's when
+-- idle), counters P{K}:n's counters (flat) and 'unsettled', the open
+-- grants whose lease has run out (expired, not recorded yet: settle() in
+-- common.lua records them at the next history read or slow acquire),
+-- last a list holding the last history entry (if any), grants the
+-- 'granted' events of the window, renewed the stalest holder's last
+-- renewal or grant (server ms; 0: not held).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1]) or 60000
+local known = ARGV[2] == '1'
 
 local function one(b)
   local K = function(i) return KEYS[b + i] end
@@ -35,10 +42,15 @@ local function one(b)
   local f = {}
   for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
   local kind = f['kind']
-  if kind ~= 'x' and kind ~= 'rw' then return {} end
-  local hs = redis.call('ZRANGEBYSCORE', K(2), '(' .. now, '+inf', 'WITHSCORES')
-  local alive = redis.call('ZRANGEBYSCORE', K(4), '(' .. now, '+inf')
-  if #hs == 0 and #alive == 0 then return {} end
+  local hs, alive = {}, {}
+  if kind == 'x' or kind == 'rw' then
+    hs = redis.call('ZRANGEBYSCORE', K(2), '(' .. now, '+inf', 'WITHSCORES')
+    alive = redis.call('ZRANGEBYSCORE', K(4), '(' .. now, '+inf')
+  end
+  local idle = #hs == 0 and #alive == 0
+  if idle and not known then return {} end
+  local n = redis.call('HGETALL', K(8))
+  if idle and #n == 0 then return {} end
   local writers, oldest, queue = 0, 0, {}
   if #alive > 0 then
     local live = {}
@@ -67,15 +79,34 @@ local function one(b)
   end
   -- The lock's fence is the highest of its holders' (the fence key is not
   -- read), and no keeper's loss record ('').
-  local status = {kind, tonumber(f['limit']) or 0, 0, #alive, writers, '', oldest, {}, queue}
+  local status = {idle and '' or kind, idle and 0 or tonumber(f['limit']) or 0, 0, #alive,
+    writers, '', oldest, {}, queue}
+  local holding, renewed = {}, 0
   for i = 1, #hs, 2 do
     local tok = hs[i]
+    holding[tok] = true
     local fence = tonumber(f['f:' .. tok]) or 0
     status[#status + 1] = {f['i:' .. tok] or '', tonumber(f['s:' .. tok]) or 0,
       tonumber(hs[i + 1]) - now, tonumber(f['c:' .. tok]) or 0, fence, f['m:' .. tok] or '',
       redis.sha1hex(tok), f['p:' .. tok] or '', f['k:' .. tok] or ''}
     if fence > status[3] then status[3] = fence end
+    local r = math.max(tonumber(f['r:' .. tok]) or 0, tonumber(f['s:' .. tok]) or 0)
+    if r > 0 and (renewed == 0 or r < renewed) then renewed = r end
   end
+  -- The counters, without the open grants' records; those whose holder
+  -- no longer holds (its lease ran out) are counted as 'unsettled'.
+  local counts, unsettled = {}, 0
+  for i = 1, #n, 2 do
+    local k = n[i]
+    if string.sub(k, 1, 2) == 'o:' then
+      if not holding[string.sub(k, 3)] then unsettled = unsettled + 1 end
+    elseif k ~= 'open' then
+      counts[#counts + 1] = k
+      counts[#counts + 1] = n[i + 1]
+    end
+  end
+  counts[#counts + 1] = 'unsettled'
+  counts[#counts + 1] = tostring(unsettled)
   -- Grants in the window, counted here: a busy lock's entries would make
   -- a long reply. Read from the newest back, 16 entries, then 64, ...,
   -- until one is older than the window (each entry starts [ms,"event",).
@@ -94,7 +125,7 @@ local function one(b)
     end
     got, size = got + size, size * 4
   until done
-  return {status, now, redis.call('HGETALL', K(8)), last, grants}
+  return {status, now, counts, last, grants, renewed}
 end
 
 local out = {}

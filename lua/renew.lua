@@ -60,6 +60,9 @@ if exp and tonumber(exp) > now then
       exp = now + ttl
       writes_at_maxmemory() -- a renewal adds no memory (see common.lua)
       redis.call('ZADD', HOLDERS, exp, tok)
+      -- When (`rlock metrics`, rlock_lock_renewed_seconds_ago; the field
+      -- goes with the holder's others, forget_holder).
+      redis.call('HSET', STATE, 'r:' .. tok, now)
       tidy(now)
     end
     return exp - now

@@ -145,4 +145,18 @@ impl Locker {
         crate::lock::overview::check_pattern(pattern)?;
         self.0.overview(pattern)
     }
+
+    /// [`Backend::known`], once `pattern` is checked: every lock matching
+    /// it in use or with history counters kept, for `metrics`. Read-only.
+    pub fn known(&mut self, pattern: &str) -> Result<Vec<LockView>> {
+        crate::lock::overview::check_pattern(pattern)?;
+        self.0.known(pattern)
+    }
+
+    /// [`Backend::known_names`], once `pattern` is checked (for `history
+    /// --all`).
+    pub fn known_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        crate::lock::overview::check_pattern(pattern)?;
+        self.0.known_names(pattern)
+    }
 }

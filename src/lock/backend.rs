@@ -159,4 +159,17 @@ pub trait Backend: Send {
     /// `super::overview`). Under RedLock, the locks any master shows, each
     /// as a majority sees it.
     fn overview(&mut self, pattern: &str) -> Result<Vec<LockView>>;
+
+    /// As [`Backend::overview`], for `metrics`: every lock matching
+    /// `pattern` in use or with history counters kept (held or idle; see
+    /// [`Backend::known_names`]), in no particular order. Under RedLock,
+    /// the locks any master shows, each as a majority sees it.
+    fn known(&mut self, pattern: &str) -> Result<Vec<LockView>>;
+
+    /// The names matching `pattern` of the locks in use and of those with
+    /// history kept (lua/index.lua's list of locks with history; with
+    /// [`Index::scan`](crate::conn::Index::scan), every history counter
+    /// key), sorted; some may have neither any more. Under RedLock, any
+    /// master's.
+    fn known_names(&mut self, pattern: &str) -> Result<Vec<String>>;
 }

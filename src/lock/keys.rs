@@ -134,6 +134,13 @@ impl LockName {
         index_shard_key(&self.base[..self.prefix_len], shard_of(slot(&self.base)))
     }
 
+    /// The shard of the list of locks with history that holds this
+    /// lock's entry: [`LockName::index_key`]'s shard, same slot
+    /// (lua/index.lua writes both).
+    pub(crate) fn known_key(&self) -> String {
+        known_shard_key(&self.base[..self.prefix_len], shard_of(slot(&self.base)))
+    }
+
     /// The keys of an acquire or release by `token` with request id `req`
     /// (the last one is the request's record, see lua/acquire.lua).
     pub(super) fn request_keys(&self, token: &Token, req: &str) -> Vec<String> {
@@ -245,6 +252,19 @@ pub(crate) fn index_shard_key(prefix: &str, shard: usize) -> String {
     format!("{prefix}{{i{}}}:index", SHARD_TAGS[shard])
 }
 
+/// Shard `shard` of the list of locks with history under `prefix`
+/// (lua/index.lua): the index shard's hash tag, so the same slot.
+pub(crate) fn known_shard_key(prefix: &str, shard: usize) -> String {
+    format!("{prefix}{{i{}}}:known", SHARD_TAGS[shard])
+}
+
+/// Every shard of the list of locks with history under `prefix`.
+pub(crate) fn known_shard_keys(prefix: &str) -> Vec<String> {
+    (0..INDEX_SHARDS)
+        .map(|i| known_shard_key(prefix, i))
+        .collect()
+}
+
 /// Every shard of the index of locks under `prefix`.
 pub(crate) fn index_shard_keys(prefix: &str) -> Vec<String> {
     (0..INDEX_SHARDS)
@@ -311,6 +331,8 @@ mod tests {
         assert!(l.index_key().starts_with("rlock:{i"));
         let t = LockName::new("p{t}:", "x").unwrap();
         assert_eq!(slot(&t.index_key()), slot("t"));
+        assert_eq!(slot(&l.known_key()), slot(&l.index_key()));
+        assert!(l.known_key().ends_with(":known"));
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub struct LockView {
     pub last_event: Option<Event>,
     /// Its history's counters.
     pub counters: Counters,
+    /// The stalest holder's last renewal that moved its lease, or its
+    /// grant if not renewed since (server clock, ms since 1970); None
+    /// when not held.
+    pub renewed_ms: Option<u64>,
 }
 
 impl LockView {
@@ -78,6 +82,23 @@ impl LockView {
             .map(|h| self.since(h.since_ms))
             .max()
             .unwrap_or_default()
+    }
+
+    /// The shortest lease time left among the current holders (zero
+    /// when not held).
+    pub fn lease_left(&self) -> Duration {
+        self.status
+            .holders
+            .iter()
+            .map(|h| Duration::from_millis(h.ttl_ms))
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// How long ago the stalest holder last renewed (or was granted):
+    /// None when not held.
+    pub fn renewed_ago(&self) -> Option<Duration> {
+        self.renewed_ms.map(|ms| self.since(ms))
     }
 
     /// Time from `ms` (server clock) to this view.
@@ -114,15 +135,65 @@ pub fn check_pattern(pattern: &str) -> Result<()> {
     Ok(())
 }
 
+/// Does the glob `pattern` match `name`, as Redis' MATCH does (`*`, `?`,
+/// `[abc]`, `[^a-z]`, `\\` quoting the next character)? For `metrics
+/// --group`, which folds the locks a pattern matches after reading them.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match p.first() {
+            None => n.is_empty(),
+            Some('*') => (0..=n.len()).any(|i| go(&p[1..], &n[i..])),
+            Some('?') => !n.is_empty() && go(&p[1..], &n[1..]),
+            Some('[') => {
+                let Some(&c) = n.first() else { return false };
+                let mut i = 1;
+                let not = p.get(1) == Some(&'^');
+                if not {
+                    i += 1;
+                }
+                let mut hit = false;
+                // (An unclosed class runs to the pattern's end, as in Redis.)
+                while i < p.len() && p[i] != ']' {
+                    if p[i] == '\\' && i + 1 < p.len() {
+                        hit |= p[i + 1] == c;
+                        i += 2;
+                    } else if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                        let (a, b) = (p[i].min(p[i + 2]), p[i].max(p[i + 2]));
+                        hit |= (a..=b).contains(&c);
+                        i += 3;
+                    } else {
+                        hit |= p[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != not && go(p.get(i + 1..).unwrap_or(&[]), &n[1..])
+            }
+            Some('\\') if p.len() > 1 => n.first() == Some(&p[1]) && go(&p[2..], &n[1..]),
+            Some(&c) => n.first() == Some(&c) && go(&p[1..], &n[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
 impl Node {
     /// See [`super::backend::Backend::overview`]: the names from
     /// [`Node::lock_names`], then lua/overview.lua for 100 locks a call on
     /// one server (a call costs the server more than one lock's reads:
     /// measured by `make bench`, section top), one lock a call on a
     /// cluster (a call's keys share a slot).
-    pub(crate) fn overview_of(&mut self, pattern: &str) -> Result<Vec<LockView>> {
-        let names = self.lock_names(pattern)?;
+    /// With `known`, the locks with history too ([`Node::known_names`]),
+    /// held or not.
+    pub(crate) fn overview_of(&mut self, pattern: &str, known: bool) -> Result<Vec<LockView>> {
+        let mut names = self.lock_names(pattern)?;
+        if known {
+            names.extend(self.known_names(pattern)?);
+            names.sort();
+            names.dedup();
+        }
         let window = crate::duration::millis(GRANTS_WINDOW).to_string();
+        let known = if known { "1" } else { "0" };
         let batch = if self.server.is_cluster() { 1 } else { 100 };
         let mut out = Vec::new();
         for chunk in names.chunks(batch) {
@@ -134,7 +205,7 @@ impl Node {
             let replies = match self.eval::<Vec<Value>>(
                 &OVERVIEW,
                 &all,
-                &[&window],
+                &[&window, known],
                 || "overview".into(),
                 RESEND_WINDOW,
             ) {
@@ -148,7 +219,7 @@ impl Node {
                         match self.eval::<Vec<Value>>(
                             &OVERVIEW,
                             k,
-                            &[&window],
+                            &[&window, known],
                             || format!("overview of {n:?}"),
                             RESEND_WINDOW,
                         ) {
@@ -194,7 +265,7 @@ pub(crate) fn view(key: &str, reply: Value) -> Result<Option<LockView>> {
     if parts.is_empty() {
         return Ok(None);
     }
-    let [Value::Array(status), now, counts, last, grants] = &parts[..] else {
+    let [Value::Array(status), now, counts, last, grants, renewed] = &parts[..] else {
         return Err(bad(&Value::Array(parts)));
     };
     let status = super::decode::status(key, status.clone())?;
@@ -209,12 +280,17 @@ pub(crate) fn view(key: &str, reply: Value) -> Result<Option<LockView>> {
         grants_last_minute: u64::from_redis_value(grants.clone()).map_err(|_| bad(grants))?,
         last_event: events(last)?.pop(),
         counters: counters(&counts),
+        renewed_ms: match u64::from_redis_value(renewed.clone()).map_err(|_| bad(renewed))? {
+            0 => None,
+            ms => Some(ms),
+        },
         status,
     }))
 }
 
 /// `P{K}:n`'s fields, decoded (unknown fields, such as other helpers'
-/// one-letter-prefixed ones, are left out).
+/// one-letter-prefixed ones, are left out; `unsettled`, from
+/// lua/overview.lua, counts as `expired`).
 pub(crate) fn counters(fields: &[(String, String)]) -> Counters {
     let mut c = Counters::default();
     for (k, v) in fields {
@@ -222,7 +298,8 @@ pub(crate) fn counters(fields: &[(String, String)]) -> Counters {
         match k.as_str() {
             "grants" => c.grants = v,
             "released" => c.released = v,
-            "expired" => c.expired = v,
+            // Leases run out, recorded or not yet (lua/overview.lua).
+            "expired" | "unsettled" => c.expired += v,
             "losses" => c.losses = v,
             "timeouts" => c.timeouts = v,
             "superseded" => c.superseded = v,
@@ -280,12 +357,15 @@ mod tests {
             Value::Array(vec![b("grants"), b("7"), b("timeouts"), b("2")]),
             Value::Array(vec![entry(9000, "timeout")]),
             Value::Int(2),
+            Value::Int(8_500),
         ]);
         let v = view("k", reply).unwrap().unwrap();
         assert_eq!((v.status.waiters, v.status.holders.len()), (2, 1));
         assert_eq!(v.oldest_wait, Some(Duration::from_secs(6)));
         assert_eq!(v.held_for(), Duration::from_secs(9));
         assert_eq!(v.grants_last_minute, 2);
+        assert_eq!(v.lease_left(), Duration::from_secs(5));
+        assert_eq!(v.renewed_ago(), Some(Duration::from_millis(1_500)));
         assert_eq!((v.counters.grants, v.counters.timeouts), (7, 2));
         let last = v.last_event.unwrap();
         assert_eq!((last.event.as_str(), last.at), ("timeout", 9_000));
@@ -313,6 +393,7 @@ mod tests {
             grants_last_minute: grants,
             last_event: None,
             counters: Counters::default(),
+            renewed_ms: None,
         }
     }
 
@@ -342,6 +423,28 @@ mod tests {
     }
 
     #[test]
+    fn globs_match_as_redis_does() {
+        for (p, n, yes) in [
+            ("*", "", true),
+            ("job:*", "job:12", true),
+            ("job:*", "jobs", false),
+            ("j?b", "jab", true),
+            ("j?b", "jb", false),
+            ("[ab]x", "bx", true),
+            ("[^ab]x", "bx", false),
+            ("[a-c]*", "cat", true),
+            ("[c-a]*", "bat", true),
+            ("[a-c]*", "dog", false),
+            ("a\\*", "a*", true),
+            ("a\\*", "ab", false),
+            ("*:deploy", "prod:deploy", true),
+            ("*:deploy", "prod:deploy2", false),
+        ] {
+            assert_eq!(glob_matches(p, n), yes, "{p} {n}");
+        }
+    }
+
+    #[test]
     fn counters_decode_known_fields_only() {
         let f = |k: &str, v: &str| (k.to_string(), v.to_string());
         let c = counters(&[
@@ -349,7 +452,10 @@ mod tests {
             f("breaks", "1"),
             f("b:tok", "x"),
             f("overruns", "2"),
+            f("expired", "3"),
+            f("unsettled", "1"),
         ]);
         assert_eq!((c.grants, c.breaks, c.overruns, c.losses), (5, 1, 2, 0));
+        assert_eq!(c.expired, 4);
     }
 }

@@ -206,6 +206,7 @@ fn semaphore_with_vanishing_holders_never_overfills() {
                     || k.ends_with("}:log")
                     || k.ends_with("}:n")
                     || is_index_key(k)
+                    || is_known_key(k)
             })
         },
     );

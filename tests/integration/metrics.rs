@@ -131,6 +131,12 @@ fn a_real_parser_reads_the_values_of_known_locks() {
         "rlock_lock_timeouts_total",
         "rlock_lock_breaks_total",
         "rlock_lock_overruns_total",
+        "rlock_lock_released_total",
+        "rlock_lock_expired_total",
+        "rlock_lock_superseded_total",
+        "rlock_lock_lease_left_seconds",
+        "rlock_lock_renewed_seconds_ago",
+        "rlock_lock_limit",
     ] {
         assert_eq!(
             text.matches(&format!("# TYPE {family} ")).count(),
@@ -168,8 +174,11 @@ fn a_real_parser_reads_the_values_of_known_locks() {
         (c.family.as_str(), c.kind.as_str()),
         ("rlock_lock_grants", "counter")
     );
-    // Three locks, nine families: nothing else.
-    assert_eq!(s.len(), 27, "{s:?}");
+    assert_eq!(get("rlock_lock_limit", "sem").value, 3.0);
+    let left = get("rlock_lock_lease_left_seconds", "sem").value;
+    assert!(left > 0.0 && left <= 60.0, "{left}");
+    // Three held locks, fifteen families: nothing else.
+    assert_eq!(s.len(), 45, "{s:?}");
 }
 
 #[test]
@@ -230,4 +239,134 @@ fn the_counters_follow_the_lock_history() {
     let row = out.lines().find(|l| l.starts_with("c ")).unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!((cells[7], cells[8]), ("4", "timeout"), "{out}");
+}
+
+#[test]
+fn idle_locks_keep_their_counters_and_expiries_count_once() {
+    let r = Redis::shared();
+    for _ in 0..3 {
+        rlock(&r).args(["exec", "c", "--", "true"]).run().ok();
+    }
+    // A holder that went away without releasing: its lease runs out
+    // unnoticed (nobody calls the lock), and is counted when read.
+    rlock(&r)
+        .args(["acquire", "gone", "--ttl", "1s"])
+        .run()
+        .ok();
+    std::thread::sleep(Duration::from_millis(1500));
+    let text = rlock(&r).args(["metrics"]).run().ok().stdout;
+    let s = parse(&text);
+    let get = |name: &str, lock: &str| {
+        s.get(&(name.to_string(), lock.to_string()))
+            .unwrap_or_else(|| panic!("no {name} for {lock:?} in\n{text}"))
+            .value
+    };
+    assert_eq!(get("rlock_lock_grants_total", "c"), 3.0);
+    assert_eq!(get("rlock_lock_released_total", "c"), 3.0);
+    assert_eq!(get("rlock_lock_holders", "c"), 0.0);
+    assert_eq!(get("rlock_lock_lease_left_seconds", "c"), 0.0);
+    assert_eq!(get("rlock_lock_expired_total", "gone"), 1.0);
+    assert_eq!(get("rlock_lock_released_total", "gone"), 0.0);
+    // Idle: no renewal age, no limit (the state that says it is gone).
+    for name in ["rlock_lock_renewed_seconds_ago", "rlock_lock_limit"] {
+        assert!(
+            !s.contains_key(&(name.to_string(), "c".to_string())),
+            "{text}"
+        );
+    }
+    // The history read records the expiry; the counter stays at 1.
+    rlock(&r).args(["history", "gone"]).run().ok();
+    let s = parse(&rlock(&r).args(["metrics"]).run().ok().stdout);
+    assert_eq!(
+        s[&("rlock_lock_expired_total".to_string(), "gone".to_string())].value,
+        1.0
+    );
+    for k in r.keys() {
+        let ttl: i64 = r.cmd(&["PTTL", &k]);
+        assert!(ttl > 0, "{k} {ttl}");
+    }
+}
+
+#[test]
+fn renewals_show_in_the_renewal_age() {
+    let r = Redis::shared();
+    let mut c = rlock(&r)
+        .args(["exec", "slow", "--ttl", "3s", "--", "sleep", "7"])
+        .spawn();
+    // Held past its first TTL: renewed at least once since the grant.
+    let mut held = 0.0;
+    for _ in 0..200 {
+        let s = parse(&rlock(&r).args(["metrics"]).run().ok().stdout);
+        let key = |n: &str| (n.to_string(), "slow".to_string());
+        if let Some(h) = s.get(&key("rlock_lock_held_seconds")) {
+            held = h.value;
+            if held >= 4.0 {
+                let renewed = s[&key("rlock_lock_renewed_seconds_ago")].value;
+                assert!(renewed < held - 0.5, "renewed {renewed}s ago, held {held}s");
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // (The command ends by itself: no process left behind.)
+    assert!(c.wait().unwrap().success());
+    assert!(held >= 4.0, "{held}");
+}
+
+#[test]
+fn groups_fold_the_locks_a_glob_matches() {
+    let r = Redis::shared();
+    for k in ["job:1", "job:2", "job:2", "deploy"] {
+        rlock(&r).args(["exec", k, "--", "true"]).run().ok();
+    }
+    rlock(&r)
+        .args(["acquire", "job:3", "--ttl", "60s"])
+        .run()
+        .ok();
+    let text = rlock(&r)
+        .args(["metrics", "--group", "job:*", "--group", "none:*"])
+        .run()
+        .ok()
+        .stdout;
+    let s = parse(&text);
+    let get = |name: &str, lock: &str| s[&(name.to_string(), lock.to_string())].value;
+    assert_eq!(get("rlock_lock_grants_total", "job:*"), 4.0);
+    assert_eq!(get("rlock_lock_released_total", "job:*"), 3.0);
+    assert_eq!(get("rlock_lock_holders", "job:*"), 1.0);
+    assert_eq!(get("rlock_lock_grants_total", "deploy"), 1.0);
+    let locks: std::collections::BTreeSet<&str> = s.keys().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(locks.into_iter().collect::<Vec<_>>(), ["deploy", "job:*"]);
+    rlock(&r)
+        .args(["metrics", "--group", "a\u{1}"])
+        .run()
+        .fails(64, "control characters");
+}
+
+#[test]
+fn idle_locks_on_every_cluster_master_are_exported() {
+    let c = Cluster::start(3);
+    let keys: Vec<String> = (0..12).map(|i| format!("job-{i}")).collect();
+    for k in &keys {
+        bare_rlock()
+            .env("RLOCK_URL", &c.urls())
+            .env("RLOCK_CLUSTER", "1")
+            .args(["exec", k, "--", "true"])
+            .run()
+            .ok();
+    }
+    let text = bare_rlock()
+        .env("RLOCK_URL", &c.urls())
+        .env("RLOCK_CLUSTER", "1")
+        .args(["metrics"])
+        .run()
+        .ok()
+        .stdout;
+    let s = parse(&text);
+    for k in &keys {
+        assert_eq!(
+            s[&("rlock_lock_released_total".to_string(), k.clone())].value,
+            1.0,
+            "{text}"
+        );
+    }
 }

@@ -455,6 +455,7 @@ mod tests {
             grants_last_minute: 0,
             last_event: None,
             counters: Default::default(),
+            renewed_ms: None,
         }
     }
 

@@ -53,6 +53,11 @@ const BATCH: usize = 500;
 /// (see `Node::eval`).
 pub(crate) struct Touch {
     key: String,
+    /// The same shard's list of locks with history (lua/index.lua).
+    known: String,
+    /// The history's retention: how long the known entry outlives the
+    /// index entry.
+    retention: Duration,
     name: String,
     /// The lease it covers.
     lease: Duration,
@@ -71,10 +76,12 @@ impl Touch {
         };
         let mut c = redis::cmd(verb);
         c.arg(body)
-            .arg(1)
+            .arg(2)
             .arg(&self.key)
+            .arg(&self.known)
             .arg(&self.name)
-            .arg(millis(self.lease + self.keep).to_string());
+            .arg(millis(self.lease + self.keep).to_string())
+            .arg(millis(self.retention).to_string());
         c
     }
 }
@@ -106,6 +113,8 @@ impl Node {
     pub(super) fn touch_next(&mut self, lock: &LockName, lease: Duration) {
         self.then = Some(Touch {
             key: lock.index_key(),
+            known: lock.known_key(),
+            retention: self.history.retention,
             name: lock.name().to_string(),
             lease,
             base: lock.redis_key().to_string(),
@@ -134,6 +143,8 @@ impl Node {
         {
             let touch = Touch {
                 key: lock.index_key(),
+                known: lock.known_key(),
+                retention: self.history.retention,
                 name: lock.name().to_string(),
                 lease,
                 base: lock.redis_key().to_string(),
@@ -163,7 +174,9 @@ impl Node {
     }
 
     /// Remove the entry a touch set to `score`, unless touched since
-    /// (after a script that refused: it leaves nothing written).
+    /// (after a script that refused: it leaves nothing written), and the
+    /// entry it set in the list of locks with history, unless moved
+    /// since (lua/index_drop.lua).
     pub(crate) fn untouch(&mut self, touch: &Touch, score: i64) {
         let Some(conn) = self.conn.as_mut() else {
             return;
@@ -176,10 +189,12 @@ impl Node {
             } else {
                 INDEX_DROP.sha()
             })
-            .arg(1)
+            .arg(2)
             .arg(&touch.key)
+            .arg(&touch.known)
             .arg(&touch.name)
-            .arg(&score);
+            .arg(&score)
+            .arg(millis(touch.retention).to_string());
             c
         };
         let res: redis::RedisResult<i64> = drop("EVALSHA").query(conn);
@@ -266,6 +281,17 @@ impl Node {
     /// may name locks no longer in use (see the module's comment).
     pub(super) fn index_entries(&mut self, pattern: &str) -> Result<Vec<(String, usize, String)>> {
         let shards = index_shard_keys(&self.prefix);
+        self.shard_entries(&shards, pattern)
+    }
+
+    /// The entries of the ZSETs `shards` (the index's, or the list of
+    /// locks with history's) whose name matches `pattern`, as
+    /// [`Node::index_entries`].
+    pub(super) fn shard_entries(
+        &mut self,
+        shards: &[String],
+        pattern: &str,
+    ) -> Result<Vec<(String, usize, String)>> {
         // name -> (shard, score as read)
         let mut entries: Vec<(String, usize, String)> = Vec::new();
         let mut cursors: Vec<(usize, String)> =

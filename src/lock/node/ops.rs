@@ -418,7 +418,19 @@ impl Backend for Node {
     }
 
     fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
-        self.overview_of(pattern)
+        self.overview_of(pattern, false)
+    }
+
+    fn known(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
+        self.overview_of(pattern, true)
+    }
+
+    fn known_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        let mut names = self.lock_names(pattern)?;
+        names.extend(self.history_names(pattern)?);
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 }
 
@@ -435,6 +447,34 @@ impl Node {
             .into_iter()
             .map(|(n, _, _)| n)
             .collect())
+    }
+
+    /// The names of the locks matching `pattern` with history kept,
+    /// sorted: from the list of locks with history (lua/index.lua), or,
+    /// with [`Index::scan`](crate::conn::Index::scan), by scanning for
+    /// their counters (`P{K}:n`). Some may have none any more.
+    pub(in crate::lock) fn history_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        if !self.scan_asked(pattern)? {
+            let shards = crate::lock::keys::known_shard_keys(&self.prefix);
+            return Ok(self
+                .shard_entries(&shards, pattern)?
+                .into_iter()
+                .map(|(n, _, _)| n)
+                .collect());
+        }
+        let glob = format!("{}{{{pattern}}}:n", escape_glob(&self.prefix));
+        let res = self.conn()?.scan(&glob, "hash");
+        self.used();
+        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
+        let start = self.prefix.len() + 1;
+        let mut names: Vec<String> = keys
+            .into_iter()
+            .filter(|k| k.len() > start + 2 && k.ends_with("}:n"))
+            .map(|k| k[start..k.len() - 3].to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     /// Check `pattern`, and say whether to find locks by scanning the whole

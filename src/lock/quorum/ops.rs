@@ -266,7 +266,22 @@ impl Backend for Quorum {
     fn overview(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
         let p = pattern.to_string();
         let all = self.read_all("overview", move |node| node.overview(&p))?;
-        Ok(tally::overview_on_majority(&all, self.majority()))
+        Ok(tally::overview_on_majority(&all, self.majority(), false))
+    }
+
+    fn known(&mut self, pattern: &str) -> Result<Vec<crate::lock::LockView>> {
+        let p = pattern.to_string();
+        let all = self.read_all("metrics", move |node| node.known(&p))?;
+        Ok(tally::overview_on_majority(&all, self.majority(), true))
+    }
+
+    fn known_names(&mut self, pattern: &str) -> Result<Vec<String>> {
+        let p = pattern.to_string();
+        let all = self.read_all("list locks with history", move |node| node.known_names(&p))?;
+        let mut names: Vec<String> = all.into_iter().flatten().collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 }
 

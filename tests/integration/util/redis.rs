@@ -193,20 +193,30 @@ impl Redis {
                 // The history and its counters stay for their retention
                 // (7 days by default), never for ever.
                 let history = k.ends_with("}:log") || k.ends_with("}:n");
-                if fence || passing || history {
+                // The list of locks with history, beside each index shard:
+                // the retention plus the index's hour and its lease.
+                let known = is_known_key(k);
+                if fence || passing || history || known {
                     let ttl: i64 = self.cmd(&["PTTL", k]);
                     // -2: it expired between KEYS and PTTL (gone is fine).
                     if ttl == -2 {
                         return false;
                     }
                     assert!(ttl > 0, "{k} has PTTL {ttl}: a key that never expires");
-                    assert!(fence || history || ttl <= 60_000, "{k} has PTTL {ttl}");
+                    assert!(
+                        fence || history || known || ttl <= 60_000,
+                        "{k} has PTTL {ttl}"
+                    );
+                    assert!(
+                        !known || ttl <= (7 * 24 + 3) * 3600 * 1000,
+                        "{k} has PTTL {ttl}"
+                    );
                     assert!(
                         !history || ttl <= 7 * 24 * 3600 * 1000,
                         "{k} has PTTL {ttl}"
                     );
                 }
-                !(fence || passing || history)
+                !(fence || passing || history || known)
             })
             .collect();
         assert!(left.is_empty(), "lock state left in Redis: {left:?}");
@@ -216,6 +226,11 @@ impl Redis {
 /// A shard of the index of locks in use (`<prefix>{i<n>}:index`).
 pub fn is_index_key(k: &str) -> bool {
     k.ends_with(":index") && k.contains("{i")
+}
+
+/// A shard of the list of locks with history (`<prefix>{i<n>}:known`).
+pub fn is_known_key(k: &str) -> bool {
+    k.ends_with(":known") && k.contains("{i")
 }
 
 /// A direct connection bounded by a 1 s timeout, or None.

@@ -113,8 +113,8 @@ impl Command {
             | Command::Renew(Renew { key, .. })
             | Command::Check(Check { key, .. })
             | Command::Status(Status { key, .. })
-            | Command::History(History { key, .. })
             | Command::Break(Break { key, .. }) => Some(key),
+            Command::History(History { key, .. }) => key.as_deref(),
             Command::List(_) | Command::Doctor(_) | Command::Top(_) | Command::Metrics(_) => None,
         }
     }

@@ -47,21 +47,39 @@ lock keeps about --history-events events (default 200) for
 --history-retention after its last one (default 7d). Command lines are
 redacted as in `status`; tokens never show.
 
+--all shows every lock's events (the locks in use and those with history
+kept), merged in time order, the lock's name in each row; --since D only
+the events of the last D (by this machine's clock); --follow keeps
+printing new events as they happen, every second, like `tail -f` (of one
+lock, or with --all of every lock).
+
 --json prints one object per line: event, at (RFC 3339, UTC, ms), host,
 pid, user, cmd, fence, and where they apply waited_ms, held_ms,
-exit_code, by, reason, ci.
+exit_code, by, reason, ci; with --all, lock too.
 
 Examples:
   rlock history deploy
+  rlock history --all --since 1h
+  rlock history --all --follow --json
   rlock history deploy --limit 100 --json | jq -r 'select(.event==\"expired\")'";
 
 #[derive(Debug, Args)]
 pub(crate) struct History {
     /// Lock name
-    pub key: String,
-    /// Show the last N events (1 to 100000)
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub key: Option<String>,
+    /// Every lock's events, in time order, each with its lock's name
+    #[arg(long)]
+    pub all: bool,
+    /// Show the last N events (1 to 100000; with --all, of all locks)
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: u32,
+    /// Only events of the last D (e.g. 1h, 30m; by this machine's clock)
+    #[arg(long, value_name = "D")]
+    pub since: Option<Span>,
+    /// Keep printing new events as they happen (until interrupted)
+    #[arg(long)]
+    pub follow: bool,
     /// Print one JSON object per line instead of text
     #[arg(long)]
     pub json: bool,

@@ -3,6 +3,7 @@
 mod acquire;
 mod breaking;
 mod exec;
+mod history;
 mod metrics;
 mod query;
 mod release;
@@ -99,9 +100,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             query::check(g, key, token.token.as_deref(), *json)
         }
         Command::Status(cli::Status { key, json }) => query::status(g, key, *json),
-        Command::History(cli::History { key, limit, json }) => {
-            query::history(g, key, *limit, *json)
-        }
+        Command::History(h) => history::history(g, h),
         Command::Break(cli::Break {
             key,
             reason,
@@ -111,7 +110,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor(cli::Doctor { ttl, json }) => query::doctor(g, ttl.0, *json),
         Command::List(cli::List { pattern, json }) => query::list(g, pattern, *json),
         Command::Top(t) => top::top(g, t),
-        Command::Metrics(cli::Metrics { pattern }) => metrics::metrics(g, pattern),
+        Command::Metrics(cli::Metrics { pattern, groups }) => metrics::metrics(g, pattern, groups),
     }
 }
 

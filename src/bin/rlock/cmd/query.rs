@@ -74,23 +74,6 @@ pub(crate) fn status(g: &Global, key: &str, json: bool) -> anyhow::Result<u8> {
     Ok(exit_code::OK)
 }
 
-/// `history KEY`: the lock's last events, oldest first.
-pub(crate) fn history(g: &Global, key: &str, limit: u32, json: bool) -> anyhow::Result<u8> {
-    let mut locker = connect(g)?;
-    let events = locker.history(key, limit as usize)?;
-    if json {
-        let mut out = String::new();
-        for e in &events {
-            out.push_str(&render::event_json(e).to_string());
-            out.push('\n');
-        }
-        print(&out)?;
-    } else {
-        print(&render::history(key, &events))?;
-    }
-    Ok(exit_code::OK)
-}
-
 /// `doctor`: what in the deployment breaks locks.
 pub(crate) fn doctor(g: &Global, ttl: Duration, json: bool) -> anyhow::Result<u8> {
     rlock::lock::check_ttl(ttl)?;

@@ -180,16 +180,19 @@ pub(in crate::lock::quorum) fn list_on_majority(answers: &[Vec<Status>], m: usiz
 /// `top` and `metrics`: the union of the locks the masters' overviews
 /// show, each decided by majority (status as [`status_on_majority`], the
 /// grants of the last minute and each counter the m-th largest, the last
-/// event the m-th latest), most contended first.
+/// event the m-th latest, the renewal the m-th latest), most contended
+/// first. With `known`, locks nobody holds or waits for on a majority
+/// stay (their counters: `metrics`).
 pub(in crate::lock::quorum) fn overview_on_majority(
     answers: &[Vec<LockView>],
     m: usize,
+    known: bool,
 ) -> Vec<LockView> {
     let mut out = Vec::new();
     for (k, seen) in union(answers, |v| &v.status.key) {
         let statuses: Vec<&Status> = seen.iter().map(|v| &v.status).collect();
         let status = status_on_majority(k, &statuses, m);
-        if !status.held && status.waiters == 0 {
+        if !known && !status.held && status.waiters == 0 {
             continue;
         }
         let count =
@@ -213,6 +216,13 @@ pub(in crate::lock::quorum) fn overview_on_majority(
                 superseded: count(|c| c.superseded),
                 breaks: count(|c| c.breaks),
                 overruns: count(|c| c.overruns),
+            },
+            renewed_ms: match on_majority(
+                seen.iter().map(|v| v.renewed_ms.unwrap_or(0)).collect(),
+                m,
+            ) {
+                0 => None,
+                ms => Some(ms),
             },
             status,
         });

@@ -183,6 +183,7 @@ fn view(status: Status, grants: u64, last: Option<Event>) -> LockView {
             grants,
             ..Counters::default()
         },
+        renewed_ms: None,
     }
 }
 
@@ -199,7 +200,7 @@ fn the_overview_decides_each_lock_and_its_figures() {
         vec![view(hold(), 2, Some(event("granted", 90_000, 7, Some(4))))],
         vec![view(hold(), 1, Some(event("granted", 90_001, 7, Some(4))))],
     ];
-    let v = overview_on_majority(&answers, 2);
+    let v = overview_on_majority(&answers, 2, false);
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].status.holders.len(), 1);
     assert_eq!(v[0].status.holders[0].token_digest, "t");
@@ -211,7 +212,13 @@ fn the_overview_decides_each_lock_and_its_figures() {
         vec![],
         vec![],
     ];
-    assert!(overview_on_majority(&answers, 2).is_empty());
+    assert!(overview_on_majority(&answers, 2, false).is_empty());
+    // For metrics, an idle lock stays, with the counters a majority has.
+    let idle = |grants| vec![view(held("k", vec![]), grants, None)];
+    let answers = vec![idle(3), idle(2), vec![]];
+    let v = overview_on_majority(&answers, 2, true);
+    assert_eq!(v.len(), 1);
+    assert_eq!((v[0].counters.grants, v[0].status.holders.len()), (2, 0));
 }
 
 #[test]
