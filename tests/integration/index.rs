@@ -439,8 +439,8 @@ fn a_bad_rlock_list_scan_is_refused() {
 }
 
 /// A command line is stored as given (redacted), control characters and
-/// all; `list` and `status` show it, but never let an escape sequence in
-/// it reach the operator's terminal (as `history` does not).
+/// all; `list` and `status` show it escaped (`\x1b`), never letting an
+/// escape sequence in it reach the operator's terminal.
 #[test]
 fn list_and_status_show_no_escape_sequence_a_holder_stored() {
     let r = Redis::shared();
@@ -465,7 +465,10 @@ fn list_and_status_show_no_escape_sequence_a_holder_stored() {
     kill(job.id(), libc::SIGKILL);
     let _ = finish(job, "exec");
     for out in [list, status] {
-        assert!(out.contains("cmd sh -c sleep 30 ?]0;pwned??[2J"), "{out:?}");
+        assert!(
+            out.contains(r"cmd sh -c sleep 30 \x1b]0;pwned\x07\x1b[2J"),
+            "{out:?}"
+        );
         assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
     }
 }
