@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
+# promtool (Debian's prometheus package, no server left running): the
+# alert rules' tests and `promtool check metrics` need it.
+scripts/ensure-promtool.sh
 # Four at a time: the tests start ~175 redis-servers (clusters, Sentinels,
 # and one each for tests that stop or reconfigure theirs; the others share
 # one), and a 2-core machine running them all at once makes timeouts fire
