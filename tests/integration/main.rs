@@ -18,6 +18,7 @@ mod deleted_keys;
 mod docs;
 mod doctor;
 mod exec;
+mod exporter;
 mod failover;
 mod flock;
 mod history;

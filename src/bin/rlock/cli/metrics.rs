@@ -1,5 +1,7 @@
 //! `rlock metrics`: Prometheus metrics for the locks in use.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 pub(crate) const AFTER_HELP: &str = "\
@@ -12,13 +14,28 @@ rlock_lock_breaks_total, rlock_lock_overruns_total (from the lock's
 history: they restart when its history expires). Only locks held or waited
 for are listed.
 
-Example (cron, every minute; write then rename, so the collector never
-reads half a file):
-  * * * * * rlock metrics > /var/lib/node_exporter/rlock.prom.$$ && mv /var/lib/node_exporter/rlock.prom.$$ /var/lib/node_exporter/rlock.prom";
+--listen serves GET /metrics over HTTP, reading Redis at each scrape, one
+scrape at a time, with rlock_up (1: Redis answered, 0: it did not; still
+HTTP 200) and rlock_scrape_duration_seconds. SIGTERM or SIGINT end it
+(exit 0). --textfile writes a temporary file in PATH's directory and
+renames it over PATH; when Redis does not answer nothing is written and
+rlock exits 69, so node_textfile_mtime_seconds shows the file going stale.
+
+Examples:
+  rlock metrics --listen 0.0.0.0:9650
+  * * * * * rlock metrics --textfile /var/lib/prometheus/node-exporter/rlock.prom";
 
 #[derive(Debug, Args)]
 pub(crate) struct Metrics {
     /// Glob over lock names (Redis MATCH syntax)
     #[arg(default_value = "*")]
     pub pattern: String,
+
+    /// Serve the metrics over HTTP at ADDR (IP:PORT or HOST:PORT), path /metrics
+    #[arg(long, value_name = "ADDR", conflicts_with = "textfile")]
+    pub listen: Option<String>,
+
+    /// Write the metrics to PATH atomically (temporary file, then rename)
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
 }

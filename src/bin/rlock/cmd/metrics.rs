@@ -4,22 +4,42 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use rlock::Locker;
 use rlock::exit_code;
 use rlock::lock::LockView;
 
-use crate::cli::Global;
+use crate::cli::{Global, Metrics};
 use crate::out::print;
 use crate::setup::connect_listing;
 
-/// `metrics [PATTERN]`: one sample per lock in use and family.
-pub(crate) fn metrics(g: &Global, pattern: &str) -> anyhow::Result<u8> {
+/// `metrics [PATTERN]`: one sample per lock in use and family, on stdout,
+/// in a file (`--textfile`) or over HTTP (`--listen`).
+pub(crate) fn metrics(g: &Global, m: &Metrics) -> anyhow::Result<u8> {
     // Bad input is refused before connecting.
-    rlock::lock::overview::check_pattern(pattern)?;
+    rlock::lock::overview::check_pattern(&m.pattern)?;
+    if let Some(addr) = &m.listen {
+        return super::exporter::listen(g, m, addr);
+    }
+    let temp = m
+        .textfile
+        .as_deref()
+        .map(super::exporter::textfile_temp)
+        .transpose()?;
     let mut locker = connect_listing(g)?;
-    let mut views = locker.overview(pattern)?;
-    views.sort_by(|a, b| a.status.key.cmp(&b.status.key));
-    print(&exposition(&views))?;
+    let text = render(&mut locker, m)?;
+    match (&m.textfile, temp) {
+        (Some(path), Some(temp)) => super::exporter::write_textfile(path, &temp, &text)?,
+        _ => print(&text)?,
+    }
     Ok(exit_code::OK)
+}
+
+/// The exposition of the locks `m` selects, read from Redis now: what
+/// stdout, `--textfile` and each `--listen` scrape carry.
+pub(crate) fn render(locker: &mut Locker, m: &Metrics) -> rlock::Result<String> {
+    let mut views = locker.overview(&m.pattern)?;
+    views.sort_by(|a, b| a.status.key.cmp(&b.status.key));
+    Ok(exposition(&views))
 }
 
 type Value = fn(&LockView) -> String;

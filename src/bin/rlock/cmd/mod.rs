@@ -3,6 +3,7 @@
 mod acquire;
 mod breaking;
 mod exec;
+mod exporter;
 mod metrics;
 mod query;
 mod release;
@@ -116,7 +117,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             delay,
             once,
         }) => top::top(g, pattern, delay.0, *once),
-        Command::Metrics(cli::Metrics { pattern }) => metrics::metrics(g, pattern),
+        Command::Metrics(m) => metrics::metrics(g, m),
     }
 }
 
