@@ -8,6 +8,7 @@
 
 mod util;
 
+mod alerts;
 mod algo;
 mod break_lock;
 mod cli;
