@@ -70,11 +70,13 @@ pub(crate) fn listen(g: &Global, m: &Metrics, addr: &str) -> anyhow::Result<u8> 
             _ => return Err(e),
         }
     }
-    say!(
-        "rlock: serving metrics at http://{}{}",
-        listener.local_addr()?,
-        http::METRICS_PATH
-    );
+    if !g.quiet {
+        say!(
+            "rlock: serving metrics at http://{}{}",
+            listener.local_addr()?,
+            http::METRICS_PATH
+        );
+    }
     loop {
         let mut fds = [pollin(signals.fd()), pollin(listener.as_raw_fd())];
         // SAFETY: a valid array of 2 pollfds.
@@ -221,13 +223,16 @@ impl Scraper<'_> {
         text
     }
 
-    /// Log on stderr when Redis stops or starts answering.
+    /// Log on stderr when Redis stops answering, and when it answers
+    /// again (not with --quiet).
     fn note(&mut self, read: Result<(), &anyhow::Error>) {
         match read {
             Err(e) if self.up != Some(false) => {
                 say!("rlock: Redis does not answer, rlock_up 0: {}", one_line(e));
             }
-            Ok(()) if self.up == Some(false) => say!("rlock: Redis answers again, rlock_up 1"),
+            Ok(()) if self.up == Some(false) && !self.g.quiet => {
+                say!("rlock: Redis answers again, rlock_up 1");
+            }
             _ => {}
         }
         self.up = Some(read.is_ok());
