@@ -63,11 +63,12 @@ pub(crate) fn listen(g: &Global, m: &Metrics, addr: &str) -> anyhow::Result<u8> 
         locker: None,
         up: None,
     };
-    // Bad options end it now; a Redis that does not answer is rlock_up 0.
+    // Bad options end it now; a Redis that does not answer (or answers
+    // nonsense) is rlock_up 0 until it does.
     if let Err(e) = scraper.connect() {
         match e.chain().find_map(|e| e.downcast_ref::<Error>()) {
-            Some(Error::Unavailable { .. }) => scraper.note(Err(&e)),
-            _ => return Err(e),
+            Some(Error::Usage(_) | Error::Conflict(_)) | None => return Err(e),
+            Some(_) => scraper.note(Err(&e)),
         }
     }
     if !g.quiet {
