@@ -298,6 +298,8 @@ complete -c rlock -n "__fish_rlock_using_subcommand top" -s q -l quiet -d 'Print
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand top" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l group -d 'Fold the locks this glob matches into one series per family, lock="PATTERN" (repeatable; the first that matches)' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l listen -d 'Serve the metrics over HTTP at ADDR (IP:PORT or HOST:PORT), path /metrics' -r
+complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l textfile -d 'Write the metrics to PATH atomically (temporary file, then rename)' -r -F
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand metrics" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
+# promtool (Debian's prometheus package, no server left running): the
+# alert rules' tests and `promtool check metrics` need it.
+scripts/ensure-promtool.sh
 # Cargo's default test threads (one per CPU): the tests wait for events
 # (a line, a key, a process state), not for the clock, and their time
 # bounds leave a loaded machine room, so they pass however many run at once.

@@ -8,6 +8,7 @@
 
 mod util;
 
+mod alerts;
 mod algo;
 mod break_lock;
 mod cli;
@@ -18,6 +19,7 @@ mod deleted_keys;
 mod docs;
 mod doctor;
 mod exec;
+mod exporter;
 mod failover;
 mod flock;
 mod history;

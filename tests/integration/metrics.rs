@@ -12,7 +12,7 @@ use crate::util::*;
 
 /// The pinned parser, installed once per target dir (pip needs the
 /// network the first time; a missing pip fails the test, never skips it).
-fn parser_dir() -> PathBuf {
+pub(crate) fn parser_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/prom-client");

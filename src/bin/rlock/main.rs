@@ -10,7 +10,8 @@
 //! - `readings.rs`: which command an `exec` or `rw` line runs;
 //! - `errors.rs`: an error's one line, and clap's;
 //! - `progress.rs` (the wait on stderr) and `render.rs` (status for people);
-//! - `frame.rs` (one frame of `top`) and `screen.rs` (its terminal).
+//! - `frame.rs` (one frame of `top`) and `screen.rs` (its terminal);
+//! - `http.rs`: the requests and responses of `metrics --listen`.
 
 // The entry point is ours, not std's: see `main` below. (The unit tests
 // keep the test harness's.)
@@ -30,6 +31,7 @@ mod cmd;
 mod errors;
 mod escape;
 mod frame;
+mod http;
 mod out;
 mod progress;
 mod readings;

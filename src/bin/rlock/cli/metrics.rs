@@ -1,5 +1,7 @@
 //! `rlock metrics`: Prometheus metrics for the locks in use or with history.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 pub(crate) const AFTER_HELP: &str = "\
@@ -23,9 +25,16 @@ limits summed; the oldest wait, held time and renewal age the largest; the
 lease left the shortest): use it for locks named per job or per host, one
 series per lock name would grow without bound.
 
-Example (cron, every minute; write then rename, so the collector never
-reads half a file):
-  * * * * * rlock metrics --group 'job:*' > /var/lib/node_exporter/rlock.prom.$$ && mv /var/lib/node_exporter/rlock.prom.$$ /var/lib/node_exporter/rlock.prom";
+--listen serves GET /metrics over HTTP, reading Redis at each scrape, one
+scrape at a time, with rlock_up (1: Redis answered, 0: it did not; still
+HTTP 200) and rlock_scrape_duration_seconds. SIGTERM or SIGINT end it
+(exit 0). --textfile writes a temporary file in PATH's directory and
+renames it over PATH; when Redis does not answer nothing is written and
+rlock exits 69, so node_textfile_mtime_seconds shows the file going stale.
+
+Examples:
+  rlock metrics --listen 0.0.0.0:9650
+  * * * * * rlock metrics --textfile /var/lib/prometheus/node-exporter/rlock.prom";
 
 #[derive(Debug, Args)]
 pub(crate) struct Metrics {
@@ -36,4 +45,12 @@ pub(crate) struct Metrics {
     /// lock="PATTERN" (repeatable; the first that matches)
     #[arg(long = "group", value_name = "PATTERN")]
     pub groups: Vec<String>,
+
+    /// Serve the metrics over HTTP at ADDR (IP:PORT or HOST:PORT), path /metrics
+    #[arg(long, value_name = "ADDR", conflicts_with = "textfile")]
+    pub listen: Option<String>,
+
+    /// Write the metrics to PATH atomically (temporary file, then rename)
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
 }

@@ -6,26 +6,46 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use rlock::Locker;
 use rlock::exit_code;
 use rlock::lock::LockView;
 use rlock::lock::overview::glob_matches;
 
-use crate::cli::Global;
+use crate::cli::{Global, Metrics};
 use crate::out::print;
 use crate::setup::connect_listing;
 
-/// `metrics [PATTERN] [--group G]...`: one sample per lock (or group) and
-/// family.
-pub(crate) fn metrics(g: &Global, pattern: &str, groups: &[String]) -> anyhow::Result<u8> {
+/// `metrics [PATTERN] [--group G]...`: one sample per lock (or group)
+/// and family, on stdout, in a file (`--textfile`) or over HTTP
+/// (`--listen`).
+pub(crate) fn metrics(g: &Global, m: &Metrics) -> anyhow::Result<u8> {
     // Bad input is refused before connecting.
-    rlock::lock::overview::check_pattern(pattern)?;
-    for p in groups {
+    rlock::lock::overview::check_pattern(&m.pattern)?;
+    for p in &m.groups {
         rlock::lock::overview::check_pattern(p)?;
     }
+    if let Some(addr) = &m.listen {
+        return super::exporter::listen(g, m, addr);
+    }
+    let temp = m
+        .textfile
+        .as_deref()
+        .map(super::exporter::textfile_temp)
+        .transpose()?;
     let mut locker = connect_listing(g)?;
-    let views = locker.known(pattern)?;
-    print(&exposition(&fold(rows(&views), groups)))?;
+    let text = render(&mut locker, m)?;
+    match (&m.textfile, temp) {
+        (Some(path), Some(temp)) => super::exporter::write_textfile(path, &temp, &text)?,
+        _ => print(&text)?,
+    }
     Ok(exit_code::OK)
+}
+
+/// The exposition of the locks `m` selects, read from Redis now: what
+/// stdout, `--textfile` and each `--listen` scrape carry.
+pub(crate) fn render(locker: &mut Locker, m: &Metrics) -> rlock::Result<String> {
+    let views = locker.known(&m.pattern)?;
+    Ok(exposition(&fold(rows(&views), &m.groups)))
 }
 
 /// One series: its `lock` label and a value per family (in [`FAMILIES`]'

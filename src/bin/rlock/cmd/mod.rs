@@ -3,6 +3,7 @@
 mod acquire;
 mod breaking;
 mod exec;
+mod exporter;
 mod history;
 mod metrics;
 mod query;
@@ -110,7 +111,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor(cli::Doctor { ttl, json }) => query::doctor(g, ttl.0, *json),
         Command::List(cli::List { pattern, json }) => query::list(g, pattern, *json),
         Command::Top(t) => top::top(g, t),
-        Command::Metrics(cli::Metrics { pattern, groups }) => metrics::metrics(g, pattern, groups),
+        Command::Metrics(m) => metrics::metrics(g, m),
     }
 }
 
