@@ -50,7 +50,8 @@ pub mod signals;
 pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
-    Backend, Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease, Mode,
-    Release, ReleaseNote, Released, Request, Status, Token, Wait, WaiterStatus,
+    Backend, Break, Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease,
+    Loss, Mode, Release, ReleaseNote, Released, Renewal, Request, Status, Token, Wait,
+    WaiterStatus, Watch,
 };
 pub use locker::Locker;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::lock::quorum::Quorum;
-use crate::lock::{Backend, Broken, First, Holders, LockView, Node};
+use crate::lock::{Backend, First, LockView, Node, Renewal, Watch};
 use crate::{Busy, Cancel, Event, HistoryLimits, Lease, Release, Released, Request, Result, Token};
 
 /// Lock operations against one Redis, or against several with RedLock.
@@ -18,9 +18,10 @@ use crate::{Busy, Cancel, Event, HistoryLimits, Lease, Release, Released, Reques
 /// process, and one dynamic call per round trip to Redis costs nothing
 /// worth a `match` in every method. The calls that take input to check
 /// are its own (each checks, then calls the backend's): `acquire`,
-/// `release`, `renew`, `set_history`, `history`, `break_lock` and
-/// `overview`; the others (`check`, `status`, `list`, `record_lost`,
-/// `name`, `timeout`, `set_timeout`) are the backend's.
+/// `release`, `renew`, `set_history`, `history`, `overview`, `known` and
+/// `known_names`; the others are the backend's, their input checked when
+/// it was made ([`Renewal`], [`Break`](crate::lock::Break)) or needing
+/// none.
 pub struct Locker(Box<dyn Backend>);
 
 impl Deref for Locker {
@@ -65,7 +66,7 @@ impl Locker {
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
         req.check()?;
-        self.0.acquire(key, req, cancel, on_wait)
+        self.0.acquire(key, req, Watch { cancel, on_wait })
     }
 
     /// [`Backend::acquire_first`], once `req` is checked.
@@ -106,36 +107,16 @@ impl Locker {
         self.0.history(key, limit)
     }
 
-    /// [`Backend::renew`] with no command pid, once `ttl` is in range.
+    /// [`Backend::renew`] for `ttl` with no command pid, once `ttl` is in
+    /// range (as [`Renewal::new`]); a [`Renewal`] made already is renewed
+    /// with [`Locker::renew_with`].
     pub fn renew(&mut self, key: &str, token: &Token, ttl: Duration) -> Result<BootTime> {
-        self.renew_noted(key, token, ttl, None)
+        self.0.renew(key, token, &Renewal::new(ttl)?)
     }
 
-    /// [`Backend::renew`], once `ttl` is in range.
-    pub fn renew_noted(
-        &mut self,
-        key: &str,
-        token: &Token,
-        ttl: Duration,
-        cmd_pid: Option<u32>,
-    ) -> Result<BootTime> {
-        crate::lock::check_ttl(ttl)?;
-        self.0.renew(key, token, ttl, cmd_pid)
-    }
-
-    /// [`Backend::break_lock`], once `key`, `by` and `reason` are checked
-    /// ([`crate::lock::breaking::operator`] gives `by`; see
-    /// [`crate::lock::breaking::matching`] for `holders`).
-    pub fn break_lock(
-        &mut self,
-        key: &str,
-        holders: &Holders,
-        by: &str,
-        reason: &str,
-    ) -> Result<Broken> {
-        crate::lock::breaking::check(by, reason)?;
-        self.0.name(key)?;
-        self.0.break_lock(key, holders, by, reason)
+    /// [`Backend::renew`] (which [`Locker::renew`] hides).
+    pub fn renew_with(&mut self, key: &str, token: &Token, renewal: &Renewal) -> Result<BootTime> {
+        self.0.renew(key, token, renewal)
     }
 
     /// [`Backend::overview`], once `pattern` is checked: every live lock

@@ -131,7 +131,7 @@ use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::lock::reentry::{held_for_command, held_with};
-use crate::{Busy, Error, Lease, Locker, Release, Released, Request, Result, exit_code};
+use crate::{Busy, Error, Lease, Locker, Loss, Release, Released, Request, Result, exit_code};
 
 pub use crate::hold::{KillCause, OnLost};
 pub use crate::lock::reentry::{HELD_ENV, owner_token, reentry_token};
@@ -514,7 +514,11 @@ pub fn run_set(
         let all = std::iter::once(&lease).chain(&others);
         if why == crate::lock::LOST_GONE || why == crate::lock::LOST_TAKEN {
             let token = &all.clone().find(|l| l.key == lost).unwrap_or(&lease).token;
-            let _ = locker.record_lost(&lost, token, &req.info, &why);
+            let loss = Loss {
+                info: req.info.clone(),
+                reason: why.clone(),
+            };
+            let _ = locker.record_lost(&lost, token, &loss);
         }
         if !left.is_zero() {
             for l in all {

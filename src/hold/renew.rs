@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::clock::BootTime;
 use crate::lock::RenewalSchedule;
-use crate::{Error, Locker, Token};
+use crate::{Error, Locker, Renewal, Token};
 
 /// One lease to renew.
 #[derive(Clone, Copy, Debug)]
@@ -124,7 +124,8 @@ impl Renewals {
             if stop() {
                 return Round::Stopped;
             }
-            match locker.renew_noted(l.key, l.token, l.ttl, cmd_pid) {
+            let renewal = Renewal::new(l.ttl).map(|r| r.noted(cmd_pid));
+            match renewal.and_then(|r| locker.renew_with(l.key, l.token, &r)) {
                 Ok(valid) => {
                     each(i, valid);
                     earliest = Some(earliest.map_or(valid, |e| e.min(valid)));

@@ -551,12 +551,15 @@ impl Keeper {
             // The history's `lost` event (the server just answered, so
             // this costs one round trip).
             let (key, token) = (self.key.clone(), self.token.clone());
-            let info = crate::lock::HolderInfo {
-                pid: self.watched.pid as u32,
-                ..crate::lock::HolderInfo::current(None)
+            let loss = crate::lock::Loss {
+                info: crate::lock::HolderInfo {
+                    pid: self.watched.pid as u32,
+                    ..crate::lock::HolderInfo::current(None)
+                },
+                reason: why.to_string(),
             };
             if let Ok(l) = self.locker() {
-                let _ = l.record_lost(&key, &token, &info, why);
+                let _ = l.record_lost(&key, &token, &loss);
             }
         }
         let action = match &self.sent {

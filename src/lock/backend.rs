@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use super::breaking::{Broken, Holders};
-use super::history::{Event, HistoryLimits};
+use super::breaking::{Break, Broken};
+use super::history::{Event, HistoryLimits, Loss};
 use super::keys::LockName;
 use super::lease::{Held, Lease, Released};
 use super::overview::LockView;
-use super::request::{HolderInfo, Release, Request, Token};
+use super::request::{Release, Renewal, Request, Token};
 use super::status::{Busy, Status};
 use super::wait::Cancel;
 use crate::Result;
@@ -26,13 +26,22 @@ pub enum First {
     Wait(Request),
 }
 
+/// How a caller follows an acquire's wait (see [`Backend::acquire`]).
+pub struct Watch<'a> {
+    /// Lets another thread stop the wait at once.
+    pub cancel: Option<&'a Cancel>,
+    /// Hears every busy observation while we wait.
+    pub on_wait: &'a mut dyn FnMut(&Busy),
+}
+
 /// What a lock handle does, against one Redis (or one Sentinel-watched
 /// master, or one Cluster) or against several with RedLock. Reached
 /// through [`crate::Locker`], which refuses bad input before any of these
 /// is called (a request is checked with [`Request::check`], a release with
-/// [`Release::check`], a TTL, a history limit, a pattern, a break's
-/// operator and reason each in range); the calls it makes no check for
-/// (`check`, `status`, `list`, `record_lost`, the timeout) it passes
+/// [`Release::check`], a history limit and a pattern each in range); a
+/// [`Renewal`]'s TTL and a [`Break`]'s operator and reason are checked
+/// when they are made. The calls it makes no check for (`check`,
+/// `status`, `list`, `record_lost`, `break_lock`, the timeout) it passes
 /// through as they are.
 pub trait Backend: Send {
     /// Another backend for the same servers and prefix, with connections
@@ -48,15 +57,20 @@ pub trait Backend: Send {
     /// waits for each node to be free).
     fn set_timeout(&mut self, timeout: Duration);
 
-    /// Check a lock name and place it under the prefix.
-    fn name(&self, key: &str) -> Result<LockName>;
+    /// The prefix every key of this backend's locks starts with.
+    fn prefix(&self) -> &str;
 
-    /// Acquire `key`, waiting as `req.wait` says. `cancel`, if given, lets
-    /// another thread stop the wait at once. RedLock refuses what needs one
+    /// Check a lock name and place it under the prefix.
+    fn name(&self, key: &str) -> Result<LockName> {
+        LockName::new(self.prefix(), key)
+    }
+
+    /// Acquire `key`, waiting as `req.wait` says. `watch.cancel`, if given,
+    /// lets another thread stop the wait at once. RedLock refuses what needs one
     /// queue or one counter: read-write locks, semaphores,
     /// `Request::supersede` and a priority.
     ///
-    /// `on_wait` is called at every busy observation while we wait: first
+    /// `watch.on_wait` is called at every busy observation while we wait: first
     /// when an attempt finds the lock busy and we are going to wait (the
     /// announcement: [`Busy::waited`] is then about zero), then after every
     /// later attempt and every heartbeat ([`crate::lock::HEARTBEAT`], or a
@@ -65,13 +79,7 @@ pub trait Backend: Send {
     /// wants one line counts the calls; one that shows live progress
     /// redraws from the latest. Not called when the lock is busy and we do
     /// not wait (-n), nor once the wait ends.
-    fn acquire(
-        &mut self,
-        key: &str,
-        req: &Request,
-        cancel: Option<&Cancel>,
-        on_wait: &mut dyn FnMut(&Busy),
-    ) -> Result<Lease>;
+    fn acquire(&mut self, key: &str, req: &Request, watch: Watch<'_>) -> Result<Lease>;
 
     /// A bounded first try of [`Backend::acquire`] (no queueing, no
     /// riding out an outage, nothing to cancel), so that an uncontended
@@ -97,31 +105,19 @@ pub trait Backend: Send {
     /// has (the same event within 5 s on each, see docs/deployments.md).
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>>;
 
-    /// Record that the holder with `token` (and `info`) found `key` gone,
-    /// and why (a `lost` event). Sent once; under RedLock, to every master
-    /// (`history` shows what a majority has).
-    fn record_lost(
-        &mut self,
-        key: &str,
-        token: &Token,
-        info: &HolderInfo,
-        reason: &str,
-    ) -> Result<()>;
+    /// Record that the holder with `token` found `key` gone, and why (a
+    /// `lost` event). Sent once; under RedLock, to every master (`history`
+    /// shows what a majority has).
+    fn record_lost(&mut self, key: &str, token: &Token, loss: &Loss) -> Result<()>;
 
-    /// Extend the lease of `token` to at least `ttl` from now (a lease is
-    /// never shortened), noting for `status` the pid of the command the
-    /// holder runs (exec's), if given: the first pid noted for a hold
-    /// stays. Returns the point (CLOCK_BOOTTIME) until which the lease is
+    /// Extend the lease of `token` to at least the renewal's TTL from now
+    /// (a lease is never shortened), noting for `status` the pid of the
+    /// command the holder runs (exec's), if given: the first pid noted for
+    /// a hold stays. Returns the point (CLOCK_BOOTTIME) until which the lease is
     /// safe to rely on: under RedLock, until the latest instant a majority
     /// still holds it. [`crate::Error::Lost`] if the token holds nothing,
     /// [`crate::Error::NotOwner`] if another owner holds the lock.
-    fn renew(
-        &mut self,
-        key: &str,
-        token: &Token,
-        ttl: Duration,
-        cmd_pid: Option<u32>,
-    ) -> Result<BootTime>;
+    fn renew(&mut self, key: &str, token: &Token, renewal: &Renewal) -> Result<BootTime>;
 
     /// Does `token` hold `key` now? Its lease's time left and fence if so
     /// (under RedLock: on a majority, for as long as the m-th longest
@@ -130,21 +126,15 @@ pub trait Backend: Send {
     /// the lock exclusively.
     fn check(&mut self, key: &str, token: &Token) -> Result<Held>;
 
-    /// End the holds `holders` names by force (an operator's break: every
-    /// holder's, or those granted with the given fences), parked min-holds
-    /// included: their holders' next renewal fails with
-    /// [`crate::Error::Lost`], saying that `by` (user@host) broke them for
-    /// `reason`; the waiters that may now take the lock are woken, and stay
+    /// End the holds the order's [`Break::holders`] names by force (an
+    /// operator's break: every holder's, or those granted with the given
+    /// fences), parked min-holds included: their holders' next renewal
+    /// fails with [`crate::Error::Lost`], saying who (user@host) broke
+    /// them and why; the waiters that may now take the lock are woken, and stay
     /// queued. A free lock, or fences that match nobody, break nothing (an
     /// empty [`Broken::fences`]). Under RedLock, on every master that
     /// answers, the holders named by fence being those a majority reports.
-    fn break_lock(
-        &mut self,
-        key: &str,
-        holders: &Holders,
-        by: &str,
-        reason: &str,
-    ) -> Result<Broken>;
+    fn break_lock(&mut self, key: &str, order: &Break) -> Result<Broken>;
 
     /// Who holds `key`, how long they keep it, who waits. Under RedLock, as
     /// a majority of the masters sees it.

@@ -5,7 +5,7 @@
 use super::{HolderStatus, Status};
 use crate::{Error, Result};
 
-/// Which holds [`crate::Locker::break_lock`] ends.
+/// Which holds a [`Break`] ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Holders {
     /// Every hold of the lock (every holder of a semaphore or read-write
@@ -14,6 +14,51 @@ pub enum Holders {
     /// The holds granted with these fences (a fence names one grant: see
     /// [`matching`]). Fences that hold nothing any more are skipped.
     Fences(Vec<u64>),
+}
+
+/// An operator's break (see [`crate::Backend::break_lock`]): whose holds,
+/// by whom (user@host: [`operator`]), and why; `by` and `reason` are
+/// checked (as [`check`]) when it is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Break {
+    holders: Holders,
+    by: String,
+    reason: String,
+}
+
+impl Break {
+    /// A break of `holders` by `by` for `reason`, once both are checked.
+    pub fn new(holders: Holders, by: &str, reason: &str) -> Result<Break> {
+        check(by, reason)?;
+        Ok(Break {
+            holders,
+            by: by.to_string(),
+            reason: reason.to_string(),
+        })
+    }
+
+    /// The same break, of other holders.
+    pub fn of(&self, holders: Holders) -> Break {
+        Break {
+            holders,
+            ..self.clone()
+        }
+    }
+
+    /// Whose holds it ends.
+    pub fn holders(&self) -> &Holders {
+        &self.holders
+    }
+
+    /// Who breaks them.
+    pub fn by(&self) -> &str {
+        &self.by
+    }
+
+    /// Why.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
 }
 
 /// What a break did.
@@ -174,5 +219,15 @@ mod tests {
         assert!(check("a@h", " ").is_err());
         assert!(check("a@h", "a\nb").is_err());
         assert!(check("a@h", &"x".repeat(MAX_REASON_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn a_break_is_made_checked_and_keeps_its_terms_for_other_holders() {
+        assert!(Break::new(Holders::All, "", "why").is_err());
+        assert!(Break::new(Holders::All, "a@h", "a\tb").is_err());
+        let order = Break::new(Holders::All, "a@h", "why").unwrap();
+        let some = order.of(Holders::Fences(vec![3]));
+        assert_eq!(some.holders(), &Holders::Fences(vec![3]));
+        assert_eq!((some.by(), some.reason()), ("a@h", "why"));
     }
 }

@@ -76,6 +76,16 @@ pub struct ReleaseNote {
     pub overran: bool,
 }
 
+/// A holder's word that its lock is gone, for the history (a `lost`
+/// event: see [`crate::Backend::record_lost`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// Who held it, as the grant stored it.
+    pub info: HolderInfo,
+    /// Why the holder counts it as lost.
+    pub reason: String,
+}
+
 /// One event in a lock's history (see [`crate::Locker::history`]).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Event {

@@ -42,9 +42,11 @@ pub mod set;
 mod status;
 mod wait;
 
-pub use backend::{Backend, First};
-pub use breaking::{Broken, Holders};
-pub use history::{Event, HistoryLimits, MAX_HISTORY_EVENTS, MAX_HISTORY_RETENTION, ReleaseNote};
+pub use backend::{Backend, First, Watch};
+pub use breaking::{Break, Broken, Holders};
+pub use history::{
+    Event, HistoryLimits, Loss, MAX_HISTORY_EVENTS, MAX_HISTORY_RETENTION, ReleaseNote,
+};
 pub(crate) use keys::index_shard_key;
 pub use keys::{LockName, MAX_KEY_LEN};
 pub use lease::{
@@ -54,8 +56,8 @@ pub(crate) use lease::{LOST_GONE, LOST_TAKEN, RenewalSchedule, backoff};
 pub(crate) use node::{Attempt, Node, Outcome};
 pub use overview::{Counters, LockView};
 pub use request::{
-    HolderInfo, MAX_PRIORITY, MAX_TTL, MIN_TTL, Mode, Release, Request, Token, Wait, check_ttl,
-    ci_job,
+    HolderInfo, MAX_PRIORITY, MAX_TTL, MIN_TTL, Mode, Release, Renewal, Request, Token, Wait,
+    check_ttl, ci_job,
 };
 pub(crate) use request::{hostname, login_name};
 pub use script::RESEND_WINDOW;

@@ -251,6 +251,38 @@ impl Release {
     }
 }
 
+/// A renewal's terms (see [`crate::Backend::renew`]): a TTL in range,
+/// checked when it is made, and the pid of the command the holder runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Renewal {
+    ttl: Duration,
+    cmd_pid: Option<u32>,
+}
+
+impl Renewal {
+    /// A renewal for `ttl`, noting no command pid; refused (as
+    /// [`check_ttl`]) out of range.
+    pub fn new(ttl: Duration) -> Result<Renewal> {
+        check_ttl(ttl)?;
+        Ok(Renewal { ttl, cmd_pid: None })
+    }
+
+    /// The same renewal, noting `cmd_pid` for `status` if given.
+    pub fn noted(self, cmd_pid: Option<u32>) -> Renewal {
+        Renewal { cmd_pid, ..self }
+    }
+
+    /// How long the lease lasts from now on, at least.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The pid of the command the holder runs, to note.
+    pub fn cmd_pid(&self) -> Option<u32> {
+        self.cmd_pid
+    }
+}
+
 /// Reject TTLs that are zero, too short to renew, or absurdly long.
 pub fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL || ttl > MAX_TTL {

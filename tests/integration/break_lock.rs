@@ -554,15 +554,11 @@ fn a_break_storm_is_reported_as_breaks_by_every_exec_it_hits() {
     let stop = Arc::new(AtomicBool::new(false));
     let storm = {
         let (mut l, stop) = (r.locker(), stop.clone());
+        let order = rlock::Break::new(rlock::lock::Holders::All, "ops@storm", "storm").unwrap();
         std::thread::spawn(move || {
             let mut n = 0;
             while !stop.load(Ordering::SeqCst) && n < 20_000 {
-                let _ = l.break_lock(
-                    "k",
-                    &rlock::lock::breaking::Holders::All,
-                    "ops@storm",
-                    "storm",
-                );
+                let _ = l.break_lock("k", &order);
                 std::thread::sleep(Duration::from_millis(5));
                 n += 1;
             }
@@ -641,10 +637,8 @@ fn a_break_notice_lives_as_long_as_the_broken_lease() {
             &mut |_| {},
         )
         .unwrap();
-    let b = r
-        .locker()
-        .break_lock("k", &rlock::lock::breaking::Holders::All, "ops@h", "why")
-        .unwrap();
+    let order = rlock::Break::new(rlock::lock::Holders::All, "ops@h", "why").unwrap();
+    let b = r.locker().break_lock("k", &order).unwrap();
     assert_eq!(b.fences, [lease.fence]);
     let ttl: i64 = r.cmd(&["PTTL", &format!("{}:b", r.key("k"))]);
     assert!((1..=10_000).contains(&ttl), "PTTL {ttl}");

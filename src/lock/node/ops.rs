@@ -9,13 +9,13 @@ use super::transport::Call;
 use crate::clock::BootTime;
 use crate::conn::Conn;
 use crate::duration::millis;
-use crate::lock::backend::{Backend, First};
-use crate::lock::breaking::{Broken, Holders};
+use crate::lock::backend::{Backend, First, Watch};
+use crate::lock::breaking::{Break, Broken, Holders};
 use crate::lock::decode;
 use crate::lock::keys::{LockName, escape_glob, request_id};
 use crate::lock::script::*;
 use crate::lock::*;
-use crate::{Busy, Cancel, Error, Result};
+use crate::{Error, Result};
 
 /// How a release ends a hold, for the history (lua/release.lua, ARGV[7..10]).
 #[derive(Clone, Copy, Default)]
@@ -195,24 +195,18 @@ impl Backend for Node {
         self.conn = None;
     }
 
-    fn name(&self, key: &str) -> Result<LockName> {
-        LockName::new(&self.prefix, key)
+    fn prefix(&self) -> &str {
+        &self.prefix
     }
 
-    fn acquire(
-        &mut self,
-        key: &str,
-        req: &Request,
-        cancel: Option<&Cancel>,
-        on_wait: &mut dyn FnMut(&Busy),
-    ) -> Result<Lease> {
+    fn acquire(&mut self, key: &str, req: &Request, watch: Watch<'_>) -> Result<Lease> {
         let lock = self.name(key)?;
         if let Some(token) = &req.reenter
             && let Some(lease) = self.reenter(key, &lock, token, req)?
         {
             return Ok(lease);
         }
-        self.acquire_new(key, &lock, req, cancel, on_wait)
+        self.acquire_new(key, &lock, req, watch.cancel, watch.on_wait)
     }
 
     fn acquire_first(&mut self, key: &str, req: &Request) -> Result<First> {
@@ -226,7 +220,11 @@ impl Backend for Node {
             wait: Wait::No,
             ..req.clone()
         };
-        match self.acquire(key, &once, None, &mut |_| {}) {
+        let watch = Watch {
+            cancel: None,
+            on_wait: &mut |_| {},
+        };
+        match self.acquire(key, &once, watch) {
             Ok(lease) => Ok(First::Granted(lease)),
             // Busy means a re-entry was tried and found the token holding
             // nothing, which it cannot come to: not again.
@@ -262,15 +260,10 @@ impl Backend for Node {
         decode::released(n, notice.as_deref(), resent, key)
     }
 
-    fn renew(
-        &mut self,
-        key: &str,
-        token: &Token,
-        ttl: Duration,
-        cmd_pid: Option<u32>,
-    ) -> Result<BootTime> {
+    fn renew(&mut self, key: &str, token: &Token, renewal: &Renewal) -> Result<BootTime> {
         let lock = self.name(key)?;
-        let pid = cmd_pid.map(|p| p.to_string()).unwrap_or_default();
+        let ttl = renewal.ttl();
+        let pid = renewal.cmd_pid().map(|p| p.to_string()).unwrap_or_default();
         let sent = BootTime::now();
         let timeout = self.server.timeout;
         // Naturally idempotent (it sets the lease end to at least now +
@@ -313,15 +306,9 @@ impl Backend for Node {
         decode::held(&reply, key)
     }
 
-    fn break_lock(
-        &mut self,
-        key: &str,
-        holders: &Holders,
-        by: &str,
-        reason: &str,
-    ) -> Result<Broken> {
+    fn break_lock(&mut self, key: &str, order: &Break) -> Result<Broken> {
         let lock = self.name(key)?;
-        let (fences, resend_for) = match holders {
+        let (fences, resend_for) = match order.holders() {
             // Not resent: had the first send run, a resend would break
             // whoever took the lock since (the waiter it woke).
             Holders::All => (String::new(), Duration::ZERO),
@@ -337,7 +324,7 @@ impl Backend for Node {
         let reply: Vec<Value> = self.eval(
             &BREAK,
             &lock.noticed_keys(),
-            &[&fences, by, reason, &cap, &retention],
+            &[&fences, order.by(), order.reason(), &cap, &retention],
             || format!("break {key:?}"),
             resend_for,
         )?;
@@ -377,20 +364,14 @@ impl Backend for Node {
         decode::history(reply)
     }
 
-    fn record_lost(
-        &mut self,
-        key: &str,
-        token: &Token,
-        info: &HolderInfo,
-        reason: &str,
-    ) -> Result<()> {
+    fn record_lost(&mut self, key: &str, token: &Token, loss: &Loss) -> Result<()> {
         let lock = self.name(key)?;
-        let info = serde_json::to_string(info).map_err(|e| Error::Protocol(e.to_string()))?;
+        let info = serde_json::to_string(&loss.info).map_err(|e| Error::Protocol(e.to_string()))?;
         let [cap, retention] = self.history.args();
         let _: i64 = self.eval(
             &LOST,
             &lock.keys(None),
-            &[token.as_str(), &info, reason, &cap, &retention],
+            &[token.as_str(), &info, &loss.reason, &cap, &retention],
             || format!("record the loss of {key:?}"),
             Duration::ZERO,
         )?;

@@ -11,9 +11,9 @@ use super::masters::{NODE_TIMEOUT, Quorum, Turn, lock};
 use super::tally::{self, confirm_decided, held_on_majority, released, valid_on_majority};
 use crate::clock::BootTime;
 use crate::error::Setting;
-use crate::lock::{Backend, Broken, Held, Holders, LockName, Node, Waiting};
-use crate::lock::{Event, HistoryLimits, HolderInfo, Release};
-use crate::{Busy, Cancel, Error, Lease, Mode, Released, Request, Result, Status, Token, msg};
+use crate::lock::{Backend, Break, Broken, Held, Holders, Node, Waiting, Watch};
+use crate::lock::{Event, HistoryLimits, Loss, Release, Renewal};
+use crate::{Error, Lease, Mode, Released, Request, Result, Status, Token, msg};
 
 impl Backend for Quorum {
     fn detached(&self) -> Box<dyn Backend> {
@@ -38,17 +38,11 @@ impl Backend for Quorum {
         }
     }
 
-    fn name(&self, key: &str) -> Result<LockName> {
-        LockName::new(&self.prefix, key)
+    fn prefix(&self) -> &str {
+        &self.prefix
     }
 
-    fn acquire(
-        &mut self,
-        key: &str,
-        req: &Request,
-        cancel: Option<&Cancel>,
-        on_wait: &mut dyn FnMut(&Busy),
-    ) -> Result<Lease> {
+    fn acquire(&mut self, key: &str, req: &Request, watch: Watch<'_>) -> Result<Lease> {
         if req.mode != Mode::Exclusive || req.limit != 1 {
             return Err(Error::Invalid(msg![
                 "read-write locks and semaphores (",
@@ -81,13 +75,13 @@ impl Backend for Quorum {
         }
         self.check_twins()?;
         let lock = self.name(key)?;
-        let w = Waiting::new(key, req.wait, cancel);
+        let w = Waiting::new(key, req.wait, watch.cancel);
         if let Some(token) = &req.reenter
             && let Some(lease) = self.reenter(&lock, key, token, req)?
         {
             return Ok(lease);
         }
-        self.acquire_fresh(&lock, key, req, w, on_wait)
+        self.acquire_fresh(&lock, key, req, w, watch.on_wait)
     }
 
     fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
@@ -129,37 +123,20 @@ impl Backend for Quorum {
         Ok(tally::history_on_majority(&all, self.majority(), limit))
     }
 
-    fn record_lost(
-        &mut self,
-        key: &str,
-        token: &Token,
-        info: &HolderInfo,
-        reason: &str,
-    ) -> Result<()> {
-        let (k, t, i, r) = (
-            key.to_string(),
-            token.clone(),
-            info.clone(),
-            reason.to_string(),
-        );
+    fn record_lost(&mut self, key: &str, token: &Token, loss: &Loss) -> Result<()> {
+        let (k, t, l) = (key.to_string(), token.clone(), loss.clone());
         // On every master: `history` shows the events a majority has.
         let answers = self.on_all(
             Turn::Skip,
-            move |node| node.record_lost(&k, &t, &i, &r),
+            move |node| node.record_lost(&k, &t, &l),
             |_, late| late,
         );
         tally::answered(answers, 1, "record the loss").map(|_| ())
     }
 
-    fn renew(
-        &mut self,
-        key: &str,
-        token: &Token,
-        ttl: Duration,
-        cmd_pid: Option<u32>,
-    ) -> Result<BootTime> {
-        let (k, t) = (key.to_string(), token.clone());
-        let valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, ttl, cmd_pid))?;
+    fn renew(&mut self, key: &str, token: &Token, renewal: &Renewal) -> Result<BootTime> {
+        let (k, t, r) = (key.to_string(), token.clone(), *renewal);
+        let valid = self.confirmed("renew", key, move |node| node.renew(&k, &t, &r))?;
         Ok(valid_on_majority(valid, self.majority()))
     }
 
@@ -172,13 +149,8 @@ impl Backend for Quorum {
     /// On every master (a hold left on one would count towards a
     /// majority no more, but sits there until its TTL): the fences broken
     /// anywhere, and the waiters woken on the master that woke the most.
-    fn break_lock(
-        &mut self,
-        key: &str,
-        holders: &Holders,
-        by: &str,
-        reason: &str,
-    ) -> Result<Broken> {
+    fn break_lock(&mut self, key: &str, order: &Break) -> Result<Broken> {
+        self.name(key)?;
         self.check_twins()?;
         // A grant's fence is each master's own: a majority agrees on it
         // (RLOCK_FENCE), but a master outside that majority may show
@@ -191,7 +163,7 @@ impl Backend for Quorum {
         // majority, reported broken but renewing.
         // (`named`: the fences named that hold somewhere, reported as the
         // fences broken if any master broke a hold.)
-        let (who, named) = match holders {
+        let (who, named) = match order.holders() {
             Holders::All => (None, Vec::new()),
             Holders::Fences(fences) => {
                 let k = key.to_string();
@@ -202,11 +174,11 @@ impl Backend for Quorum {
                 (Some(who), named)
             }
         };
-        let (k, b, r) = (key.to_string(), by.to_string(), reason.to_string());
+        let (k, o) = (key.to_string(), order.clone());
         let answers = self.on_all(
             Turn::Queue,
             move |node| match &who {
-                None => node.break_lock(&k, &Holders::All, &b, &r),
+                None => node.break_lock(&k, &o.of(Holders::All)),
                 Some(who) => {
                     let here = node.status(&k)?;
                     let fences = here
@@ -215,7 +187,7 @@ impl Backend for Quorum {
                         .filter(|h| who.contains(&h.token_digest))
                         .map(|h| h.fence)
                         .collect();
-                    node.break_lock(&k, &Holders::Fences(fences), &b, &r)
+                    node.break_lock(&k, &o.of(Holders::Fences(fences)))
                 }
             },
             |_, late| late,

@@ -29,6 +29,16 @@ fn ttl_bounds() {
 }
 
 #[test]
+fn a_renewal_is_made_only_with_a_ttl_in_range() {
+    assert!(Renewal::new(MIN_TTL - Duration::from_millis(1)).is_err());
+    assert!(Renewal::new(MAX_TTL + Duration::from_secs(1)).is_err());
+    let r = Renewal::new(Duration::from_secs(30)).unwrap();
+    assert_eq!((r.ttl(), r.cmd_pid()), (Duration::from_secs(30), None));
+    assert_eq!(r.noted(Some(7)).cmd_pid(), Some(7));
+    assert_eq!(r.noted(Some(7)).ttl(), r.ttl());
+}
+
+#[test]
 fn a_request_is_refused_in_the_librarys_terms() {
     let refused = |r: &Request| match r.check() {
         Err(Error::Invalid(msg)) => msg,

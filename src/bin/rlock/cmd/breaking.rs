@@ -1,12 +1,12 @@
 //! `break KEY --reason TEXT [--holder ID] [--yes]`: an operator ends a
-//! stuck lock's hold(s) (the library's `Locker::break_lock`).
+//! stuck lock's hold(s) (the library's `Backend::break_lock`).
 
 use std::io::{BufRead, IsTerminal, Write};
 
 use rlock::HolderStatus;
 use rlock::duration::human;
 use rlock::exit_code;
-use rlock::lock::breaking::{self, Holders};
+use rlock::lock::breaking::{self, Break, Holders};
 
 use crate::cli::Global;
 use crate::setup::connect;
@@ -24,7 +24,7 @@ pub(crate) fn break_lock(
 ) -> anyhow::Result<u8> {
     let by = breaking::operator();
     // Bad input first, before anything is sent.
-    breaking::check(&by, reason)?;
+    let order = Break::new(Holders::All, &by, reason)?;
     let ask = !yes;
     if ask && !std::io::stdin().is_terminal() {
         return Err(rlock::Error::invalid(format!(
@@ -45,7 +45,7 @@ pub(crate) fn break_lock(
             say!("rlock: lock {key:?} not broken");
             return Ok(NOT_BROKEN);
         }
-        let broken = locker.break_lock(key, &Holders::All, &by, reason)?;
+        let broken = locker.break_lock(key, &order)?;
         if !g.quiet {
             say!(
                 "rlock: cleared the remains of damaged lock {key:?} ({}); {} hold(s) ended",
@@ -85,7 +85,7 @@ pub(crate) fn break_lock(
     } else {
         Holders::Fences(targets.iter().map(|h| h.fence).collect())
     };
-    let broken = locker.break_lock(key, &which, &by, reason)?;
+    let broken = locker.break_lock(key, &order.of(which))?;
     if broken.fences.is_empty() {
         if !g.quiet {
             say!("rlock: lock {key:?} was released meanwhile: nothing to break");
