@@ -167,18 +167,10 @@ mod tests {
             mode: "read".into(),
             host: host.into(),
             pid,
-            cmd: None,
-            cmd_pid: None,
-            user: String::new(),
-            ci: None,
-            breaking: None,
-            since: String::new(),
-            since_ms: 0,
             ttl_ms: 1000,
             count: 1,
             fence,
-            set: Vec::new(),
-            token_digest: String::new(),
+            ..HolderStatus::default()
         }
     }
 
@@ -188,15 +180,9 @@ mod tests {
             key: "k".into(),
             kind: "rw".into(),
             held: true,
-            limit: 0,
             fence: 9,
-            waiters: 0,
-            waiting_writers: 0,
-            last_lost: None,
             holders: vec![holder(7, 10, "a"), holder(9, 11, "b")],
-            oldest_wait_since_ms: None,
-            damaged: Vec::new(),
-            queue: Vec::new(),
+            ..Status::default()
         };
         assert_eq!(matching(&st, "9").unwrap()[0].pid, 11);
         assert_eq!(matching(&st, "10@a").unwrap()[0].fence, 7);

@@ -59,7 +59,7 @@ pub fn format_ms(ms: u64) -> String {
 }
 
 /// A lock's state.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Status {
     /// The lock's name.
     pub key: String,
@@ -128,7 +128,7 @@ impl std::fmt::Display for LostRecord {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 /// One holder of a lock, as `status` sees it.
 pub struct HolderStatus {
     /// "exclusive", "read" or "write".

@@ -412,18 +412,11 @@ mod tests {
             mode: "exclusive".into(),
             host: "host".into(),
             pid: 7,
-            cmd: None,
-            user: String::new(),
-            ci: None,
-            cmd_pid: None,
-            since: String::new(),
             since_ms: 100_000 - held_s * 1000,
             ttl_ms: 20_000,
             count: 1,
             fence: 1,
-            set: Vec::new(),
-            breaking: None,
-            token_digest: String::new(),
+            ..rlock::HolderStatus::default()
         };
         LockView {
             status: rlock::Status {
@@ -433,7 +426,6 @@ mod tests {
                 limit: 1,
                 fence: 1,
                 waiters,
-                waiting_writers: 0,
                 holders: vec![holder],
                 queue: (0..waiters)
                     .map(|i| rlock::WaiterStatus {
@@ -446,9 +438,7 @@ mod tests {
                         ..Default::default()
                     })
                     .collect(),
-                last_lost: None,
-                oldest_wait_since_ms: None,
-                damaged: Vec::new(),
+                ..rlock::Status::default()
             },
             now_ms: 100_000,
             oldest_wait: (waiters > 0).then(|| Duration::from_secs(10)),

@@ -279,29 +279,17 @@ mod tests {
             held: true,
             limit: 1,
             fence: 3,
-            waiters: 0,
-            waiting_writers: 0,
-            last_lost: None,
-            oldest_wait_since_ms: None,
-            damaged: Vec::new(),
-            queue: Vec::new(),
             holders: vec![HolderStatus {
                 mode: "exclusive".into(),
                 host: "h".into(),
                 pid: 7,
-                cmd: None,
-                cmd_pid: None,
-                user: String::new(),
-                ci: None,
-                breaking: None,
                 since: "2024-01-01T00:00:00Z".into(),
-                since_ms: 0,
                 ttl_ms: 29_517,
                 count: 1,
                 fence: 3,
-                set: Vec::new(),
-                token_digest: String::new(),
+                ..HolderStatus::default()
             }],
+            ..Status::default()
         };
         let out = status(&st);
         assert!(out.contains(" ttl 29.5s fence 3"), "{out}");
@@ -321,12 +309,7 @@ mod tests {
             limit: 1,
             fence: 3,
             waiters: 3,
-            waiting_writers: 0,
-            last_lost: None,
-            oldest_wait_since_ms: None,
-            damaged: Vec::new(),
-            holders: Vec::new(),
-            queue: Vec::new(),
+            ..Status::default()
         };
         st.holders.push(HolderStatus {
             mode: "exclusive".into(),
@@ -336,14 +319,11 @@ mod tests {
             user: "ann".into(),
             ci: Some("github o/r run 12 job build".into()),
             cmd_pid: Some(42),
-            breaking: None,
             since: "2024-01-01T00:00:00Z".into(),
-            since_ms: 0,
             ttl_ms: 1000,
             count: 1,
             fence: 3,
-            set: Vec::new(),
-            token_digest: String::new(),
+            ..HolderStatus::default()
         });
         st.queue.push(rlock::WaiterStatus {
             host: "g".into(),

@@ -111,6 +111,25 @@ fn script() -> P {
     }
 }
 
+/// The script reading the $(...) pipe `pipe`, and its subshell: a
+/// forked copy of it (to be pid 60) that reads nothing.
+fn with_subshell(pipe: &'static str) -> (P, P) {
+    let mut script = script();
+    script.reads = Some(vec![pipe]);
+    let sub = P {
+        ppid: 50,
+        reads: Some(vec![]),
+        ..script.clone()
+    };
+    (script, sub)
+}
+
+/// `script` (50), its child `child` (60) running rlock (100), whose
+/// stdout is `stdout`.
+fn nested(script: P, child: P, stdout: Option<&'static str>) -> Table {
+    table(vec![(50, script), (60, child), (100, rlock(60))], stdout)
+}
+
 fn table(procs: Vec<(Pid, P)>, stdout: Option<&'static str>) -> Table {
     Table {
         procs: procs.into_iter().collect(),
@@ -136,17 +155,8 @@ fn a_plain_call_is_kept_for_its_parent() {
 fn command_substitution_that_stays_resolves_to_the_script() {
     // `tok=$(rlock acquire k --keep; echo)`: 60 is the subshell, a
     // forked copy of the script, which reads the $(...) pipe.
-    let mut script = script();
-    script.reads = Some(vec!["pipe:[9]"]);
-    let sub = P {
-        ppid: 50,
-        reads: Some(vec![]),
-        ..script.clone()
-    };
-    let t = table(
-        vec![(50, script), (60, sub), (100, rlock(60))],
-        Some("pipe:[9]"),
-    );
+    let (script, sub) = with_subshell("pipe:[9]");
+    let t = nested(script, sub, Some("pipe:[9]"));
     assert_eq!(decide(&t).unwrap(), (50, false));
 }
 
@@ -159,10 +169,7 @@ fn a_subshell_not_read_from_is_kept_for_itself() {
         ppid: 50,
         ..script()
     };
-    let t = table(
-        vec![(50, script()), (60, sub), (100, rlock(60))],
-        Some("pipe:[9]"),
-    );
+    let t = nested(script(), sub, Some("pipe:[9]"));
     assert_eq!(decide(&t).unwrap(), (60, false));
 }
 
@@ -177,10 +184,7 @@ fn a_new_run_of_the_same_program_is_no_subshell() {
         layout: (3, 4),
         ..script.clone()
     };
-    let t = table(
-        vec![(50, script), (60, inner), (100, rlock(60))],
-        Some("pipe:[9]"),
-    );
+    let t = nested(script, inner, Some("pipe:[9]"));
     assert_eq!(decide(&t).unwrap(), (60, false));
 }
 
@@ -236,13 +240,7 @@ fn wrappers_are_looked_through() {
 fn a_pipeline_in_a_subshell_is_seen() {
     // `tok=$(rlock acquire k --keep | tail -n1)`: the $(...) subshell
     // (60) runs rlock and tail; tail reads our stdout.
-    let mut script = script();
-    script.reads = Some(vec!["pipe:[1]"]);
-    let sub = P {
-        ppid: 50,
-        reads: Some(vec![]),
-        ..script.clone()
-    };
+    let (script, sub) = with_subshell("pipe:[1]");
     let tail = P {
         ppid: 60,
         sid: 10,
@@ -433,14 +431,7 @@ fn a_parent_that_is_no_shell_or_interpreter_is_refused() {
             "systemd",
         ),
     ] {
-        let t = table(
-            vec![
-                (50, script()),
-                (60, prog(exe, argv, comm)),
-                (100, rlock(60)),
-            ],
-            None,
-        );
+        let t = nested(script(), prog(exe, argv, comm), None);
         refused(&t, &format!("pid 60 ({comm}), which is not a shell"));
     }
     // Shells and interpreters are scripts.
@@ -451,14 +442,7 @@ fn a_parent_that_is_no_shell_or_interpreter_is_refused() {
         ("/usr/bin/busybox", vec!["busybox", "sh", "job"], "busybox"),
         ("/usr/bin/zsh", vec!["zsh", "job"], "zsh"),
     ] {
-        let t = table(
-            vec![
-                (50, script()),
-                (60, prog(exe, argv, comm)),
-                (100, rlock(60)),
-            ],
-            None,
-        );
+        let t = nested(script(), prog(exe, argv, comm), None);
         assert_eq!(decide(&t).unwrap(), (60, false), "{exe}");
     }
 }

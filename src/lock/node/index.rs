@@ -111,7 +111,12 @@ impl Node {
     /// Touch `lock`'s index entry right after the next script call, for a
     /// lease (or waiter lease) of `lease`.
     pub(super) fn touch_next(&mut self, lock: &LockName, lease: Duration) {
-        self.then = Some(Touch {
+        self.then = Some(self.touch(lock, lease));
+    }
+
+    /// The touch of `lock`'s index entry for a lease of `lease`.
+    fn touch(&self, lock: &LockName, lease: Duration) -> Touch {
+        Touch {
             key: lock.index_key(),
             known: lock.known_key(),
             retention: self.history.retention,
@@ -119,7 +124,7 @@ impl Node {
             lease,
             base: lock.redis_key().to_string(),
             keep: self.server.index.keep(),
-        });
+        }
     }
 
     /// [`Node::touch_next`] if this process has not touched the entry for
@@ -141,15 +146,7 @@ impl Node {
             .touched
             .due(lock.redis_key(), lease, self.server.index.keep())
         {
-            let touch = Touch {
-                key: lock.index_key(),
-                known: lock.known_key(),
-                retention: self.history.retention,
-                name: lock.name().to_string(),
-                lease,
-                base: lock.redis_key().to_string(),
-                keep: self.server.index.keep(),
-            };
+            let touch = self.touch(lock, lease);
             self.finish_touch(touch, Instant::now(), None);
         }
     }

@@ -383,7 +383,7 @@ impl Backend for Node {
             return self.list_indexed(pattern);
         }
         let mut out = Vec::new();
-        for n in self.scanned_names(pattern)? {
+        for n in self.scanned_names(pattern, "")? {
             // Skip hashes that merely look like ours (an empty name, a
             // foreign key under the prefix).
             let s = match self.status(&n) {
@@ -421,7 +421,7 @@ impl Node {
     /// state). Through the index, as [`Backend::list`].
     pub(in crate::lock) fn lock_names(&mut self, pattern: &str) -> Result<Vec<String>> {
         if self.scan_asked(pattern)? {
-            return self.scanned_names(pattern);
+            return self.scanned_names(pattern, "");
         }
         Ok(self
             .index_entries(pattern)?
@@ -443,19 +443,7 @@ impl Node {
                 .map(|(n, _, _)| n)
                 .collect());
         }
-        let glob = format!("{}{{{pattern}}}:n", escape_glob(&self.prefix));
-        let res = self.conn()?.scan(&glob, "hash");
-        self.used();
-        let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
-        let start = self.prefix.len() + 1;
-        let mut names: Vec<String> = keys
-            .into_iter()
-            .filter(|k| k.len() > start + 2 && k.ends_with("}:n"))
-            .map(|k| k[start..k.len() - 3].to_string())
-            .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
+        self.scanned_names(pattern, ":n")
     }
 
     /// Check `pattern`, and say whether to find locks by scanning the whole
@@ -469,17 +457,19 @@ impl Node {
 
     /// The lock names as rlock found them before the index: SCAN every
     /// key under the prefix (on every master of a cluster), O(keys in
-    /// Redis).
-    fn scanned_names(&mut self, pattern: &str) -> Result<Vec<String>> {
-        let glob = format!("{}{{{pattern}}}", escape_glob(&self.prefix));
+    /// Redis), for the hashes `P{name}` then `tail` ("": the locks' state;
+    /// ":n": their history counters), sorted.
+    fn scanned_names(&mut self, pattern: &str, tail: &str) -> Result<Vec<String>> {
+        let glob = format!("{}{{{pattern}}}{tail}", escape_glob(&self.prefix));
         let res = self.conn()?.scan(&glob, "hash");
         self.used();
         let keys = res.map_err(|e| self.fail(e, "list locks".into()))?;
         let start = self.prefix.len() + 1;
+        let end = format!("}}{tail}");
         let mut names: Vec<String> = keys
             .into_iter()
-            .filter(|k| k.len() > start && k.ends_with('}'))
-            .map(|k| k[start..k.len() - 1].to_string())
+            .filter(|k| k.len() > start + tail.len() && k.ends_with(&end))
+            .map(|k| k[start..k.len() - end.len()].to_string())
             .collect();
         names.sort();
         names.dedup();

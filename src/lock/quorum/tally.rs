@@ -380,14 +380,19 @@ pub(super) fn valid_on_majority(mut valid: Vec<BootTime>, m: usize) -> BootTime 
 pub(super) fn held_on_majority(mut held: Vec<Held>, m: usize) -> Held {
     held.sort_by_key(|h| std::cmp::Reverse(h.ttl));
     let ttl: Duration = held[m - 1].ttl;
-    let mut fences: Vec<u64> = held.iter().map(|h| h.fence).collect();
+    let fence = most_reported(held.iter().map(|h| h.fence).collect());
+    Held { ttl, fence }
+}
+
+/// The fence reported most often among `fences` (the highest, between
+/// fences reported equally often); 0 if none.
+fn most_reported(mut fences: Vec<u64>) -> u64 {
     fences.sort_unstable();
-    let fence = fences
+    fences
         .iter()
         .max_by_key(|f| fences.iter().filter(|g| g == f).count())
         .copied()
-        .unwrap_or(0);
-    Held { ttl, fence }
+        .unwrap_or(0)
 }
 
 /// A read's answers, if a majority of the masters answered it: those that

@@ -181,16 +181,6 @@ fn describe(holders: &[&HolderStatus]) -> String {
 fn empty(key: &str) -> rlock::Status {
     rlock::Status {
         key: key.into(),
-        kind: String::new(),
-        held: false,
-        limit: 0,
-        fence: 0,
-        waiters: 0,
-        waiting_writers: 0,
-        last_lost: None,
-        holders: Vec::new(),
-        queue: Vec::new(),
-        oldest_wait_since_ms: None,
-        damaged: Vec::new(),
+        ..rlock::Status::default()
     }
 }

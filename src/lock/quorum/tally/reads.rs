@@ -59,13 +59,7 @@ pub(in crate::lock::quorum) fn holders_on_majority(
             continue;
         }
         let ttl = on_majority(seen.iter().map(|h| h.ttl_ms).collect(), m);
-        let mut fences: Vec<u64> = seen.iter().map(|h| h.fence).collect();
-        fences.sort_unstable();
-        let fence = fences
-            .iter()
-            .max_by_key(|f| fences.iter().filter(|g| g == f).count())
-            .copied()
-            .unwrap_or(0);
+        let fence = super::most_reported(seen.iter().map(|h| h.fence).collect());
         let Some(first) = seen.iter().find(|h| h.fence == fence) else {
             continue;
         };

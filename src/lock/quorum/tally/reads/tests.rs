@@ -8,35 +8,19 @@ fn holder(token: &str, fence: u64, ttl_ms: u64) -> HolderStatus {
         mode: "exclusive".into(),
         host: "h".into(),
         pid: 7,
-        cmd: None,
-        cmd_pid: None,
-        user: String::new(),
-        ci: None,
-        breaking: None,
-        since: String::new(),
         since_ms: 1_000,
         ttl_ms,
         count: 1,
         fence,
-        set: Vec::new(),
         token_digest: token.into(),
+        ..HolderStatus::default()
     }
 }
 
 fn free(key: &str) -> Status {
     Status {
         key: key.into(),
-        kind: String::new(),
-        held: false,
-        limit: 0,
-        fence: 0,
-        waiters: 0,
-        waiting_writers: 0,
-        holders: Vec::new(),
-        last_lost: None,
-        oldest_wait_since_ms: None,
-        damaged: Vec::new(),
-        queue: Vec::new(),
+        ..Status::default()
     }
 }
 
