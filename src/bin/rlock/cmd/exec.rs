@@ -7,6 +7,7 @@ use rlock::exec::{Event, KillCause, Spec};
 use rlock::{Request, exit_code};
 
 use crate::cli::{Global, RunOpts};
+use crate::errors;
 use crate::setup::{connect, inherited, waiting};
 
 /// `exec`, and `rw` with a command: `keys` all held (the first is
@@ -122,9 +123,10 @@ pub(crate) fn exec(
                  the lease's end; its exit status stands",
                 human(margin)
             ),
-            Event::ReleaseFailed(e) => {
-                say!("rlock: could not release {key:?} (it frees itself when its TTL ends): {e}")
-            }
+            Event::ReleaseFailed(e) => say!(
+                "rlock: could not release {key:?} (it frees itself when its TTL ends): {}",
+                e.render(&errors::flag)
+            ),
             _ => {}
         },
     );

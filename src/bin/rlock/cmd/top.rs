@@ -13,6 +13,7 @@ use rlock::exit_code;
 use rlock::signals::Blocked;
 
 use crate::cli::{Global, Top};
+use crate::errors;
 use crate::frame::{Asked, Header, Look, arrange, frame};
 use crate::out::print;
 use crate::screen::{self, Screen};
@@ -123,7 +124,7 @@ pub(crate) fn top(g: &Global, t: &Top) -> anyhow::Result<u8> {
                     views = v;
                     error = None;
                 }
-                Err(e) => error = Some(e.to_string()),
+                Err(e) => error = Some(e.render(&errors::flag)),
             }
             next = Instant::now() + every;
         }
