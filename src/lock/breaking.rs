@@ -151,7 +151,7 @@ pub(crate) fn lost_why(notice: &str) -> String {
     }
 }
 
-/// Who broke a hold and why, from a loss's `why` as [`lost_why`] words it
+/// Who broke a hold and why, from a loss's `why` as `lost_why` words it
 /// (None: not a break, or one whose notice named nobody).
 pub fn breaker(why: &str) -> Option<(&str, &str)> {
     let (by, reason) = why.strip_prefix(BROKEN_BY)?.split_once(" (reason: ")?;
