@@ -35,6 +35,7 @@
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::thread::Scope;
+use std::time::Duration;
 
 use crate::{Cancel, Error, Result};
 
@@ -174,6 +175,15 @@ pub(crate) fn ignored(sig: i32) -> bool {
         let mut now: libc::sigaction = std::mem::zeroed();
         libc::sigaction(sig, std::ptr::null(), &mut now) == 0 && now.sa_sigaction == libc::SIG_IGN
     }
+}
+
+/// poll(2) on `fds` for at most `timeout` (rounded up to 1ms, so that a
+/// deadline less than 1ms away does not spin).
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    // SAFETY: a valid array of pollfds.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) }
 }
 
 /// A pollfd waiting for `fd` to be readable.

@@ -10,12 +10,12 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::caller::Grant;
 use super::cover::{Cover, Id, WALK_EVERY};
 use super::guard::Policy;
-use super::loss::{action_after, record_loss};
+use super::loss::{action_taken, record_loss};
 use super::protocol::{Asked, Verdict, trusted};
 use super::spawn::Config;
 use super::{LostRecord, Watched};
@@ -24,6 +24,7 @@ use crate::conn::ConnectOptions;
 use crate::exec::OnLost;
 use crate::hold::{self, Action, End, Event, Holder, State};
 use crate::lock::LockName;
+use crate::signals::poll;
 use crate::{Error, Locker, Released, Result, Token};
 
 /// How often the keeper looks at the watched process without a pidfd.
@@ -536,16 +537,6 @@ impl Keeper {
     /// process could not be signalled, EPERM: it became another user's,
     /// it says so instead of claiming a signal).
     fn record(&mut self, why: &str) {
-        let gone = self.gone_at_loss;
-        let action = match self.on_lost {
-            OnLost::Ignore => "nothing done (--on-lost ignore)".to_string(),
-            _ if gone => "nothing done (the process had exited)".to_string(),
-            OnLost::Term => format!(
-                "SIGTERM sent, SIGKILL after {} if it still ran",
-                humantime::format_duration(self.grace)
-            ),
-            OnLost::Kill => "SIGKILL sent".to_string(),
-        };
         let broken = self.definite && why.starts_with(crate::lock::breaking::BROKEN_BY);
         if self.definite && !broken {
             // The history's `lost` event (the server just answered, so
@@ -562,20 +553,14 @@ impl Keeper {
                 let _ = l.record_lost(&key, &token, &loss);
             }
         }
-        let action = match &self.sent {
-            Some((sig, sent)) if !gone && self.on_lost != OnLost::Ignore => {
-                action_after(&action, sig, self.watched.pid, sent)
-            }
-            _ => action,
-        };
-        let record = LostRecord {
-            host: crate::lock::HolderInfo::current(None).host,
-            pid: self.watched.pid as u32,
-            when: crate::lock::format_ms(now_ms()),
-            when_ms: now_ms(),
-            why: why.to_string(),
-            action,
-        };
+        let action = action_taken(
+            self.on_lost,
+            self.grace,
+            self.gone_at_loss,
+            self.sent.as_ref(),
+            self.watched.pid,
+        );
+        let record = LostRecord::now(self.watched.pid, why, action);
         let _ = record_loss(&self.opts, &self.name, &record);
     }
 
@@ -602,15 +587,6 @@ fn signal_new(new: &[Id], sig: i32) {
     }
 }
 
-/// poll(2) on `fds` for at most `timeout` (rounded up to 1ms, so that a
-/// deadline less than 1ms away does not spin).
-pub(super) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> i32 {
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    // SAFETY: a valid array of pollfds.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) }
-}
-
 /// TERM, INT, HUP and QUIT blocked and readable on a signalfd, whatever
 /// dispositions we inherited (an ignored signal would never reach it).
 fn end_signals() -> Option<crate::signals::Blocked> {
@@ -619,10 +595,4 @@ fn end_signals() -> Option<crate::signals::Blocked> {
         unsafe { libc::signal(s, libc::SIG_DFL) };
     }
     crate::signals::Blocked::new(&ENDS).ok()
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, crate::duration::millis)
 }

@@ -12,12 +12,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::caller::above_stdio;
-use super::keeper::{Keeper, poll};
+use super::keeper::Keeper;
 use super::protocol::socket_addr;
 use super::{KEEPER_ARG, Keep};
 use crate::conn::ConnectOptions;
 use crate::exec::OnLost;
 use crate::lock::LockName;
+use crate::signals::poll;
 use crate::{Error, Lease, Result};
 
 /// What the keeper needs, sent on its stdin (the token must not be on
