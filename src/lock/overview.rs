@@ -288,7 +288,9 @@ impl Node {
                 c
             })
             .collect();
-        let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+        let replies = self
+            .batch(&cmds)
+            .map_err(|e| self.batch_failed(e, "overview".into()))?;
         let mut out = Vec::new();
         for ((n, k), reply) in names.iter().zip(&keys).zip(replies) {
             let reply = match reply {

@@ -278,9 +278,9 @@ impl Node {
 
     /// A batch that failed part-way: its connection's replies may be out
     /// of step, never reuse it.
-    pub(in crate::lock) fn batch_failed(&mut self, e: redis::RedisError) -> Error {
+    pub(in crate::lock) fn batch_failed(&mut self, e: redis::RedisError, what: String) -> Error {
         self.conn = None;
-        self.fail(e, "list locks".into())
+        self.fail(e, what)
     }
 
     /// The index's entries whose lock name matches the glob `pattern`:
@@ -317,7 +317,9 @@ impl Node {
                     c
                 })
                 .collect();
-            let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+            let replies = self
+                .batch(&cmds)
+                .map_err(|e| self.batch_failed(e, "list locks".into()))?;
             let mut next = Vec::new();
             for ((i, _), reply) in cursors.iter().zip(replies) {
                 let reply = reply.map_err(|e| self.fail(e, "list locks".into()))?;
@@ -362,7 +364,9 @@ impl Node {
                 c
             })
             .collect();
-        let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+        let replies = self
+            .batch(&cmds)
+            .map_err(|e| self.batch_failed(e, "list locks".into()))?;
         let mut out = Vec::new();
         for ((lock, shard, score), reply) in named.into_iter().zip(replies) {
             let status = match reply {

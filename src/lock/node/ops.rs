@@ -377,6 +377,10 @@ impl Backend for Node {
         decode::history(reply)
     }
 
+    fn histories(&mut self, keys: &[String], limit: usize) -> Result<Vec<Vec<Event>>> {
+        self.histories_of(keys, limit)
+    }
+
     fn record_lost(
         &mut self,
         key: &str,
