@@ -51,7 +51,8 @@ const ROWS: [Row; 4] = [
     Row {
         args: &["top", "--once", "--json"],
         goal: "",
-        count: json_len,
+        // JSON lines, one object per lock.
+        count: |out| out.lines().count(),
     },
     Row {
         args: &["history", "--all", "--limit", "100", "--json"],
