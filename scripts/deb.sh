@@ -20,7 +20,16 @@
 #   /usr/share/doc/rlock/copyright                   machine-readable, from Cargo.toml's license
 #   /usr/share/doc/rlock/changelog.gz                CHANGELOG.md
 #   /usr/share/doc/rlock/changelog.Debian.gz         one entry per package version
+#   /usr/share/doc/rlock/examples/rlock-exporter.service  contrib/systemd/
+#   /usr/share/doc/rlock/examples/alerts.yml         contrib/prometheus/alerts.yml
 #   DEBIAN/control, DEBIAN/md5sums
+#
+# The exporter's unit is an example, not in /lib/systemd/system: it needs
+# /etc/default/rlock-exporter (the Redis URL, a password) that only the
+# admin can write, and one host of a site runs it; a unit there would be
+# listed but inert (enabling it takes maintainer scripts this package does
+# not have). The admin copies it to /etc/systemd/system (README,
+# "Operating").
 #
 # The fields come from Cargo.toml: Version (`version`, a pre-release's `-`
 # becomes `~` so that 1.0.0~rc.1 sorts before 1.0.0), the short Description
@@ -117,6 +126,9 @@ install -m 644 completions/rlock.fish "$root/usr/share/fish/vendor_completions.d
 
 doc=usr/share/doc/rlock
 dir "$doc"
+dir "$doc/examples"
+install -m 644 contrib/systemd/rlock-exporter.service "$root/$doc/examples/rlock-exporter.service"
+install -m 644 contrib/prometheus/alerts.yml "$root/$doc/examples/alerts.yml"
 gzip -9n <CHANGELOG.md >"$root/$doc/changelog.gz"
 gzip -9n >"$root/$doc/changelog.Debian.gz" <<EOF
 rlock ($version) unstable; urgency=medium

@@ -98,13 +98,14 @@ impl Locker {
 
     /// [`Backend::history`], once `limit` is in range.
     pub fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>> {
-        if limit == 0 || limit > crate::lock::MAX_HISTORY_EVENTS as usize {
-            return Err(crate::Error::invalid(format!(
-                "history limit {limit} is out of range: use 1 to {}",
-                crate::lock::MAX_HISTORY_EVENTS
-            )));
-        }
+        check_history_limit(limit)?;
         self.0.history(key, limit)
+    }
+
+    /// [`Backend::histories`], once `limit` is in range.
+    pub fn histories(&mut self, keys: &[String], limit: usize) -> Result<Vec<Vec<Event>>> {
+        check_history_limit(limit)?;
+        self.0.histories(keys, limit)
     }
 
     /// [`Backend::renew`] for `ttl` with no command pid, once `ttl` is in
@@ -140,4 +141,15 @@ impl Locker {
         crate::lock::overview::check_pattern(pattern)?;
         self.0.known_names(pattern)
     }
+}
+
+/// Refuse a history limit out of range.
+fn check_history_limit(limit: usize) -> Result<()> {
+    if limit == 0 || limit > crate::lock::MAX_HISTORY_EVENTS as usize {
+        return Err(crate::Error::invalid(format!(
+            "history limit {limit} is out of range: use 1 to {}",
+            crate::lock::MAX_HISTORY_EVENTS
+        )));
+    }
+    Ok(())
 }

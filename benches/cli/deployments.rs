@@ -170,7 +170,7 @@ pub(crate) fn run(_: &Bench) {
 /// `n` redis-servers in cluster mode made into one Redis Cluster of `n`
 /// masters and no replicas, ready when every node says `cluster_state:ok`.
 /// Err says why there is none.
-fn start_cluster(n: usize) -> Result<Vec<Redis>, String> {
+pub(crate) fn start_cluster(n: usize) -> Result<Vec<Redis>, String> {
     let nodes: Vec<Redis> = (0..n).map(|_| start_redis(&CLUSTER_NODE)).collect();
     create_cluster(&nodes.iter().collect::<Vec<_>>())?;
     Ok(nodes)

@@ -12,8 +12,9 @@
 //! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
 //! etcd-client), it starts a throwaway single-node etcd the same way and
 //! adds `etcdctl lock` rows; without them those rows are skipped. Sections
-//! 8 to 14 start redis-servers of their own (section 8: two RedLock sets of
-//! 3 and 5 independent masters and a 3-master Redis Cluster).
+//! 8 to 17 start redis-servers of their own (sections 8 and 17: a 3-master
+//! Redis Cluster; section 8 also two RedLock sets of 3 and 5 independent
+//! masters).
 //!
 //! Layout: this file picks and runs the sections; `server.rs` (Redis INFO,
 //! leftovers), `etcd.rs`, `client.rs` (the library and the `rlock` binary
@@ -51,6 +52,7 @@ mod index;
 mod profile;
 mod rss;
 mod safety;
+mod scale;
 mod throughput;
 mod top;
 mod waiters;
@@ -79,7 +81,7 @@ impl Bench {
 type Section = fn(&Bench);
 
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, Section); 16] = [
+const SECTIONS: [(&str, Section); 17] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),
@@ -96,6 +98,7 @@ const SECTIONS: [(&str, Section); 16] = [
     ("14", top::run),
     ("15", profile::run),
     ("16", dead::run),
+    ("17", scale::run),
 ];
 
 fn main() {

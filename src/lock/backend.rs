@@ -105,6 +105,13 @@ pub trait Backend: Send {
     /// has (the same event within 5 s on each, see docs/deployments.md).
     fn history(&mut self, key: &str, limit: usize) -> Result<Vec<Event>>;
 
+    /// [`Backend::history`] of each of `keys`, in their order (for
+    /// `history --all`): one after another here; one Redis and a cluster
+    /// pipeline the calls.
+    fn histories(&mut self, keys: &[String], limit: usize) -> Result<Vec<Vec<Event>>> {
+        keys.iter().map(|k| self.history(k, limit)).collect()
+    }
+
     /// Record that the holder with `token` found `key` gone, and why (a
     /// `lost` event). Sent once; under RedLock, to every master (`history`
     /// shows what a majority has).

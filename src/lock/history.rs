@@ -111,6 +111,49 @@ pub struct Event {
     pub reason: Option<String>,
 }
 
+impl super::Node {
+    /// [`super::Backend::histories`] on one server or a cluster: one
+    /// lua/history.lua call per lock, all through `Node::batch` (pipelined;
+    /// on a cluster the masters answer their shares at the same time).
+    pub(super) fn histories_of(
+        &mut self,
+        keys: &[String],
+        limit: usize,
+    ) -> Result<Vec<Vec<Event>>> {
+        use super::Backend;
+        let [cap, retention] = self.history.args();
+        let count = limit.to_string();
+        let cmds: Vec<redis::Cmd> = keys
+            .iter()
+            .map(|k| {
+                let lock = self.name(k)?;
+                let keys = lock.keys(None);
+                let mut c = redis::cmd("EVALSHA");
+                c.arg(super::script::HISTORY.sha())
+                    .arg(keys.len())
+                    .arg(keys)
+                    .arg(&count)
+                    .arg(&cap)
+                    .arg(&retention);
+                Ok(c)
+            })
+            .collect::<Result<_>>()?;
+        let replies = self
+            .batch(&cmds)
+            .map_err(|e| self.batch_failed(e, "history".into()))?;
+        keys.iter()
+            .zip(replies)
+            .map(|(k, reply)| match reply {
+                Ok(v) => super::decode::history(v),
+                // The script went (a restart, SCRIPT FLUSH): this one again
+                // through `Node::eval`, whose EVAL loads it for the rest.
+                Err(e) if crate::error::code(&e) == Some("NOSCRIPT") => self.history(k, limit),
+                Err(e) => Err(self.fail(e, format!("history {k:?}"))),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -182,7 +182,8 @@ impl Node {
     /// [`Node::lock_names`], then lua/overview.lua for 100 locks a call on
     /// one server (a call costs the server more than one lock's reads:
     /// measured by `make bench`, section top), one lock a call on a
-    /// cluster (a call's keys share a slot).
+    /// cluster (a call's keys share a slot), pipelined
+    /// ([`Node::cluster_overview`]).
     /// With `known`, the locks with history too ([`Node::known_names`]),
     /// held or not.
     pub(crate) fn overview_of(&mut self, pattern: &str, known: bool) -> Result<Vec<LockView>> {
@@ -194,7 +195,12 @@ impl Node {
         }
         let window = crate::duration::millis(GRANTS_WINDOW).to_string();
         let known = if known { "1" } else { "0" };
-        let batch = if self.server.is_cluster() { 1 } else { 100 };
+        if self.server.is_cluster() {
+            let mut out = self.cluster_overview(&names, &window, known)?;
+            rank(&mut out);
+            return Ok(out);
+        }
+        let batch = 100;
         let mut out = Vec::new();
         for chunk in names.chunks(batch) {
             let keys: Vec<Vec<String>> = chunk
@@ -252,6 +258,68 @@ impl Node {
             }
         }
         rank(&mut out);
+        Ok(out)
+    }
+}
+
+impl Node {
+    /// [`Node::overview_of`] on a cluster: one lua/overview.lua call per
+    /// lock, all through [`Node::batch`] (cluster pipelines: the masters
+    /// answer their shares at the same time).
+    fn cluster_overview(
+        &mut self,
+        names: &[String],
+        window: &str,
+        known: &str,
+    ) -> Result<Vec<LockView>> {
+        let keys: Vec<Vec<String>> = names
+            .iter()
+            .map(|n| Ok(self.name(n)?.keys(None)))
+            .collect::<Result<_>>()?;
+        let cmds: Vec<redis::Cmd> = keys
+            .iter()
+            .map(|k| {
+                let mut c = redis::cmd("EVALSHA");
+                c.arg(OVERVIEW.sha())
+                    .arg(k.len())
+                    .arg(k)
+                    .arg(window)
+                    .arg(known);
+                c
+            })
+            .collect();
+        let replies = self
+            .batch(&cmds)
+            .map_err(|e| self.batch_failed(e, "overview".into()))?;
+        let mut out = Vec::new();
+        for ((n, k), reply) in names.iter().zip(&keys).zip(replies) {
+            let reply = match reply {
+                Ok(v) => Ok(v),
+                // The script went (a restart, a failover, SCRIPT FLUSH):
+                // this call again through `Node::eval`, whose EVAL loads it
+                // on that master for the calls that follow.
+                Err(e) if crate::error::code(&e) == Some("NOSCRIPT") => self.eval::<Value>(
+                    &OVERVIEW,
+                    k,
+                    &[window, known],
+                    || format!("overview of {n:?}"),
+                    RESEND_WINDOW,
+                ),
+                Err(e) => Err(self.fail(e, format!("overview of {n:?}"))),
+            };
+            let reply = match reply {
+                Ok(Value::Array(mut v)) if v.len() == 1 => v.remove(0),
+                Ok(v) => {
+                    return Err(crate::Error::Protocol(format!("overview returned {v:?}")));
+                }
+                // A key rlock did not write: skipped, as `list` does.
+                Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(v) = view(n, reply)? {
+                out.push(v);
+            }
+        }
         Ok(out)
     }
 }

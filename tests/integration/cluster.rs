@@ -270,3 +270,106 @@ fn a_seed_that_knows_no_slots_is_passed_over() {
         r.assert_nothing_held(&[]);
     }
 }
+
+/// `list`, `metrics`, `top --once --json` and `history --all` on a
+/// cluster read the masters in pipelines: the same locks as on one Redis,
+/// also when every master lost its scripts (SCRIPT FLUSH: the pipelined
+/// calls answer NOSCRIPT) and when a lock's key holds data rlock did not
+/// write (an error answer in the pipeline: that lock is left out on both).
+#[test]
+fn a_cluster_lists_exports_and_reads_history_as_one_redis_does() {
+    let c = Cluster::start(3);
+    let r = Redis::shared();
+    let both = || [rc(&c), rlock(&r)];
+    let flush = || {
+        for n in &c.nodes {
+            let _: () = n.cmd(&["SCRIPT", "FLUSH"]);
+        }
+    };
+    let held: Vec<String> = (0..30).map(|i| format!("held-{i}")).collect();
+    let idle: Vec<String> = (0..6).map(|i| format!("idle-{i}")).collect();
+    for k in &held {
+        for d in both() {
+            d.args(["acquire", k, "--ttl", "60s"]).run().ok();
+        }
+    }
+    for k in idle.iter().chain(["foreign".to_string()].iter()) {
+        for d in both() {
+            d.args(["exec", k, "--", "true"]).run().ok();
+        }
+    }
+    for d in both() {
+        d.args(["acquire", "foreign", "--ttl", "60s"]).run().ok();
+    }
+
+    // The last 5 events of all are the last 5 of the whole history.
+    flush();
+    for cluster in [true, false] {
+        let d = || if cluster { rc(&c) } else { rlock(&r) };
+        let all = d()
+            .args(["history", "--all", "--json", "--limit", "1000"])
+            .run()
+            .ok()
+            .stdout;
+        let all: Vec<&str> = all.lines().collect();
+        // 31 grants, 7 grants and releases.
+        assert_eq!(all.len(), held.len() + 1 + 2 * (idle.len() + 1), "{all:?}");
+        let last = d()
+            .args(["history", "--all", "--json", "--limit", "5"])
+            .run()
+            .ok()
+            .stdout;
+        assert_eq!(last.lines().collect::<Vec<_>>(), all[all.len() - 5..]);
+    }
+
+    // The foreign lock's state hash becomes a string, on the master that
+    // serves it (the others answer MOVED), and on the one Redis.
+    for n in &c.nodes {
+        let _: redis::RedisResult<()> = redis::cmd("SET")
+            .arg("rlock:{foreign}")
+            .arg("not rlock's")
+            .query(&mut n.conn());
+    }
+    let _: () = r.cmd(&["SET", &r.key("foreign"), "not rlock's"]);
+    flush();
+
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let json_keys = |out: &str| {
+        sorted(
+            out.lines()
+                .flat_map(
+                    |l| match serde_json::from_str::<serde_json::Value>(l).unwrap() {
+                        serde_json::Value::Array(a) => a,
+                        v => vec![v],
+                    },
+                )
+                .map(|v| v["key"].as_str().unwrap().to_string())
+                .collect(),
+        )
+    };
+    let [on_c, on_r] = both().map(|d| json_keys(&d.args(["list", "--json"]).run().ok().stdout));
+    assert_eq!(on_c, sorted(held.clone()));
+    assert_eq!(on_r, on_c);
+    flush();
+    let [on_c, on_r] =
+        both().map(|d| json_keys(&d.args(["top", "--once", "--json"]).run().ok().stdout));
+    assert_eq!(on_c, sorted(held.clone()), "top");
+    assert_eq!(on_r, on_c, "top");
+
+    // Every lock with history, held or idle, and its grants.
+    flush();
+    let grants = |text: &str| {
+        sorted(
+            text.lines()
+                .filter(|l| l.starts_with("rlock_lock_grants_total{"))
+                .map(String::from)
+                .collect(),
+        )
+    };
+    let [on_c, on_r] = both().map(|d| grants(&d.args(["metrics"]).run().ok().stdout));
+    assert_eq!(on_c.len(), held.len() + idle.len(), "{on_c:?}");
+    assert_eq!(on_r, on_c);
+}

@@ -114,6 +114,9 @@ fn make_deb_builds_a_package_whose_fields_files_and_binary_are_right() {
         "usr/share/doc/rlock/copyright",
         "usr/share/doc/rlock/changelog.gz",
         "usr/share/doc/rlock/changelog.Debian.gz",
+        // The exporter's unit and the alert rules, as examples.
+        "usr/share/doc/rlock/examples/rlock-exporter.service",
+        "usr/share/doc/rlock/examples/alerts.yml",
     ]
     .into_iter()
     .chain(completions.iter().map(|c| c.1))
@@ -158,6 +161,22 @@ fn make_deb_builds_a_package_whose_fields_files_and_binary_are_right() {
         assert_eq!(
             std::fs::read(scratch.join(installed)).unwrap(),
             std::fs::read(root.join("completions").join(source)).unwrap(),
+            "{installed}"
+        );
+    }
+    for (source, installed) in [
+        (
+            "contrib/systemd/rlock-exporter.service",
+            "usr/share/doc/rlock/examples/rlock-exporter.service",
+        ),
+        (
+            "contrib/prometheus/alerts.yml",
+            "usr/share/doc/rlock/examples/alerts.yml",
+        ),
+    ] {
+        assert_eq!(
+            std::fs::read(scratch.join(installed)).unwrap(),
+            std::fs::read(root.join(source)).unwrap(),
             "{installed}"
         );
     }

@@ -49,6 +49,11 @@ use crate::{Error, Result};
 /// Calls per pipeline in `list`.
 const BATCH: usize = 500;
 
+/// Calls per cluster pipeline (all masters together) in `list` and
+/// `overview`.
+#[cfg(feature = "cluster")]
+const CLUSTER_BATCH: usize = 2_000;
+
 /// A touch of one lock's index entry, sent behind the next script call
 /// (see `Node::eval`).
 pub(crate) struct Touch {
@@ -222,10 +227,15 @@ impl Node {
     }
 
     /// `cmds` on this node's connection: one pipeline per [`BATCH`] on one
-    /// server, one by one on a cluster (which routes each by its key). A
+    /// server; on a cluster, one redis-rs cluster pipeline per
+    /// [`CLUSTER_BATCH`], which writes each master its share before reading
+    /// any reply, so the masters run their shares at the same time. A
     /// server's error answer is that command's `Err`; a failure of the
     /// connection is the whole call's.
-    fn batch(&mut self, cmds: &[redis::Cmd]) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+    pub(in crate::lock) fn batch(
+        &mut self,
+        cmds: &[redis::Cmd],
+    ) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
         let conn = match self.conn() {
             Ok(c) => c,
             Err(_) => {
@@ -252,13 +262,10 @@ impl Node {
                     }
                 }
             }
-            #[allow(unreachable_patterns)]
-            conn => {
-                for cmd in cmds {
-                    match cmd.query::<Value>(conn) {
-                        Err(e) if crate::error::is_unavailable(&e) => return Err(e),
-                        r => out.push(r),
-                    }
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(_) => {
+                for chunk in cmds.chunks(CLUSTER_BATCH) {
+                    out.extend(cluster_batch(conn, chunk)?);
                 }
             }
         }
@@ -268,9 +275,9 @@ impl Node {
 
     /// A batch that failed part-way: its connection's replies may be out
     /// of step, never reuse it.
-    fn batch_failed(&mut self, e: redis::RedisError) -> Error {
+    pub(in crate::lock) fn batch_failed(&mut self, e: redis::RedisError, what: String) -> Error {
         self.conn = None;
-        self.fail(e, "list locks".into())
+        self.fail(e, what)
     }
 
     /// The index's entries whose lock name matches the glob `pattern`:
@@ -307,7 +314,9 @@ impl Node {
                     c
                 })
                 .collect();
-            let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+            let replies = self
+                .batch(&cmds)
+                .map_err(|e| self.batch_failed(e, "list locks".into()))?;
             let mut next = Vec::new();
             for ((i, _), reply) in cursors.iter().zip(replies) {
                 let reply = reply.map_err(|e| self.fail(e, "list locks".into()))?;
@@ -352,7 +361,9 @@ impl Node {
                 c
             })
             .collect();
-        let replies = self.batch(&cmds).map_err(|e| self.batch_failed(e))?;
+        let replies = self
+            .batch(&cmds)
+            .map_err(|e| self.batch_failed(e, "list locks".into()))?;
         let mut out = Vec::new();
         for ((lock, shard, score), reply) in named.into_iter().zip(replies) {
             let status = match reply {
@@ -392,4 +403,50 @@ impl Node {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
+}
+
+/// `cmds` in one cluster pipeline (see [`Node::batch`]). redis-rs reads
+/// every reply of it, then fails it whole when any is an error answer
+/// (a key rlock did not write, NOSCRIPT after a restart, MOVED while slots
+/// move): those calls are sent again one by one, as before pipelines, so
+/// that each gets its own answer (redirects followed) and the caller its
+/// own fallback (EVAL after NOSCRIPT).
+#[cfg(feature = "cluster")]
+fn cluster_batch(
+    conn: &mut Conn,
+    cmds: &[redis::Cmd],
+) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+    let Conn::Cluster(c) = conn else {
+        return one_by_one(conn, cmds);
+    };
+    let mut pipe = redis::cluster::cluster_pipe();
+    for cmd in cmds {
+        pipe.add_command(cmd.clone());
+    }
+    match c.run(|c| pipe.query::<Vec<Value>>(c)) {
+        Ok(replies) if replies.len() == cmds.len() => Ok(replies.into_iter().map(Ok).collect()),
+        Ok(replies) => Err(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "cluster pipeline",
+            format!("{} replies to {} calls", replies.len(), cmds.len()),
+        ))),
+        Err(e) if crate::error::is_unavailable(&e) => Err(e),
+        Err(_) => one_by_one(conn, cmds),
+    }
+}
+
+/// `cmds` one at a time (a cluster routes each by its key).
+#[cfg(feature = "cluster")]
+fn one_by_one(
+    conn: &mut Conn,
+    cmds: &[redis::Cmd],
+) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+    let mut out = Vec::with_capacity(cmds.len());
+    for cmd in cmds {
+        match cmd.query::<Value>(conn) {
+            Err(e) if crate::error::is_unavailable(&e) => return Err(e),
+            r => out.push(r),
+        }
+    }
+    Ok(out)
 }

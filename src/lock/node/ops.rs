@@ -364,6 +364,10 @@ impl Backend for Node {
         decode::history(reply)
     }
 
+    fn histories(&mut self, keys: &[String], limit: usize) -> Result<Vec<Vec<Event>>> {
+        self.histories_of(keys, limit)
+    }
+
     fn record_lost(&mut self, key: &str, token: &Token, loss: &Loss) -> Result<()> {
         let lock = self.name(key)?;
         let info = serde_json::to_string(&loss.info).map_err(|e| Error::Protocol(e.to_string()))?;

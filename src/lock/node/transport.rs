@@ -80,7 +80,7 @@ impl Node {
         self.last_used = Instant::now();
     }
 
-    pub(super) fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
+    pub(in crate::lock) fn fail(&mut self, err: redis::RedisError, what: String) -> Error {
         // After an I/O error or timeout the reply stream may be out of step:
         // never reuse that connection.
         if crate::error::is_unavailable(&err) {

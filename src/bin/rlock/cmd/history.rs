@@ -23,7 +23,7 @@ pub(crate) fn history(g: &Global, h: &History) -> anyhow::Result<u8> {
     let mut locker = connect(g)?;
     let limit = h.limit as usize;
     let since = h.since.map(|d| d.0);
-    let rows = read(&mut locker, h.key.as_deref(), limit, since)?;
+    let rows = read(&mut locker, h.key.as_deref(), limit, since_ms(since))?;
     if !h.follow {
         match (&h.key, h.json) {
             (Some(key), false) => {
@@ -39,8 +39,11 @@ pub(crate) fn history(g: &Global, h: &History) -> anyhow::Result<u8> {
     loop {
         std::thread::sleep(FOLLOW_EVERY);
         // The last `limit` events of each lock at least (the new ones of a
-        // second fit, unless a lock had more than that).
-        let rows = read(&mut locker, h.key.as_deref(), limit.max(1_000), since)?;
+        // second fit, unless a lock had more than that), of those not
+        // older than the newest printed: so a lock with nothing new costs
+        // one event's read.
+        let from = seen.at.max(since_ms(since));
+        let rows = read(&mut locker, h.key.as_deref(), limit.max(1_000), from)?;
         let new = seen.unseen(rows);
         if !new.is_empty() {
             print(&lines(&new, h.json, h.all))?;
@@ -48,34 +51,69 @@ pub(crate) fn history(g: &Global, h: &History) -> anyhow::Result<u8> {
     }
 }
 
+/// The server-clock time (ms) `since` ago by this machine's clock; 0 for
+/// none.
+fn since_ms(since: Option<Duration>) -> u64 {
+    since.map_or(0, |d| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        rlock::duration::millis(now.saturating_sub(d))
+    })
+}
+
 /// The last `limit` events of `key` (or of every lock), oldest first,
-/// each with its lock's name: of those at most `since` old.
+/// each with its lock's name: of those at or after `from` (ms).
+///
+/// Every lock: first each one's last `few` events (`limit` shared out
+/// over the locks, at least one), all pipelined; then again, with
+/// `limit`, only the locks that may have more among the last `limit`
+/// overall: those that gave `few` events, the oldest of them not before
+/// the `limit`-th newest event read (nor before `from`). The others gave
+/// every event they have from that time on. So 10,000 locks cost about
+/// 10,000 events read, not `limit` times that.
 fn read(
     locker: &mut Locker,
     key: Option<&str>,
     limit: usize,
-    since: Option<Duration>,
+    from: u64,
 ) -> anyhow::Result<Vec<(String, Event)>> {
     let names = match key {
         Some(k) => vec![k.to_string()],
         None => locker.known_names("*")?,
     };
-    let mut rows = Vec::new();
-    for n in names {
-        rows.extend(
-            locker
-                .history(&n, limit)?
-                .into_iter()
-                .map(|e| (n.clone(), e)),
-        );
+    let few = limit.div_ceil(names.len().max(1)).clamp(1, limit);
+    let mut each = locker.histories(&names, few)?;
+    if few < limit {
+        let again = read_again(&each, few, limit, from);
+        let keys: Vec<String> = again.iter().map(|&i| names[i].clone()).collect();
+        for (i, events) in again.into_iter().zip(locker.histories(&keys, limit)?) {
+            each[i] = events;
+        }
     }
-    let from = since.map_or(0, |d| {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        rlock::duration::millis(now.saturating_sub(d))
-    });
+    let rows = names
+        .into_iter()
+        .zip(each)
+        .flat_map(|(n, events)| events.into_iter().map(move |e| (n.clone(), e)))
+        .collect();
     Ok(last(rows, from, limit))
+}
+
+/// Which locks `read` reads again with `limit`: of `each` lock's last
+/// `few` events, those that gave `few`, the oldest not before the
+/// `limit`-th newest event of all (nor before `from`).
+fn read_again(each: &[Vec<Event>], few: usize, limit: usize, from: u64) -> Vec<usize> {
+    let mut ats: Vec<u64> = each.iter().flatten().map(|e| e.at).collect();
+    let cutoff = if ats.len() >= limit {
+        let n = ats.len() - limit;
+        *ats.select_nth_unstable(n).1
+    } else {
+        0
+    }
+    .max(from);
+    (0..each.len())
+        .filter(|&i| each[i].len() == few && each[i].first().is_some_and(|e| e.at >= cutoff))
+        .collect()
 }
 
 /// The last `limit` of `rows` at or after `from` (ms), in time order (by
@@ -169,6 +207,30 @@ mod tests {
             .collect();
         assert_eq!(got, [("a".into(), 20), ("a".into(), 30), ("b".into(), 30)]);
         assert_eq!(last(rows, 11, 100).len(), 3);
+    }
+
+    #[test]
+    fn only_locks_that_may_hold_more_of_the_last_events_are_read_again() {
+        // Each lock's last event (few = 1); the last 2 overall are wanted.
+        let each = vec![
+            vec![ev(50, "granted")],
+            vec![ev(10, "granted")],
+            vec![ev(40, "granted")],
+            vec![],
+        ];
+        // The 2nd newest read is at 40: locks 0 and 2 may have more at or
+        // after it; lock 1's newest is older; lock 3 has none.
+        assert_eq!(read_again(&each, 1, 2, 0), [0, 2]);
+        // Fewer events read than wanted: every lock that gave `few`.
+        assert_eq!(read_again(&each, 1, 5, 0), [0, 1, 2]);
+        // Nothing before `from` is wanted.
+        assert_eq!(read_again(&each, 1, 5, 45), [0]);
+        // A lock that gave fewer than `few` gave all it has.
+        let each = vec![
+            vec![ev(50, "granted")],
+            vec![ev(60, "granted"), ev(70, "released")],
+        ];
+        assert_eq!(read_again(&each, 2, 3, 0), [1]);
     }
 
     #[test]
