@@ -179,13 +179,17 @@ fn a_broken_holder_is_stopped_before_the_next_one_starts() {
         "the waiter started {} ms before the broken command's last tick",
         (last_tick - start) / 1_000_000
     );
-    // broken, then how the hold ended (its exec's release), then the
-    // waiter's grant.
+    // broken, then how the hold ended, then the waiter's grant. The hold
+    // ends by its exec's release, or by its lease when that runs out first
+    // (the break marks the hold but extends nothing: with a 3 s lease and a
+    // 2 s grace, a loaded machine's exec can release after the lease end).
     let kinds = kinds(&r, "k");
     let from = kinds.iter().position(|k| k == "broken").unwrap();
-    assert_eq!(
-        kinds[from..from + 3],
-        ["broken", "released", "granted"],
+    assert!(
+        matches!(
+            &kinds[from..from + 3],
+            [b, ended, g] if b == "broken" && (ended == "released" || ended == "expired") && g == "granted"
+        ),
         "{kinds:?}"
     );
     r.assert_nothing_held(&[]);
