@@ -24,6 +24,8 @@ use std::time::Duration;
 pub(crate) struct Stat {
     /// Parent pid.
     pub ppid: libc::pid_t,
+    /// Process group id (field 5).
+    pub pgid: libc::pid_t,
     /// Session id (field 6).
     pub sid: libc::pid_t,
     /// Start time (field 22), which tells a pid's reuse apart.
@@ -46,6 +48,7 @@ pub(crate) fn stat(pid: libc::pid_t) -> Option<Stat> {
     let zombie = matches!(f.first(), Some(&"Z" | &"X"));
     Some(Stat {
         ppid: f.get(1)?.parse().ok()?,
+        pgid: f.get(2).and_then(|v| v.parse().ok()).unwrap_or(0),
         sid: f.get(3).and_then(|v| v.parse().ok()).unwrap_or(0),
         start: num(22).unwrap_or(0),
         layout: (num(28).unwrap_or(0), num(48).unwrap_or(0)),

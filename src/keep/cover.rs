@@ -36,8 +36,9 @@
 //! and also leaves its group (a double fork with `setsid` completed
 //! between two walks, [`WALK_EVERY`] apart); a process that a covered one
 //! hands work to (a daemon it talks to, `systemd-run`, `at`); an orphan
-//! of a script that does not lead its group whose new parent is in that
-//! group (a container's pid 1, or a subreaper, that is the caller). Taken for
+//! of a script that does not lead its group whose new parent, a subreaper,
+//! is in that group (with pid 1 there instead, `detect::usable` refuses
+//! the script). Taken for
 //! the script's by the orphan rule: another member's re-parented child
 //! that started and lost its parent between two walks of every process
 //! (those run at each renewal): the lock is then held until it ends, and

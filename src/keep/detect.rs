@@ -15,6 +15,8 @@ type Pid = libc::pid_t;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Info {
     pub ppid: Pid,
+    /// Process group id.
+    pub pgid: Pid,
     /// Session id.
     pub sid: Pid,
     /// startstack and arg_start (/proc stat fields 28, 48); zero where
@@ -138,6 +140,9 @@ fn idiom() -> Message {
 /// - a shell run with `-c` whose command string ends with this rlock
 ///   (`sh -c "rlock acquire k --keep"`): it exits as rlock does. (Not a
 ///   `( ... )` subshell: its lock ends with it, as flock's does.)
+/// - a script in pid 1's process group that does not lead it
+///   ([`adopted_in_its_group`]): what it leaves running could not be told
+///   from what pid 1 starts.
 pub(super) fn usable(p: &impl Procs, f: &Found) -> Result<()> {
     let (parent, child) = (f.parent, f.child);
     if is_guard(p, parent) {
@@ -217,7 +222,33 @@ pub(super) fn usable(p: &impl Procs, f: &Found) -> Result<()> {
             f.pid
         ));
     }
+    if adopted_in_its_group(p, f.pid) {
+        return no(format!(
+            "the script (pid {}) does not lead its process group and pid 1, which adopts \
+             what the script leaves running, is in that group too, so such a process could \
+             not be told from pid 1's own and a loss, a break or --max-hold could not stop \
+             it; run the script in a group of its own (setsid SCRIPT)",
+            f.pid
+        ));
+    }
     Ok(())
+}
+
+/// Is `pid` a script whose orphans would be hidden from the cover: it does
+/// not lead its process group, and pid 1 (which adopts its orphans) is in
+/// that group and session? The cover's orphan rule (`cover`'s module doc)
+/// tells the script's re-parented `job &` from other members' children by
+/// a parent outside the group; with pid 1 inside it, such an orphan looks
+/// like a child pid 1 started itself. A group hidden from this pid
+/// namespace (pgid 0 for both: joined outside it) counts as the same:
+/// nothing tells them apart. Not pid 1 itself: its orphans are its own
+/// children (a container's entrypoint script). A subreaper between them
+/// (PR_SET_CHILD_SUBREAPER, which /proc does not show) is not checked.
+fn adopted_in_its_group(p: &impl Procs, pid: Pid) -> bool {
+    let (Some(s), Some(init)) = (p.info(pid), p.info(1)) else {
+        return false;
+    };
+    pid != 1 && s.pgid != pid && init.pgid == s.pgid && init.sid == s.sid
 }
 
 /// The name of `pid`'s program: its executable's file name; busybox's
@@ -327,6 +358,7 @@ impl Procs for Live {
     fn info(&self, pid: Pid) -> Option<Info> {
         crate::exec::tree::stat(pid).map(|s| Info {
             ppid: s.ppid,
+            pgid: s.pgid,
             sid: s.sid,
             layout: s.layout,
         })

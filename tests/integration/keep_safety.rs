@@ -340,13 +340,15 @@ fn sigterm_to_the_keeper_stops_the_script_before_it_releases() {
 /// and runs `sleep 100`, in a pid namespace: the pattern matched the
 /// keeper's guard too (a fork of the keeper, `rlock-keeper __keep`), and
 /// the script ran on past the lease.
+/// (The script runs in a group of its own, `setsid`: in the group of the
+/// namespace's pid 1, `--keep` refuses it.)
 fn pkill_spares_the_keepers_guard(pkill: &[&str]) {
     let r = Redis::shared();
     let d = tmp(&format!("pkill{}", pkill.concat()));
     pkill_in_pid_namespace(
         &r,
         &d,
-        r#"bash -c 'tok=$("$B" acquire kk --ttl 3s --keep 2>"$D/err") || exit 9
+        r#"setsid -w bash -c 'tok=$("$B" acquire kk --ttl 3s --keep 2>"$D/err") || exit 9
            sleep 100 & echo $! >"$D/sleep"; wait'"#,
         "rl-keepguard",
         pkill,
@@ -386,7 +388,7 @@ fn a_killed_keeper_whose_script_is_gone_frees_the_lock_at_once() {
     in_pid_namespace(
         &r,
         &d,
-        r#"bash -c '"$B" -v acquire kg --ttl 30s --keep >/dev/null 2>"$D/log" || exit 9
+        r#"setsid -w bash -c '"$B" -v acquire kg --ttl 30s --keep >/dev/null 2>"$D/log" || exit 9
                echo $$ >"$D/script"; exec sleep 100' &
            i=0; while ! grep -q "keeper pid" "$D/log" 2>/dev/null || [ ! -s "$D/script" ]; do
              i=$((i+1)); [ $i -gt 200 ] && exit 7; sleep 0.05

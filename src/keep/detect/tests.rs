@@ -8,6 +8,7 @@ use super::*;
 #[derive(Clone, Default)]
 struct P {
     ppid: Pid,
+    pgid: Pid,
     sid: Pid,
     layout: (u64, u64),
     exe: &'static str,
@@ -36,6 +37,7 @@ impl Procs for Table {
     fn info(&self, pid: Pid) -> Option<Info> {
         self.procs.get(&pid).map(|p| Info {
             ppid: p.ppid,
+            pgid: p.pgid,
             sid: p.sid,
             layout: p.layout,
         })
@@ -376,6 +378,83 @@ fn an_orphan_under_pid_1_is_refused_even_as_a_session_leader() {
     init.sid = 1;
     let t = table(vec![(1, init), (100, own)], None);
     refused(&t, "re-parented to pid 1");
+}
+
+#[test]
+fn a_script_in_pid_1s_group_that_does_not_lead_it_is_refused() {
+    // A container's init (pid 1, group 1) that runs the script without a
+    // group of its own: the script's orphans go to pid 1, in the script's
+    // group, and look like pid 1's own children.
+    let init = P {
+        pgid: 1,
+        sid: 10,
+        ..script()
+    };
+    let s = P {
+        pgid: 1,
+        ..script()
+    };
+    let t = table(vec![(1, init.clone()), (50, s), (100, rlock(50))], None);
+    refused(
+        &t,
+        "the script (pid 50) does not lead its process group and pid 1",
+    );
+    // A `( ... )` subshell of such a script: the same.
+    let s = P {
+        pgid: 1,
+        ..script()
+    };
+    let sub = P {
+        ppid: 50,
+        ..s.clone()
+    };
+    let t = table(
+        vec![(1, init.clone()), (50, s), (60, sub), (100, rlock(60))],
+        None,
+    );
+    refused(&t, "the script (pid 60) does not lead its process group");
+    // Both in a group joined outside this pid namespace (pgid 0 to us,
+    // `unshare -fp sh -c script`): nothing tells the groups apart.
+    let hidden = P { sid: 0, ..script() };
+    let mut r = rlock(50);
+    r.sid = 0;
+    let t = table(vec![(1, hidden.clone()), (50, hidden), (100, r)], None);
+    refused(&t, "does not lead its process group");
+}
+
+#[test]
+fn a_script_that_leads_its_group_or_is_outside_pid_1s_is_kept() {
+    let init = P {
+        pgid: 1,
+        sid: 1,
+        ..script()
+    };
+    // Leads a group of its own (a runner that setsid()s or setpgid()s it,
+    // an interactive shell, cron, `timeout`): the leader's rule.
+    let leads = P {
+        pgid: 50,
+        sid: 50,
+        ..script()
+    };
+    let mut r = rlock(50);
+    r.sid = 50;
+    let t = table(vec![(1, init.clone()), (50, leads), (100, r)], None);
+    assert_eq!(decide(&t).unwrap(), (50, false));
+    // In another's group (run by another script, a CI runner, `make`):
+    // pid 1 is outside it, the orphan rule tells its orphans.
+    let member = P {
+        pgid: 40,
+        ..script()
+    };
+    let t = table(
+        vec![(1, init.clone()), (50, member), (100, rlock(50))],
+        None,
+    );
+    assert_eq!(decide(&t).unwrap(), (50, false));
+    // The script is pid 1 (a container's entrypoint), in a group hidden
+    // from its namespace: what it leaves running is its own child.
+    let t = table(vec![(1, script()), (100, rlock(1))], None);
+    assert_eq!(decide(&t).unwrap(), (1, false));
 }
 
 #[test]

@@ -160,6 +160,8 @@ fn kill_9_of_rlock_frees_every_lock_of_a_set() {
 fn a_killed_reentered_exec_gives_back_only_its_own_hold() {
     // The script and its keeper live on: the lock stays theirs (one
     // hold), only the killed exec's hold is given back.
+    // (The script runs in a group of its own, `setsid`: in the group of
+    // the namespace's pid 1, `--keep` refuses it.)
     let r = Redis::shared();
     let mut ns = Namespace::start(
         &r,
@@ -170,7 +172,7 @@ export RLOCK_TOKEN=$("$B" acquire k --keep --ttl 30s)
 echo $! >"$D/exec"
 sleep 100
 EOS
-        sh "$D/script" &
+        setsid -w sh "$D/script" &
         script=$!
         i=0; until [ -s "$D/cmd" ]; do i=$((i+1)); [ $i -le 200 ] || exit 3; sleep 0.05; done
         kill -9 "$(cat "$D/exec")"

@@ -82,13 +82,18 @@ fn a_child_that_outlives_the_script_keeps_the_lock_until_it_ends() {
     in_pid_namespace(&r, &d, &body);
     let l = lines(&d);
     assert_eq!(l[l.len() - 2..], ["child-end", "rival"], "{l:?}");
-    // Not leading its group: a background job the script leaves behind
-    // when it exits, found under it by a walk, re-parented with its exit.
+    // Not leading its group (its caller, `sh caller`, leads it; in the
+    // group of the namespace's pid 1 it is refused): a background job the
+    // script leaves behind when it exits, found under it by a walk,
+    // re-parented with its exit.
     let d = tmp("cover-bg");
     let body = format!(
-        "bash -c 'tok=$(\"$B\" acquire k --keep --ttl 3s --grace 1s) || exit 9
-           bash -c \"for i in \\$(seq 30); do echo tick >>\\\"\\$D/out\\\"; sleep .1; done; echo child-end >>\\\"\\$D/out\\\"\" &
-           sleep .5' || exit 5
+        "cat >\"$D/caller\" <<'EOS'
+bash -c 'tok=$(\"$B\" acquire k --keep --ttl 3s --grace 1s) || exit 9
+  bash -c \"for i in \\$(seq 30); do echo tick >>\\\"\\$D/out\\\"; sleep .1; done; echo child-end >>\\\"\\$D/out\\\"\" &
+  sleep .5' || exit 5
+EOS
+         setsid -w sh \"$D/caller\" || exit 6
          {RIVAL}"
     );
     in_pid_namespace(&r, &d, &body);
@@ -122,15 +127,23 @@ EOS
 fn a_reparented_child_is_stopped(name: &str, acquire_opts: &str, act: &str, lead: bool) {
     let r = Redis::shared();
     let d = tmp(name);
-    let (setsid, child) = if lead {
-        ("setsid", "( bash -c \"$CHILD\" & )")
+    // Not leading its group: run by `sh -c` that leads it (in the group
+    // of the namespace's pid 1 it is refused).
+    let (launch, child) = if lead {
+        ("setsid bash", "( bash -c \"$CHILD\" & )")
     } else {
-        ("", "( bash -c \"$CHILD\" & sleep .5 )")
+        (
+            "setsid -w sh -c 'bash \"$0\"; exit $?'",
+            "( bash -c \"$CHILD\" & sleep .5 )",
+        )
     };
     let body = format!(
-        "{setsid} bash -c '\"$B\" -v acquire k --keep {acquire_opts} >/dev/null 2>\"$D/log\" || exit 9
-           {child}
-           for i in $(seq 150); do sleep .1; done' &
+        "cat >\"$D/script\" <<'EOS'
+\"$B\" -v acquire k --keep {acquire_opts} >/dev/null 2>\"$D/log\" || exit 9
+{child}
+for i in $(seq 150); do sleep .1; done
+EOS
+         {launch} \"$D/script\" &
          {TICKING}
          sleep .3
          \"$B\" exec -w 20s k -- sh -c 'echo rival >>\"$D/out\"' &

@@ -168,28 +168,31 @@ fn scripts_that_use_keep_are_not_refused() {
     // (`rlock acquire -n k --keep >/dev/null && job`, run by `sh -c`), an
     // `if rlock acquire ...; then job; fi`, and a
     // container's entrypoint script that is pid 1 and rlock's parent.
+    // Each script but pid 1 runs in a group of its own (`setsid`, as a
+    // runner or cron starts it; `timeout` makes its own): in pid 1's
+    // group it is refused (below).
     let r = Redis::shared();
     let d = tmp("refuse-not");
     let py = Command::new("python3").arg("-c").arg("").status().is_ok();
     let body = format!(
         r#"hold() {{ "$B" status "$1" | head -1 >>"$D/held"; }}
-           bash -c '"$B" acquire c1 --keep --ttl 2s >/dev/null || exit 9
+           setsid -w bash -c '"$B" acquire c1 --keep --ttl 2s >/dev/null || exit 9
                     sleep 1.2; "$B" status c1 | head -1 >>"$D/held"' || exit 1
-           dash -c 'echo start; ( "$B" acquire c2 --keep --ttl 2s >/dev/null || exit 9
+           setsid -w dash -c 'echo start; ( "$B" acquire c2 --keep --ttl 2s >/dev/null || exit 9
                     sleep 1.2; "$B" status c2 | head -1 >>"$D/held" )' >/dev/null || exit 2
            timeout 60 dash -c '"$B" acquire c3 --keep --ttl 2s >/dev/null || exit 9; sleep 1.2
                     "$B" status c3 | head -1 >>"$D/held"' || exit 3
-           nohup bash -c 'tok=$("$B" acquire c4 --keep --ttl 2s) || exit 9
+           setsid -w nohup bash -c 'tok=$("$B" acquire c4 --keep --ttl 2s) || exit 9
                     sleep 1.2; "$B" status c4 | head -1 >>"$D/held"' >/dev/null 2>&1 || exit 4
-           dash -c '"$B" acquire -n c7 --keep --ttl 2s >/dev/null && sleep 1.2 &&
+           setsid -w dash -c '"$B" acquire -n c7 --keep --ttl 2s >/dev/null && sleep 1.2 &&
                     "$B" status c7 | head -1 >>"$D/held"' || exit 7
-           dash -c 'if "$B" acquire -n c8 --keep --ttl 2s >/dev/null; then sleep 1.2
+           setsid -w dash -c 'if "$B" acquire -n c8 --keep --ttl 2s >/dev/null; then sleep 1.2
                     "$B" status c8 | head -1 >>"$D/held"; fi' || exit 8
            {}
            tok=$("$B" acquire c6 --keep --ttl 2s) || exit 6
            sleep 1.2; hold c6"#,
         if py {
-            r#"python3 -c 'import subprocess, time, os
+            r#"setsid -w python3 -c 'import subprocess, time, os
 subprocess.run([os.environ["B"], "acquire", "c5", "--keep", "--ttl", "2s"], check=True, stdout=subprocess.DEVNULL)
 time.sleep(1.2)
 subprocess.run("\"$B\" status c5 | head -1 >>\"$D/held\"", shell=True)' || exit 5"#
@@ -215,6 +218,45 @@ subprocess.run("\"$B\" status c5 | head -1 >>\"$D/held\"", shell=True)' || exit 
 }
 
 #[test]
+fn a_script_in_pid_1s_group_that_does_not_lead_it_is_refused() {
+    // A container's init that runs the script without a group of its own
+    // (here the namespace's pid 1, `bash s.sh` from a non-interactive
+    // sh): the script's orphans (`( job & )`) go to pid 1, in the
+    // script's group, and look like pid 1's own children; a loss, a break
+    // or --max-hold left them running beside the next holder. Refused;
+    // the same script in a group of its own (`setsid`) is kept for.
+    let r = Redis::shared();
+    let d = tmp("refuse-group");
+    let body = r#"printf '%s\n' '"$B" acquire "k$1" --keep --ttl 30s >/dev/null 2>"$D/$1.err"' \
+                         'echo $? >"$D/$1"; "$B" status "k$1" | head -1 >"$D/$1.held"' >"$D/s.sh"
+                  bash "$D/s.sh" group
+                  setsid -w bash "$D/s.sh" own
+                  i=0
+                  while { pgrep -x rlock-keeper || pgrep -x rl-keepguard; } >/dev/null && [ $i -lt 200 ]; do
+                    i=$((i+1)); sleep 0.05
+                  done"#;
+    in_ns(&r, &d, body);
+    refused(
+        &d,
+        "group",
+        "does not lead its process group and pid 1, which adopts what the script leaves running",
+    );
+    assert!(
+        read(&d.join("group.err")).contains("setsid"),
+        "{}",
+        read(&d.join("group.err"))
+    );
+    assert_eq!(
+        read(&d.join("own")).trim(),
+        "0",
+        "{}",
+        read(&d.join("own.err"))
+    );
+    assert_eq!(read(&d.join("own.held")).trim(), "kown: held");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn a_loss_spares_what_the_script_started_just_before_the_grant() {
     // `sleep 300 & tok=$(rlock acquire k --keep --ttl 3s)`, then a break:
     // the sleep, started before the grant but often in the same 10 ms
@@ -223,7 +265,7 @@ fn a_loss_spares_what_the_script_started_just_before_the_grant() {
     let r = Redis::shared();
     let d = tmp("refuse-before");
     let body = r#"for i in $(seq 20); do
-          bash -c 'sleep 300 & echo $! >"$D/sleep"
+          setsid -w bash -c 'sleep 300 & echo $! >"$D/sleep"
                    tok=$("$B" acquire kg --keep --ttl 3s --grace 1s) || exit 9
                    sleep 200 & echo $! >"$D/after"
                    echo held >"$D/held"; wait' &

@@ -42,12 +42,17 @@ struct Ns {
 }
 
 impl Ns {
-    /// Run `launch` (sh) from a namespace's init, which records its exit
-    /// code in `$D/rc` and then stays until the test writes `$D/done`:
-    /// the keeper, in the namespace too, lives on after the script.
+    /// Run `launch` (sh) from a namespace's init, in a session and
+    /// process group of its own (as a runner or cron starts a script:
+    /// with pid 1 in its group, `--keep` refuses, keep::refuse); the init
+    /// records its exit code in `$D/rc` and then stays until the test
+    /// writes `$D/done`: the keeper, in the namespace too, lives on after
+    /// the script.
     fn launch(r: &Redis, d: &Path, launch: &str) -> Ns {
+        let quoted = launch.replace('\'', "'\\''");
         let init = format!(
-            "{launch}\necho $? >\"$D/rc\"\nwhile [ ! -e \"$D/done\" ]; do sleep 0.05; done"
+            "setsid -w sh -c '{quoted}'\necho $? >\"$D/rc\"\n\
+             while [ ! -e \"$D/done\" ]; do sleep 0.05; done"
         );
         Ns::init(r, d, &["sh", "-c", &init])
     }

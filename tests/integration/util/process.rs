@@ -164,10 +164,13 @@ pub fn pkill_in_pid_namespace(
 }
 
 /// What the first process of [`in_pid_namespace`]'s namespace runs: the
-/// command, then a wait (at most 30 s) for rlock's keepers and their
-/// guards, whose work the kernel would cut short when the namespace's init
-/// exits (it kills every process left in it).
-const PID_NS_INIT: &str = r#""$@"; rc=$?; i=0
+/// command, in a session and process group of its own (as cron, a service
+/// manager or a terminal's shell starts a script: with pid 1 in the
+/// script's group, `--keep` refuses, keep::refuse), then a wait (at most
+/// 30 s) for rlock's keepers and their guards, whose work the kernel would
+/// cut short when the namespace's init exits (it kills every process left
+/// in it).
+const PID_NS_INIT: &str = r#"setsid -w "$@"; rc=$?; i=0
 while { pgrep -x rlock-keeper || pgrep -x rl-keepguard; } >/dev/null && [ $i -lt 600 ]; do
   i=$((i+1)); sleep 0.05
 done
