@@ -33,20 +33,7 @@ pub(crate) fn promtool() -> Command {
 /// `promtool check metrics` accepts `text` (format and naming lints).
 #[track_caller]
 fn promtool_accepts(text: &str) {
-    let mut child = promtool()
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = fed(promtool().args(["check", "metrics"]), text);
     assert!(
         out.status.success(),
         "promtool check metrics refused:\n{text}\n{}{}",
@@ -68,21 +55,12 @@ for f in text_string_to_metric_families(sys.stdin.read()):
         out[s.name + ("{%s}" % labels if labels else "")] = s.value
 print(json.dumps(out))
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .env("PYTHONPATH", crate::metrics::parser_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = fed(
+        Command::new("python3")
+            .args(["-c", script])
+            .env("PYTHONPATH", crate::metrics::parser_dir()),
+        text,
+    );
     assert!(
         out.status.success(),
         "the parser refused:\n{text}\n{}",

@@ -3,9 +3,8 @@
 //! into target/ once), with values checked against known lock states.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use crate::util::*;
@@ -50,21 +49,12 @@ for f in text_string_to_metric_families(sys.stdin.read()):
         out.append([f.name, f.type, f.documentation, s.name, s.labels, s.value])
 print(json.dumps(out))
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .env("PYTHONPATH", parser_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = fed(
+        Command::new("python3")
+            .args(["-c", script])
+            .env("PYTHONPATH", parser_dir()),
+        text,
+    );
     assert!(
         out.status.success(),
         "the parser refused:\n{text}\n{}",

@@ -12,6 +12,25 @@ pub fn kill(pid: impl TryInto<libc::pid_t>, sig: i32) {
     unsafe { libc::kill(pid, sig) };
 }
 
+/// Run `cmd` with `input` on its stdin, its output captured.
+pub fn fed(cmd: &mut std::process::Command, input: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// A fresh directory `rlock-AREA-PID-NAME` under the temp dir.
 pub fn tmp_dir(area: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rlock-{area}-{}-{name}", std::process::id()));
