@@ -116,6 +116,7 @@ local function waiter_info(info)
   out = cjson.encode({host = t.host, pid = t.pid, user = t.user})
   return #out <= WAITER_INFO_MAX and out or ''
 end
+--@log
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
@@ -145,22 +146,14 @@ local function grant()
   local fence = last and last + 1 or now
   local floor = tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
-  -- The history's `granted` event (see log_event in common.lua, written
-  -- out here for the fast path, which runs without it), and the grant
-  -- left open until its end is recorded (released, expired, ...). The
-  -- RPUSH is the first write: at maxmemory, or on a P{K}:log rlock did not
-  -- write (not a list), the script stops before anything is written.
-  local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
-  if cap > 0 then
-    local n = redis.call('RPUSH', KEYS[7], cjson.encode({now, 'granted', tostring(fence),
-      ARGV[4], 'w', tonumber(ARGV[14]) or 0}))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
-    redis.call('PEXPIRE', KEYS[7], keep)
-  end
+  -- The history's `granted` event (log_event, lua/part/log.lua), and
+  -- the grant left open until its end is recorded (released, expired,
+  -- ...). The RPUSH is the first write: at maxmemory, or on a P{K}:log
+  -- rlock did not write (not a list), the script stops before anything is
+  -- written.
+  log_event(now, 'granted', fence, ARGV[4], {'w', tonumber(ARGV[14]) or 0})
   redis.call('HINCRBY', KEYS[8], 'open', 1)
-  redis.call('HINCRBY', KEYS[8], 'grants', 1)
   redis.call('HSET', KEYS[8], 'o:' .. tok, fence .. ' ' .. now .. ' ' .. ARGV[4])
-  redis.call('PEXPIRE', KEYS[8], keep)
   redis.call('ZADD', KEYS[2], now + ttl, tok)
   local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
     'f:' .. tok, fence}

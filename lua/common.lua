@@ -1,63 +1,7 @@
 -- common.lua: prelude prepended (at compile time) to every other script.
 --
--- One lock named K under prefix P is a handful of keys that all share the
--- hash tag {K}, so Redis Cluster can run every script on one node:
---
---   KEYS[1] P{K}        HASH    kind        -> 'x' (exclusive or semaphore)
---                                              or 'rw' (read-write lock)
---                               limit       -> N (kind x: slots; 1 = mutex)
---                               writer      -> token of the writer holding
---                                              (kind rw)
---                               c:<token>   -> re-entry count of that holder
---                                              (0: released, parked until
---                                              its min-hold ends)
---                               i:<token>   -> holder info (JSON from the client)
---                               s:<token>   -> held since (server ms)
---                               f:<token>   -> fencing value of that grant
---                               m:<token>   -> 'r' or 'w' (kind rw)
---                               p:<token>   -> pid of the command that
---                                              holder runs (exec, rw), sent
---                                              with its first renewal
---                               u:<token>   -> min-hold: the lease lasts at
---                                              least until then (server ms)
---                               r:<token>   -> last renewal that moved the
---                                              lease (server ms; none:
---                                              not renewed since its grant)
---                               sup, supi   -> the --supersede waiter queued
---                                              last, and its info (see
---                                              "Supersede" in acquire.lua)
---                               x:<token>   -> that waiter was superseded,
---                                              by whom (info JSON)
---                               a:<token>   -> when that waiter joined the
---                                              queue (server ms)
---                               q:<token>   -> that waiter's info (JSON
---                                              from the client, as i:;
---                                              see waiter_info in
---                                              acquire.lua), for status
---                               qn          -> waiters that joined so far
---                                              (their arrival order; see
---                                              "Priority" in acquire.lua)
---   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
---   KEYS[3] P{K}:q      ZSET    <token> -> a waiter's place: priority band,
---                               then arrival order (FIFO within a priority;
---                               see "Priority" in acquire.lua)
---   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
---   KEYS[5] P{K}:fence  STRING  the last fencing value granted (see below)
---   KEYS[6] P{K}:qw     ZSET    <token> -> the same score, waiting writers only
---   KEYS[7] P{K}:log    LIST    the lock's history: one entry per event,
---                               oldest first (see log_event below)
---   KEYS[8] P{K}:n      HASH    counters of events (grants, released,
---                               expired, losses, timeouts, superseded,
---                               breaks, overruns), and the open grants:
---                               open        -> how many grants have no
---                                              end event yet
---                               o:<token>   -> '<fence> <since ms> <info>'
---                                              of such a grant
---   KEYS[9] P{K}:w:<token> LIST the caller's own wake-up signal (BLPOP target)
---   KEYS[10] P{K}:r:<request> STRING what a release or a re-entry did (its
---                               answer), kept a little longer than the
---                               client may resend that call: see "Resends"
---                               in acquire.lua
+-- The keys of a lock and their KEYS numbers (KEYS[1] P{K} ... KEYS[10]
+-- P{K}:r:<request>): docs/internals.md, "Keys and fields".
 --
 -- Every script that writes events (acquire, release, renew, check, lost,
 -- history, break) takes the history's cap
@@ -82,9 +26,10 @@
 -- pushes to their lists (src/lock/node/mod.rs, `wake`).
 --
 -- build.rs puts this prelude in at a script's `--@common` line (a script
--- without one, wake.lua, runs without it). A fast path before that line
--- runs without the prelude's definitions; it names keys and replies as
--- KEYS[n] and the numbers below.
+-- without one, wake.lua, runs without it), with the parts it names
+-- (`--@log`, lua/part/) unless the script has them already. A fast path
+-- before that line runs without the prelude's definitions; it names keys
+-- and replies as KEYS[n] and the numbers below.
 --
 -- Key types are not checked on every call. Every path reads each key
 -- before it first writes it (a read of a key of another type fails the
@@ -229,33 +174,7 @@ local function check_types()
   end
 end
 
--- The counter in STATS each event adds one to.
-local COUNTER = {granted = 'grants', released = 'released', expired = 'expired',
-  lost = 'losses', timeout = 'timeouts', superseded = 'superseded', broken = 'breaks',
-  overran = 'overruns'}
-
--- Record an event in the lock's history: one list entry, one more in its
--- counter, and both keys kept for the retention from now. An entry is a
--- JSON array, [ms, event, fence, info, field, value, ...]: the server's
--- clock, the event, the grant's fence ('0': none) and holder info JSON
--- ('': none), then `fields`, a flat array {'d', held ms, 'x', exit code,
--- ...} (src/lock/decode.rs reads them). A list, not a stream: a stream's
--- first node reserves 4 KB (docs/guide.md, "History"). Cap and retention
--- are the script's last two ARGV; the list is trimmed to the cap once it
--- is an eighth over it (one LTRIM per cap/8 events, not per event); a cap
--- of 0 keeps counters only. (acquire.lua and release.lua write their fast
--- path's event by hand, the same way.)
-local function log_event(now, event, fence, info, fields)
-  local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
-  if cap > 0 then
-    local n = redis.call('RPUSH', LOG, cjson.encode({now, event, tostring(fence or 0),
-      info or '', unpack(fields or {})}))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', LOG, -cap, -1) end
-    redis.call('PEXPIRE', LOG, keep)
-  end
-  redis.call('HINCRBY', STATS, COUNTER[event] or event, 1)
-  redis.call('PEXPIRE', STATS, keep)
-end
+--@log
 
 -- Close `tok`'s open grant (its end is being recorded): its fence, since
 -- (ms) and info, or nil if it had none open (ended already, or granted

@@ -67,32 +67,23 @@ local function hold_end(h)
 end
 
 -- The history's end of `tok`'s hold (`h`: its c:, u:, s:, i:, f: fields):
--- `released` (or `overran`), its grant closed (see log_event in
--- common.lua, written out here for the fast path, which runs without it).
+-- `released` (or `overran`), its grant closed (log_event, lua/part/log.lua).
 -- A hold granted before history was kept has no open grant: it is
 -- recorded all the same.
 -- `closed`: the HDEL of its open record, done already (else done here).
-local cap, keep = tonumber(ARGV[11]) or 200, tonumber(ARGV[12]) or 604800000
+--@log
 local function ended(h, closed)
   closed = closed or redis.call('HDEL', KEYS[8], 'o:' .. tok)
   if closed == 1 then
     redis.call('HINCRBY', KEYS[8], 'open', -1)
   end
-  local event, counter = 'released', 'released'
-  if ARGV[7] == 'overran' then event, counter = 'overran', 'overruns' end
-  if cap > 0 then
-    local entry = {clock(), event, h[5] or '0', h[4] or '',
-      'd', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
-    if tonumber(ARGV[8]) then
-      entry[#entry + 1] = 'x'
-      entry[#entry + 1] = tonumber(ARGV[8])
-    end
-    local n = redis.call('RPUSH', KEYS[7], cjson.encode(entry))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
-    redis.call('PEXPIRE', KEYS[7], keep)
+  local entry = {'d', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
+  if tonumber(ARGV[8]) then
+    entry[#entry + 1] = 'x'
+    entry[#entry + 1] = tonumber(ARGV[8])
   end
-  redis.call('HINCRBY', KEYS[8], counter, 1)
-  redis.call('PEXPIRE', KEYS[8], keep)
+  log_event(clock(), ARGV[7] == 'overran' and 'overran' or 'released', h[5] or '0', h[4] or '',
+    entry)
 end
 
 -- The history's keys are read before a hold's end writes anything: data
