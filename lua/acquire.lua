@@ -117,6 +117,7 @@ local function waiter_info(info)
   return #out <= WAITER_INFO_MAX and out or ''
 end
 --@log
+--@open
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
@@ -146,14 +147,11 @@ local function grant()
   local fence = last and last + 1 or now
   local floor = tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
-  -- The history's `granted` event (log_event, lua/part/log.lua), and
-  -- the grant left open until its end is recorded (released, expired,
-  -- ...). The RPUSH is the first write: at maxmemory, or on a P{K}:log
-  -- rlock did not write (not a list), the script stops before anything is
-  -- written.
+  -- The history's `granted` event (log_event, lua/part/log.lua): the
+  -- grant is open until an end event counts it (open_grants). The RPUSH
+  -- is the first write: at maxmemory, or on a P{K}:log rlock did not
+  -- write (not a list), the script stops before anything is written.
   log_event(now, 'granted', fence, ARGV[4], {'w', tonumber(ARGV[14]) or 0})
-  redis.call('HINCRBY', KEYS[8], 'open', 1)
-  redis.call('HSET', KEYS[8], 'o:' .. tok, fence .. ' ' .. now .. ' ' .. ARGV[4])
   redis.call('ZADD', KEYS[2], now + ttl, tok)
   local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
     'f:' .. tok, fence}
@@ -176,9 +174,11 @@ end
 -- common.lua): nothing to prune, queue or wake. (A zset without the hash
 -- is not rlock's: the slow path refuses it.) A grant still open in the
 -- history's counters (its state ran out unnoticed) takes the slow path,
--- which records it as expired first (settle in common.lua).
+-- which records it as expired first (settle in common.lua). The HMGET
+-- of open_grants reads P{K}:n (a key of another type stops the script
+-- there).
 if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0
-    and (tonumber(redis.call('HGET', KEYS[8], 'open')) or 0) <= 0 then
+    and open_grants() <= 0 then
   local fence, bad = grant()
   if bad then return bad end
   redis.call('PEXPIRE', KEYS[1], ttl)

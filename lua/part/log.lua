@@ -2,10 +2,16 @@
 -- (docs/internals.md, "History"). Put in by build.rs at a `--@log` line
 -- (common.lua has one; a fast path before `--@common` names it itself).
 --
--- The counter in KEYS[8] (P{K}:n) each event adds one to.
-local COUNTER = {granted = 'grants', released = 'released', expired = 'expired',
-  lost = 'losses', timeout = 'timeouts', superseded = 'superseded', broken = 'breaks',
-  overran = 'overruns'}
+-- The counter in KEYS[8] (P{K}:n) each event adds one to (a function,
+-- not a table: a table would be built on every call of every script).
+local function counter_of(event)
+  if event == 'granted' then return 'grants' end
+  if event == 'lost' then return 'losses' end
+  if event == 'timeout' then return 'timeouts' end
+  if event == 'broken' then return 'breaks' end
+  if event == 'overran' then return 'overruns' end
+  return event -- released, expired, superseded
+end
 
 -- Record an event in the lock's history: one entry in KEYS[7] (P{K}:log),
 -- one more in its counter, both keys kept for the retention from now. An
@@ -26,6 +32,6 @@ local function log_event(now, event, fence, info, fields)
     if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
     redis.call('PEXPIRE', KEYS[7], keep)
   end
-  redis.call('HINCRBY', KEYS[8], COUNTER[event] or event, 1)
+  redis.call('HINCRBY', KEYS[8], counter_of(event), 1)
   redis.call('PEXPIRE', KEYS[8], keep)
 end
