@@ -63,9 +63,10 @@ fn assemble(path: &std::path::Path, done: &mut Vec<String>, code: &mut String) {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("read the Lua script {}: {e}", path.display()));
     for line in text.split_inclusive('\n') {
-        let part = line.trim_end().strip_prefix("--@").filter(|p| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
-        });
+        let part = line
+            .trim_end()
+            .strip_prefix("--@")
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
         match part {
             Some(p) if done.iter().any(|d| d == p) => {}
             Some(p) => {

@@ -210,7 +210,10 @@ fn a_lease_nobody_released_shows_expired() {
 #[test]
 fn unnoticed_expiries_settle_once_each_with_their_grants_fences() {
     let r = Redis::shared();
-    rlock(&r).args(["exec", "sem", "--limit", "3", "--", "true"]).run().ok();
+    rlock(&r)
+        .args(["exec", "sem", "--limit", "3", "--", "true"])
+        .run()
+        .ok();
     for _ in 0..3 {
         rlock(&r)
             .args(["acquire", "sem", "--limit", "3", "--ttl", "300ms"])
@@ -226,7 +229,9 @@ fn unnoticed_expiries_settle_once_each_with_their_grants_fences() {
     let h = history(&r, "sem", &[]);
     assert_eq!(
         events(&h),
-        ["granted", "released", "granted", "granted", "granted", "expired", "expired", "expired"]
+        [
+            "granted", "released", "granted", "granted", "granted", "expired", "expired", "expired"
+        ]
     );
     let fences = |es: &[Value]| {
         let mut f: Vec<String> = es.iter().map(|e| e["fence"].to_string()).collect();
@@ -238,7 +243,10 @@ fn unnoticed_expiries_settle_once_each_with_their_grants_fences() {
     assert_eq!(counter(&r, "sem", "expired"), 3);
     assert_eq!(open_grants(&r, "sem"), 0);
     // Read again, and a fresh grant: nothing more to settle.
-    rlock(&r).args(["exec", "sem", "--limit", "3", "--", "true"]).run().ok();
+    rlock(&r)
+        .args(["exec", "sem", "--limit", "3", "--", "true"])
+        .run()
+        .ok();
     assert_eq!(events(&history(&r, "sem", &[])).len(), 10);
     assert_eq!(counter(&r, "sem", "expired"), 3);
     assert_eq!(open_grants(&r, "sem"), 0);
