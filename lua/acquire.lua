@@ -29,7 +29,15 @@
 --         `granted` event)
 -- ARGV[15] --priority: an integer from -1000 to 1000 ('0' the default);
 --         a waiter with a higher one is served first (see "Priority")
--- ARGV[16] history cap, ARGV[17] history retention in ms (see common.lua:
+-- ARGV[16] the lock's name for the index of locks in use, ARGV[17] how
+--         long (ms) its entry must last (as index.lua's ARGV[1], ARGV[2]),
+--         when KEYS[11] and KEYS[12] are the index shard and its list of
+--         locks with history (as index.lua's KEYS): then every reply that
+--         is not an error touches the entry in this call (index_touch,
+--         lua/part/touch.lua; one server, Sentinel, a RedLock master).
+--         Without them (a Cluster, where the shard lives in another slot)
+--         index.lua follows the call instead
+-- ARGV[18] history cap, ARGV[19] history retention in ms (see common.lua:
 --         always the last two)
 --
 -- Returns one of (names as in common.lua)
@@ -118,10 +126,22 @@ local function waiter_info(info)
 end
 --@log
 --@open
+--@touch
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The index touch of a reply that is not an error (see ARGV[16]): after
+-- every write of the lock's, through pcall, so that neither a shard key of
+-- another type nor anything else of the index's fails the acquire (as
+-- index.lua's own call would not: best effort, docs/internals.md).
+local function touch()
+  if KEYS[12] then
+    index_touch(redis.pcall, now, KEYS[11], KEYS[12], ARGV[16], tonumber(ARGV[17]) or 0,
+      tonumber(ARGV[#ARGV]) or 604800000)
+  end
+end
 
 -- A new grant: returns its fence, or nil and an error reply.
 --
@@ -183,8 +203,14 @@ if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], K
   if bad then return bad end
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
+  touch()
   return {1, fence, 1}
 end
+
+-- The rest runs as one function, `slow` (its body is not indented), so
+-- that every reply it returns passes the index touch below; the prelude
+-- goes in inside it, as locals (a Lua function has at most 60 upvalues).
+local function slow()
 --@common
 
 -- The lock is held, waited for, or was until its leases ran out.
@@ -404,3 +430,8 @@ for i = 1, #alive, 2 do
 end
 return with_wake({BUSY, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
   tonumber(redis.call('GET', FENCE)) or 0, holder_ttl, holder_id}, wake)
+end
+
+local reply = slow()
+if not reply.err then touch() end
+return reply
