@@ -300,9 +300,7 @@ fn list_never_removes_an_entry_touched_after_it_read_it() {
     // The compare-and-remove, by hand: a touch moves the score strictly
     // up, and a removal with the score read before it removes nothing.
     let r = Redis::shared();
-    // index.lua as build.rs assembles it: its `--@touch` line is the part.
-    let touch = include_str!("../../lua/index.lua")
-        .replace("--@touch\n", include_str!("../../lua/part/touch.lua"));
+    let touch = lua_script("index.lua");
     let drop = include_str!("../../lua/index_drop.lua");
     let shard = format!("{}{{i0}}:index", r.prefix);
     let touch_it = || -> i64 { r.cmd(&["EVAL", &touch, "1", &shard, "k", "60000"]) };
