@@ -1,8 +1,12 @@
 //! Build-time work that would otherwise cost every run.
 //!
-//! 1. Each Lua script as it is sent (`lua/common.lua` put in at the
-//!    script's `--@common` line; a script without that line is sent as it
-//!    is), written to `$OUT_DIR/lua/<file>`, and its SHA1 for EVALSHA, as
+//! 1. Each Lua script as it is sent, written to `$OUT_DIR/lua/<file>`:
+//!    a line `--@<part>` is replaced by `lua/part/<part>.lua`
+//!    (`--@common` by `lua/common.lua`), parts included the same way,
+//!    each at most once per script, where it is first asked for: so a
+//!    fast path before `--@common` carries only the parts it names (the
+//!    history writer, `--@log`), and a script without such lines is sent
+//!    as it is. Its SHA1 for EVALSHA, as
 //!    `RLOCK_LUA_SHA_<file>`: src/lock/script.rs includes both, so no run
 //!    builds or hashes ~25 KB of scripts (hashing alone cost ~45 µs of
 //!    every `rlock exec`).
@@ -31,11 +35,9 @@ fn main() {
 
 fn lua_scripts() {
     println!("cargo:rerun-if-changed=lua");
-    let read = |p: &std::path::Path| std::fs::read(p).expect("read a Lua script");
-    let common = read("lua/common.lua".as_ref());
+    println!("cargo:rerun-if-changed=lua/part");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("lua");
     std::fs::create_dir_all(&out).expect("create $OUT_DIR/lua");
-    let here = b"--@common\n";
     for entry in std::fs::read_dir("lua").expect("lua/").flatten() {
         let path = entry.path();
         let name = path
@@ -46,15 +48,38 @@ fn lua_scripts() {
         if !name.ends_with(".lua") || name == "common.lua" {
             continue;
         }
-        println!("cargo:rerun-if-changed={}", path.display());
-        let file = read(&path);
-        let code = match file.windows(here.len()).position(|w| w == here) {
-            Some(i) => [&file[..i], &common[..], &file[i + here.len()..]].concat(),
-            None => file,
-        };
+        let mut code = String::new();
+        assemble(&path, &mut Vec::new(), &mut code);
         std::fs::write(out.join(&name), &code).expect("write a Lua script");
-        let sha = sha1_smol::Sha1::from(&code).digest();
+        let sha = sha1_smol::Sha1::from(code.as_bytes()).digest();
         println!("cargo:rustc-env=RLOCK_LUA_SHA_{name}={sha}");
+    }
+}
+
+/// `path` with every `--@<part>` line replaced by that part (see above),
+/// appended to `code`; `done` the parts in already.
+fn assemble(path: &std::path::Path, done: &mut Vec<String>, code: &mut String) {
+    println!("cargo:rerun-if-changed={}", path.display());
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read the Lua script {}: {e}", path.display()));
+    for line in text.split_inclusive('\n') {
+        let part = line
+            .trim_end()
+            .strip_prefix("--@")
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        match part {
+            Some(p) if done.iter().any(|d| d == p) => {}
+            Some(p) => {
+                done.push(p.to_string());
+                let file = if p == "common" {
+                    "lua/common.lua".into()
+                } else {
+                    format!("lua/part/{p}.lua")
+                };
+                assemble(file.as_ref(), done, code);
+            }
+            None => code.push_str(line),
+        }
     }
 }
 

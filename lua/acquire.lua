@@ -29,7 +29,15 @@
 --         `granted` event)
 -- ARGV[15] --priority: an integer from -1000 to 1000 ('0' the default);
 --         a waiter with a higher one is served first (see "Priority")
--- ARGV[16] history cap, ARGV[17] history retention in ms (see common.lua:
+-- ARGV[16] the lock's name for the index of locks in use, ARGV[17] how
+--         long (ms) its entry must last (as index.lua's ARGV[1], ARGV[2]),
+--         when KEYS[11] and KEYS[12] are the index shard and its list of
+--         locks with history (as index.lua's KEYS): then every reply that
+--         is not an error touches the entry in this call (index_touch,
+--         lua/part/touch.lua; one server, Sentinel, a RedLock master).
+--         Without them (a Cluster, where the shard lives in another slot)
+--         index.lua follows the call instead
+-- ARGV[18] history cap, ARGV[19] history retention in ms (see common.lua:
 --         always the last two)
 --
 -- Returns one of (names as in common.lua)
@@ -116,10 +124,24 @@ local function waiter_info(info)
   out = cjson.encode({host = t.host, pid = t.pid, user = t.user})
   return #out <= WAITER_INFO_MAX and out or ''
 end
+--@log
+--@open
+--@touch
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The index touch of a reply that is not an error (see ARGV[16]): after
+-- every write of the lock's, through pcall, so that neither a shard key of
+-- another type nor anything else of the index's fails the acquire (as
+-- index.lua's own call would not: best effort, docs/internals.md).
+local function touch()
+  if KEYS[12] then
+    index_touch(redis.pcall, now, KEYS[11], KEYS[12], ARGV[16], tonumber(ARGV[17]) or 0,
+      tonumber(ARGV[#ARGV]) or 604800000)
+  end
+end
 
 -- A new grant: returns its fence, or nil and an error reply.
 --
@@ -145,22 +167,11 @@ local function grant()
   local fence = last and last + 1 or now
   local floor = tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
-  -- The history's `granted` event (see log_event in common.lua, written
-  -- out here for the fast path, which runs without it), and the grant
-  -- left open until its end is recorded (released, expired, ...). The
-  -- RPUSH is the first write: at maxmemory, or on a P{K}:log rlock did not
+  -- The history's `granted` event (log_event, lua/part/log.lua): the
+  -- grant is open until an end event counts it (open_grants). The RPUSH
+  -- is the first write: at maxmemory, or on a P{K}:log rlock did not
   -- write (not a list), the script stops before anything is written.
-  local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
-  if cap > 0 then
-    local n = redis.call('RPUSH', KEYS[7], cjson.encode({now, 'granted', tostring(fence),
-      ARGV[4], 'w', tonumber(ARGV[14]) or 0}))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
-    redis.call('PEXPIRE', KEYS[7], keep)
-  end
-  redis.call('HINCRBY', KEYS[8], 'open', 1)
-  redis.call('HINCRBY', KEYS[8], 'grants', 1)
-  redis.call('HSET', KEYS[8], 'o:' .. tok, fence .. ' ' .. now .. ' ' .. ARGV[4])
-  redis.call('PEXPIRE', KEYS[8], keep)
+  log_event(now, 'granted', fence, ARGV[4], {'w', tonumber(ARGV[14]) or 0})
   redis.call('ZADD', KEYS[2], now + ttl, tok)
   local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
     'f:' .. tok, fence}
@@ -183,15 +194,23 @@ end
 -- common.lua): nothing to prune, queue or wake. (A zset without the hash
 -- is not rlock's: the slow path refuses it.) A grant still open in the
 -- history's counters (its state ran out unnoticed) takes the slow path,
--- which records it as expired first (settle in common.lua).
+-- which records it as expired first (settle in common.lua). The HMGET
+-- of open_grants reads P{K}:n (a key of another type stops the script
+-- there).
 if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0
-    and (tonumber(redis.call('HGET', KEYS[8], 'open')) or 0) <= 0 then
+    and open_grants() <= 0 then
   local fence, bad = grant()
   if bad then return bad end
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
+  touch()
   return {1, fence, 1}
 end
+
+-- The rest runs as one function, `slow` (its body is not indented), so
+-- that every reply it returns passes the index touch below; the prelude
+-- goes in inside it, as locals (a Lua function has at most 60 upvalues).
+local function slow()
 --@common
 
 -- The lock is held, waited for, or was until its leases ran out.
@@ -411,3 +430,8 @@ for i = 1, #alive, 2 do
 end
 return with_wake({BUSY, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
   tonumber(redis.call('GET', FENCE)) or 0, holder_ttl, holder_id}, wake)
+end
+
+local reply = slow()
+if not reply.err then touch() end
+return reply

@@ -28,7 +28,8 @@
 --
 -- A damaged lock (P{K} deleted by hand: lock_kind in common.lua) is
 -- broken too: its remains are deleted, and the tokens in P{K}:h get
--- notices and `broken` events (fences from their open grants).
+-- notices and `broken` events (fences from their open grants' entries in
+-- the history).
 --
 -- KEYS[1..6] as in common.lua
 -- KEYS[7] P{K}:log  LIST    the lock's history (as in common.lua)
@@ -74,27 +75,31 @@ end
 local out = {0}
 local notice = cjson.encode({by = by, reason = reason})
 local hs = redis.call('ZRANGE', HOLDERS, 0, -1, 'WITHSCORES')
+local fields, live, spare = {}, {}, nil
 for j = 1, #hs, 2 do
-  local tok = hs[j]
-  local h = redis.call('HMGET', STATE, 'f:' .. tok, 'm:' .. tok, 'i:' .. tok, 's:' .. tok,
-    'c:' .. tok, 'k:' .. tok)
-  -- (Remains have no fields: the fence of the open grant.)
-  local open = redis.call('HGET', STATS, 'o:' .. tok)
-  local fence = h[1] or string.match(open or '', '^%d+') or '0'
+  fields[j] = redis.call('HMGET', STATE, 'f:' .. hs[j], 'm:' .. hs[j], 'i:' .. hs[j],
+    's:' .. hs[j], 'c:' .. hs[j], 'k:' .. hs[j])
+  if fields[j][1] then live[fields[j][1]] = true end
+end
+for j = 1, #hs, 2 do
+  local tok, h = hs[j], fields[j]
+  -- Remains have no fields: the fence and info of an open grant no live
+  -- hold has, from its `granted` entry (open_entries, newest first).
+  if not h[5] then
+    spare = spare or open_entries(open_grants(), live)
+    local e = table.remove(spare, 1)
+    if e then h[1], h[3] = e[1], e[2] end
+  end
+  local fence = h[1] or '0'
   if not want or want[fence] then
     local running = h[5] and h[5] ~= '0'
     if not (running and h[6]) then -- (a mark already made stays as it is)
-      local f, since, info
       if running then
         -- Marked, not ended (see above): its grant stays open, for the
         -- event that says how the hold ended.
         redis.call('HSET', STATE, 'k:' .. tok, cjson.encode({by = by, reason = reason, at = now}))
-        f, since, info = string.match(open or '', '^(%d+) (%d+) (.*)$')
-        since = tonumber(since)
       else
         forget_holder(tok, h[2])
-        -- (The grant's open record, if any, is the hold's; else the state's.)
-        f, since, info = close_grant(tok)
       end
       redis.call('HSET', NOTES, 'b:' .. tok, notice)
       -- As long as the broken lease would have run, never without a TTL;
@@ -103,9 +108,11 @@ for j = 1, #hs, 2 do
       local left = math.max(tonumber(hs[j + 1]) - now, 1)
       local ttl = redis.pcall('PTTL', NOTES)
       if type(ttl) ~= 'number' or ttl < left then redis.call('PEXPIRE', NOTES, left) end
-      since = since or tonumber(h[4]) or now
-      log_event(now, 'broken', f or fence, info or h[3] or '',
-        {'d', math.max(now - since, 0), 'by', by, 'r', reason})
+      log_event(now, 'broken', fence, h[3] or '',
+        {'d', math.max(now - (tonumber(h[4]) or now), 0), 'by', by, 'r', reason})
+      -- A remains' grant ends here (a parked hold's ended with its
+      -- release; a marked one's ends with its release or expiry).
+      if not h[5] then redis.call('HINCRBY', STATS, 'closed', 1) end
     end
     out[1] = out[1] + 1
     out[#out + 1] = tonumber(fence) or 0

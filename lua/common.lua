@@ -1,63 +1,7 @@
 -- common.lua: prelude prepended (at compile time) to every other script.
 --
--- One lock named K under prefix P is a handful of keys that all share the
--- hash tag {K}, so Redis Cluster can run every script on one node:
---
---   KEYS[1] P{K}        HASH    kind        -> 'x' (exclusive or semaphore)
---                                              or 'rw' (read-write lock)
---                               limit       -> N (kind x: slots; 1 = mutex)
---                               writer      -> token of the writer holding
---                                              (kind rw)
---                               c:<token>   -> re-entry count of that holder
---                                              (0: released, parked until
---                                              its min-hold ends)
---                               i:<token>   -> holder info (JSON from the client)
---                               s:<token>   -> held since (server ms)
---                               f:<token>   -> fencing value of that grant
---                               m:<token>   -> 'r' or 'w' (kind rw)
---                               p:<token>   -> pid of the command that
---                                              holder runs (exec, rw), sent
---                                              with its first renewal
---                               u:<token>   -> min-hold: the lease lasts at
---                                              least until then (server ms)
---                               r:<token>   -> last renewal that moved the
---                                              lease (server ms; none:
---                                              not renewed since its grant)
---                               sup, supi   -> the --supersede waiter queued
---                                              last, and its info (see
---                                              "Supersede" in acquire.lua)
---                               x:<token>   -> that waiter was superseded,
---                                              by whom (info JSON)
---                               a:<token>   -> when that waiter joined the
---                                              queue (server ms)
---                               q:<token>   -> that waiter's info (JSON
---                                              from the client, as i:;
---                                              see waiter_info in
---                                              acquire.lua), for status
---                               qn          -> waiters that joined so far
---                                              (their arrival order; see
---                                              "Priority" in acquire.lua)
---   KEYS[2] P{K}:h      ZSET    <token> -> lease expiry (server ms)
---   KEYS[3] P{K}:q      ZSET    <token> -> a waiter's place: priority band,
---                               then arrival order (FIFO within a priority;
---                               see "Priority" in acquire.lua)
---   KEYS[4] P{K}:qa     ZSET    <token> -> waiter lease expiry (server ms)
---   KEYS[5] P{K}:fence  STRING  the last fencing value granted (see below)
---   KEYS[6] P{K}:qw     ZSET    <token> -> the same score, waiting writers only
---   KEYS[7] P{K}:log    LIST    the lock's history: one entry per event,
---                               oldest first (see log_event below)
---   KEYS[8] P{K}:n      HASH    counters of events (grants, released,
---                               expired, losses, timeouts, superseded,
---                               breaks, overruns), and the open grants:
---                               open        -> how many grants have no
---                                              end event yet
---                               o:<token>   -> '<fence> <since ms> <info>'
---                                              of such a grant
---   KEYS[9] P{K}:w:<token> LIST the caller's own wake-up signal (BLPOP target)
---   KEYS[10] P{K}:r:<request> STRING what a release or a re-entry did (its
---                               answer), kept a little longer than the
---                               client may resend that call: see "Resends"
---                               in acquire.lua
+-- The keys of a lock and their KEYS numbers (KEYS[1] P{K} ... KEYS[10]
+-- P{K}:r:<request>): docs/internals.md, "Keys and fields".
 --
 -- Every script that writes events (acquire, release, renew, check, lost,
 -- history, break) takes the history's cap
@@ -82,9 +26,10 @@
 -- pushes to their lists (src/lock/node/mod.rs, `wake`).
 --
 -- build.rs puts this prelude in at a script's `--@common` line (a script
--- without one, wake.lua, runs without it). A fast path before that line
--- runs without the prelude's definitions; it names keys and replies as
--- KEYS[n] and the numbers below.
+-- without one, wake.lua, runs without it), with the parts it names
+-- (`--@log`, `--@open`, lua/part/) unless the script has them already. A
+-- fast path before that line runs without the prelude's definitions; it
+-- names keys and replies as KEYS[n] and the numbers below.
 --
 -- Key types are not checked on every call. Every path reads each key
 -- before it first writes it (a read of a key of another type fails the
@@ -229,44 +174,34 @@ local function check_types()
   end
 end
 
--- The counter in STATS each event adds one to.
-local COUNTER = {granted = 'grants', released = 'released', expired = 'expired',
-  lost = 'losses', timeout = 'timeouts', superseded = 'superseded', broken = 'breaks',
-  overran = 'overruns'}
+--@log
+--@open
 
--- Record an event in the lock's history: one list entry, one more in its
--- counter, and both keys kept for the retention from now. An entry is a
--- JSON array, [ms, event, fence, info, field, value, ...]: the server's
--- clock, the event, the grant's fence ('0': none) and holder info JSON
--- ('': none), then `fields`, a flat array {'d', held ms, 'x', exit code,
--- ...} (src/lock/decode.rs reads them). A list, not a stream: a stream's
--- first node reserves 4 KB (docs/guide.md, "History"). Cap and retention
--- are the script's last two ARGV; the list is trimmed to the cap once it
--- is an eighth over it (one LTRIM per cap/8 events, not per event); a cap
--- of 0 keeps counters only. (acquire.lua and release.lua write their fast
--- path's event by hand, the same way.)
-local function log_event(now, event, fence, info, fields)
-  local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
-  if cap > 0 then
-    local n = redis.call('RPUSH', LOG, cjson.encode({now, event, tostring(fence or 0),
-      info or '', unpack(fields or {})}))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', LOG, -cap, -1) end
-    redis.call('PEXPIRE', LOG, keep)
+-- The grants still open whose holder is gone, at most `count`, newest
+-- first: {fence, info} from their `granted` entries, those with no end
+-- entry (released, overran, expired, lost) after them and not held now
+-- (`live`: the fences of live holders). Read from the newest back, 16
+-- entries, then 64, ... Fewer where the history no longer has them
+-- (trimmed, or a cap of 0).
+local function open_entries(count, live)
+  local out, ended, got, size = {}, {}, 0, 16
+  while #out < count do
+    local chunk = redis.call('LRANGE', LOG, -(got + size), -(got + 1))
+    for j = #chunk, 1, -1 do
+      local ok, e = pcall(cjson.decode, chunk[j])
+      if ok and type(e) == 'table' then
+        local f = tostring(e[3])
+        if e[2] == 'granted' then
+          if not ended[f] and not live[f] and #out < count then out[#out + 1] = {f, e[4] or ''} end
+        elseif e[2] == 'released' or e[2] == 'overran' or e[2] == 'expired' or e[2] == 'lost' then
+          ended[f] = true
+        end
+      end
+    end
+    if #chunk < size then break end
+    got, size = got + size, size * 4
   end
-  redis.call('HINCRBY', STATS, COUNTER[event] or event, 1)
-  redis.call('PEXPIRE', STATS, keep)
-end
-
--- Close `tok`'s open grant (its end is being recorded): its fence, since
--- (ms) and info, or nil if it had none open (ended already, or granted
--- by a release before history).
-local function close_grant(tok)
-  local v = redis.call('HGET', STATS, 'o:' .. tok)
-  if not v then return nil end
-  redis.call('HDEL', STATS, 'o:' .. tok)
-  redis.call('HINCRBY', STATS, 'open', -1)
-  local f, s, i = string.match(v, '^(%d+) (%d+) (.*)$')
-  return f or '0', tonumber(s) or 0, i or ''
+  return out
 end
 
 -- 'user@host' of a holder info JSON ('' if it names neither).
@@ -309,15 +244,18 @@ end
 
 -- Drop holders whose lease ran out and waiters that stopped calling in.
 -- A holder whose lease ran out with its grant still open (nobody
--- released it: a crashed or stopped holder) is recorded as `expired`.
+-- released it: a crashed or stopped holder) is recorded as `expired`; a
+-- parked one (count 0) ended with its release.
 local function prune(now)
   local gone = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', now, 'WITHSCORES')
   for j = 1, #gone, 2 do
     local tok = gone[j]
-    forget_holder(tok, redis.call('HGET', STATE, 'm:' .. tok))
-    local f, since, info = close_grant(tok)
-    if f then
-      log_event(now, 'expired', f, info, {'d', math.max(tonumber(gone[j + 1]) - since, 0)})
+    local h = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok, 's:' .. tok, 'i:' .. tok,
+      'm:' .. tok)
+    forget_holder(tok, h[5])
+    if h[1] ~= '0' then
+      local d = h[3] and {'d', math.max(tonumber(gone[j + 1]) - tonumber(h[3]), 0)}
+      log_event(now, 'expired', h[2] or 0, h[4] or '', d)
     end
   end
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', now)) do
@@ -438,29 +376,36 @@ end
 
 
 -- Grants still open whose holder is gone (its state expired unnoticed:
--- nobody called while it ran out) are recorded as `expired` now. With
--- `cheap`, only when the open count says there are more open grants than
--- holders (the slow path of an acquire); otherwise every one is looked at
--- (the history read).
-local function settle(now, cheap)
-  local open = tonumber(redis.call('HGET', STATS, 'open')) or 0
-  if open <= 0 or (cheap and open <= redis.call('ZCARD', HOLDERS)) then return end
-  local all = redis.call('HGETALL', STATS)
-  local live = 0
-  for j = 1, #all, 2 do
-    local k = all[j]
-    if string.sub(k, 1, 2) == 'o:' then
-      local tok = string.sub(k, 3)
-      local exp = redis.call('ZSCORE', HOLDERS, tok)
-      if not exp or tonumber(exp) <= now then
-        local f, _, info = close_grant(tok)
-        log_event(now, 'expired', f, info)
-      else
-        live = live + 1
-      end
+-- nobody called while it ran out) are recorded as `expired` now, with
+-- the fence and info of their `granted` entries (open_entries; '0' and
+-- '' where the history no longer has them). With `cheap`, only when
+-- there are more open grants than holders (the slow path of an acquire);
+-- otherwise the holders are looked at one by one (the history read).
+-- Runs after prune: every lease left is running. gone_grants: how many
+-- open grants no holder has (a parked hold's ended already; remains,
+-- without fields, count as held), and the live holders' fences.
+local function gone_grants()
+  local live, held = {}, 0
+  for _, tok in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
+    local h = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok)
+    if h[1] ~= '0' then
+      held = held + 1
+      if h[2] then live[h[2]] = true end
     end
   end
-  -- The count follows the records (a count left over without them would
-  -- send every acquire down the slow path).
-  redis.call('HSET', STATS, 'open', live)
+  return open_grants() - held, live
+end
+
+local function settle(now, cheap)
+  if cheap then
+    local open = open_grants()
+    if open <= 0 or open <= redis.call('ZCARD', HOLDERS) then return end
+  end
+  local count, live = gone_grants()
+  if count <= 0 then return end
+  local found = open_entries(count, live)
+  for i = count, 1, -1 do
+    local e = found[i] or {0, ''}
+    log_event(now, 'expired', e[1], e[2])
+  end
 end

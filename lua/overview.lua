@@ -26,8 +26,9 @@
 -- now_ms, counters, last, grants, renewed}: status as status.lua returns
 -- it (but fence: the highest holder's; lost: ''; a free lock's when
 -- idle), counters P{K}:n's counters (flat) and 'unsettled', the open
--- grants whose lease has run out (expired, not recorded yet: settle() in
--- common.lua records them at the next history read or slow acquire),
+-- grants whose lease has run out (expired, not recorded yet: prune and
+-- settle() in common.lua record them at the next history read or slow
+-- acquire),
 -- last a list holding the last history entry (if any), grants the
 -- 'granted' events of the window, renewed the stalest holder's last
 -- renewal or grant (server ms; 0: not held).
@@ -93,20 +94,25 @@ local function one(b)
     local r = math.max(tonumber(f['r:' .. tok]) or 0, tonumber(f['s:' .. tok]) or 0)
     if r > 0 and (renewed == 0 or r < renewed) then renewed = r end
   end
-  -- The counters, without the open grants' records; those whose holder
-  -- no longer holds (its lease ran out) are counted as 'unsettled'.
-  local counts, unsettled = {}, 0
+  -- The counters (not `closed`, see open_grants in lua/part/log.lua),
+  -- and 'unsettled': the open grants no running hold has (their lease ran
+  -- out, not recorded yet). A parked hold (count 0) has ended already.
+  local counts, c = {}, {}
   for i = 1, #n, 2 do
     local k = n[i]
-    if string.sub(k, 1, 2) == 'o:' then
-      if not holding[string.sub(k, 3)] then unsettled = unsettled + 1 end
-    elseif k ~= 'open' then
+    c[k] = tonumber(n[i + 1]) or 0
+    if k ~= 'closed' then
       counts[#counts + 1] = k
       counts[#counts + 1] = n[i + 1]
     end
   end
+  local open = (c.grants or 0) - (c.released or 0) - (c.overruns or 0) - (c.expired or 0)
+    - (c.closed or 0)
+  for tok in pairs(holding) do
+    if f['c:' .. tok] ~= '0' then open = open - 1 end
+  end
   counts[#counts + 1] = 'unsettled'
-  counts[#counts + 1] = tostring(unsettled)
+  counts[#counts + 1] = tostring(math.max(open, 0))
   -- Grants in the window, counted here: a busy lock's entries would make
   -- a long reply. Read from the newest back, 16 entries, then 64, ...,
   -- until one is older than the window (each entry starts [ms,"event",).

@@ -67,46 +67,17 @@ local function hold_end(h)
 end
 
 -- The history's end of `tok`'s hold (`h`: its c:, u:, s:, i:, f: fields):
--- `released` (or `overran`), its grant closed (see log_event in
--- common.lua, written out here for the fast path, which runs without it).
--- A hold granted before history was kept has no open grant: it is
--- recorded all the same.
--- `closed`: the HDEL of its open record, done already (else done here).
-local cap, keep = tonumber(ARGV[11]) or 200, tonumber(ARGV[12]) or 604800000
-local function ended(h, closed)
-  closed = closed or redis.call('HDEL', KEYS[8], 'o:' .. tok)
-  if closed == 1 then
-    redis.call('HINCRBY', KEYS[8], 'open', -1)
+-- `released` (or `overran`, counted in overruns), which closes its grant
+-- (open_grants, lua/part/log.lua).
+--@log
+local function ended(h)
+  local entry = {'d', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
+  if tonumber(ARGV[8]) then
+    entry[#entry + 1] = 'x'
+    entry[#entry + 1] = tonumber(ARGV[8])
   end
-  local event, counter = 'released', 'released'
-  if ARGV[7] == 'overran' then event, counter = 'overran', 'overruns' end
-  if cap > 0 then
-    local entry = {clock(), event, h[5] or '0', h[4] or '',
-      'd', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
-    if tonumber(ARGV[8]) then
-      entry[#entry + 1] = 'x'
-      entry[#entry + 1] = tonumber(ARGV[8])
-    end
-    local n = redis.call('RPUSH', KEYS[7], cjson.encode(entry))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
-    redis.call('PEXPIRE', KEYS[7], keep)
-  end
-  redis.call('HINCRBY', KEYS[8], counter, 1)
-  redis.call('PEXPIRE', KEYS[8], keep)
-end
-
--- The history's keys are read before a hold's end writes anything: data
--- rlock did not write there (another type) stops the script first.
--- Returns an error reply, or nil.
-local function foreign_log()
-  local t = redis.call('TYPE', KEYS[7]).ok
-  if t ~= 'none' and t ~= 'list' then
-    return redis.error_reply('NOTRLOCK key ' .. KEYS[7] .. ' holds data rlock did not write')
-  end
-end
-local function history_readable()
-  redis.call('HEXISTS', KEYS[8], 'o:' .. tok)
-  return foreign_log()
+  log_event(clock(), ARGV[7] == 'overran' and 'overran' or 'released', h[5] or '0', h[4] or '',
+    entry)
 end
 
 -- Fast path, before the prelude (see build.rs): the last hold
@@ -124,17 +95,28 @@ if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
   -- (A hold being broken takes the path below, which says so.)
   if h[1] and not h[6] and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
       and (ends == 0 or ends <= clock()) then
-    -- The history's keys are looked at first (TYPE, then the HDEL, which
-    -- like the DEL adds no memory: see common.lua).
-    local bad = foreign_log()
-    if bad then return bad end
-    local closed = redis.call('HDEL', KEYS[8], 'o:' .. tok)
+    -- The first write adds no memory and reads P{K}:n's type (an HDEL of
+    -- a field no hash has: see common.lua); the entry's RPUSH then reads
+    -- P{K}:log's (a key of another type stops the script before anything
+    -- is written), and the state goes last.
+    redis.call('HDEL', KEYS[8], '-')
+    ended(h)
     redis.call('DEL', KEYS[1], KEYS[2])
-    ended(h, closed)
     return {0}
   end
 end
 --@common
+
+-- The history's keys are read before a hold's end writes anything (the
+-- slow paths): data rlock did not write there (another type) stops the
+-- script first. Returns an error reply, or nil.
+local function history_readable()
+  redis.call('HEXISTS', KEYS[8], '-')
+  local t = redis.call('TYPE', KEYS[7]).ok
+  if t ~= 'none' and t ~= 'list' then
+    return redis.error_reply('NOTRLOCK key ' .. KEYS[7] .. ' holds data rlock did not write')
+  end
+end
 
 -- A release goes on at maxmemory (see common.lua): it adds at most a
 -- request record.

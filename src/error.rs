@@ -272,6 +272,14 @@ impl Error {
                 Setting::Cluster
             ]);
         }
+        // Only a Cluster node refuses a call's keys for their slots (the
+        // acquire's index touch is in its call off a Cluster).
+        if code(&err) == Some("CROSSSLOT") {
+            return Error::Invalid(msg![
+                format!("{what}: the server is a Redis Cluster node; give "),
+                Setting::Cluster
+            ]);
+        }
         if wants_auth(&err) {
             return Error::unavailable(
                 format!(

@@ -256,15 +256,54 @@ fn a_refused_acquire_leaves_no_index_entry() {
     assert!(index_keys(&r).is_empty(), "{:?}", r.keys());
 }
 
+/// On one server the acquire script touches the lock's index entry
+/// itself: one script call per acquire and per release, and the entry and
+/// the known list's are there, with an expiry; a refused acquire (data
+/// rlock did not write) touches nothing.
+#[test]
+fn one_server_touches_the_index_inside_the_acquire_call() {
+    let r = Redis::start();
+    rlock(&r).args(["exec", "warm", "--", "true"]).run().ok(); // scripts cached
+    let _: () = r.cmd(&["CONFIG", "RESETSTAT"]);
+    rlock(&r).args(["exec", "one", "--", "true"]).run().ok();
+    let info: String = r.cmd(&["INFO", "commandstats"]);
+    let calls = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(calls("evalsha") + calls("eval"), 2, "{info}");
+    let names: Vec<String> = entries(&r).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["one", "warm"]);
+    assert!(index_keys(&r).iter().all(|(_, ttl)| *ttl > 0));
+    let known: Vec<String> = r
+        .keys()
+        .into_iter()
+        .filter(|k| k.ends_with(":known"))
+        .collect();
+    assert!(!known.is_empty());
+    for k in &known {
+        assert!(r.cmd::<i64>(&["PTTL", k]) > 0, "{k}");
+    }
+    let _: () = r.cmd(&["SET", &r.key("foreign"), "x"]);
+    rlock(&r)
+        .args(["acquire", "foreign"])
+        .run()
+        .fails(64, "not an rlock lock");
+    let names: Vec<String> = entries(&r).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["one", "warm"]);
+}
+
 #[test]
 fn list_never_removes_an_entry_touched_after_it_read_it() {
     // The compare-and-remove, by hand: a touch moves the score strictly
     // up, and a removal with the score read before it removes nothing.
     let r = Redis::shared();
-    let touch = include_str!("../../lua/index.lua");
+    let touch = lua_script("index.lua");
     let drop = include_str!("../../lua/index_drop.lua");
     let shard = format!("{}{{i0}}:index", r.prefix);
-    let touch_it = || -> i64 { r.cmd(&["EVAL", touch, "1", &shard, "k", "60000"]) };
+    let touch_it = || -> i64 { r.cmd(&["EVAL", &touch, "1", &shard, "k", "60000"]) };
     let first = touch_it();
     let second = touch_it();
     assert!(second > first, "{first} then {second}");

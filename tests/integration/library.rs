@@ -409,12 +409,7 @@ fn calls_resent_after_lost_replies_count_once() {
 
 /// The acquire or release script, as rlock runs it.
 fn script(name: &str) -> String {
-    let common = include_str!("../../lua/common.lua");
-    let body = match name {
-        "acquire" => include_str!("../../lua/acquire.lua"),
-        _ => include_str!("../../lua/release.lua"),
-    };
-    format!("{common}{body}")
+    lua_script(&format!("{name}.lua"))
 }
 
 #[test]

@@ -54,14 +54,29 @@ impl Node {
             u.saturating_duration_since(Instant::now())
                 .min(RESEND_WINDOW)
         });
-        // Every acquire call notes the lock in the index of locks in use,
-        // right after the script (granted, queued or busy: in use either
-        // way; see index.rs). The lease covers a waiter's lease too, and a
+        // Every acquire call notes the lock in the index of locks in use
+        // (granted, queued or busy: in use either way; see index.rs): in
+        // the script itself where the shard can share its call, else
+        // right after it. The lease covers a waiter's lease too, and a
         // --min-hold that keeps the lock past its TTL.
-        self.touch_next(lock, req.ttl.max(req.min_hold));
+        let cover = req.ttl.max(req.min_hold);
+        let inline = self.touch_inline(lock, cover);
+        let mut keys = lock.request_keys(token, &id);
+        let [name, ms] = match &inline {
+            Some(t) => {
+                let (k, a) = t.keys_args();
+                keys.extend(k);
+                a
+            }
+            None => {
+                self.touch_next(lock, cover);
+                [String::new(), "0".to_string()]
+            }
+        };
+        let sent = Instant::now();
         let (reply, _): (Vec<Value>, _) = self.eval_traced(
             &ACQUIRE,
-            &lock.request_keys(token, &id),
+            &keys,
             &[
                 token.as_str(),
                 &ttl,
@@ -78,12 +93,17 @@ impl Node {
                 supersede,
                 &waited,
                 &priority,
+                &name,
+                &ms,
                 &cap,
                 &retention,
             ],
             || format!("acquire {:?}", lock.name()),
             req.ttl.min(resend_for),
         )?;
+        if let Some(t) = inline {
+            self.touched_inline(t, sent);
+        }
         // Waiters the script says may now take the lock follow the answer.
         let (attempt, wake) = decode::acquire(&reply, lock.name(), req.limit);
         self.wake(lock, wake);

@@ -4,11 +4,12 @@
 //!
 //! Why `list` never shows a stale entry, and never loses a live one for
 //! good:
-//! - every acquire (granted, queued or busy, re-entries too) is followed on
-//!   the same connection by a touch of the lock's entry (lua/index.lua):
-//!   pipelined behind the acquire script on one server, sent right after
-//!   its reply on a cluster (the shard may live on another node). Either
-//!   way the touch runs after the acquire script's effect;
+//! - every acquire (granted, queued or busy, re-entries too) touches the
+//!   lock's entry (lua/part/touch.lua): inside the acquire script on one
+//!   server (Sentinel, a RedLock master), after its writes; on a cluster
+//!   by lua/index.lua sent right after its reply (the shard may live on
+//!   another node). Either way the touch runs after the acquire script's
+//!   effect;
 //! - an entry's score is a "keep until" deadline covering the lease (or
 //!   waiter lease) that touched it plus keep ([`Index::keep`](crate::conn::Index::keep), an hour);
 //!   a holder's renewals and a waiter's heartbeats touch it again once
@@ -73,6 +74,19 @@ pub(crate) struct Touch {
 }
 
 impl Touch {
+    /// The shard and its list of locks with history (KEYS), the lock's
+    /// name and how long its entry lasts in ms (ARGV), as a script that
+    /// touches takes them.
+    pub(super) fn keys_args(&self) -> ([String; 2], [String; 2]) {
+        (
+            [self.key.clone(), self.known.clone()],
+            [
+                self.name.clone(),
+                millis(self.lease + self.keep).to_string(),
+            ],
+        )
+    }
+
     pub(crate) fn cmd(&self, verb: &str) -> redis::Cmd {
         let body = if verb == "EVAL" {
             INDEX.code
@@ -130,6 +144,27 @@ impl Node {
             base: lock.redis_key().to_string(),
             keep: self.server.index.keep(),
         }
+    }
+
+    /// The touch of `lock`'s entry for a lease of `lease` as the acquire
+    /// script's own (its KEYS[11..12] and ARGV[16..17], lua/acquire.lua),
+    /// where the shard can share the script's call: one server, Sentinel,
+    /// a RedLock master. None on a Cluster: there [`Node::touch_next`].
+    pub(super) fn touch_inline(&self, lock: &LockName, lease: Duration) -> Option<Touch> {
+        (!self.server.is_cluster()).then(|| Touch {
+            key: lock.index_key(),
+            known: lock.known_key(),
+            retention: self.history.retention,
+            name: lock.name().to_string(),
+            lease,
+            base: lock.redis_key().to_string(),
+            keep: self.server.index.keep(),
+        })
+    }
+
+    /// A touch made inside a script call sent at `sent` that answered.
+    pub(super) fn touched_inline(&mut self, touch: Touch, sent: Instant) {
+        self.touched.note(touch.base, sent, touch.lease, touch.keep);
     }
 
     /// [`Node::touch_next`] if this process has not touched the entry for

@@ -8,6 +8,7 @@ pub use rlock_test_support::{
 };
 
 mod cluster;
+mod lua;
 mod process;
 mod proxy;
 mod redis;
@@ -16,6 +17,7 @@ mod sentinel;
 
 pub use self::redis::*;
 pub use cluster::*;
+pub use lua::*;
 pub use process::*;
 pub use proxy::*;
 pub use run::*;
