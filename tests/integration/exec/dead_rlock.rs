@@ -174,7 +174,7 @@ sleep 100
 EOS
         setsid -w sh "$D/script" &
         script=$!
-        i=0; until [ -s "$D/cmd" ]; do i=$((i+1)); [ $i -le 200 ] || exit 3; sleep 0.05; done
+        i=0; until [ -e "$D/go" ]; do i=$((i+1)); [ $i -le 600 ] || exit 3; sleep 0.05; done
         kill -9 "$(cat "$D/exec")"
         touch "$D/killed"
         i=0; while kill -0 "$(cat "$D/cmd")" 2>/dev/null; do i=$((i+1)); [ $i -le 100 ] || exit 4; sleep 0.1; done
@@ -193,6 +193,9 @@ EOS
         ns.path("cmd").exists() && holder(&r).0 == Some(2)
     });
     let fence = holder(&r).1;
+    // Killed only once seen holding (a kill at once could end the hold
+    // before a loaded machine's status call looked).
+    std::fs::write(ns.path("go"), "").unwrap();
     let since = ns.killed();
     eventually(FREED_WITHIN, "the exec's hold to be given back", || {
         holder(&r).0 == Some(1)
