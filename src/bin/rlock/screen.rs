@@ -55,9 +55,12 @@ impl Screen {
         Ok(screen)
     }
 
-    /// Draw `lines` over the last frame, in one write.
-    pub(crate) fn draw(&self, lines: &[String]) -> std::io::Result<()> {
-        let mut buf = String::from("\x1b[H");
+    /// Draw `lines` over the last frame, in one write; `resized`: the
+    /// terminal's size changed since, so clear it first (a terminal that
+    /// re-wrapped the old rows on shrinking, as tmux does, would otherwise
+    /// keep their wrap marks under the new frame).
+    pub(crate) fn draw(&self, lines: &[String], resized: bool) -> std::io::Result<()> {
+        let mut buf = String::from(if resized { "\x1b[H\x1b[2J" } else { "\x1b[H" });
         for (i, l) in lines.iter().enumerate() {
             if i > 0 {
                 buf.push_str("\r\n");

@@ -141,6 +141,7 @@ impl Quorum {
         answers: &Answers<Outcome>,
         heard: &[Heard],
         silences: &[Outage],
+        silent_before: &[bool],
         outage: &Outage,
     ) -> Error {
         let what = format!("acquire {key:?}");
@@ -155,11 +156,21 @@ impl Quorum {
             .zip(heard)
             .filter(|(_, h)| **h == Heard::Answered)
             .find_map(|(a, _)| a.as_ref()?.as_ref().err());
-        let since: Vec<String> = silences
-            .iter()
-            .zip(&self.servers)
-            .filter_map(|(s, server)| s.unanswered(&server.label))
-            .collect();
+        // Named silent: the masters silent before this last round too; not
+        // one whose only unanswered call was cut off by the deadline (unless
+        // no master was silent before).
+        let named = |before: bool| -> Vec<String> {
+            silences
+                .iter()
+                .zip(&self.servers)
+                .zip(silent_before)
+                .filter(|(_, b)| **b || !before)
+                .filter_map(|((s, server), _)| s.unanswered(&server.label))
+                .collect()
+        };
+        let since = Some(named(true))
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| named(false));
         no_answer_since(&what, n, m, said, &since)
     }
 
@@ -312,9 +323,14 @@ impl Quorum {
                 unreachable = 0;
                 match outage.pause(true, w.waits(), w.deadline(), asked.elapsed()) {
                     Some(pause) => Next::Retry(pause),
-                    None => {
-                        Next::Fail(self.outage_error(key, &answers, &heard, &silences, &outage))
-                    }
+                    None => Next::Fail(self.outage_error(
+                        key,
+                        &answers,
+                        &heard,
+                        &silences,
+                        &silent_before,
+                        &outage,
+                    )),
                 }
             } else if busy.is_some() || disagreed >= MAX_DISAGREE {
                 disagreed = 0;

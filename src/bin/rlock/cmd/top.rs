@@ -71,6 +71,7 @@ pub(crate) fn top(g: &Global, t: &Top) -> anyhow::Result<u8> {
     let mut keys = screen::is_tty(libc::STDIN_FILENO);
     let mut error: Option<String> = None;
     let mut next = Instant::now() + every;
+    let mut drawn_at = None;
     loop {
         let header = Header {
             pattern,
@@ -79,7 +80,8 @@ pub(crate) fn top(g: &Global, t: &Top) -> anyhow::Result<u8> {
             live: true,
         };
         let size = screen::size();
-        screen.draw(&frame(&views, &header, Some(size), &mut look))?;
+        let resized = drawn_at.replace(size).is_some_and(|was| was != size);
+        screen.draw(&frame(&views, &header, Some(size), &mut look), resized)?;
         // Until the next refresh: a key, a signal, or a resize (redraw).
         let refresh = loop {
             let left = next.saturating_duration_since(Instant::now());
