@@ -151,15 +151,7 @@ impl Node {
     /// where the shard can share the script's call: one server, Sentinel,
     /// a RedLock master. None on a Cluster: there [`Node::touch_next`].
     pub(super) fn touch_inline(&self, lock: &LockName, lease: Duration) -> Option<Touch> {
-        (!self.server.is_cluster()).then(|| Touch {
-            key: lock.index_key(),
-            known: lock.known_key(),
-            retention: self.history.retention,
-            name: lock.name().to_string(),
-            lease,
-            base: lock.redis_key().to_string(),
-            keep: self.server.index.keep(),
-        })
+        (!self.server.is_cluster()).then(|| self.touch(lock, lease))
     }
 
     /// A touch made inside a script call sent at `sent` that answered.

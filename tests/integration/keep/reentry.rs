@@ -7,7 +7,7 @@ use super::*;
 fn the_script_re_enters_with_its_exported_token() {
     let r = Redis::shared();
     let d = tmp("reenter");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -25,7 +25,7 @@ fn the_script_re_enters_with_its_exported_token() {
     // The inner release left the keeper, and the lock, in place.
     std::thread::sleep(Duration::from_millis(1500));
     assert!(r.held("k"));
-    assert!(alive(keeper));
+    assert!(alive_in(&sh, keeper));
     go(&d);
     exits_0_then_free(&r, &mut sh, "", "k", Duration::from_secs(1));
     r.assert_nothing_held(&[]);
@@ -39,7 +39,7 @@ fn the_exported_token_re_enters_inside_an_exec_of_another_lock() {
     let r = Redis::shared();
     let d = tmp("reenter-through");
     for shell in ["bash", "dash"] {
-        let mut sh = script(
+        let mut sh = script_in_pid_namespace(
             &r,
             shell,
             &d,
@@ -59,7 +59,7 @@ fn waiting_for_the_scripts_own_lock_says_so() {
     // started it. It still waits as asked, but says why and what to do.
     let r = Redis::shared();
     let d = tmp("self-wait");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,
@@ -100,7 +100,7 @@ fn a_released_keep_inside_an_exec_leaves_the_execs_hold() {
     // hold, freeing the lock while exec's command still ran.
     let r = Redis::shared();
     let d = tmp("keep-in-exec");
-    let mut sh = script(
+    let mut sh = script_in_pid_namespace(
         &r,
         "bash",
         &d,

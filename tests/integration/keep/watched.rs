@@ -25,7 +25,7 @@ fn command_substitution_resolves_to_the_script_in_bash_and_dash() {
                  while [ ! -e \"$D/go\" ]; do sleep 0.05; done",
                 subst.replace("KEY", &key)
             );
-            let mut sh = script(&r, shell, &d, &body);
+            let mut sh = script_in_pid_namespace(&r, shell, &d, &body);
             let pid = wait_line(&d, "pid");
             // Past the subshell's exit and more than a TTL.
             std::thread::sleep(Duration::from_millis(1500));
@@ -56,7 +56,7 @@ fn a_subshell_keeps_the_lock_until_the_subshell_ends() {
                     ( t=$(\"$B\" acquire -n c --keep; echo) || exit 1 )
                     echo \"$$\" > \"$D/pid\"
                     while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
-        let mut sh = script(&r, shell, &d, body);
+        let mut sh = script_in_pid_namespace(&r, shell, &d, body);
         wait_line(&d, "pid");
         assert!(read(&d.join("in-a")).contains("held"), "{shell}");
         for key in ["a", "b", "c"] {
@@ -74,30 +74,32 @@ fn a_subshell_keeps_the_lock_until_the_subshell_ends() {
 
 #[test]
 fn keep_while_watches_the_process_named() {
+    // In a PID namespace of its own: the script starts the process to
+    // watch, names it, and kills it when told.
     let r = Redis::shared();
-    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-    let pid = sleeper.id().to_string();
-    rlock(&r)
-        .args([
-            "acquire",
-            "k",
-            "--keep",
-            "--ttl",
-            "1s",
-            "--keep-while",
-            &pid,
-        ])
-        .run()
-        .ok()
-        .token();
+    let d = tmp("keep-while");
+    let mut sh = script_in_pid_namespace(
+        &r,
+        "bash",
+        &d,
+        "sleep 60 & s=$!
+         \"$B\" acquire k --keep --ttl 1s --keep-while $s >/dev/null || exit 9
+         echo $s > \"$D/pid\"
+         while [ ! -e \"$D/go\" ]; do sleep 0.05; done
+         kill $s; wait $s
+         while [ ! -e \"$D/done\" ]; do sleep 0.05; done",
+    );
+    let pid = wait_line(&d, "pid");
     std::thread::sleep(Duration::from_millis(1500));
     assert!(r.held("k"));
     assert_eq!(holder_pid(&r, "k").to_string(), pid);
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
-    eventually(Duration::from_secs(1), "free after the process", || {
+    go(&d);
+    eventually(Duration::from_secs(2), "free after the process", || {
         !r.held("k")
     });
+    // The script still runs: the lock went with the process named.
+    std::fs::write(d.join("done"), "").unwrap();
+    exits_0(&mut sh, "bash");
     r.assert_nothing_held(&[]);
 }
 
@@ -114,7 +116,7 @@ fn a_subshell_printing_to_the_scripts_pipe_keeps_the_lock_for_itself() {
         let body = "( \"$B\" acquire -n a --keep || exit 1; echo \"$$\" > \"$D/in\" ) || exit 1
                     echo \"$$\" > \"$D/pid\"
                     while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
-        let mut sh = script(&r, shell, &d, body);
+        let mut sh = script_in_pid_namespace(&r, shell, &d, body);
         wait_line(&d, "pid");
         let freed = {
             let limit = Instant::now() + Duration::from_secs(3);
