@@ -141,7 +141,7 @@ pub use tree::is_ancestor;
 pub(crate) use crate::hold::kill_point;
 use guard::guard_killed;
 use guard::{Guard, Launch};
-use renew::Renewal;
+use renew::Shared;
 use supervisor::Supervisor;
 use take::{acquire, ends_wait};
 
@@ -436,7 +436,7 @@ pub fn run_set(
     renewer.set_timeout(timeout);
     let lost_key = Mutex::new(None);
     let cmd_pid = AtomicI32::new(0);
-    let renewal = Renewal {
+    let renewal = Shared {
         lease: &lease,
         others: &others,
         lost_key: &lost_key,

@@ -21,7 +21,7 @@ use crate::{Error, Lease, Locker};
 use super::guard::Guard;
 
 /// Everything the renewer shares with the supervisor.
-pub(crate) struct Renewal<'a> {
+pub(crate) struct Shared<'a> {
     pub lease: &'a Lease,
     /// The other locks of a set (`rlock exec a b`), renewed with `lease`;
     /// `lease.valid_until` is already the set's earliest.
@@ -43,7 +43,7 @@ pub(crate) struct Renewal<'a> {
 pub(crate) struct Renewer<'s, 'e> {
     scope: &'s Scope<'s, 'e>,
     /// What the thread takes when it starts.
-    pending: Option<(&'e mut Locker, Renewal<'e>)>,
+    pending: Option<(&'e mut Locker, Shared<'e>)>,
     thread: Option<Thread>,
     /// One byte per definite loss, from the thread (see [`Renewer::lost`]).
     lost: Option<std::io::PipeReader>,
@@ -53,7 +53,7 @@ impl<'s, 'e> Renewer<'s, 'e> {
     pub(crate) fn new(
         scope: &'s Scope<'s, 'e>,
         locker: &'e mut Locker,
-        r: Renewal<'e>,
+        r: Shared<'e>,
     ) -> Renewer<'s, 'e> {
         Renewer {
             scope,
@@ -136,7 +136,7 @@ impl<'s, 'e> Renewer<'s, 'e> {
 /// renewal step ([`hold::Renewals`]). Reports a definite loss (gone, or
 /// another owner) with one byte on `tx`; transient failures are retried
 /// quickly and left to the supervisor's deadline (and the guard's).
-fn renew_loop(locker: &mut Locker, r: Renewal, mut tx: std::io::PipeWriter) {
+fn renew_loop(locker: &mut Locker, r: Shared, mut tx: std::io::PipeWriter) {
     let mut renewals = hold::Renewals::new(r.lease.valid_until, r.lease.ttl);
     // Every lock of the set: the earliest validity is the set's; the
     // first definite loss of any is the set's loss.

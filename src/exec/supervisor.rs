@@ -64,7 +64,7 @@ pub(crate) struct Supervisor<'a, 's, 'e> {
     /// When `--max-hold` ends, if given.
     pub overrun_at: Option<BootTime>,
     /// Where the command's pid goes for the renewer to note (see
-    /// `Renewal::cmd_pid`).
+    /// `renew::Shared::cmd_pid`).
     pub cmd_pid: &'a AtomicI32,
     pub renewer: Renewer<'s, 'e>,
 }
