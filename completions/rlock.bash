@@ -387,7 +387,7 @@ _rlock() {
             return 0
             ;;
         rlock__subcmd__doctor)
-            opts="-q -v -h --ttl --json --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
+            opts="-q -v -h --ttl --role --json --url --cluster --sentinel --min-replicas --tls-ca --tls-cert --tls-key --prefix --connect-timeout --history-events --history-retention --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -395,6 +395,10 @@ _rlock() {
             case "${prev}" in
                 --ttl)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --role)
+                    COMPREPLY=($(compgen -W "job operator monitor" -- "${cur}"))
                     return 0
                     ;;
                 --url)

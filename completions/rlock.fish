@@ -246,6 +246,9 @@ complete -c rlock -n "__fish_rlock_using_subcommand break" -s q -l quiet -d 'Pri
 complete -c rlock -n "__fish_rlock_using_subcommand break" -s v -l verbose -d 'Say on stderr what happens (acquired, waiting, released)'
 complete -c rlock -n "__fish_rlock_using_subcommand break" -s h -l help -d 'Print help'
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l ttl -d 'The longest TTL (or --min-hold) your locks use: the restart delay and the clock margin are worked out for it' -r
+complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l role -d 'Check that this Redis user has exactly what ROLE needs, no more and no less (the ACL lines of docs/deployments.md#roles), instead of every permission rlock can use' -r -f -a "job\t''
+operator\t''
+monitor\t''"
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l url -d 'Redis URL: redis://[user:pass@]host:port/db, rediss:// (TLS) or unix:///path; several (repeated, or comma-separated) mean RedLock over independent masters' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l sentinel -d 'The URLs are Sentinels; lock on the master they know by this name' -r
 complete -c rlock -n "__fish_rlock_using_subcommand doctor" -l min-replicas -d 'Confirm each new grant on N replicas (WAIT) or fail and release it' -r

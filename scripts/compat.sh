@@ -46,6 +46,7 @@ TESTS=(
   exec::nesting::nested_exec_of_a_semaphore_reenters
   exec::basics::min_hold_keeps_the_lock_taken_after_a_quick_success_only
   tls_acl::every_command_works_as_the_least_privileged_acl_user
+  roles::
 )
 DEST=target/compat-servers
 

@@ -32,6 +32,21 @@ pub enum Error {
         since: Option<SystemTime>,
     },
 
+    /// Redis refused a command, or a command inside a script, because this
+    /// user's ACL does not allow it (NOPERM): a permission the request
+    /// needs is missing (the roles of docs/deployments.md). Nothing was
+    /// changed: Redis checks a script call's keys before the script runs.
+    #[error("{what} ({refused}){}", needs_suffix(.needs))]
+    NoPermission {
+        /// What was refused (`status "k" on Redis at h:1: refused by this
+        /// Redis user's ACL`; for a break, [`crate::lock::breaking::MAY_NOT_BREAK`]).
+        what: String,
+        /// Redis' words: `NOPERM this user has no permissions to ...`.
+        refused: String,
+        /// What would allow it (the role a break needs), if rlock knows.
+        needs: Option<String>,
+    },
+
     /// The lock is held and the caller asked not to wait.
     #[error("lock {key:?} is busy{}", holder_suffix(.holder))]
     Busy {
@@ -237,6 +252,47 @@ pub(crate) const OUT_OF_MEMORY: &str = "Redis is out of memory (used memory abov
      it refuses new locks and waiters until memory is freed or maxmemory is raised; held locks \
      still renew and release";
 
+fn needs_suffix(needs: &Option<String>) -> String {
+    needs.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
+}
+
+/// Whether the ACL refused the call: NOPERM, or a command inside a script
+/// refused, which each server words its own way under code ERR: Redis 7.0
+/// and 6.2 "The user executing the script can't run this command or
+/// subcommand" (or "can't access at least one of the keys"; 6.2 inside
+/// its "Error running script"), Valkey 8 "ACL failure in script: ..."
+/// (as each of them answered a refused HLEN and key).
+pub(crate) fn is_refused_by_acl(err: &redis::RedisError) -> bool {
+    if code(err) == Some("NOPERM") {
+        return true;
+    }
+    let detail = err.detail().unwrap_or_default();
+    err.code() == Some("ERR")
+        && (detail.contains("The user executing the script can't")
+            || detail.starts_with("ACL failure in script"))
+}
+
+/// Redis' words for a refusal by the ACL ([`is_refused_by_acl`]), on one
+/// line, as `NOPERM ...`, without the script error around them or the
+/// script's SHA1 and line (`... script: <sha1>, on @user_script:12.`).
+fn refusal_text(err: &redis::RedisError) -> String {
+    let detail = err.detail().unwrap_or_default();
+    let inner = if err.code() == Some("NOPERM") {
+        detail
+    } else if let Some((_, rest)) = detail.split_once(": -NOPERM") {
+        rest
+    } else if let Some(i) = detail.find("The user executing the script") {
+        &detail[i..]
+    } else if let Some((_, rest)) = detail.split_once("ACL failure in script: ") {
+        rest
+    } else {
+        detail
+    };
+    let inner = inner.split(" script: ").next().unwrap_or_default();
+    let inner = inner.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("NOPERM {}", inner.trim_end_matches('.'))
+}
+
 fn holder_suffix(holder: &Option<String>) -> String {
     holder
         .as_ref()
@@ -262,6 +318,13 @@ impl Error {
                 "{what}: a key of this lock holds a value that is not an rlock lock \
                  (someone else wrote there; pick another key or prefix)"
             ));
+        }
+        if is_refused_by_acl(&err) {
+            return Error::NoPermission {
+                what: format!("{what}: refused by this Redis user's ACL"),
+                refused: refusal_text(&err),
+                needs: None,
+            };
         }
         if code(&err) == Some("MOVED") {
             return Error::Invalid(msg![
@@ -428,6 +491,52 @@ mod tests {
         // A script error of the script's own making keeps ERR.
         let own = server_error("ERR Error running script (call to f_x): @user_script:3: boom");
         assert_eq!(code(&own), Some("ERR"));
+    }
+
+    #[test]
+    fn a_refusal_by_the_acl_is_no_permission_on_every_server() {
+        // A script call's keys refused (Redis 7.0 and 6.2; Valkey 8 says
+        // "No permissions to access a key"), and a command inside a script
+        // refused: Redis 7.0, Valkey 8, Redis 6.2 (as seen on each).
+        let keys =
+            "NOPERM this user has no permissions to access one of the keys used as arguments";
+        let inner7 = "ERR The user executing the script can't run this command or subcommand \
+                      script: 1239783d90d636080ef69bd2f2516b79f0800aba, on @user_script:1.";
+        let valkey = "ERR ACL failure in script: User j has no permissions to run the 'hlen' \
+                      command script: 1239783d90d636080ef69bd2f2516b79f0800aba, on @user_script:1.";
+        let inner6 = "ERR Error running script (call to f_fa5bb24550b00590be4c1531d78d915291e4a9dc): \
+                      @user_script:1: @user_script: 1: The user executing the script can't \
+                      access at least one of the keys mentioned in the command arguments";
+        let want = [
+            keys,
+            "NOPERM The user executing the script can't run this command or subcommand",
+            "NOPERM User j has no permissions to run the 'hlen' command",
+            "NOPERM The user executing the script can't access at least one of the keys \
+             mentioned in the command arguments",
+        ];
+        for (reply, want) in [keys, inner7, valkey, inner6].into_iter().zip(want) {
+            let e = Error::from_redis(server_error(reply), "break \"k\" on Redis at h:1");
+            let Error::NoPermission {
+                what,
+                refused,
+                needs,
+            } = &e
+            else {
+                panic!("{e:?}");
+            };
+            assert_eq!(
+                what,
+                "break \"k\" on Redis at h:1: refused by this Redis user's ACL"
+            );
+            assert_eq!(refused, want);
+            assert!(needs.is_none());
+        }
+        let e = Error::NoPermission {
+            what: "w".into(),
+            refused: "NOPERM x".into(),
+            needs: Some("n".into()),
+        };
+        assert_eq!(e.to_string(), "w (NOPERM x): n");
     }
 
     #[test]

@@ -16,7 +16,9 @@ pub const INTERNAL: u8 = 70;
 /// Busy (--no-wait), the wait timed out, or a newer --supersede waiter
 /// replaced this one (EX_TEMPFAIL, flock's default -E).
 pub const BUSY: u8 = 75;
-/// The token does not own this lock (EX_NOPERM).
+/// The token does not own this lock, or the Redis user's ACL refused
+/// what was asked (NOPERM: a `break` by a user without the operator role)
+/// (EX_NOPERM).
 pub const NOT_OWNER: u8 = 77;
 /// doctor: something unsafe was found in the Redis deployment
 /// (EX_CONFIG).
@@ -59,7 +61,7 @@ pub fn for_error(err: &Error, conflict: u8) -> u8 {
         Error::Unavailable { .. } => UNAVAILABLE,
         Error::Protocol(_) | Error::NotRedis { .. } => INTERNAL,
         Error::Busy { .. } | Error::Timeout { .. } | Error::Superseded { .. } => conflict,
-        Error::NotOwner { .. } => NOT_OWNER,
+        Error::NotOwner { .. } | Error::NoPermission { .. } => NOT_OWNER,
         Error::Lost { .. } => LOST,
         Error::Interrupted(sig) => for_signal(*sig),
         Error::Spawn { code, .. } => *code,
@@ -99,6 +101,12 @@ mod tests {
         assert_eq!(for_error(&busy, 0), 0);
         assert_eq!(for_error(&Error::invalid("x"), 0), USAGE);
         assert_eq!(for_error(&Error::NotOwner { key: "k".into() }, 0), 77);
+        let refused = Error::NoPermission {
+            what: "break".into(),
+            refused: "NOPERM".into(),
+            needs: None,
+        };
+        assert_eq!(for_error(&refused, 0), 77);
         assert_eq!(
             for_error(
                 &Error::Lost {

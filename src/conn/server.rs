@@ -123,6 +123,11 @@ impl Server {
                 "connect",
                 crate::error::no_answer(cause, &self.label, self.timeout),
             ),
+            // A command of the connection's set-up (CLUSTER SLOTS) refused
+            // by the ACL: a missing permission, not an outage.
+            false if crate::error::code(&cause) == Some("NOPERM") => {
+                Error::from_redis(cause, &format!("connect to Redis at {}", self.label))
+            }
             false => Error::unavailable(format!("cannot use Redis at {}", self.label), cause),
         };
         let mut conn = match &self.client {

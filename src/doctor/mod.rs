@@ -44,6 +44,7 @@ mod clock;
 mod permissions;
 mod probe;
 mod report;
+mod role;
 mod server;
 mod topology;
 
@@ -51,6 +52,8 @@ use clock::*;
 use permissions::*;
 use probe::*;
 pub use report::{Facts, Finding, Report, Severity};
+pub use role::Role;
+use role::role;
 use server::*;
 use topology::*;
 
@@ -59,14 +62,28 @@ use topology::*;
 /// all or every one wants a password we lack (or on bad input); everything
 /// else is a finding.
 pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report> {
+    run_for(opts, prefix, ttl, None)
+}
+
+/// [`run`], checking the user's permissions against `role` (exactly what
+/// it needs: docs/deployments.md, "Roles") instead of against every
+/// command rlock sends.
+pub fn run_for(
+    opts: &ConnectOptions,
+    prefix: &str,
+    ttl: Duration,
+    role: Option<Role>,
+) -> Result<Report> {
     let probe = LockName::new(prefix, "rlock-doctor")?;
     let servers = Server::open_all(opts)?;
     let mut report = Report::new(ttl);
+    report.role = role;
     let ctx = Ctx {
         opts,
         ttl,
         probe: probe.redis_key().to_string(),
         prefix: prefix.to_string(),
+        role,
     };
     if opts.cluster {
         // Without the feature, open_all refused --cluster already.
@@ -84,26 +101,32 @@ pub fn run(opts: &ConnectOptions, prefix: &str, ttl: Duration) -> Result<Report>
 mod tests {
     use super::*;
 
-    /// The commands doctor checks are those of the ACL line of docs/deployments.md (the
-    /// test suite runs every rlock command as that user), plus ROLE and
-    /// CLUSTER SLOTS for Sentinel and Cluster connections.
+    /// The commands doctor checks are those of the job and operator lines
+    /// of docs/deployments.md (the test suite runs every rlock command as
+    /// those users), plus ROLE and CLUSTER SLOTS for Sentinel and Cluster
+    /// connections.
     #[test]
     fn checks_the_readme_acl() {
         let readme = include_str!("../../docs/deployments.md");
-        let line = readme
-            .lines()
-            .find(|l| l.starts_with("ACL SETUSER rlock "))
-            .expect("the ACL line of docs/deployments.md");
-        let mut documented: Vec<&str> = line
-            .split_whitespace()
-            .filter_map(|w| w.strip_prefix('+'))
-            .collect();
+        let commands = |user: &str| -> Vec<&str> {
+            let line = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("ACL SETUSER {user} ")))
+                .expect("the role's ACL line of docs/deployments.md");
+            let mut c: Vec<&str> = line
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix('+'))
+                .collect();
+            c.sort();
+            c
+        };
+        let documented = commands("rlock-job");
+        assert_eq!(documented, commands("rlock-operator"));
         let mut checked: Vec<&str> = needed("rlock:{x}", "rlock:")
             .into_iter()
             .filter(|(_, _, need)| !matches!(need, Need::Sentinel | Need::Cluster))
             .map(|(name, _, _)| name)
             .collect();
-        documented.sort();
         checked.sort();
         assert_eq!(documented, checked);
     }

@@ -147,14 +147,7 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
             return;
         }
     };
-    let applies = |need: Need| match need {
-        Need::Always => true,
-        Need::MinReplicas => ctx.opts.min_replicas > 0,
-        Need::RedLock => ctx.redlock(),
-        Need::Sentinel => ctx.opts.sentinel.is_some(),
-        Need::Cluster => ctx.opts.cluster,
-        Need::Recognize => false,
-    };
+    let applies = |need: Need| applies(ctx, need);
     let mut missing = Vec::new();
     let mut optional = Vec::new();
     let mut unrecognized = Vec::new();
@@ -185,7 +178,7 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
             "permissions",
             format!(
                 "this user may not run {} on rlock's keys: the rlock commands that need it \
-                 fail (exit 69)",
+                 fail (exit 77)",
                 missing.join(", ")
             ),
             Some(format!(
@@ -234,6 +227,19 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
                 plus(&names)
             )),
         );
+    }
+}
+
+/// Whether a missing permission of this kind breaks rlock as `ctx` is
+/// configured.
+pub(super) fn applies(ctx: &Ctx, need: Need) -> bool {
+    match need {
+        Need::Always => true,
+        Need::MinReplicas => ctx.opts.min_replicas > 0,
+        Need::RedLock => ctx.redlock(),
+        Need::Sentinel => ctx.opts.sentinel.is_some(),
+        Need::Cluster => ctx.opts.cluster,
+        Need::Recognize => false,
     }
 }
 

@@ -9,6 +9,8 @@ pub(super) struct Ctx<'a> {
     /// A lock's main key nobody uses, for permission checks.
     pub(super) probe: String,
     pub(super) prefix: String,
+    /// `--role`: check the user against that role, not every command.
+    pub(super) role: Option<Role>,
 }
 
 impl Ctx<'_> {

@@ -37,7 +37,7 @@ pub struct Finding {
     /// "RedLock"); never a password.
     pub server: String,
     /// What was checked: version, eviction, memory, persistence,
-    /// replication, sentinel, cluster, clock, permissions, redlock,
+    /// replication, sentinel, cluster, clock, permissions, role, redlock,
     /// connection.
     pub check: &'static str,
     /// What was found, and why it matters.
@@ -77,6 +77,9 @@ pub struct Report {
     pub safe: bool,
     /// The longest TTL the report assumes (restart delay, clock margin).
     pub ttl_ms: u64,
+    /// The role the user was checked against (`--role`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     /// What was found, in the order checked.
     pub findings: Vec<Finding>,
     /// What was measured on each server.
@@ -88,6 +91,7 @@ impl Report {
         Report {
             safe: true,
             ttl_ms: crate::duration::millis(ttl),
+            role: None,
             findings: Vec::new(),
             servers: Vec::new(),
         }

@@ -33,7 +33,10 @@ pub(super) fn node(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut Report) 
         ),
     }
     clock(ctx, probe, at, report, &mut facts);
-    permissions(ctx, probe, at, report);
+    match ctx.role {
+        Some(r) => role(ctx, r, probe, at, report),
+        None => permissions(ctx, probe, at, report),
+    }
     facts
 }
 

@@ -74,6 +74,26 @@ pub struct Broken {
 /// Longest `reason` accepted, in bytes.
 pub const MAX_REASON_LEN: usize = 1000;
 
+/// What a refused break says ([`Error::NoPermission`]'s `what`): Redis
+/// refused break.lua's call because the user's ACL does not cover the
+/// last-break key (the job role; [`crate::lock::LockName`]'s keys).
+pub const MAY_NOT_BREAK: &str = "this Redis user may not break locks";
+
+/// What a refused break needs.
+pub(crate) const BREAK_NEEDS: &str = "break needs the operator role, see docs/deployments.md#roles";
+
+/// A break's refusal by the ACL, said as such (other errors unchanged).
+pub(crate) fn refused(e: Error) -> Error {
+    match e {
+        Error::NoPermission { refused, .. } => Error::NoPermission {
+            what: MAY_NOT_BREAK.to_string(),
+            refused,
+            needs: Some(BREAK_NEEDS.to_string()),
+        },
+        e => e,
+    }
+}
+
 /// How a broken holder's loss starts (`Error::Lost`'s `why`), so that exec
 /// and the keeper can tell it from other losses.
 pub(crate) const BROKEN_BY: &str = "it was broken by ";
@@ -190,6 +210,21 @@ mod tests {
         assert!(matching(&st, "10@b").unwrap().is_empty());
         assert!(matching(&st, "x").is_err());
         assert!(matching(&st, "10@").is_err());
+    }
+
+    #[test]
+    fn a_refused_break_names_the_operator_role() {
+        let e = refused(Error::NoPermission {
+            what: "break \"k\" on Redis at h:1: refused by this Redis user's ACL".into(),
+            refused: "NOPERM no permissions to access a key".into(),
+            needs: None,
+        });
+        assert_eq!(
+            e.to_string(),
+            "this Redis user may not break locks (NOPERM no permissions to access a key): \
+             break needs the operator role, see docs/deployments.md#roles"
+        );
+        assert!(matches!(refused(Error::invalid("x")), Error::Invalid(_)));
     }
 
     #[test]

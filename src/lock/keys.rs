@@ -110,6 +110,24 @@ impl LockName {
         keys
     }
 
+    /// The lock's last break, a string only lua/break.lua writes:
+    /// `<prefix>!{<name>}`. It shares the lock's hash tag (one Cluster
+    /// slot) but not its keys' pattern: an ACL of `~<prefix>{*` refuses a
+    /// break, one that adds `~<prefix>!{*` allows it (the roles of
+    /// docs/deployments.md).
+    pub(crate) fn last_break_key(&self) -> String {
+        let (prefix, tagged) = self.base.split_at(self.prefix_len);
+        format!("{prefix}!{tagged}")
+    }
+
+    /// The keys of a break: [`LockName::noticed_keys`] and the last-break
+    /// key (lua/break.lua).
+    pub(super) fn break_keys(&self) -> Vec<String> {
+        let mut keys = self.noticed_keys();
+        keys.push(self.last_break_key());
+        keys
+    }
+
     /// The keys of a release by `token` with request id `req`:
     /// [`LockName::request_keys`] and the notices (lua/release.lua).
     pub(super) fn release_keys(&self, token: &Token, req: &str) -> Vec<String> {
@@ -296,7 +314,7 @@ mod tests {
     fn names_share_one_hash_tag() {
         let l = LockName::new("rlock:", "a}b").unwrap();
         let tok = Token::generate();
-        for k in l.release_keys(&tok, "r") {
+        for k in l.release_keys(&tok, "r").into_iter().chain(l.break_keys()) {
             let open = k.find('{').unwrap();
             let close = open + k[open..].find('}').unwrap();
             assert_eq!(&k[open + 1..close], "a", "{k}");
@@ -307,6 +325,24 @@ mod tests {
         assert!(LockName::new("p{}:", "x").is_err());
         assert!(LockName::new("p{t}:", "x").is_ok());
         assert!(LockName::new("rlock:", &"x".repeat(MAX_KEY_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn only_the_last_break_key_is_outside_the_job_pattern() {
+        // The job role's ACL pattern is `~rlock:{*` (docs/deployments.md).
+        let l = LockName::new("rlock:", "deploy").unwrap();
+        let tok = Token::generate();
+        assert_eq!(l.last_break_key(), "rlock:!{deploy}");
+        assert_eq!(slot(&l.last_break_key()), slot(l.redis_key()));
+        let mut all = l.release_keys(&tok, "r");
+        all.extend(l.noticed_keys());
+        all.push(l.lost_key());
+        all.push(l.index_key());
+        all.push(l.known_key());
+        for k in all {
+            assert!(k.starts_with("rlock:{"), "{k}");
+        }
+        assert!(!l.last_break_key().starts_with("rlock:{"));
     }
 
     #[test]

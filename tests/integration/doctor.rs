@@ -145,7 +145,10 @@ fn acl_user(r: &Redis, more: &[&str]) -> String {
     acl.extend(more.iter().map(|s| s.to_string()));
     let args: Vec<&str> = acl.iter().map(String::as_str).collect();
     let _: () = r.cmd(&args);
-    format!("redis://rlock:rlock-secret@127.0.0.1:{}", r.port)
+    format!(
+        "redis://rlock-operator:operator-secret@127.0.0.1:{}",
+        r.port
+    )
 }
 
 #[test]

@@ -37,6 +37,7 @@ mod paths;
 mod priority;
 mod redaction;
 mod redlock;
+mod roles;
 mod rw;
 mod sentinel;
 mod server;

@@ -115,15 +115,16 @@ fn connection_errors_say_what_to_do() {
         .run()
         .fails(69, "Connection refused");
     assert!(run.stderr.contains("RLOCK_URL"), "{}", run.stderr);
-    // An ACL that does not cover --prefix: "NoPerm ... keys" named no key.
+    // An ACL that does not cover --prefix: "NoPerm ... keys" named no key;
+    // a refusal by the ACL exits 77.
     let r = Redis::start();
     let _: () = r.cmd(&["ACL", "SETUSER", "narrow", "on", ">pw", "~other:*", "+@all"]);
     let url = r.url().replace("redis://", "redis://narrow:pw@");
     let run = bare_rlock()
         .args(["--url", &url, "acquire", "k"])
         .run()
-        .fails(69, "NoPerm");
-    assert!(run.stderr.contains("~rlock:*"), "{}", run.stderr);
+        .fails(77, "NOPERM");
+    assert!(run.stderr.contains("~rlock:{*"), "{}", run.stderr);
     // --min-replicas with no replica: "... too few replicas - Client".
     let run = rlock(&r)
         .args(["--min-replicas", "1", "acquire", "-n", "k"])

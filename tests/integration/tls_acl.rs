@@ -162,15 +162,23 @@ fn rediss_with_a_client_certificate() {
         .fails(64, "no certificate");
 }
 
-/// The ACL the README documents for an rlock user, word for word.
+/// The ACL docs/deployments.md documents for the operator role (every
+/// rlock command), word for word.
 pub(crate) fn readme_acl() -> Vec<String> {
+    role_acl("operator")
+}
+
+/// The ACL line docs/deployments.md ("Roles") gives role `role`'s user
+/// `rlock-<role>`, word for word.
+pub(crate) fn role_acl(role: &str) -> Vec<String> {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
             .unwrap();
+    let start = format!("ACL SETUSER rlock-{role} ");
     let line = readme
         .lines()
-        .find(|l| l.trim_start().starts_with("ACL SETUSER rlock "))
-        .expect("docs/deployments.md documents `ACL SETUSER rlock ...`");
+        .find(|l| l.trim_start().starts_with(&start))
+        .unwrap_or_else(|| panic!("docs/deployments.md documents `{start}...`"));
     line.split_whitespace().map(str::to_string).collect()
 }
 
@@ -212,7 +220,10 @@ fn every_command_works_as_the_least_privileged_acl_user() {
     let acl = readme_acl();
     let args: Vec<&str> = acl.iter().map(String::as_str).collect();
     let _: () = r.cmd(&args);
-    let url = format!("redis://rlock:rlock-secret@127.0.0.1:{}", r.port);
+    let url = format!(
+        "redis://rlock-operator:operator-secret@127.0.0.1:{}",
+        r.port
+    );
     let run = |a: &[&str]| bare_rlock().env("RLOCK_URL", &url).args(a).run();
     let tok = run(&["acquire", "k"]).ok().token();
     run(&["renew", "k", "--token", &tok]).ok();
@@ -251,5 +262,5 @@ fn every_command_works_as_the_least_privileged_acl_user() {
     run(&["release", "k", "--token", &broken]).fails(79, "broken by");
     r.assert_nothing_held(&[]);
     // And the user is really limited: keys outside the prefix are refused.
-    run(&["--prefix", "other:", "status", "k"]).fails(69, "");
+    run(&["--prefix", "other:", "status", "k"]).fails(77, "NOPERM");
 }

@@ -42,9 +42,10 @@ fn hint(e: &rlock::Error, prefix: &str) -> String {
         } if cause.is_connection_refusal() => {
             "is Redis running there? --url URL (or RLOCK_URL) points rlock at another".into()
         }
-        rlock::Error::Unavailable { cause, .. } if cause.code() == Some("NOPERM") => format!(
-            "the user's ACL must allow the keys under --prefix {prefix:?} (~{prefix}*) and \
-             rlock's commands (docs/deployments.md: \"TLS and least-privilege ACLs\")"
+        // A break's says what it needs itself (the operator role).
+        rlock::Error::NoPermission { needs: None, .. } => format!(
+            "the user's ACL must allow the keys under --prefix {prefix:?} (~{prefix}{{* for a \
+             job) and rlock's commands (docs/deployments.md#roles)"
         ),
         e if e.replicas_short() => "are the replicas connected? (`rlock doctor` checks)".into(),
         _ => String::new(),

@@ -321,13 +321,15 @@ impl Backend for Node {
             ),
         };
         let [cap, retention] = self.history.args();
-        let reply: Vec<Value> = self.eval(
-            &BREAK,
-            &lock.noticed_keys(),
-            &[&fences, order.by(), order.reason(), &cap, &retention],
-            || format!("break {key:?}"),
-            resend_for,
-        )?;
+        let reply: Vec<Value> = self
+            .eval(
+                &BREAK,
+                &lock.break_keys(),
+                &[&fences, order.by(), order.reason(), &cap, &retention],
+                || format!("break {key:?}"),
+                resend_for,
+            )
+            .map_err(crate::lock::breaking::refused)?;
         let (broken, wake) = decode::broken(&reply)?;
         self.wake(&lock, wake);
         Ok(broken)

@@ -170,7 +170,8 @@ fn redlock_works_as_the_least_privileged_acl_user() {
     // is data rlock did not write, refused.)
     let _: () = ms[0].cmd(&["SET", "rlock:{k}:fence", "9", "PX", "3600000"]);
     let _: () = ms[1].cmd(&["SET", "rlock:{k}:fence", "3", "PX", "3600000"]);
-    let url = |host: &str, m: &Redis| format!("redis://rlock:rlock-secret@{host}:{}", m.port);
+    let url =
+        |host: &str, m: &Redis| format!("redis://rlock-operator:operator-secret@{host}:{}", m.port);
     let urls: Vec<String> = ms.iter().map(|m| url("127.0.0.1", m)).collect();
     let as_user = |urls: &str, args: &[&str]| bare_rlock().env("RLOCK_URL", urls).args(args).run();
     let fence = |urls: &str| {

@@ -29,12 +29,14 @@ Exit codes:
   1    break: answered no, or --holder matched no holder; nothing broken
   64   bad usage or input (also: key holds foreign data, --limit or lock
        kind mismatch, read-to-write upgrade)
-  69   Redis unreachable, not answering, or refusing us (auth, ACL; a new
-       lock or waiter while its memory is above maxmemory)
+  69   Redis unreachable, not answering, or refusing us (auth; a new lock
+       or waiter while its memory is above maxmemory)
   70   unexpected reply from Redis, or stdout cannot be written
   75   busy (--no-wait), wait timed out, or superseded (--supersede);
        change with -E
-  77   the token does not own this lock (check: another owner holds it)
+  77   the token does not own this lock (check: another owner holds it),
+       or the Redis user's ACL refused it (NOPERM; break without the
+       operator role: docs/deployments.md#roles)
   78   doctor: something unsafe was found
   79   the lock was lost (expired or deleted while held; check: the token
        holds it no more)

@@ -99,13 +99,20 @@ are distinct servers. One line per finding: severity (ok, info, warn,
 unsafe), server, check, what was found, and what to change. Some checks
 need CONFIG GET: run doctor as an admin user for all of them.
 
-Exit codes: 0 nothing unsafe (warnings allowed), 78 something unsafe,
-69 no server answered, 64 bad usage.
+With --role job|operator|monitor, the permissions are checked against
+that role's ACL line (docs/deployments.md#roles) instead: too little
+(which rlock command would fail, for want of which permission) and too
+much (a job that can break, a monitor that can write) are both unsafe.
+
+Exit codes: 0 nothing unsafe (warnings allowed), 78 something unsafe
+(with --role: the user has too little or too much for it), 69 no server
+answered, 64 bad usage.
 
 Examples:
   rlock doctor
   rlock --url redis://a:6379,redis://b:6379,redis://c:6379 doctor --ttl 10m
-  rlock --sentinel mymaster --url redis://s1:26379 doctor --json";
+  rlock --sentinel mymaster --url redis://s1:26379 doctor --json
+  RLOCK_URL=redis://rlock-job:secret@redis:6379 rlock doctor --role job";
 
 #[derive(Debug, Args)]
 pub(crate) struct Doctor {
@@ -113,6 +120,11 @@ pub(crate) struct Doctor {
     /// and the clock margin are worked out for it
     #[arg(long, default_value = "30s", value_name = "D")]
     pub ttl: Span,
+    /// Check that this Redis user has exactly what ROLE needs, no more
+    /// and no less (the ACL lines of docs/deployments.md#roles), instead of
+    /// every permission rlock can use
+    #[arg(long, value_name = "ROLE", value_parser = ["job", "operator", "monitor"])]
+    pub role: Option<String>,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,

@@ -108,7 +108,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             holder,
             yes,
         }) => breaking::break_lock(g, key, reason, holder.as_deref(), *yes),
-        Command::Doctor(cli::Doctor { ttl, json }) => query::doctor(g, ttl.0, *json),
+        Command::Doctor(cli::Doctor { ttl, role, json }) => {
+            query::doctor(g, ttl.0, role.as_deref(), *json)
+        }
         Command::List(cli::List { pattern, json }) => query::list(g, pattern, *json),
         Command::Top(t) => top::top(g, t),
         Command::Metrics(m) => metrics::metrics(g, m),

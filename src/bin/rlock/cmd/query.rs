@@ -75,9 +75,15 @@ pub(crate) fn status(g: &Global, key: &str, json: bool) -> anyhow::Result<u8> {
 }
 
 /// `doctor`: what in the deployment breaks locks.
-pub(crate) fn doctor(g: &Global, ttl: Duration, json: bool) -> anyhow::Result<u8> {
+pub(crate) fn doctor(
+    g: &Global,
+    ttl: Duration,
+    role: Option<&str>,
+    json: bool,
+) -> anyhow::Result<u8> {
     rlock::lock::check_ttl(ttl)?;
-    let report = rlock::doctor::run(&options(g), &g.prefix, ttl)?;
+    let role = role.map(str::parse::<rlock::doctor::Role>).transpose()?;
+    let report = rlock::doctor::run_for(&options(g), &g.prefix, ttl, role)?;
     let out = if json {
         serde_json::to_string(&report)? + "\n"
     } else {
