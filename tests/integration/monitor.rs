@@ -211,7 +211,9 @@ fn the_monitor_user_reads_everything_and_writes_nothing() {
         &["acquire", "held", "--no-wait"],
         &["exec", "new", "--", "true"],
         &["release", "held", "--token", &tok],
-        &["renew", "held", "--token", &tok],
+        // (Longer than the lease: a renewal never shortens one, and one
+        // with nothing to write would pass the command list on 6.2.)
+        &["renew", "held", "--token", &tok, "--ttl", "2h"],
         &["break", "held", "--yes", "--reason", "monitor"],
     ] {
         let run = mon(a);
@@ -219,8 +221,10 @@ fn the_monitor_user_reads_everything_and_writes_nothing() {
         let lines: Vec<&str> = run.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{a:?}: {}", run.stderr);
         assert!(lines[0].starts_with("rlock: "), "{a:?}: {}", run.stderr);
+        // (Redis 6.2 gives a refusal inside a script no code of its own.)
+        let e = run.stderr.to_lowercase();
         assert!(
-            run.stderr.to_lowercase().contains("noperm"),
+            e.contains("noperm") || e.contains("can't run this command"),
             "{a:?}: {}",
             run.stderr
         );

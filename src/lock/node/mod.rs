@@ -111,7 +111,8 @@ pub(crate) struct Node {
     /// How much history the scripts keep per lock (ARGV of each).
     pub(super) history: HistoryLimits,
     /// The server on this connection does not know EVALSHA_RO (Redis
-    /// 6.2): read-only scripts go with EVALSHA (see [`Node::verbs`]).
+    /// 6.2), or the user may not run it: read-only scripts go with EVALSHA
+    /// (see [`Node::verbs`]).
     pub(super) no_ro: bool,
     /// Redis refused this user a write (NOPERM: a monitor user): the
     /// optional writes of the reads (a history read's settling, `list`'s

@@ -123,6 +123,11 @@ impl Node {
     /// costs nothing where they exist (Redis 7+, Valkey) and one refused
     /// call per connection on 6.2, where asking the version first (INFO,
     /// HELLO) would cost a round trip on every new connection everywhere.
+    ///
+    /// A user refused EVALSHA_RO itself (NOPERM naming it: an ACL written
+    /// before this release, with +evalsha and no +evalsha_ro) is treated
+    /// the same, so that such an ACL keeps working: one refused call per
+    /// connection (one entry in ACL LOG, counted).
     pub(in crate::lock) fn verbs(&self, script: &Lua) -> (&'static str, &'static str) {
         if script.ro && !self.no_ro {
             ("EVALSHA_RO", "EVAL_RO")
@@ -218,13 +223,10 @@ impl Node {
                 ),
                 _ => call(by_sha, script.sha).query(conn),
             };
-            if script.ro
-                && !self.no_ro
-                && touch.is_none()
-                && matches!(&res, Err(e) if unknown_command(e))
-            {
-                // Redis 6.2: no EVALSHA_RO. The same call with EVALSHA, on
-                // the same connection (a read-only script has no touch).
+            if script.ro && !self.no_ro && touch.is_none() && matches!(&res, Err(e) if no_ro(e)) {
+                // Redis 6.2, or a user without +evalsha_ro: the same call
+                // with EVALSHA, on the same connection (a read-only script
+                // has no touch).
                 self.no_ro = true;
                 continue;
             }
@@ -311,12 +313,23 @@ pub(in crate::lock) fn unknown_command(e: &redis::RedisError) -> bool {
             .is_some_and(|d| d.to_ascii_lowercase().starts_with("unknown command"))
 }
 
+/// EVALSHA_RO / EVAL_RO cannot be used here: the server does not know
+/// them (Redis 6.2), or the user may not run them (NOPERM naming them).
+fn no_ro(e: &redis::RedisError) -> bool {
+    unknown_command(e)
+        || (e.code() == Some("NOPERM")
+            && e.detail().is_some_and(|d| {
+                let d = d.to_ascii_lowercase();
+                d.contains("'evalsha_ro'") || d.contains("'eval_ro'")
+            }))
+}
+
 /// A pipelined script call's error that the same call sent alone through
 /// [`Node::eval`] gets past: NOSCRIPT (the script went: a restart, a
-/// failover, SCRIPT FLUSH; EVAL loads it again) or an unknown EVALSHA_RO
-/// (Redis 6.2; EVALSHA then).
+/// failover, SCRIPT FLUSH; EVAL loads it again) or EVALSHA_RO unknown or
+/// refused (Redis 6.2, an older ACL; EVALSHA then).
 pub(in crate::lock) fn retry_alone(e: &redis::RedisError) -> bool {
-    crate::error::code(e) == Some("NOSCRIPT") || unknown_command(e)
+    crate::error::code(e) == Some("NOSCRIPT") || no_ro(e)
 }
 
 /// `script`, then an index `touch`, in one write; the script's reply is
