@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compatibility runs: the integration tests that cover every script path
 # (acquire, release, renew, check, status, list, wait, wake; read-write
-# locks and semaphores; exec; --keep; doctor; a full maxmemory; ACLs;
+# locks and semaphores; exec; --keep; doctor; a full maxmemory; ACLs, the
+# monitor role;
 # RedLock; Redis Cluster; Sentinel and Cluster failovers) against the servers users run besides the
 # Debian redis-server (7.0) of the full run:
 #   - Redis 6.2, the oldest rlock supports: the redis-server inside
@@ -47,6 +48,7 @@ TESTS=(
   exec::basics::min_hold_keeps_the_lock_taken_after_a_quick_success_only
   tls_acl::every_command_works_as_the_least_privileged_acl_user
   roles::
+  monitor::
 )
 DEST=target/compat-servers
 

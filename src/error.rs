@@ -433,6 +433,17 @@ pub(crate) fn code(err: &redis::RedisError) -> Option<&str> {
     {
         return inner.split_whitespace().next().or(Some(outer));
     }
+    // Redis 6.2's ACL refusal of a command inside a script has no code of
+    // its own: "ERR Error running script (...): @user_script:219:
+    // @user_script: 219: The user executing the script can't run this
+    // command or subcommand". Redis 7 and Valkey say NOPERM.
+    if outer == "ERR"
+        && let Some(detail) = err.detail()
+        && detail.starts_with("Error running script")
+        && detail.contains("The user executing the script can't run this command")
+    {
+        return Some("NOPERM");
+    }
     Some(outer)
 }
 
@@ -491,6 +502,13 @@ mod tests {
         // A script error of the script's own making keeps ERR.
         let own = server_error("ERR Error running script (call to f_x): @user_script:3: boom");
         assert_eq!(code(&own), Some("ERR"));
+        // An ACL refusal inside a script: no code on 6.2, NOPERM after.
+        let acl = server_error(
+            "ERR Error running script (call to f_4d27): @user_script:219: @user_script: 219: \
+             The user executing the script can't run this command or subcommand",
+        );
+        assert_eq!(code(&acl), Some("NOPERM"));
+        assert!(is_unavailable(&acl));
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub(super) enum Need {
     /// did not write at a lock's fence key, a wake-up list or a queue key
     /// of a lock in use from rlock's own, and take it as rlock's.
     Recognize,
+    /// Nothing breaks without it: the reads' read-only script calls
+    /// (EVALSHA_RO, EVAL_RO), which rlock falls back from to EVALSHA after
+    /// one refused call per connection (counted in ACL LOG).
+    ReadOnly,
 }
 
 /// Every command rlock sends or its scripts run (the ACL line of docs/deployments.md,
@@ -35,6 +39,12 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
     vec![
         ("evalsha", v(&["evalsha", &"0".repeat(40), "1", k]), Always),
         ("eval", v(&["eval", "return 1", "1", k]), Always),
+        (
+            "evalsha_ro",
+            v(&["evalsha_ro", &"0".repeat(40), "1", k]),
+            ReadOnly,
+        ),
+        ("eval_ro", v(&["eval_ro", "return 1", "1", k]), ReadOnly),
         ("wait", v(&["wait", "0", "0"]), MinReplicas),
         ("info", v(&["info", "server"]), RedLock),
         ("blpop", v(&["blpop", &w, "1"]), Always),
@@ -151,6 +161,7 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
     let mut missing = Vec::new();
     let mut optional = Vec::new();
     let mut unrecognized = Vec::new();
+    let mut no_ro = Vec::new();
     for ((name, _, need), ok) in needed.iter().zip(&verdicts) {
         if *ok == Some(false) {
             if applies(*need) {
@@ -161,6 +172,8 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
                 optional.push(format!("{name} (needed under RedLock)"));
             } else if *need == Need::Recognize {
                 unrecognized.push(*name);
+            } else if *need == Need::ReadOnly {
+                no_ro.push(*name);
             }
         }
     }
@@ -212,6 +225,22 @@ pub(super) fn permissions(ctx: &Ctx, probe: &mut Probe, at: &str, report: &mut R
             Some(format!("ACL SETUSER <user> {}", plus(&unrecognized))),
         );
     }
+    if !no_ro.is_empty() {
+        report.add(
+            Severity::Info,
+            at,
+            "permissions",
+            format!(
+                "this user may not run {}: rlock's reads (status, list, history, ...) are \
+                 refused once per connection, counted in ACL LOG, then sent with EVALSHA",
+                no_ro.join(", ")
+            ),
+            Some(format!(
+                "ACL SETUSER <user> {} (Redis 7 or newer)",
+                plus(&no_ro)
+            )),
+        );
+    }
     if !optional.is_empty() {
         let names: Vec<&str> = optional
             .iter()
@@ -239,7 +268,7 @@ pub(super) fn applies(ctx: &Ctx, need: Need) -> bool {
         Need::RedLock => ctx.redlock(),
         Need::Sentinel => ctx.opts.sentinel.is_some(),
         Need::Cluster => ctx.opts.cluster,
-        Need::Recognize => false,
+        Need::Recognize | Need::ReadOnly => false,
     }
 }
 

@@ -81,12 +81,39 @@ const WRITES: &[&str] = &[
     "pexpireat",
 ];
 
+/// The commands the reads' scripts run (lua/status.lua, overview.lua,
+/// history.lua) and the read commands the client sends: what a monitor
+/// needs (its line in docs/deployments.md#roles).
+const MONITOR_READS: &[&str] = &[
+    "evalsha_ro",
+    "eval_ro",
+    "zscan",
+    "scan",
+    "info",
+    "time",
+    "type",
+    "exists",
+    "pttl",
+    "get",
+    "hget",
+    "hmget",
+    "hgetall",
+    "zrange",
+    "zrangebyscore",
+    "zscore",
+    "zcount",
+    "lrange",
+    "role",
+    "cluster|slots",
+];
+
 /// The break's script call: EVALSHA on a lock's keys and its last-break
 /// key `<prefix>!{<name>}`, which only a break declares (lua/break.lua).
 pub(super) const BREAK: &str = "break";
 
 /// The commands asked about for a role: those of the permission check
-/// ([`needed`]), the read-only script calls, and a break's script call.
+/// ([`needed`], the read-only script calls included) and a break's script
+/// call.
 pub(super) fn asked(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String>, Need)> {
     let mut all = needed(probe, prefix);
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<String>>();
@@ -94,16 +121,6 @@ pub(super) fn asked(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String>
     let last_break = LockName::new(prefix, "rlock-doctor")
         .map(|l| l.last_break_key())
         .unwrap_or_else(|_| format!("{prefix}!{{rlock-doctor}}"));
-    all.push((
-        "evalsha_ro",
-        v(&["evalsha_ro", &sha, "1", probe]),
-        Need::Always,
-    ));
-    all.push((
-        "eval_ro",
-        v(&["eval_ro", "return 1", "1", probe]),
-        Need::Always,
-    ));
     all.push((
         BREAK,
         v(&["evalsha", &sha, "2", probe, &last_break]),
@@ -116,7 +133,7 @@ pub(super) fn asked(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String>
 /// setting that needs it is in use (--min-replicas, RedLock, ...).
 pub(super) fn want(role: Role, name: &str, need: Need, applies: bool) -> Want {
     let needed = || match need {
-        Need::Recognize => Want::Nice,
+        Need::Recognize | Need::ReadOnly => Want::Nice,
         _ if applies => Want::Must,
         _ => Want::Either,
     };
@@ -124,9 +141,10 @@ pub(super) fn want(role: Role, name: &str, need: Need, applies: bool) -> Want {
         (Role::Operator, BREAK) => Want::Must,
         (_, BREAK) => Want::MustNot,
         (Role::Monitor, "evalsha_ro" | "eval_ro") => Want::Must,
-        (_, "evalsha_ro" | "eval_ro") => Want::Either,
-        (Role::Monitor, "wait") => Want::Either,
         (Role::Monitor, n) if WRITES.contains(&n) => Want::MustNot,
+        // What only the writers' scripts run (the monitor line leaves it
+        // out, harmlessly).
+        (Role::Monitor, n) if !MONITOR_READS.contains(&n) => Want::Either,
         _ => needed(),
     }
 }

@@ -382,7 +382,25 @@ fn waiter(v: &Value, rw: bool) -> Option<WaiterStatus> {
 #[cfg(test)]
 mod tests;
 
-/// lua/history.lua's reply: history entries as lua/common.lua's log_event
+/// lua/history.lua's reply: how many of its entries are expiries not
+/// recorded yet (lua/settle.lua records them), then the entries, as
+/// [`history`] reads them.
+pub(super) fn history_read(reply: Value) -> Result<(u64, Vec<Event>)> {
+    let bad = || Error::Protocol(format!("history returned {reply:?}"));
+    let Value::Array(mut parts) = reply.clone() else {
+        return Err(bad());
+    };
+    if parts.is_empty() {
+        return Err(bad());
+    }
+    let Value::Int(unsettled) = parts.remove(0) else {
+        return Err(bad());
+    };
+    let unsettled = u64::try_from(unsettled).map_err(|_| bad())?;
+    Ok((unsettled, history(Value::Array(parts))?))
+}
+
+/// lua/settle.lua's reply: history entries as lua/common.lua's log_event
 /// writes them (a JSON array: ms, event, fence, holder info, then field,
 /// value pairs), in the order given.
 pub(super) fn history(reply: Value) -> Result<Vec<Event>> {

@@ -128,9 +128,8 @@ impl super::Node {
             .map(|k| {
                 let lock = self.name(k)?;
                 let keys = lock.keys(None);
-                let mut c = redis::cmd("EVALSHA");
-                c.arg(super::script::HISTORY.sha())
-                    .arg(keys.len())
+                let mut c = self.script_cmd(&super::script::HISTORY);
+                c.arg(keys.len())
                     .arg(keys)
                     .arg(&count)
                     .arg(&cap)
@@ -144,13 +143,50 @@ impl super::Node {
         keys.iter()
             .zip(replies)
             .map(|(k, reply)| match reply {
-                Ok(v) => super::decode::history(v),
+                Ok(v) => self.settled(k, limit, v),
                 // The script went (a restart, SCRIPT FLUSH): this one again
-                // through `Node::eval`, whose EVAL loads it for the rest.
-                Err(e) if crate::error::code(&e) == Some("NOSCRIPT") => self.history(k, limit),
+                // through `Node::eval`, whose EVAL loads it for the rest
+                // (or which sends EVALSHA where EVALSHA_RO is unknown).
+                Err(e) if super::node::retry_alone(&e) => self.history(k, limit),
                 Err(e) => Err(self.fail(e, format!("history {k:?}"))),
             })
             .collect()
+    }
+
+    /// The events of lock `key` from lua/history.lua's `reply` (which
+    /// writes nothing). Where it found leases that ran out unnoticed, and
+    /// the user may write, lua/settle.lua records them (prune and settle in
+    /// lua/common.lua, as an acquire's slow path does) and its reply is the
+    /// answer: each is recorded once, at the first read or acquire that
+    /// finds it. A user Redis refuses the write (NOPERM: a monitor user)
+    /// gets the entries history.lua computed, the same but for their time
+    /// (the read's), and leaves them to the next writer.
+    pub(super) fn settled(
+        &mut self,
+        key: &str,
+        limit: usize,
+        reply: redis::Value,
+    ) -> Result<Vec<Event>> {
+        use super::Backend;
+        let (unsettled, events) = super::decode::history_read(reply)?;
+        if unsettled == 0 || self.read_only {
+            return Ok(events);
+        }
+        let lock = self.name(key)?;
+        let [cap, retention] = self.history.args();
+        let res: Result<redis::Value> = self.eval(
+            &super::script::SETTLE,
+            &lock.keys(None),
+            &[&limit.to_string(), &cap, &retention],
+            || format!("history {key:?}"),
+            super::script::RESEND_WINDOW,
+        );
+        self.note_refused(&res);
+        match res {
+            Ok(v) => super::decode::history(v),
+            Err(_) if self.read_only => Ok(events),
+            Err(e) => Err(e),
+        }
     }
 }
 

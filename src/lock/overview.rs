@@ -279,12 +279,8 @@ impl Node {
         let cmds: Vec<redis::Cmd> = keys
             .iter()
             .map(|k| {
-                let mut c = redis::cmd("EVALSHA");
-                c.arg(OVERVIEW.sha())
-                    .arg(k.len())
-                    .arg(k)
-                    .arg(window)
-                    .arg(known);
+                let mut c = self.script_cmd(&OVERVIEW);
+                c.arg(k.len()).arg(k).arg(window).arg(known);
                 c
             })
             .collect();
@@ -297,8 +293,9 @@ impl Node {
                 Ok(v) => Ok(v),
                 // The script went (a restart, a failover, SCRIPT FLUSH):
                 // this call again through `Node::eval`, whose EVAL loads it
-                // on that master for the calls that follow.
-                Err(e) if crate::error::code(&e) == Some("NOSCRIPT") => self.eval::<Value>(
+                // on that master for the calls that follow (or which sends
+                // EVALSHA where EVALSHA_RO is unknown: Redis 6.2).
+                Err(e) if crate::lock::node::retry_alone(&e) => self.eval::<Value>(
                     &OVERVIEW,
                     k,
                     &[window, known],

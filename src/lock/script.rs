@@ -13,6 +13,10 @@ use crate::duration::millis;
 pub(crate) struct Lua {
     pub(super) code: &'static str,
     pub(super) sha: &'static str,
+    /// The script only reads: sent with EVALSHA_RO / EVAL_RO (Redis 7+,
+    /// Valkey), which a user with read-only key access (`%R~`) may run and
+    /// in which Redis refuses any write (`Node::eval`).
+    pub(super) ro: bool,
 }
 
 impl Lua {
@@ -23,9 +27,13 @@ impl Lua {
 
 macro_rules! script {
     ($file:literal) => {
+        script!($file, false)
+    };
+    ($file:literal, $ro:literal) => {
         Lua {
             code: include_str!(concat!(env!("OUT_DIR"), "/lua/", $file)),
             sha: env!(concat!("RLOCK_LUA_SHA_", $file)),
+            ro: $ro,
         }
     };
 }
@@ -33,16 +41,18 @@ macro_rules! script {
 pub(super) static ACQUIRE: Lua = script!("acquire.lua");
 pub(super) static RELEASE: Lua = script!("release.lua");
 pub(super) static RENEW: Lua = script!("renew.lua");
-pub(super) static STATUS: Lua = script!("status.lua");
+// The reads (`status`, `list`, `history`, `top`, `metrics`): read-only.
+pub(super) static STATUS: Lua = script!("status.lua", true);
 pub(super) static CHECK: Lua = script!("check.lua");
 pub(super) static WAIT: Lua = script!("wait.lua");
 pub(super) static WAKE: Lua = script!("wake.lua");
-pub(super) static HISTORY: Lua = script!("history.lua");
+pub(super) static HISTORY: Lua = script!("history.lua", true);
+pub(super) static SETTLE: Lua = script!("settle.lua");
 pub(super) static LOST: Lua = script!("lost.lua");
 pub(super) static BREAK: Lua = script!("break.lua");
 pub(super) static INDEX: Lua = script!("index.lua");
 pub(super) static INDEX_DROP: Lua = script!("index_drop.lua");
-pub(super) static OVERVIEW: Lua = script!("overview.lua");
+pub(super) static OVERVIEW: Lua = script!("overview.lua", true);
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -115,6 +125,7 @@ mod tests {
             &WAIT,
             &WAKE,
             &HISTORY,
+            &SETTLE,
             &LOST,
             &BREAK,
             &INDEX,
@@ -127,5 +138,106 @@ mod tests {
         assert!(ACQUIRE.code.contains("local function tidy"));
         assert!(!ACQUIRE.code.lines().any(|l| l == "--@common"));
         assert!(!WAKE.code.contains("local function tidy"));
+    }
+
+    /// The commands a script's code runs (`call('X'`, `pcall('X'`),
+    /// upper case, each once.
+    fn commands(code: &str) -> Vec<String> {
+        let mut out: Vec<String> = code
+            .split("call('")
+            .skip(1)
+            .map(|rest| {
+                rest.chars()
+                    .take_while(char::is_ascii_alphabetic)
+                    .collect::<String>()
+                    .to_uppercase()
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// What Redis lets a read-only script (EVALSHA_RO) and a monitor user
+    /// run: the reads docs/deployments.md's monitor ACL line allows.
+    const READS: &[&str] = &[
+        "EXISTS",
+        "GET",
+        "HGET",
+        "HGETALL",
+        "HMGET",
+        "LRANGE",
+        "PTTL",
+        "TIME",
+        "TYPE",
+        "ZCOUNT",
+        "ZRANGE",
+        "ZRANGEBYSCORE",
+        "ZSCORE",
+    ];
+
+    /// The body of `local function name` in lua/common.lua.
+    fn prelude_fn(name: &str) -> &'static str {
+        let common = include_str!("../../lua/common.lua");
+        let start = common
+            .find(&format!("local function {name}("))
+            .unwrap_or_else(|| panic!("{name} in lua/common.lua"));
+        let len = common[start..].find("\nend\n").expect("its end");
+        &common[start..start + len]
+    }
+
+    /// A read-only script (sent with EVALSHA_RO: Redis refuses its writes,
+    /// and a monitor user may run it) runs reads only: its own code, and
+    /// the prelude's functions it calls, which are these and no writer.
+    #[test]
+    fn read_only_scripts_call_only_reads() {
+        let own = [
+            include_str!("../../lua/status.lua"),
+            include_str!("../../lua/history.lua"),
+            include_str!("../../lua/overview.lua"),
+        ];
+        let readers = ["lock_kind", "now_ms", "no_ttl", "not_ours", "open_entries"];
+        let writers = [
+            "prune",
+            "settle",
+            "tidy",
+            "log_event",
+            "forget_holder",
+            "leave_queue",
+            "clear_remains",
+            "forget_remains",
+            "writes_at_maxmemory",
+            "refuse_at_maxmemory",
+            "to_wake",
+            "check_types",
+            "gone_grants",
+        ];
+        for code in own {
+            // (Comments name the writers a script stands in for.)
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for c in commands(&code) {
+                assert!(READS.contains(&c.as_str()), "{c} in a read-only script");
+            }
+            for w in writers {
+                assert!(
+                    !code.contains(&format!("{w}(")),
+                    "a read-only script calls {w}"
+                );
+            }
+        }
+        for f in readers {
+            for c in commands(prelude_fn(f)) {
+                assert!(READS.contains(&c.as_str()), "{c} in {f} (lua/common.lua)");
+            }
+        }
+        assert!(STATUS.ro && HISTORY.ro && OVERVIEW.ro);
+        // The writers are not sent read-only.
+        for s in [&ACQUIRE, &RELEASE, &RENEW, &SETTLE, &INDEX_DROP, &BREAK] {
+            assert!(!s.ro);
+        }
     }
 }

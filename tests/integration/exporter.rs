@@ -71,14 +71,14 @@ print(json.dumps(out))
 
 /// A running `rlock metrics --listen 127.0.0.1:0` (the kernel picks the
 /// port: no race for a free one); stopped with SIGTERM when dropped.
-struct Exporter {
+pub(crate) struct Exporter {
     child: Child,
     addr: String,
     stderr: BufReader<ChildStderr>,
 }
 
 impl Exporter {
-    fn start(r: &Redis, url: &str) -> Exporter {
+    pub(crate) fn start(r: &Redis, url: &str) -> Exporter {
         let mut child = rlock(r)
             .env("RLOCK_URL", url)
             .args(["metrics", "--listen", "127.0.0.1:0"])
@@ -124,7 +124,7 @@ impl Exporter {
     /// GET /metrics: the body of a 200 with the text format's type, which
     /// promtool accepts.
     #[track_caller]
-    fn scrape(&self) -> String {
+    pub(crate) fn scrape(&self) -> String {
         let (status, headers, body) = self.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(status, "HTTP/1.1 200 OK", "{headers}\n{body}");
         assert!(

@@ -30,6 +30,7 @@ mod keep_safety;
 mod library;
 mod max_hold;
 mod metrics;
+mod monitor;
 mod multi;
 mod new_user;
 mod oom;

@@ -383,8 +383,8 @@ impl Node {
             .map(|(lock, _, _)| {
                 let mut keys = lock.keys(None);
                 keys.push(lock.lost_key());
-                let mut c = redis::cmd("EVALSHA");
-                c.arg(STATUS.sha()).arg(keys.len()).arg(keys);
+                let mut c = self.script_cmd(&STATUS);
+                c.arg(keys.len()).arg(keys);
                 c
             })
             .collect();
@@ -397,9 +397,9 @@ impl Node {
                 Ok(v) => Vec::<Value>::from_redis_value(v)
                     .map_err(|e| Error::Protocol(format!("status {:?}: {e}", lock.name())))
                     .and_then(|r| decode::status(lock.name(), r)),
-                // The script went (SCRIPT FLUSH, a restart): ask again with
-                // EVAL, once.
-                Err(e) if crate::error::code(&e) == Some("NOSCRIPT") => {
+                // The script went (SCRIPT FLUSH, a restart), or Redis 6.2
+                // has no EVALSHA_RO: ask again alone, once.
+                Err(e) if super::transport::retry_alone(&e) => {
                     crate::lock::backend::Backend::status(self, lock.name())
                 }
                 Err(e) => Err(self.fail(e, format!("status {:?}", lock.name()))),
@@ -414,18 +414,23 @@ impl Node {
             }
         }
         for (shard, pairs) in stale.iter().enumerate() {
-            if pairs.is_empty() {
+            // Tidying only, by a user that may write: a failure leaves the
+            // entries for the next list, and a user refused the write (a
+            // monitor user: NOPERM) leaves them to the touches, which drop
+            // entries past their deadline (lua/part/touch.lua), and to the
+            // shard's expiry.
+            if pairs.is_empty() || self.read_only {
                 continue;
             }
             let args: Vec<&str> = pairs.iter().map(String::as_str).collect();
-            // Tidying only: a failure leaves the entries for the next list.
-            let _: Result<i64> = self.eval(
+            let res: Result<i64> = self.eval(
                 &INDEX_DROP,
                 std::slice::from_ref(&shards[shard]),
                 &args,
                 || "tidy the index of locks".into(),
                 std::time::Duration::ZERO,
             );
+            self.note_refused(&res);
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)

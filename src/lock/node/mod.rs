@@ -17,6 +17,8 @@ mod index;
 mod ops;
 mod transport;
 
+pub(super) use transport::retry_alone;
+
 use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Value};
@@ -108,6 +110,14 @@ pub(crate) struct Node {
     pub(super) touched: index::Touched,
     /// How much history the scripts keep per lock (ARGV of each).
     pub(super) history: HistoryLimits,
+    /// The server on this connection does not know EVALSHA_RO (Redis
+    /// 6.2), or the user may not run it: read-only scripts go with EVALSHA
+    /// (see [`Node::verbs`]).
+    pub(super) no_ro: bool,
+    /// Redis refused this user a write (NOPERM: a monitor user): the
+    /// optional writes of the reads (a history read's settling, `list`'s
+    /// clean-up of the index) are not tried again.
+    pub(super) read_only: bool,
 }
 
 impl Node {
@@ -123,6 +133,8 @@ impl Node {
             then: None,
             touched: index::Touched::default(),
             history: HistoryLimits::default(),
+            no_ro: false,
+            read_only: false,
         }
     }
 
@@ -152,6 +164,14 @@ impl Node {
                 Ok(None)
             }
             Err(e) => Err(self.fail(e, "INFO server".into())),
+        }
+    }
+
+    /// Note a write Redis refused this user (NOPERM), so that the reads'
+    /// optional writes are not tried again (`read_only`).
+    pub(super) fn note_refused<T>(&mut self, res: &Result<T>) {
+        if let Err(Error::NoPermission { .. }) = res {
+            self.read_only = true;
         }
     }
 

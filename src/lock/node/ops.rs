@@ -363,7 +363,7 @@ impl Backend for Node {
             || format!("history {key:?}"),
             RESEND_WINDOW,
         )?;
-        decode::history(reply)
+        self.settled(key, limit, reply)
     }
 
     fn histories(&mut self, keys: &[String], limit: usize) -> Result<Vec<Vec<Event>>> {

@@ -58,6 +58,7 @@ impl Node {
     /// Connect now, to report an unusable server at once.
     pub(crate) fn connect(&mut self) -> Result<()> {
         self.conn = Some(self.server.connect()?);
+        self.no_ro = false;
         // A cluster connection has read the slot map from a node.
         self.answered |= self.server.is_cluster();
         self.last_used = Instant::now();
@@ -71,6 +72,9 @@ impl Node {
         self.last_used = Instant::now();
         if self.conn.is_none() {
             self.conn = Some(self.server.connect()?);
+            // A new connection may reach another server (a failover, an
+            // upgrade): EVALSHA_RO is tried again.
+            self.no_ro = false;
         }
         Ok(self.conn.as_mut().expect("just connected"))
     }
@@ -111,6 +115,36 @@ impl Node {
 }
 
 impl Node {
+    /// The verbs that run `script`: by its SHA1, and with its code. A
+    /// read-only script goes with EVALSHA_RO / EVAL_RO, which a user with
+    /// read-only key access may run and in which Redis refuses every write;
+    /// on a server that does not know them (Redis 6.2: "unknown command",
+    /// noted in `no_ro` for this connection) with EVALSHA / EVAL. Trying
+    /// costs nothing where they exist (Redis 7+, Valkey) and one refused
+    /// call per connection on 6.2, where asking the version first (INFO,
+    /// HELLO) would cost a round trip on every new connection everywhere.
+    ///
+    /// A user refused EVALSHA_RO itself (NOPERM naming it: an ACL written
+    /// before this release, with +evalsha and no +evalsha_ro) is treated
+    /// the same, so that such an ACL keeps working: one refused call per
+    /// connection (one entry in ACL LOG, counted).
+    pub(in crate::lock) fn verbs(&self, script: &Lua) -> (&'static str, &'static str) {
+        if script.ro && !self.no_ro {
+            ("EVALSHA_RO", "EVAL_RO")
+        } else {
+            ("EVALSHA", "EVAL")
+        }
+    }
+
+    /// `script` by its SHA1 with the verb [`Node::verbs`] gives, for a
+    /// pipeline ([`Node::batch`]): a reply that [`retry_alone`] names is
+    /// sent again through [`Node::eval`].
+    pub(in crate::lock) fn script_cmd(&self, script: &Lua) -> redis::Cmd {
+        let mut c = redis::cmd(self.verbs(script).0);
+        c.arg(script.sha());
+        c
+    }
+
     /// Run `script` with EVALSHA, or EVAL when the server lacks it (a
     /// restart, a failover, SCRIPT FLUSH). Done by hand rather than with
     /// redis-rs' Script, whose fallback SCRIPT LOAD goes to every node of a
@@ -168,6 +202,7 @@ impl Node {
         let touch = self.then.take();
         let touch_sent = Instant::now();
         loop {
+            let (by_sha, by_code) = self.verbs(script);
             match self.conn() {
                 Ok(_) => {}
                 // Reconnecting during an outage: keep trying. A first
@@ -181,13 +216,20 @@ impl Node {
             let mut res = match (&touch, &mut *conn) {
                 (Some(t), crate::conn::Conn::One(c)) => with_touch(
                     c,
-                    &call("EVALSHA", script.sha),
+                    &call(by_sha, script.sha),
                     &t.cmd("EVALSHA"),
                     &mut touched,
                     &mut out_of_step,
                 ),
-                _ => call("EVALSHA", script.sha).query(conn),
+                _ => call(by_sha, script.sha).query(conn),
             };
+            if script.ro && !self.no_ro && touch.is_none() && matches!(&res, Err(e) if no_ro(e)) {
+                // Redis 6.2, or a user without +evalsha_ro: the same call
+                // with EVALSHA, on the same connection (a read-only script
+                // has no touch).
+                self.no_ro = true;
+                continue;
+            }
 
             if matches!(&res, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
             {
@@ -199,14 +241,14 @@ impl Node {
                 res = match (&touch, &mut *conn) {
                     (Some(t), crate::conn::Conn::One(c)) if !out_of_step => with_touch(
                         c,
-                        &call("EVAL", script.code),
+                        &call(by_code, script.code),
                         &t.cmd("EVAL"),
                         &mut touched,
                         &mut out_of_step,
                     ),
                     _ => {
                         touched = None;
-                        call("EVAL", script.code).query(conn)
+                        call(by_code, script.code).query(conn)
                     }
                 };
             }
@@ -261,6 +303,33 @@ impl Node {
             }
         }
     }
+}
+
+/// The server does not know the command (EVALSHA_RO before Redis 7):
+/// "ERR unknown command 'evalsha_ro', with args beginning with: ...".
+pub(in crate::lock) fn unknown_command(e: &redis::RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.to_ascii_lowercase().starts_with("unknown command"))
+}
+
+/// EVALSHA_RO / EVAL_RO cannot be used here: the server does not know
+/// them (Redis 6.2), or the user may not run them (NOPERM naming them).
+fn no_ro(e: &redis::RedisError) -> bool {
+    unknown_command(e)
+        || (e.code() == Some("NOPERM")
+            && e.detail().is_some_and(|d| {
+                let d = d.to_ascii_lowercase();
+                d.contains("'evalsha_ro'") || d.contains("'eval_ro'")
+            }))
+}
+
+/// A pipelined script call's error that the same call sent alone through
+/// [`Node::eval`] gets past: NOSCRIPT (the script went: a restart, a
+/// failover, SCRIPT FLUSH; EVAL loads it again) or EVALSHA_RO unknown or
+/// refused (Redis 6.2, an older ACL; EVALSHA then).
+pub(in crate::lock) fn retry_alone(e: &redis::RedisError) -> bool {
+    crate::error::code(e) == Some("NOSCRIPT") || no_ro(e)
 }
 
 /// `script`, then an index `touch`, in one write; the script's reply is
