@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::lock::quorum::Quorum;
-use crate::lock::{Backend, First, LockView, Node, Renewal, Watch};
+use crate::lock::{Backend, LockView, Node, Renewal, Watch};
 use crate::{Busy, Cancel, Event, HistoryLimits, Lease, Release, Released, Request, Result, Token};
 
 /// Lock operations against one Redis, or against several with RedLock.
@@ -57,7 +57,7 @@ impl Locker {
         Locker(self.0.detached())
     }
 
-    /// [`Backend::acquire`], once `req` is checked.
+    /// [`Backend::acquire`], watched by `cancel` and `on_wait`.
     pub fn acquire(
         &mut self,
         key: &str,
@@ -65,14 +65,7 @@ impl Locker {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        req.check()?;
         self.0.acquire(key, req, Watch { cancel, on_wait })
-    }
-
-    /// [`Backend::acquire_first`], once `req` is checked.
-    pub fn acquire_first(&mut self, key: &str, req: &Request) -> Result<First> {
-        req.check()?;
-        self.0.acquire_first(key, req)
     }
 
     /// Release one hold of `token` on `key` (honouring a min-hold given at

@@ -90,20 +90,21 @@ pub(crate) fn options(g: &Global) -> ConnectOptions {
     }
 }
 
-/// The request for a lock of `mode`, up to `limit` holders at once.
-pub(crate) fn request(lock: &LockOpts, limit: u32, mode: Mode) -> Request {
-    let mut req = Request::new(lock.ttl.0);
-    req.limit = limit;
-    req.mode = mode;
-    req.min_hold = lock.min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
-    req.supersede = lock.supersede;
-    req.priority = lock.priority;
-    req.wait = match (lock.no_wait, lock.wait) {
-        (true, _) => Wait::No,
-        (false, Some(d)) => Wait::For(d.0),
-        (false, None) => Wait::Forever,
-    };
-    req
+/// The request for a lock of `mode`, up to `limit` holders at once;
+/// refused (a usage error) as [`rlock::RequestBuilder::build`] refuses it.
+pub(crate) fn request(lock: &LockOpts, limit: u32, mode: Mode) -> Result<Request, rlock::Error> {
+    Request::builder(lock.ttl.0)
+        .limit(limit)
+        .mode(mode)
+        .min_hold(lock.min_hold.map_or(Duration::ZERO, |d| d.0))
+        .supersede(lock.supersede)
+        .priority(lock.priority)
+        .wait(match (lock.no_wait, lock.wait) {
+            (true, _) => Wait::No,
+            (false, Some(d)) => Wait::For(d.0),
+            (false, None) => Wait::Forever,
+        })
+        .build()
 }
 
 /// RLOCK_HELD: the locks enclosing `rlock exec`s hold, and their tokens.
