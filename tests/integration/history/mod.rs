@@ -388,7 +388,7 @@ fn an_exec_that_finds_its_lock_gone_shows_lost() {
 fn a_release_noted_as_overran_shows_overran() {
     let r = Redis::shared();
     let mut l = r.locker();
-    let req = rlock::Request::new(Duration::from_secs(10));
+    let req = rlock::Request::new(Duration::from_secs(10)).unwrap();
     let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
     let how = rlock::Release {
         all: true,
