@@ -74,9 +74,8 @@ impl Locker {
         self.0.release(key, token, &Release::default())
     }
 
-    /// [`Backend::release`], once `how` is checked.
+    /// [`Backend::release`] (which [`Locker::release`] hides).
     pub fn release_with(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
-        how.check()?;
         self.0.release(key, token, how)
     }
 

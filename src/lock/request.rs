@@ -344,26 +344,14 @@ impl RequestBuilder {
 /// How a release gives holds back (see [`crate::Locker::release_with`]);
 /// the default is [`crate::Locker::release`]'s: one hold, honouring the
 /// min-hold given at the grant, noted as a plain release, resent for a
-/// while if Redis does not answer.
+/// while if Redis does not answer. Valid by construction: a min-hold is
+/// set only by [`Release::holds`], which refuses one over [`MAX_TTL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Release {
-    /// Every hold of the token at once, re-entries included (and any place
-    /// in the wait queue): what the outermost holder does, so that a nested
-    /// holder that died without releasing cannot keep the lock held.
-    pub all: bool,
-    /// Some(d): the last hold's lease ends no sooner than d, or the
-    /// min-hold given at the grant, after the grant (nobody renewing it
-    /// meanwhile); None frees the lock at once whatever min-hold was asked.
-    /// At most [`MAX_TTL`].
-    pub min_hold: Option<Duration>,
-    /// How the hold ended, for the lock's history (exec's exit code, or
-    /// `overran`).
-    pub note: ReleaseNote,
-    /// Some(d): sent once, never resent, connecting and the reply each
-    /// waited for at most d; for a release that can only free what is left
-    /// of a lease, such as after the lease was lost. RedLock's per-master
-    /// timeouts are short already: it releases as without.
-    pub within: Option<Duration>,
+    pub(crate) all: bool,
+    pub(crate) min_hold: Option<Duration>,
+    pub(crate) note: ReleaseNote,
+    pub(crate) within: Option<Duration>,
 }
 
 impl Default for Release {
@@ -379,12 +367,19 @@ impl Default for Release {
 
 impl Release {
     /// Every hold of the token if `all`, else one, with `min_hold` as
-    /// [`Release::min_hold`] says.
-    pub fn holds(all: bool, min_hold: Option<Duration>) -> Release {
-        Release {
-            all,
-            min_hold,
-            ..Release::default()
+    /// [`Release::min_hold`] says; refused ([`Error::Invalid`]) over
+    /// [`MAX_TTL`], a min-hold no server would keep.
+    pub fn holds(all: bool, min_hold: Option<Duration>) -> Result<Release> {
+        match min_hold {
+            Some(d) if d > MAX_TTL => Err(Error::Invalid(msg![
+                Setting::ReleaseMinHold,
+                format!(" is too long: at most {}", human(MAX_TTL))
+            ])),
+            _ => Ok(Release {
+                all,
+                min_hold,
+                ..Release::default()
+            }),
         }
     }
 
@@ -396,15 +391,63 @@ impl Release {
         }
     }
 
-    /// Refuse a min-hold no server would keep.
-    pub fn check(&self) -> Result<()> {
-        match self.min_hold {
-            Some(d) if d > MAX_TTL => Err(Error::Invalid(msg![
-                Setting::ReleaseMinHold,
-                format!(" is too long: at most {}", human(MAX_TTL))
-            ])),
-            _ => Ok(()),
+    /// Every hold of the token if `all`, else one, honouring the min-hold
+    /// given at the grant if `honour`, else freed at once: the releases
+    /// the library makes itself, which name no min-hold of their own.
+    pub(crate) fn of(all: bool, honour: bool) -> Release {
+        Release {
+            all,
+            min_hold: honour.then_some(Duration::ZERO),
+            ..Release::default()
         }
+    }
+
+    /// The same release of every hold of the token if `all`, else of one.
+    pub fn all_holds(self, all: bool) -> Release {
+        Release { all, ..self }
+    }
+
+    /// The same release, noted in the lock's history as `note` says.
+    pub fn noted(self, note: ReleaseNote) -> Release {
+        Release { note, ..self }
+    }
+
+    /// The same release sent once, never resent, connecting and the reply
+    /// each waited for at most `within`.
+    pub fn sent_once(self, within: Duration) -> Release {
+        Release {
+            within: Some(within),
+            ..self
+        }
+    }
+
+    /// Every hold of the token at once, re-entries included (and any place
+    /// in the wait queue): what the outermost holder does, so that a nested
+    /// holder that died without releasing cannot keep the lock held.
+    pub fn all(&self) -> bool {
+        self.all
+    }
+
+    /// Some(d): the last hold's lease ends no sooner than d, or the
+    /// min-hold given at the grant, after the grant (nobody renewing it
+    /// meanwhile); None frees the lock at once whatever min-hold was asked.
+    /// At most [`MAX_TTL`].
+    pub fn min_hold(&self) -> Option<Duration> {
+        self.min_hold
+    }
+
+    /// How the hold ended, for the lock's history (exec's exit code, or
+    /// `overran`).
+    pub fn note(&self) -> ReleaseNote {
+        self.note
+    }
+
+    /// Some(d): sent once, never resent, connecting and the reply each
+    /// waited for at most d; for a release that can only free what is left
+    /// of a lease, such as after the lease was lost. RedLock's per-master
+    /// timeouts are short already: it releases as without.
+    pub fn within(&self) -> Option<Duration> {
+        self.within
     }
 }
 

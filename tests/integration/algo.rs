@@ -9,15 +9,9 @@ use rlock::{Error, Mode, Release, Request, Wait};
 use crate::util::*;
 
 /// Every hold of the token at once (what the outermost holder does).
-const ALL: Release = Release {
-    all: true,
-    min_hold: Some(Duration::ZERO),
-    note: rlock::ReleaseNote {
-        exit_code: None,
-        overran: false,
-    },
-    within: None,
-};
+fn all() -> Release {
+    Release::default().all_holds(true)
+}
 
 /// A small xorshift, seeded per thread: no dependency, reproducible.
 struct Rng(u64);
@@ -113,7 +107,7 @@ fn mixed_readers_writers_never_overlap() {
                         assert!(inside.fetch_sub(1, Ordering::SeqCst) > 0);
                     }
                     let res = if rng.below(5) == 0 {
-                        l.release_with("mix", &lease.token, &ALL)
+                        l.release_with("mix", &lease.token, &all())
                     } else {
                         l.release("mix", &lease.token)
                     };
@@ -317,10 +311,7 @@ fn a_second_release_does_not_extend_a_parked_hold() {
         .unwrap();
     let short = Some(Duration::from_secs(2));
     let long = Some(Duration::from_secs(3600));
-    let parked = |min_hold| Release {
-        min_hold,
-        ..Release::default()
-    };
+    let parked = |min_hold| Release::holds(false, min_hold).unwrap();
     l.release_with("parked", &lease.token, &parked(short))
         .unwrap();
     l.release_with("parked", &lease.token, &parked(long))
@@ -330,11 +321,8 @@ fn a_second_release_does_not_extend_a_parked_hold() {
     assert!(st.holders[0].ttl_ms <= 2000, "{st:?}");
     assert_eq!(st.holders[0].count, 0, "{st:?}");
     // Given back at once (no min-hold honoured): gone.
-    let all = Release {
-        all: true,
-        ..Release::at_once()
-    };
-    l.release_with("parked", &lease.token, &all).unwrap();
+    let at_once = Release::at_once().all_holds(true);
+    l.release_with("parked", &lease.token, &at_once).unwrap();
     r.assert_nothing_held(&[]);
 }
 
@@ -372,7 +360,7 @@ fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
     waiter.kill().unwrap();
     waiter.wait().unwrap();
     assert!(ttl > 0, "{writers} has PTTL {ttl}");
-    l.release_with("conv", &outer.token, &ALL).unwrap();
+    l.release_with("conv", &outer.token, &all()).unwrap();
 }
 
 /// --supersede: "newest wins". A waiter whose grant came back too late

@@ -164,6 +164,36 @@ fn a_request_with_no_wait_left_stays_valid() {
 }
 
 #[test]
+fn a_release_takes_a_min_hold_no_longer_than_a_ttl() {
+    let over = MAX_TTL + Duration::from_secs(1);
+    match Release::holds(false, Some(over)) {
+        Err(Error::Invalid(m)) => assert_eq!(
+            m,
+            msg![Setting::ReleaseMinHold, " is too long: at most 7days"]
+        ),
+        other => panic!("not refused: {other:?}"),
+    }
+    let r = Release::holds(true, Some(MAX_TTL)).unwrap();
+    assert_eq!((r.all(), r.min_hold()), (true, Some(MAX_TTL)));
+    assert_eq!(Release::holds(false, None).unwrap(), Release::at_once());
+    assert_eq!(
+        Release::holds(false, Some(Duration::ZERO)).unwrap(),
+        Release::default()
+    );
+    let note = ReleaseNote {
+        exit_code: Some(3),
+        overran: false,
+    };
+    let r = Release::at_once()
+        .all_holds(true)
+        .noted(note)
+        .sent_once(Duration::from_secs(2));
+    assert_eq!((r.all(), r.min_hold()), (true, None));
+    assert_eq!((r.note(), r.within()), (note, Some(Duration::from_secs(2))));
+    assert_eq!(Release::default().within(), None);
+}
+
+#[test]
 fn ci_job_names_the_job_the_environment_names() {
     let env = |pairs: &'static [(&'static str, &'static str)]| {
         move |k: &str| {

@@ -119,10 +119,7 @@ pub(crate) fn print_tokens(
     })?;
     let give_back = |locker: &mut Locker| {
         for l in leases.iter().rev() {
-            let how = Release {
-                all: l.count == 1,
-                ..Release::at_once()
-            };
+            let how = Release::at_once().all_holds(l.count == 1);
             let _ = locker.release_with(&l.key, &l.token, &how);
         }
     };
