@@ -8,7 +8,7 @@ use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::lock::quorum::Quorum;
 use crate::lock::{Backend, LockView, Node, Renewal, Watch};
-use crate::{Busy, Cancel, Event, HistoryLimits, Lease, Release, Released, Request, Result, Token};
+use crate::{Busy, Cancel, Event, Lease, Release, Released, Request, Result, Token};
 
 /// Lock operations against one Redis, or against several with RedLock.
 ///
@@ -77,15 +77,6 @@ impl Locker {
     /// [`Backend::release`] (which [`Locker::release`] hides).
     pub fn release_with(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
         self.0.release(key, token, how)
-    }
-
-    /// How much history each lock keeps from now on (events, retention):
-    /// [`HistoryLimits::default`] unless set. Refused (a usage error) out
-    /// of range.
-    pub fn set_history(&mut self, limits: HistoryLimits) -> Result<()> {
-        limits.check()?;
-        self.0.set_history(limits);
-        Ok(())
     }
 
     /// [`Backend::history`], once `limit` is in range.

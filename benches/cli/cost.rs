@@ -153,11 +153,8 @@ pub(crate) fn run(_: &Bench) {
         .unwrap_or(0);
     let log_mem = weigh(&mut conn, &name.log_key());
     let stats_mem = weigh(&mut conn, &name.stats_key());
-    l.set_history(rlock::HistoryLimits {
-        events: 0,
-        ..rlock::HistoryLimits::default()
-    })
-    .expect("history limits");
+    let keep = rlock::HistoryLimits::default().retention();
+    l.set_history(rlock::HistoryLimits::new(0, keep).expect("history limits"));
     let lib_counters = measure(&r, CYCLES, &RLOCK_SENT, |_| {
         let lease = l
             .acquire("cost0", &req, None, &mut |_| {})

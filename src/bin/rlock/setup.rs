@@ -25,11 +25,10 @@ pub(crate) fn connect_listing(g: &Global) -> anyhow::Result<Locker> {
 }
 
 fn connect_with(g: &Global, opts: ConnectOptions) -> anyhow::Result<Locker> {
-    let limits = history(g);
     // Checked before connecting: a bad value writes nothing.
-    limits.check()?;
+    let limits = history(g)?;
     let mut locker = Locker::connect(&opts, &g.prefix)?;
-    locker.set_history(limits)?;
+    locker.set_history(limits);
     Ok(locker)
 }
 
@@ -55,12 +54,10 @@ fn index_keep(v: Option<&str>) -> Duration {
         })
 }
 
-/// How much history each lock keeps (--history-events, --history-retention).
-pub(crate) fn history(g: &Global) -> rlock::HistoryLimits {
-    rlock::HistoryLimits {
-        events: g.history_events,
-        retention: g.history_retention.0,
-    }
+/// How much history each lock keeps (--history-events,
+/// --history-retention); refused (a usage error) out of range.
+pub(crate) fn history(g: &Global) -> Result<rlock::HistoryLimits, rlock::Error> {
+    rlock::HistoryLimits::new(g.history_events, g.history_retention.0)
 }
 
 pub(crate) fn options(g: &Global) -> ConnectOptions {

@@ -30,11 +30,7 @@ fn limit_shows_the_last_events() {
 fn cap_and_retention_bound_the_history() {
     let r = Redis::shared();
     let mut l = r.locker();
-    l.set_history(rlock::HistoryLimits {
-        events: 5,
-        retention: Duration::from_secs(3600),
-    })
-    .unwrap();
+    l.set_history(rlock::HistoryLimits::new(5, Duration::from_secs(3600)).unwrap());
     let req = rlock::Request::new(Duration::from_secs(10)).unwrap();
     for _ in 0..150 {
         let lease = l.acquire("cap", &req, None, &mut |_| {}).unwrap();

@@ -178,7 +178,7 @@ pub(crate) fn keeper(g: &Global, keep: &KeepOpts) -> anyhow::Result<Option<rlock
         grace: keep
             .grace
             .map_or(std::time::Duration::from_secs(10), |g| g.0),
-        history: crate::setup::history(g),
+        history: crate::setup::history(g)?,
         max_hold: crate::setup::max_hold(keep.max_hold)?,
     }))
 }

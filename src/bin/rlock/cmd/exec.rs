@@ -31,7 +31,7 @@ pub(crate) fn exec(
     rlock::exec::release_if_killed(Some(rlock::exec::Releaser {
         opts: crate::setup::options(g),
         prefix: g.prefix.clone(),
-        history: crate::setup::history(g),
+        history: crate::setup::history(g)?,
     }));
     let req = req
         .to_builder()
