@@ -183,7 +183,7 @@ mod tests {
         );
         assert_eq!(
             new(1, 0).unwrap_err().to_string(),
-            "HistoryLimits::retention 0s is out of range: use 1s to 366d"
+            "HistoryLimits::retention 0ms is out of range: use 1s to 366d"
         );
         assert!(new(1, 367 * 86_400).is_err());
     }
