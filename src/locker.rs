@@ -16,12 +16,14 @@ use crate::{Busy, Cancel, Event, Lease, Release, Released, Request, Result, Toke
 /// dereferences to. It holds a `Box<dyn Backend>` rather than an enum: the
 /// two backends share no code but the contract, a locker is made once per
 /// process, and one dynamic call per round trip to Redis costs nothing
-/// worth a `match` in every method. The calls that take input to check
-/// are its own (each checks, then calls the backend's): `acquire`,
-/// `release`, `renew`, `set_history`, `history`, `overview`, `known` and
-/// `known_names`; the others are the backend's, their input checked when
-/// it was made ([`Renewal`], [`Break`](crate::lock::Break)) or needing
-/// none.
+/// worth a `match` in every method. Its own calls that take plain values
+/// check them, then call the backend's: `renew` (a TTL), `history` and
+/// `histories` (a limit), `overview`, `known` and `known_names` (a
+/// pattern); `acquire`, `release` and `release_with` only spell the
+/// backend's call. The input types are checked when they are made
+/// ([`Request`], [`Release`], [`HistoryLimits`](crate::HistoryLimits),
+/// [`Renewal`], [`Break`](crate::lock::Break)), so nothing here checks
+/// them again.
 pub struct Locker(Box<dyn Backend>);
 
 impl Deref for Locker {
