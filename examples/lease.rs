@@ -28,8 +28,9 @@ fn run() -> Result<(), Error> {
     let mut locker = Locker::connect(&opts, "rlock:")?;
 
     let ttl = Duration::from_secs(6);
-    let mut req = Request::new(ttl);
-    req.wait = Wait::For(Duration::from_secs(10));
+    let req = Request::builder(ttl)
+        .wait(Wait::For(Duration::from_secs(10)))
+        .build()?;
     let lease = locker.acquire("report", &req, None, &mut |busy| {
         eprintln!(
             "lease: lock busy, place {} in the queue; waiting",

@@ -6,7 +6,7 @@
 //! use rlock::{ConnectOptions, Locker, Request};
 //!
 //! let mut locker = Locker::connect(&ConnectOptions::default(), "rlock:")?;
-//! let lease = locker.acquire("market", &Request::new(Duration::from_secs(30)), None, &mut |_| {})?;
+//! let lease = locker.acquire("market", &Request::new(Duration::from_secs(30))?, None, &mut |_| {})?;
 //! // ... critical section; lease.fence orders writes downstream ...
 //! locker.release("market", &lease.token)?;
 //! # Ok::<(), rlock::Error>(())
@@ -21,7 +21,7 @@
 //! use rlock::{exit_code, ConnectOptions, Error, Locker, Request};
 //!
 //! // Too short a lease to renew: refused before connecting.
-//! let err = Request::new(Duration::from_millis(10)).check().unwrap_err();
+//! let err = Request::new(Duration::from_millis(10)).unwrap_err();
 //! assert!(matches!(err, Error::Invalid(_)));
 //! assert_eq!(exit_code::for_error(&err, exit_code::BUSY), exit_code::USAGE);
 //!
@@ -51,7 +51,7 @@ pub use conn::ConnectOptions;
 pub use error::{Error, Result};
 pub use lock::{
     Backend, Break, Busy, Cancel, Event, Held, HistoryLimits, HolderInfo, HolderStatus, Lease,
-    Loss, Mode, Release, ReleaseNote, Released, Renewal, Request, Status, Token, Wait,
-    WaiterStatus, Watch,
+    Loss, Mode, Release, ReleaseNote, Released, Renewal, Request, RequestBuilder, Status, Token,
+    Wait, WaiterStatus, Watch,
 };
 pub use locker::Locker;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::clock::BootTime;
 use crate::conn::{ConnectOptions, Server};
 use crate::lock::quorum::Quorum;
-use crate::lock::{Backend, First, LockView, Node, Renewal, Watch};
-use crate::{Busy, Cancel, Event, HistoryLimits, Lease, Release, Released, Request, Result, Token};
+use crate::lock::{Backend, LockView, Node, Renewal, Watch};
+use crate::{Busy, Cancel, Event, Lease, Release, Released, Request, Result, Token};
 
 /// Lock operations against one Redis, or against several with RedLock.
 ///
@@ -16,12 +16,14 @@ use crate::{Busy, Cancel, Event, HistoryLimits, Lease, Release, Released, Reques
 /// dereferences to. It holds a `Box<dyn Backend>` rather than an enum: the
 /// two backends share no code but the contract, a locker is made once per
 /// process, and one dynamic call per round trip to Redis costs nothing
-/// worth a `match` in every method. The calls that take input to check
-/// are its own (each checks, then calls the backend's): `acquire`,
-/// `release`, `renew`, `set_history`, `history`, `overview`, `known` and
-/// `known_names`; the others are the backend's, their input checked when
-/// it was made ([`Renewal`], [`Break`](crate::lock::Break)) or needing
-/// none.
+/// worth a `match` in every method. Its own calls that take plain values
+/// check them, then call the backend's: `renew` (a TTL), `history` and
+/// `histories` (a limit), `overview`, `known` and `known_names` (a
+/// pattern); `acquire`, `release` and `release_with` only spell the
+/// backend's call. The input types are checked when they are made
+/// ([`Request`], [`Release`], [`HistoryLimits`](crate::HistoryLimits),
+/// [`Renewal`], [`Break`](crate::lock::Break)), so nothing here checks
+/// them again.
 pub struct Locker(Box<dyn Backend>);
 
 impl Deref for Locker {
@@ -57,7 +59,7 @@ impl Locker {
         Locker(self.0.detached())
     }
 
-    /// [`Backend::acquire`], once `req` is checked.
+    /// [`Backend::acquire`], watched by `cancel` and `on_wait`.
     pub fn acquire(
         &mut self,
         key: &str,
@@ -65,14 +67,7 @@ impl Locker {
         cancel: Option<&Cancel>,
         on_wait: &mut dyn FnMut(&Busy),
     ) -> Result<Lease> {
-        req.check()?;
         self.0.acquire(key, req, Watch { cancel, on_wait })
-    }
-
-    /// [`Backend::acquire_first`], once `req` is checked.
-    pub fn acquire_first(&mut self, key: &str, req: &Request) -> Result<First> {
-        req.check()?;
-        self.0.acquire_first(key, req)
     }
 
     /// Release one hold of `token` on `key` (honouring a min-hold given at
@@ -81,19 +76,9 @@ impl Locker {
         self.0.release(key, token, &Release::default())
     }
 
-    /// [`Backend::release`], once `how` is checked.
+    /// [`Backend::release`] (which [`Locker::release`] hides).
     pub fn release_with(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
-        how.check()?;
         self.0.release(key, token, how)
-    }
-
-    /// How much history each lock keeps from now on (events, retention):
-    /// [`HistoryLimits::default`] unless set. Refused (a usage error) out
-    /// of range.
-    pub fn set_history(&mut self, limits: HistoryLimits) -> Result<()> {
-        limits.check()?;
-        self.0.set_history(limits);
-        Ok(())
     }
 
     /// [`Backend::history`], once `limit` is in range.

@@ -21,9 +21,10 @@ pub(crate) fn locker(r: &Redis) -> Locker {
 }
 
 pub(crate) fn request(ttl: Duration) -> Request {
-    let mut req = Request::new(ttl);
-    req.wait = Wait::Forever;
-    req
+    Request::builder(ttl)
+        .wait(Wait::Forever)
+        .build()
+        .expect("request")
 }
 
 /// Waiters queued on `key` right now (0 on error: the caller polls anyway).

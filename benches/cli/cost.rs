@@ -18,10 +18,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rlock::Wait;
+use rlock::{Request, Wait};
 
 use crate::Bench;
-use crate::client::{locker, request, rlock};
+use crate::client::{locker, rlock};
 use crate::process::run_ok;
 use crate::server::info;
 use crate::stats::section;
@@ -127,8 +127,10 @@ pub(crate) fn run(_: &Bench) {
             .expect("EVALSHA");
     });
     let mut l = locker(&r);
-    let mut req = request(Duration::from_secs(30));
-    req.wait = Wait::No;
+    let req = Request::builder(Duration::from_secs(30))
+        .wait(Wait::No)
+        .build()
+        .expect("request");
     let lib = measure(&r, CYCLES, &RLOCK_SENT, |_| {
         let lease = l.acquire("cost", &req, None, &mut |_| {}).expect("acquire");
         l.release("cost", &lease.token).expect("release");
@@ -151,11 +153,8 @@ pub(crate) fn run(_: &Bench) {
         .unwrap_or(0);
     let log_mem = weigh(&mut conn, &name.log_key());
     let stats_mem = weigh(&mut conn, &name.stats_key());
-    l.set_history(rlock::HistoryLimits {
-        events: 0,
-        ..rlock::HistoryLimits::default()
-    })
-    .expect("history limits");
+    let keep = rlock::HistoryLimits::default().retention();
+    l.set_history(rlock::HistoryLimits::new(0, keep).expect("history limits"));
     let lib_counters = measure(&r, CYCLES, &RLOCK_SENT, |_| {
         let lease = l
             .acquire("cost0", &req, None, &mut |_| {})

@@ -61,8 +61,10 @@ pub(crate) fn run(_: &Bench) {
         rows.push(row("Redis Cluster, 3 masters (key k<i>)", nodes, true));
     }
 
-    let mut req = Request::new(Duration::from_secs(30));
-    req.wait = Wait::No;
+    let req = Request::builder(Duration::from_secs(30))
+        .wait(Wait::No)
+        .build()
+        .expect("request");
     for round in 0..WARMUP + N {
         for d in &mut rows {
             let Ok(l) = &mut d.locker else { continue };

@@ -129,11 +129,12 @@ fn scan(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
 }
 
 fn req(mode: Mode, limit: u32) -> Request {
-    let mut req = Request::new(TTL);
-    req.mode = mode;
-    req.limit = limit;
-    req.wait = Wait::For(Duration::from_secs(5));
-    req
+    Request::builder(TTL)
+        .mode(mode)
+        .limit(limit)
+        .wait(Wait::For(Duration::from_secs(5)))
+        .build()
+        .expect("request")
 }
 
 /// Acquire `key` as `q` says.
@@ -179,9 +180,13 @@ fn read_write(r: &Redis) -> Result<(), String> {
 
 fn reentry(r: &Redis) -> Result<(), String> {
     let mut l = locker(r);
-    let mut q = req(Mode::Exclusive, 1);
+    let q = req(Mode::Exclusive, 1);
     let outer = take(&mut l, "x-reenter", &q)?;
-    q.reenter = Some(outer.token.clone());
+    let q = q
+        .to_builder()
+        .reenter(Some(outer.token.clone()))
+        .build()
+        .expect("request");
     let inner = take(&mut l, "x-reenter", &q)?;
     if inner.count != 2 {
         return Err(format!("re-entry count {}, expected 2", inner.count));
@@ -192,8 +197,11 @@ fn reentry(r: &Redis) -> Result<(), String> {
 
 fn min_hold(r: &Redis) -> Result<(), String> {
     let mut l = locker(r);
-    let mut q = req(Mode::Exclusive, 1);
-    q.min_hold = MIN_HOLD;
+    let q = req(Mode::Exclusive, 1)
+        .to_builder()
+        .min_hold(MIN_HOLD)
+        .build()
+        .expect("request");
     let lease = take(&mut l, "x-minhold", &q)?;
     give(&mut l, &lease, Released::Released)
 }

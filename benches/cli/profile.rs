@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rlock::Wait;
+use rlock::{Request, Wait};
 
 use crate::Bench;
-use crate::client::{locker, request, rlock};
+use crate::client::{locker, rlock};
 use crate::process::run_ok;
 use crate::server::info;
 use crate::stats::{median, ms, section};
@@ -163,8 +163,10 @@ pub(crate) fn run(_: &Bench) {
     let index_sha = env!("RLOCK_LUA_SHA_index.lua");
 
     let mut l = locker(&r);
-    let mut req = request(Duration::from_secs(30));
-    req.wait = Wait::No;
+    let req = Request::builder(Duration::from_secs(30))
+        .wait(Wait::No)
+        .build()
+        .expect("request");
     // Each step's server time: the INFO commandstats usec it added (the
     // INFO calls themselves are counted in a row of their own).
     let steps = [

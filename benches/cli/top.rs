@@ -35,8 +35,10 @@ pub(crate) fn run(_: &Bench) {
     ));
     let r = start_redis(&[]);
     let mut l = locker(&r);
-    let mut req = Request::new(TTL);
-    req.wait = Wait::No;
+    let req = Request::builder(TTL)
+        .wait(Wait::No)
+        .build()
+        .expect("request");
     for i in 0..LOCKS {
         l.acquire(&format!("lock-{i:04}"), &req, None, &mut |_| {})
             .expect("acquire");

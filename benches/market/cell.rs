@@ -68,8 +68,10 @@ impl Cell {
             };
             Locker::connect(&opts, LOCK_PREFIX).expect("connect the locker")
         });
-        let mut req = Request::new(LOCK_TTL);
-        req.wait = Wait::For(LOCK_WAIT);
+        let req = Request::builder(LOCK_TTL)
+            .wait(Wait::For(LOCK_WAIT))
+            .build()
+            .expect("request");
         (conn, locker, req)
     }
 }

@@ -332,7 +332,7 @@ pub fn run_set(
     // may try again at once (cron: a failed run is retried by the next
     // host to fire, not skipped for the whole min-hold).
     let release = |locker: &mut Locker, succeeded: bool| {
-        let how = |l: &Lease| Release::holds(l.count == 1, succeeded.then_some(Duration::ZERO));
+        let how = |l: &Lease| Release::of(l.count == 1, succeeded);
         for o in others.iter().rev() {
             let _ = locker.release_with(&o.key, &o.token, &how(o));
         }
@@ -341,14 +341,13 @@ pub fn run_set(
     // The release after the command ended: the history's `released` event
     // carries its exit code (`overran` instead after --max-hold).
     let release_noted = |locker: &mut Locker, succeeded: bool, code: Option<i32>, overran: bool| {
-        let hold = succeeded.then_some(Duration::ZERO);
         let note = crate::lock::ReleaseNote {
             exit_code: code,
             overran,
         };
         let how = |l: &Lease| Release {
             note,
-            ..Release::holds(l.count == 1, hold)
+            ..Release::of(l.count == 1, succeeded)
         };
         // Every lock of the set; the first that was gone (or taken) when
         // the command ended is the one reported, with its name.
@@ -524,7 +523,7 @@ pub fn run_set(
             for l in all {
                 let how = Release {
                     within: Some(left),
-                    ..Release::holds(l.count == 1, None)
+                    ..Release::of(l.count == 1, false)
                 };
                 let _ = locker.release_with(&l.key, &l.token, &how);
             }

@@ -143,7 +143,7 @@ impl Keeper {
         // included, until the lease's validity ends.
         let history = c.history();
         let locker = Locker::connect(&opts, &c.prefix).ok().map(|mut l| {
-            let _ = l.set_history(history);
+            l.set_history(history);
             l
         });
         let k = Keeper {
@@ -389,7 +389,7 @@ impl Keeper {
     fn locker(&mut self) -> Result<&mut Locker> {
         if self.locker.is_none() {
             let mut l = Locker::connect(&self.opts, &self.prefix)?;
-            l.set_history(self.history)?;
+            l.set_history(self.history);
             self.locker = Some(l);
         }
         Ok(self.locker.as_mut().expect("just connected"))

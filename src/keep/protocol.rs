@@ -64,11 +64,7 @@ pub fn release(
     min_hold: Option<Duration>,
 ) -> Result<Released> {
     let keeper = announce(&locker.name(key)?, token, locker.timeout());
-    let how = crate::Release {
-        all,
-        min_hold,
-        ..Default::default()
-    };
+    let how = crate::Release::holds(all, min_hold)?;
     let res = locker.release_with(key, token, &how);
     if let Some(mut s) = keeper {
         let _ = s.write_all(Verdict::of(&res).line().as_bytes());

@@ -53,14 +53,15 @@ pub(super) struct Config {
 }
 
 impl Config {
-    /// The history limits the keeper's calls use.
+    /// The history limits the keeper's calls use: the default unless
+    /// given, or if what was given is out of range (the parent writes
+    /// them from a [`crate::lock::HistoryLimits`], in range).
     pub(super) fn history(&self) -> crate::lock::HistoryLimits {
-        self.history.map_or_else(Default::default, |(events, ms)| {
-            crate::lock::HistoryLimits {
-                events,
-                retention: Duration::from_millis(ms),
-            }
-        })
+        self.history
+            .and_then(|(events, ms)| {
+                crate::lock::HistoryLimits::new(events, Duration::from_millis(ms)).ok()
+            })
+            .unwrap_or_default()
     }
 
     pub(super) fn connect_options(&self) -> ConnectOptions {

@@ -36,11 +36,12 @@ pub struct Watch<'a> {
 
 /// What a lock handle does, against one Redis (or one Sentinel-watched
 /// master, or one Cluster) or against several with RedLock. Reached
-/// through [`crate::Locker`], which refuses bad input before any of these
-/// is called (a request is checked with [`Request::check`], a release with
-/// [`Release::check`], a history limit and a pattern each in range); a
-/// [`Renewal`]'s TTL and a [`Break`]'s operator and reason are checked
-/// when they are made. The calls it makes no check for (`check`,
+/// through [`crate::Locker`], which refuses a bad TTL, history limit or
+/// pattern before any of these is called; a [`Request`], a [`Release`], a
+/// [`HistoryLimits`], a [`Renewal`] and a [`Break`] are checked when they
+/// are made ([`crate::RequestBuilder::build`], [`Release::holds`],
+/// [`HistoryLimits::new`], [`Renewal::new`], [`Break::new`]), so none can
+/// reach a backend invalid. The calls it makes no check for (`check`,
 /// `status`, `list`, `record_lost`, `break_lock`, the timeout) it passes
 /// through as they are.
 pub trait Backend: Send {

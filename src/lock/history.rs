@@ -14,13 +14,12 @@ use crate::{Error, Result, msg};
 /// about `events` events (the list is trimmed back to `events` once it is
 /// an eighth over: up to events/8 more may stay), each lock's history and
 /// counters kept for `retention` after its last event. `events` 0 keeps
-/// the counters only.
+/// the counters only. Valid by construction: made by [`HistoryLimits::new`],
+/// which refuses limits out of range, or [`HistoryLimits::default`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HistoryLimits {
-    /// Events kept per lock (about; 0: none, counters only).
-    pub events: u32,
-    /// How long a lock's history and counters outlive its last event.
-    pub retention: Duration,
+    pub(crate) events: u32,
+    pub(crate) retention: Duration,
 }
 
 /// Most events [`HistoryLimits::events`] may keep per lock.
@@ -38,21 +37,33 @@ impl Default for HistoryLimits {
 }
 
 impl HistoryLimits {
-    /// Refuse limits out of range (a usage error).
-    pub fn check(&self) -> Result<()> {
-        if self.events > MAX_HISTORY_EVENTS {
+    /// Limits of `events` per lock and `retention`; refused (a usage
+    /// error) out of range: more than [`MAX_HISTORY_EVENTS`], a retention
+    /// under 1s or over [`MAX_HISTORY_RETENTION`].
+    pub fn new(events: u32, retention: Duration) -> Result<HistoryLimits> {
+        if events > MAX_HISTORY_EVENTS {
             return Err(Error::Invalid(msg![
                 Setting::HistoryEvents,
-                format!(" {} is too many: at most {MAX_HISTORY_EVENTS}", self.events)
+                format!(" {events} is too many: at most {MAX_HISTORY_EVENTS}")
             ]));
         }
-        if self.retention < Duration::from_secs(1) || self.retention > MAX_HISTORY_RETENTION {
+        if retention < Duration::from_secs(1) || retention > MAX_HISTORY_RETENTION {
             return Err(Error::Invalid(msg![
                 Setting::HistoryRetention,
-                format!(" {} is out of range: use 1s to 366d", human(self.retention))
+                format!(" {} is out of range: use 1s to 366d", human(retention))
             ]));
         }
-        Ok(())
+        Ok(HistoryLimits { events, retention })
+    }
+
+    /// Events kept per lock (about; 0: none, counters only).
+    pub fn events(&self) -> u32 {
+        self.events
+    }
+
+    /// How long a lock's history and counters outlive its last event.
+    pub fn retention(&self) -> Duration {
+        self.retention
     }
 
     /// The scripts' last two ARGV (lua/common.lua).
@@ -196,14 +207,20 @@ mod tests {
 
     #[test]
     fn history_limits_are_checked() {
-        assert!(HistoryLimits::default().check().is_ok());
-        let bad = |events, secs| HistoryLimits {
-            events,
-            retention: Duration::from_secs(secs),
-        };
-        assert!(bad(0, 1).check().is_ok());
-        assert!(bad(MAX_HISTORY_EVENTS + 1, 60).check().is_err());
-        assert!(bad(1, 0).check().is_err());
-        assert!(bad(1, 367 * 86_400).check().is_err());
+        let d = HistoryLimits::default();
+        assert_eq!(HistoryLimits::new(d.events(), d.retention()).unwrap(), d);
+        let new = |events, secs| HistoryLimits::new(events, Duration::from_secs(secs));
+        let ok = new(0, 1).unwrap();
+        assert_eq!((ok.events(), ok.retention()), (0, Duration::from_secs(1)));
+        assert!(new(MAX_HISTORY_EVENTS, 366 * 86_400).is_ok());
+        assert_eq!(
+            new(MAX_HISTORY_EVENTS + 1, 60).unwrap_err().to_string(),
+            "HistoryLimits::events 100001 is too many: at most 100000"
+        );
+        assert_eq!(
+            new(1, 0).unwrap_err().to_string(),
+            "HistoryLimits::retention 0ms is out of range: use 1s to 366d"
+        );
+        assert!(new(1, 367 * 86_400).is_err());
     }
 }

@@ -56,8 +56,8 @@ pub(crate) use lease::{LOST_GONE, LOST_TAKEN, RenewalSchedule, backoff};
 pub(crate) use node::{Attempt, Node, Outcome};
 pub use overview::{Counters, LockView};
 pub use request::{
-    HolderInfo, MAX_PRIORITY, MAX_TTL, MIN_TTL, Mode, Release, Renewal, Request, Token, Wait,
-    check_ttl, ci_job,
+    HolderInfo, MAX_PRIORITY, MAX_TTL, MIN_TTL, Mode, Release, Renewal, Request, RequestBuilder,
+    Token, Wait, check_ttl, ci_job,
 };
 pub(crate) use request::{hostname, login_name};
 pub use script::RESEND_WINDOW;

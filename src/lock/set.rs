@@ -114,8 +114,7 @@ pub(crate) fn take_all(
     let start = Instant::now();
     let mut taken: Vec<(usize, Lease)> = Vec::with_capacity(keys.len());
     for i in canonical(keys) {
-        let mut one = req.clone();
-        one.wait = wait_left(req.wait, start);
+        let mut one = req.waiting(wait_left(req.wait, start));
         one.info.set = others(keys, &keys[i]);
         let own = Cancel::new();
         let cancel = cancel.unwrap_or(&own);
@@ -247,7 +246,6 @@ pub fn acquire(
     cancel: Option<&Cancel>,
     on_wait: &mut dyn FnMut(&Busy),
 ) -> Result<Vec<Lease>> {
-    req.check()?;
     take_all(locker, keys, req, cancel, &mut |l, k, r, c| {
         l.acquire(k, r, Some(c), &mut *on_wait)
     })

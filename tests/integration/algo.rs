@@ -9,15 +9,9 @@ use rlock::{Error, Mode, Release, Request, Wait};
 use crate::util::*;
 
 /// Every hold of the token at once (what the outermost holder does).
-const ALL: Release = Release {
-    all: true,
-    min_hold: Some(Duration::ZERO),
-    note: rlock::ReleaseNote {
-        exit_code: None,
-        overran: false,
-    },
-    within: None,
-};
+fn all() -> Release {
+    Release::default().all_holds(true)
+}
 
 /// A small xorshift, seeded per thread: no dependency, reproducible.
 struct Rng(u64);
@@ -52,23 +46,29 @@ fn mixed_readers_writers_never_overlap() {
                 let mut rng = Rng(0x9e3779b97f4a7c15 ^ ((i as u64 + 1) * 7919));
                 let mut l = locker_with(&url, &prefix);
                 for _ in 0..60 {
-                    let mut req = Request::new(Duration::from_secs(20));
-                    req.mode = match rng.below(3) {
+                    let mode = match rng.below(3) {
                         0 => Mode::Read,
                         1 => Mode::Write,
                         _ => Mode::Exclusive,
                     };
-                    if rng.below(4) == 0 {
-                        req.min_hold = Duration::from_millis(rng.below(20));
-                    }
-                    req.wait = match rng.below(5) {
+                    let min_hold = if rng.below(4) == 0 {
+                        Duration::from_millis(rng.below(20))
+                    } else {
+                        Duration::ZERO
+                    };
+                    let wait = match rng.below(5) {
                         0 => Wait::For(Duration::from_millis(rng.below(30))),
                         1 => Wait::No,
                         _ => Wait::Forever,
                     };
-                    if matches!(req.wait, Wait::Forever) && rng.below(4) == 0 {
-                        req.supersede = true;
-                    }
+                    let supersede = matches!(wait, Wait::Forever) && rng.below(4) == 0;
+                    let req = Request::builder(Duration::from_secs(20))
+                        .mode(mode)
+                        .min_hold(min_hold)
+                        .wait(wait)
+                        .supersede(supersede)
+                        .build()
+                        .unwrap();
                     let lease = match l.acquire("mix", &req, None, &mut |_| {}) {
                         Ok(lease) => lease,
                         Err(
@@ -76,7 +76,7 @@ fn mixed_readers_writers_never_overlap() {
                         ) => continue,
                         Err(e) => panic!("acquire: {e}"),
                     };
-                    let write = req.mode != Mode::Read;
+                    let write = req.mode() != Mode::Read;
                     if write {
                         let was = inside.swap(-1, Ordering::SeqCst);
                         assert_eq!(was, 0, "a writer beside {was}");
@@ -89,10 +89,13 @@ fn mixed_readers_writers_never_overlap() {
                     }
                     if rng.below(3) == 0 {
                         // Re-enter as the same mode, then release that hold.
-                        let mut nested = req.clone();
-                        nested.reenter = Some(lease.token.clone());
-                        nested.wait = Wait::No;
-                        nested.supersede = false;
+                        let nested = req
+                            .to_builder()
+                            .reenter(Some(lease.token.clone()))
+                            .wait(Wait::No)
+                            .supersede(false)
+                            .build()
+                            .unwrap();
                         let n = l.acquire("mix", &nested, None, &mut |_| {}).unwrap();
                         assert_eq!(n.token, lease.token);
                         l.release("mix", &n.token).unwrap();
@@ -104,7 +107,7 @@ fn mixed_readers_writers_never_overlap() {
                         assert!(inside.fetch_sub(1, Ordering::SeqCst) > 0);
                     }
                     let res = if rng.below(5) == 0 {
-                        l.release_with("mix", &lease.token, &ALL)
+                        l.release_with("mix", &lease.token, &all())
                     } else {
                         l.release("mix", &lease.token)
                     };
@@ -139,18 +142,23 @@ fn semaphore_with_vanishing_holders_never_overfills() {
                 let mut rng = Rng(0x2545f4914f6cdd1d ^ ((i as u64 + 1) * 104729));
                 let mut l = locker_with(&url, &prefix);
                 for _ in 0..40 {
-                    let mut req = Request::new(Duration::from_millis(300));
-                    req.limit = 3;
-                    if rng.below(4) == 0 {
-                        req.min_hold = Duration::from_millis(rng.below(50));
-                    }
-                    req.wait = match rng.below(5) {
+                    let min_hold = if rng.below(4) == 0 {
+                        Duration::from_millis(rng.below(50))
+                    } else {
+                        Duration::ZERO
+                    };
+                    let wait = match rng.below(5) {
                         0 => Wait::For(Duration::from_millis(rng.below(100))),
                         _ => Wait::Forever,
                     };
-                    if matches!(req.wait, Wait::Forever) && rng.below(5) == 0 {
-                        req.supersede = true;
-                    }
+                    let supersede = matches!(wait, Wait::Forever) && rng.below(5) == 0;
+                    let req = Request::builder(Duration::from_millis(300))
+                        .limit(3)
+                        .min_hold(min_hold)
+                        .wait(wait)
+                        .supersede(supersede)
+                        .build()
+                        .unwrap();
                     let lease = match l.acquire("sem", &req, None, &mut |_| {}) {
                         Ok(lease) => lease,
                         Err(
@@ -171,10 +179,13 @@ fn semaphore_with_vanishing_holders_never_overfills() {
                             l.check("sem", &lease.token).unwrap();
                         }
                         2 => {
-                            let mut nested = req.clone();
-                            nested.reenter = Some(lease.token.clone());
-                            nested.wait = Wait::No;
-                            nested.supersede = false;
+                            let nested = req
+                                .to_builder()
+                                .reenter(Some(lease.token.clone()))
+                                .wait(Wait::No)
+                                .supersede(false)
+                                .build()
+                                .unwrap();
                             l.acquire("sem", &nested, None, &mut |_| {}).unwrap();
                             l.release("sem", &lease.token).unwrap();
                         }
@@ -228,7 +239,7 @@ fn a_grant_recovered_after_an_outage_is_not_trusted_past_its_lease() {
     let warm = l
         .acquire(
             "warm",
-            &Request::new(Duration::from_secs(1)),
+            &Request::new(Duration::from_secs(1)).unwrap(),
             None,
             &mut |_| {},
         )
@@ -240,7 +251,7 @@ fn a_grant_recovered_after_an_outage_is_not_trusted_past_its_lease() {
     let lease = l
         .acquire(
             "lost",
-            &Request::new(Duration::from_secs(8)),
+            &Request::new(Duration::from_secs(8)).unwrap(),
             None,
             &mut |_| {},
         )
@@ -266,7 +277,7 @@ fn status_shows_the_fence_of_a_holder_that_outlived_its_fence_key() {
     let lease = l
         .acquire(
             "renewed",
-            &Request::new(Duration::from_millis(200)),
+            &Request::new(Duration::from_millis(200)).unwrap(),
             None,
             &mut |_| {},
         )
@@ -293,17 +304,14 @@ fn a_second_release_does_not_extend_a_parked_hold() {
     let lease = l
         .acquire(
             "parked",
-            &Request::new(Duration::from_secs(30)),
+            &Request::new(Duration::from_secs(30)).unwrap(),
             None,
             &mut |_| {},
         )
         .unwrap();
     let short = Some(Duration::from_secs(2));
     let long = Some(Duration::from_secs(3600));
-    let parked = |min_hold| Release {
-        min_hold,
-        ..Release::default()
-    };
+    let parked = |min_hold| Release::holds(false, min_hold).unwrap();
     l.release_with("parked", &lease.token, &parked(short))
         .unwrap();
     l.release_with("parked", &lease.token, &parked(long))
@@ -313,11 +321,8 @@ fn a_second_release_does_not_extend_a_parked_hold() {
     assert!(st.holders[0].ttl_ms <= 2000, "{st:?}");
     assert_eq!(st.holders[0].count, 0, "{st:?}");
     // Given back at once (no min-hold honoured): gone.
-    let all = Release {
-        all: true,
-        ..Release::at_once()
-    };
-    l.release_with("parked", &lease.token, &all).unwrap();
+    let at_once = Release::at_once().all_holds(true);
+    l.release_with("parked", &lease.token, &at_once).unwrap();
     r.assert_nothing_held(&[]);
 }
 
@@ -333,7 +338,7 @@ fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
     let outer = l
         .acquire(
             "conv",
-            &Request::new(Duration::from_secs(60)),
+            &Request::new(Duration::from_secs(60)).unwrap(),
             None,
             &mut |_| {},
         )
@@ -342,10 +347,12 @@ fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
     r.await_waiters("conv", 1);
     // Nested `rlock exec -s conv` under the holder, with a shorter TTL:
     // nothing to extend.
-    let mut nested = Request::new(Duration::from_secs(1));
-    nested.mode = Mode::Read;
-    nested.wait = Wait::No;
-    nested.reenter = Some(outer.token.clone());
+    let nested = Request::builder(Duration::from_secs(1))
+        .mode(Mode::Read)
+        .wait(Wait::No)
+        .reenter(Some(outer.token.clone()))
+        .build()
+        .unwrap();
     let inner = l.acquire("conv", &nested, None, &mut |_| {}).unwrap();
     assert_eq!(inner.count, 2);
     let writers = format!("{}:qw", r.key("conv"));
@@ -353,7 +360,7 @@ fn a_read_reentry_that_converts_the_lock_leaves_no_key_without_expiry() {
     waiter.kill().unwrap();
     waiter.wait().unwrap();
     assert!(ttl > 0, "{writers} has PTTL {ttl}");
-    l.release_with("conv", &outer.token, &ALL).unwrap();
+    l.release_with("conv", &outer.token, &all()).unwrap();
 }
 
 /// --supersede: "newest wins". A waiter whose grant came back too late
@@ -366,15 +373,17 @@ fn a_late_grant_retried_does_not_supersede_a_newer_waiter() {
     let proxy = Proxy::start(r.port);
     let url = format!("redis://127.0.0.1:{}", proxy.port);
     // A semaphore of 2, one slot held for the whole test.
-    let mut sem = Request::new(Duration::from_secs(60));
-    sem.limit = 2;
+    let sem = Request::builder(Duration::from_secs(60))
+        .limit(2)
+        .build()
+        .unwrap();
     let mut l = r.locker();
     let _keep = l.acquire("sup", &sem, None, &mut |_| {}).unwrap();
     // The old waiter, through the proxy, its scripts loaded.
     let mut old_l = locker_with(&url, &r.prefix);
     let warm = old_l.acquire(
         "warm",
-        &Request::new(Duration::from_secs(1)),
+        &Request::new(Duration::from_secs(1)).unwrap(),
         None,
         &mut |_| {},
     );
@@ -388,10 +397,12 @@ fn a_late_grant_retried_does_not_supersede_a_newer_waiter() {
     old_l.set_timeout(Duration::from_secs(10));
     *proxy.delay_next.lock().unwrap() = Some(Duration::from_secs(4));
     let old = std::thread::spawn(move || {
-        let mut req = Request::new(Duration::from_secs(2));
-        req.limit = 2;
-        req.supersede = true;
-        req.wait = Wait::For(Duration::from_secs(15));
+        let req = Request::builder(Duration::from_secs(2))
+            .limit(2)
+            .supersede(true)
+            .wait(Wait::For(Duration::from_secs(15)))
+            .build()
+            .unwrap();
         old_l
             .acquire("sup", &req, None, &mut |_| {})
             .map(|lease| lease.token)

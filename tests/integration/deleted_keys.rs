@@ -11,10 +11,7 @@ use rlock::{Error, Mode, Request, Wait};
 use crate::util::*;
 
 fn req(mode: Mode, ttl: Duration, wait: Wait) -> Request {
-    let mut r = Request::new(ttl);
-    r.mode = mode;
-    r.wait = wait;
-    r
+    Request::builder(ttl).mode(mode).wait(wait).build().unwrap()
 }
 
 /// Every key under the test's prefix has a TTL (none is left for ever).

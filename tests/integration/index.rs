@@ -323,7 +323,7 @@ fn list_never_removes_an_entry_touched_after_it_read_it() {
                 let lease = l
                     .acquire(
                         "k",
-                        &rlock::Request::new(Duration::from_secs(10)),
+                        &rlock::Request::new(Duration::from_secs(10)).unwrap(),
                         None,
                         &mut |_| {},
                     )
@@ -332,7 +332,7 @@ fn list_never_removes_an_entry_touched_after_it_read_it() {
             }
             l.acquire(
                 "k",
-                &rlock::Request::new(Duration::from_secs(30)),
+                &rlock::Request::new(Duration::from_secs(30)).unwrap(),
                 None,
                 &mut |_| {},
             )

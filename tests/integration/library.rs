@@ -5,12 +5,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rlock::clock::BootTime;
-use rlock::{Error, Released, Request, Wait};
+use rlock::{Error, Released, Request, RequestBuilder, Wait};
 
 use crate::util::*;
 
 fn req(ttl_ms: u64) -> Request {
-    Request::new(Duration::from_millis(ttl_ms))
+    Request::new(Duration::from_millis(ttl_ms)).unwrap()
+}
+
+/// A request for `ttl_ms` with other settings.
+fn req_with(ttl_ms: u64, set: impl FnOnce(RequestBuilder) -> RequestBuilder) -> Request {
+    set(Request::builder(Duration::from_millis(ttl_ms)))
+        .build()
+        .unwrap()
 }
 
 /// `threads` threads, each with its own connection, take `key` (with
@@ -32,8 +39,7 @@ fn peak_holders(
             let (url, prefix) = (r.url(), r.prefix.clone());
             std::thread::spawn(move || {
                 let mut l = locker_with(&url, &prefix);
-                let mut req = req(5000);
-                req.limit = limit;
+                let req = req_with(5000, |b| b.limit(limit));
                 for _ in 0..rounds {
                     let lease = l.acquire(key, &req, None, &mut |_| {}).unwrap();
                     let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
@@ -66,9 +72,9 @@ fn reentry_counts_and_releases_at_zero() {
     let mut l = r.locker();
     let first = l.acquire("re", &req(5000), None, &mut |_| {}).unwrap();
     assert_eq!(first.count, 1);
-    let mut again = req(5000);
-    again.reenter = Some(first.token.clone());
-    again.wait = Wait::No;
+    let again = req_with(5000, |b| {
+        b.reenter(Some(first.token.clone())).wait(Wait::No)
+    });
     let second = l.acquire("re", &again, None, &mut |_| {}).unwrap();
     assert_eq!((second.count, second.fence), (2, first.fence));
     assert_eq!(
@@ -84,9 +90,7 @@ fn reentry_counts_and_releases_at_zero() {
 fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
     let r = Redis::shared();
     let mut l = r.locker();
-    let mut three = req(5000);
-    three.limit = 3;
-    three.wait = Wait::No;
+    let three = req_with(5000, |b| b.limit(3).wait(Wait::No));
     let leases: Vec<_> = (0..3)
         .map(|_| l.acquire("sem", &three, None, &mut |_| {}).unwrap())
         .collect();
@@ -96,8 +100,7 @@ fn semaphore_admits_exactly_limit_and_refuses_a_different_limit() {
         l.acquire("sem", &three, None, &mut |_| {}),
         Err(Error::Busy { .. })
     ));
-    let mut two = three.clone();
-    two.limit = 2;
+    let two = three.to_builder().limit(2).build().unwrap();
     let err = l.acquire("sem", &two, None, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("Request::limit 3, not 2"), "{err}");
     let st = l.status("sem").unwrap();
@@ -176,8 +179,7 @@ fn a_dead_waiter_at_the_head_is_skipped() {
     l.release("d", &holder.token).unwrap();
     let started = std::time::Instant::now();
     let mut l2 = r.locker();
-    let mut w = req(5000);
-    w.wait = Wait::For(Duration::from_secs(15));
+    let w = req_with(5000, |b| b.wait(Wait::For(Duration::from_secs(15))));
     l2.acquire("d", &w, None, &mut |_| {}).unwrap();
     let waited = started.elapsed();
     assert!(
@@ -231,9 +233,7 @@ fn a_reentry_that_arrives_after_its_lease_expired_is_given_back() {
     let outer = l
         .acquire("stale-re", &req(60_000), None, &mut |_| {})
         .unwrap();
-    let mut again = req(200);
-    again.reenter = Some(outer.token.clone());
-    again.wait = Wait::No;
+    let again = req_with(200, |b| b.reenter(Some(outer.token.clone())).wait(Wait::No));
     let thaw = freeze(&r, Duration::from_millis(700));
     let inner = l.acquire("stale-re", &again, None, &mut |_| {});
     thaw.join().unwrap();
@@ -270,8 +270,7 @@ fn a_server_too_slow_for_every_grant_is_reported_not_used() {
     let proxy = Proxy::start(r.port);
     *proxy.delay_all.lock().unwrap() = Some(Duration::from_millis(100));
     let mut l = locker_with(&format!("redis://127.0.0.1:{}", proxy.port), &r.prefix);
-    let mut once = req(50);
-    once.wait = Wait::No;
+    let once = req_with(50, |b| b.wait(Wait::No));
     let err = l.acquire("slow", &once, None, &mut |_| {}).unwrap_err();
     assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
     let text = err.to_string();
@@ -383,8 +382,7 @@ fn calls_resent_after_lost_replies_count_once() {
     let outer = l.acquire("once", &req(30_000), None, &mut |_| {}).unwrap();
     let count = |r: &Redis| r.locker().status("once").unwrap().holders[0].count;
 
-    let mut nested = req(30_000);
-    nested.reenter = Some(outer.token.clone());
+    let nested = req_with(30_000, |b| b.reenter(Some(outer.token.clone())));
     let thaw = freeze(&r, Duration::from_millis(700));
     let inner = l.acquire("once", &nested, None, &mut |_| {});
     thaw.join().unwrap();
@@ -500,8 +498,7 @@ fn sibling_reentries_sharing_a_token_never_count_a_resend_twice() {
     let st = r.locker().status("sib").unwrap();
     assert_eq!(st.holders.len(), 1, "the parent's hold was dropped: {st:?}");
     let mut l = r.locker();
-    let mut req = Request::new(Duration::from_secs(30));
-    req.wait = Wait::No;
+    let req = req_with(30_000, |b| b.wait(Wait::No));
     assert!(matches!(
         l.acquire("sib", &req, None, &mut |_| {}),
         Err(Error::Busy { .. })

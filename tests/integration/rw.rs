@@ -10,9 +10,10 @@ use rlock::{Mode, Request, Wait};
 use crate::util::*;
 
 fn req(mode: Mode, ttl_ms: u64) -> Request {
-    let mut r = Request::new(Duration::from_millis(ttl_ms));
-    r.mode = mode;
-    r
+    Request::builder(Duration::from_millis(ttl_ms))
+        .mode(mode)
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -339,8 +340,11 @@ fn library_waits_for_a_write_with_a_timeout() {
     let w = l
         .acquire("cat", &req(Mode::Write, 5000), None, &mut |_| {})
         .unwrap();
-    let mut read = req(Mode::Read, 5000);
-    read.wait = Wait::For(Duration::from_millis(200));
+    let read = req(Mode::Read, 5000)
+        .to_builder()
+        .wait(Wait::For(Duration::from_millis(200)))
+        .build()
+        .unwrap();
     let err = r
         .locker()
         .acquire("cat", &read, None, &mut |_| {})

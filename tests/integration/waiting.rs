@@ -201,14 +201,17 @@ fn on_wait_sees_each_observation_with_the_time_waited() {
     let held = holder
         .acquire(
             "k",
-            &rlock::Request::new(Duration::from_secs(30)),
+            &rlock::Request::new(Duration::from_secs(30)).unwrap(),
             None,
             &mut |_| {},
         )
         .unwrap();
     let mut l = locker(&r.url());
-    let mut req = rlock::Request::new(Duration::from_secs(1)); // heartbeats every 400 ms
-    req.wait = rlock::Wait::For(Duration::from_secs(60));
+    // Heartbeats every 400 ms.
+    let req = rlock::Request::builder(Duration::from_secs(1))
+        .wait(rlock::Wait::For(Duration::from_secs(60)))
+        .build()
+        .unwrap();
     let observed = std::sync::atomic::AtomicUsize::new(0);
     let mut seen = Vec::new();
     let lease = std::thread::scope(|s| {

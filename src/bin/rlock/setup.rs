@@ -25,11 +25,10 @@ pub(crate) fn connect_listing(g: &Global) -> anyhow::Result<Locker> {
 }
 
 fn connect_with(g: &Global, opts: ConnectOptions) -> anyhow::Result<Locker> {
-    let limits = history(g);
     // Checked before connecting: a bad value writes nothing.
-    limits.check()?;
+    let limits = history(g)?;
     let mut locker = Locker::connect(&opts, &g.prefix)?;
-    locker.set_history(limits)?;
+    locker.set_history(limits);
     Ok(locker)
 }
 
@@ -55,12 +54,10 @@ fn index_keep(v: Option<&str>) -> Duration {
         })
 }
 
-/// How much history each lock keeps (--history-events, --history-retention).
-pub(crate) fn history(g: &Global) -> rlock::HistoryLimits {
-    rlock::HistoryLimits {
-        events: g.history_events,
-        retention: g.history_retention.0,
-    }
+/// How much history each lock keeps (--history-events,
+/// --history-retention); refused (a usage error) out of range.
+pub(crate) fn history(g: &Global) -> Result<rlock::HistoryLimits, rlock::Error> {
+    rlock::HistoryLimits::new(g.history_events, g.history_retention.0)
 }
 
 pub(crate) fn options(g: &Global) -> ConnectOptions {
@@ -90,20 +87,21 @@ pub(crate) fn options(g: &Global) -> ConnectOptions {
     }
 }
 
-/// The request for a lock of `mode`, up to `limit` holders at once.
-pub(crate) fn request(lock: &LockOpts, limit: u32, mode: Mode) -> Request {
-    let mut req = Request::new(lock.ttl.0);
-    req.limit = limit;
-    req.mode = mode;
-    req.min_hold = lock.min_hold.map_or(std::time::Duration::ZERO, |d| d.0);
-    req.supersede = lock.supersede;
-    req.priority = lock.priority;
-    req.wait = match (lock.no_wait, lock.wait) {
-        (true, _) => Wait::No,
-        (false, Some(d)) => Wait::For(d.0),
-        (false, None) => Wait::Forever,
-    };
-    req
+/// The request for a lock of `mode`, up to `limit` holders at once;
+/// refused (a usage error) as [`rlock::RequestBuilder::build`] refuses it.
+pub(crate) fn request(lock: &LockOpts, limit: u32, mode: Mode) -> Result<Request, rlock::Error> {
+    Request::builder(lock.ttl.0)
+        .limit(limit)
+        .mode(mode)
+        .min_hold(lock.min_hold.map_or(Duration::ZERO, |d| d.0))
+        .supersede(lock.supersede)
+        .priority(lock.priority)
+        .wait(match (lock.no_wait, lock.wait) {
+            (true, _) => Wait::No,
+            (false, Some(d)) => Wait::For(d.0),
+            (false, None) => Wait::Forever,
+        })
+        .build()
 }
 
 /// RLOCK_HELD: the locks enclosing `rlock exec`s hold, and their tokens.

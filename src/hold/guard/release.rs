@@ -230,11 +230,9 @@ pub fn releaser_main() -> Result<u8> {
     drop(raw);
     // SAFETY: plain syscall on this process.
     unsafe { libc::prctl(libc::PR_SET_NAME, NAME.as_ptr()) };
+    let limits = HistoryLimits::new(s.history.0, Duration::from_millis(s.history.1))?;
     let mut locker = Locker::connect(&s.connect_options(), &s.prefix)?;
-    locker.set_history(HistoryLimits {
-        events: s.history.0,
-        retention: Duration::from_millis(s.history.1),
-    })?;
+    locker.set_history(limits);
     let mut failed = false;
     for h in &s.holds {
         let Ok(token) = crate::Token::parse(&h.token) else {

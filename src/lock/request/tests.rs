@@ -40,54 +40,157 @@ fn a_renewal_is_made_only_with_a_ttl_in_range() {
 
 #[test]
 fn a_request_is_refused_in_the_librarys_terms() {
-    let refused = |r: &Request| match r.check() {
+    let refused = |b: RequestBuilder| match b.build() {
         Err(Error::Invalid(msg)) => msg,
         other => panic!("not refused: {other:?}"),
     };
-    let mut r = Request::new(Duration::from_secs(30));
-    assert!(r.check().is_ok());
-    r.limit = 0;
-    assert_eq!(refused(&r), msg![Setting::Limit, " must be at least 1"]);
-    assert_eq!(refused(&r).to_string(), "Request::limit must be at least 1");
-    r.limit = 2;
-    r.mode = Mode::Read;
+    let b = Request::builder(Duration::from_secs(30));
+    assert!(b.clone().build().is_ok());
+    assert!(Request::new(Duration::from_secs(30)).is_ok());
+    for ttl in [
+        Duration::ZERO,
+        MIN_TTL - Duration::from_millis(1),
+        MAX_TTL + Duration::from_secs(1),
+    ] {
+        let m = refused(b.clone().ttl(ttl)).to_string();
+        assert!(m.starts_with("TTL ") && m.contains("out of range"), "{m}");
+        assert!(Request::new(ttl).is_err(), "{ttl:?}");
+    }
+    assert!(b.clone().ttl(MIN_TTL).build().is_ok());
+    assert!(b.clone().ttl(MAX_TTL).build().is_ok());
     assert_eq!(
-        refused(&r),
-        msg![
-            "read-write locks take no ",
-            Setting::Limit,
-            " (it must be 1)"
-        ]
+        refused(b.clone().limit(0)),
+        msg![Setting::Limit, " must be at least 1"]
     );
-    r.limit = 1;
-    r.supersede = true;
+    assert_eq!(
+        refused(b.clone().limit(0)).to_string(),
+        "Request::limit must be at least 1"
+    );
+    for mode in [Mode::Read, Mode::Write] {
+        assert_eq!(
+            refused(b.clone().limit(2).mode(mode)),
+            msg![
+                "read-write locks take no ",
+                Setting::Limit,
+                " (it must be 1)"
+            ]
+        );
+        assert!(b.clone().mode(mode).build().is_ok());
+    }
+    assert!(b.clone().limit(2).build().is_ok());
     for wait in [Wait::No, Wait::For(Duration::ZERO)] {
-        r.wait = wait;
-        let m = refused(&r);
+        let m = refused(b.clone().supersede(true).wait(wait));
         assert_eq!(m.0[0], Part::Setting(Setting::Supersede), "{wait:?}");
         assert!(m.0.contains(&Part::Setting(Setting::WaitNo)), "{m:?}");
         assert!(m.0.contains(&Part::Setting(Setting::WaitZero)), "{m:?}");
     }
-    r.wait = Wait::For(Duration::from_secs(1));
-    assert!(r.check().is_ok());
-    r.min_hold = MAX_TTL + Duration::from_secs(1);
+    for wait in [Wait::For(Duration::from_secs(1)), Wait::Forever] {
+        assert!(b.clone().supersede(true).wait(wait).build().is_ok());
+    }
     assert_eq!(
-        refused(&r),
+        refused(b.clone().min_hold(MAX_TTL + Duration::from_secs(1))),
         msg![Setting::MinHold, " 7days 1s is too long: at most 7days"]
     );
-    r.min_hold = Duration::ZERO;
+    assert!(b.clone().min_hold(MAX_TTL).build().is_ok());
     for p in [-MAX_PRIORITY, 0, MAX_PRIORITY] {
-        r.priority = p;
-        assert!(r.check().is_ok(), "{p}");
+        assert!(b.clone().priority(p).build().is_ok(), "{p}");
     }
     for p in [-MAX_PRIORITY - 1, MAX_PRIORITY + 1, i32::MIN] {
-        r.priority = p;
-        let m = refused(&r).to_string();
+        let m = refused(b.clone().priority(p)).to_string();
         assert!(
             m.starts_with(&format!("Request::priority {p} is out of range")),
             "{m}"
         );
     }
+}
+
+#[test]
+fn a_built_request_reads_back_what_was_set() {
+    let token = Token::generate();
+    let info = HolderInfo {
+        host: "h".into(),
+        pid: 7,
+        ..HolderInfo::default()
+    };
+    let r = Request::builder(Duration::from_secs(1))
+        .ttl(Duration::from_secs(30))
+        .mode(Mode::Exclusive)
+        .limit(3)
+        .wait(Wait::For(Duration::from_secs(5)))
+        .reenter(Some(token.clone()))
+        .info(info.clone())
+        .min_hold(Duration::from_secs(2))
+        .supersede(true)
+        .priority(-4)
+        .build()
+        .unwrap();
+    assert_eq!(r.ttl(), Duration::from_secs(30));
+    assert_eq!((r.mode(), r.limit()), (Mode::Exclusive, 3));
+    assert_eq!(r.wait(), Wait::For(Duration::from_secs(5)));
+    assert_eq!(r.reenter(), Some(&token));
+    assert_eq!(r.info(), &info);
+    assert_eq!(r.min_hold(), Duration::from_secs(2));
+    assert_eq!((r.supersede(), r.priority()), (true, -4));
+    // Built again from its settings, it is the same request.
+    let again = r.to_builder().build().unwrap();
+    assert_eq!(format!("{again:?}"), format!("{r:?}"));
+    // The defaults: exclusive, one holder, waiting, this process.
+    let d = Request::new(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (d.mode(), d.limit(), d.wait()),
+        (Mode::Exclusive, 1, Wait::Forever)
+    );
+    assert_eq!((d.reenter(), d.min_hold()), (None, Duration::ZERO));
+    assert_eq!((d.supersede(), d.priority()), (false, 0));
+    assert_eq!(d.info().pid, std::process::id());
+}
+
+#[test]
+fn a_request_with_no_wait_left_stays_valid() {
+    let r = Request::builder(Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(5)))
+        .supersede(true)
+        .build()
+        .unwrap();
+    let later = r.waiting(Wait::For(Duration::from_secs(2)));
+    assert_eq!(later.wait(), Wait::For(Duration::from_secs(2)));
+    assert!(later.supersede());
+    // No wait left: it never queues, where supersede acts, so it goes.
+    for wait in [Wait::No, Wait::For(Duration::ZERO)] {
+        let last = r.waiting(wait);
+        assert_eq!((last.wait(), last.supersede()), (wait, false));
+        assert!(last.to_builder().build().is_ok(), "{wait:?}");
+    }
+}
+
+#[test]
+fn a_release_takes_a_min_hold_no_longer_than_a_ttl() {
+    let over = MAX_TTL + Duration::from_secs(1);
+    match Release::holds(false, Some(over)) {
+        Err(Error::Invalid(m)) => assert_eq!(
+            m,
+            msg![Setting::ReleaseMinHold, " is too long: at most 7days"]
+        ),
+        other => panic!("not refused: {other:?}"),
+    }
+    let r = Release::holds(true, Some(MAX_TTL)).unwrap();
+    assert_eq!((r.all(), r.min_hold()), (true, Some(MAX_TTL)));
+    assert_eq!(Release::holds(false, None).unwrap(), Release::at_once());
+    assert_eq!(
+        Release::holds(false, Some(Duration::ZERO)).unwrap(),
+        Release::default()
+    );
+    let note = ReleaseNote {
+        exit_code: Some(3),
+        overran: false,
+    };
+    let r = Release::at_once()
+        .all_holds(true)
+        .noted(note)
+        .sent_once(Duration::from_secs(2));
+    assert_eq!((r.all(), r.min_hold()), (true, None));
+    assert_eq!((r.note(), r.within()), (note, Some(Duration::from_secs(2))));
+    assert_eq!(Release::default().within(), None);
 }
 
 #[test]

@@ -95,7 +95,7 @@ fn a_break_notice_lives_as_long_as_the_broken_lease() {
     let lease = a
         .acquire(
             "k",
-            &rlock::Request::new(Duration::from_secs(10)),
+            &rlock::Request::new(Duration::from_secs(10)).unwrap(),
             None,
             &mut |_| {},
         )

@@ -30,12 +30,8 @@ fn limit_shows_the_last_events() {
 fn cap_and_retention_bound_the_history() {
     let r = Redis::shared();
     let mut l = r.locker();
-    l.set_history(rlock::HistoryLimits {
-        events: 5,
-        retention: Duration::from_secs(3600),
-    })
-    .unwrap();
-    let req = rlock::Request::new(Duration::from_secs(10));
+    l.set_history(rlock::HistoryLimits::new(5, Duration::from_secs(3600)).unwrap());
+    let req = rlock::Request::new(Duration::from_secs(10)).unwrap();
     for _ in 0..150 {
         let lease = l.acquire("cap", &req, None, &mut |_| {}).unwrap();
         l.release("cap", &lease.token).unwrap();
@@ -353,7 +349,7 @@ fn foreign_data_at_the_history_keys_is_refused_and_nothing_written() {
     }
     // A release that finds one there leaves the lock as it was.
     let mut l = r.locker();
-    let req = rlock::Request::new(Duration::from_secs(10));
+    let req = rlock::Request::new(Duration::from_secs(10)).unwrap();
     let lease = l.acquire("f5", &req, None, &mut |_| {}).unwrap();
     let log = format!("{}:log", r.key("f5"));
     let _: i64 = r.cmd(&["DEL", &log]);

@@ -388,17 +388,14 @@ fn an_exec_that_finds_its_lock_gone_shows_lost() {
 fn a_release_noted_as_overran_shows_overran() {
     let r = Redis::shared();
     let mut l = r.locker();
-    let req = rlock::Request::new(Duration::from_secs(10));
+    let req = rlock::Request::new(Duration::from_secs(10)).unwrap();
     let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
-    let how = rlock::Release {
-        all: true,
-        min_hold: None,
-        note: rlock::ReleaseNote {
+    let how = rlock::Release::at_once()
+        .all_holds(true)
+        .noted(rlock::ReleaseNote {
             exit_code: Some(143),
             overran: true,
-        },
-        within: None,
-    };
+        });
     l.release_with("over", &lease.token, &how).unwrap();
     let lease = l.acquire("over", &req, None, &mut |_| {}).unwrap();
     l.release("over", &lease.token).unwrap();

@@ -116,8 +116,11 @@ fn a_reentry_granted_by_a_minority_is_undone_and_fails() {
     });
     // Two masters die: a re-entry can only reach the third.
     drop(ms.drain(1..).collect::<Vec<_>>());
-    let mut req = try_once();
-    req.reenter = Some(lease.token.clone());
+    let req = try_once()
+        .to_builder()
+        .reenter(Some(lease.token.clone()))
+        .build()
+        .unwrap();
     let err = l.acquire("k", &req, None, &mut |_| {}).unwrap_err();
     assert!(matches!(err, rlock::Error::Unavailable { .. }), "{err:?}");
     let st: serde_json::Value = serde_json::from_str(
@@ -207,13 +210,15 @@ fn a_call_a_stalled_master_runs_late_counts_once() {
     let outer = l
         .acquire(
             "late",
-            &rlock::Request::new(Duration::from_secs(30)),
+            &rlock::Request::new(Duration::from_secs(30)).unwrap(),
             None,
             &mut |_| {},
         )
         .unwrap();
-    let mut nested = rlock::Request::new(Duration::from_secs(30));
-    nested.reenter = Some(outer.token.clone());
+    let nested = rlock::Request::builder(Duration::from_secs(30))
+        .reenter(Some(outer.token.clone()))
+        .build()
+        .unwrap();
     freeze(&ms[0]);
     let inner = l.acquire("late", &nested, None, &mut |_| {});
     std::thread::sleep(Duration::from_millis(700));

@@ -223,8 +223,7 @@ fn a_release_right_after_acquire_leaves_nothing_on_any_master() {
         ..Default::default()
     };
     let mut l = rlock::Locker::connect(&opts, "rlock:").unwrap();
-    let mut req = rlock::Request::new(Duration::from_secs(30));
-    req.wait = rlock::Wait::No;
+    let req = try_once();
     for i in 0..50 {
         let key = format!("k{i}");
         let lease = l.acquire(&key, &req, None, &mut |_| {}).unwrap();
@@ -246,9 +245,10 @@ fn quorum(ms: &[&Redis]) -> rlock::Locker {
 }
 
 fn try_once() -> rlock::Request {
-    let mut req = rlock::Request::new(Duration::from_secs(30));
-    req.wait = rlock::Wait::No;
-    req
+    rlock::Request::builder(Duration::from_secs(30))
+        .wait(rlock::Wait::No)
+        .build()
+        .unwrap()
 }
 
 fn counter(m: &Redis, key: &str) -> u64 {

@@ -11,16 +11,17 @@ use crate::cli::{Global, KeepOpts};
 use crate::out::stdout;
 use crate::setup::{connect, inherited, options, waiting};
 
-/// Check `req`, name its holder, and make sure the token(s) can be
-/// printed, before anything is taken.
+/// Name `req`'s holder, and make sure the token(s) can be printed, before
+/// anything is taken.
 fn prepare(req: &mut Request, keep: Option<&rlock::keep::Keep>, what: &str) -> anyhow::Result<()> {
-    req.check()?;
     // `status` names the holder: this process exits at once, so the script
     // that runs it (as --keep finds it; the watched process with --keep).
-    req.info.pid = match keep {
+    let mut info = req.info().clone();
+    info.pid = match keep {
         Some(k) => k.watched.process_id() as u32,
         None => rlock::keep::script_pid(),
     };
+    *req = req.to_builder().info(info).build()?;
     if let Err(e) = stdout() {
         // Nobody could learn the token: do not take the lock at all.
         anyhow::bail!("cannot write the {what} to stdout: {e}; nothing acquired");
@@ -102,7 +103,10 @@ pub(crate) fn print_tokens(
 ) -> anyhow::Result<u8> {
     prepare(&mut req, keep.as_ref(), "tokens")?;
     let mut locker = connect(g)?;
-    req.reenter = inherited(&locker, &keys[0])?;
+    req = req
+        .to_builder()
+        .reenter(inherited(&locker, &keys[0])?)
+        .build()?;
     let cancel = rlock::Cancel::new();
     let leases = std::thread::scope(|s| -> anyhow::Result<Vec<Lease>> {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;
@@ -115,10 +119,7 @@ pub(crate) fn print_tokens(
     })?;
     let give_back = |locker: &mut Locker| {
         for l in leases.iter().rev() {
-            let how = Release {
-                all: l.count == 1,
-                ..Release::at_once()
-            };
+            let how = Release::at_once().all_holds(l.count == 1);
             let _ = locker.release_with(&l.key, &l.token, &how);
         }
     };
@@ -177,7 +178,7 @@ pub(crate) fn keeper(g: &Global, keep: &KeepOpts) -> anyhow::Result<Option<rlock
         grace: keep
             .grace
             .map_or(std::time::Duration::from_secs(10), |g| g.0),
-        history: crate::setup::history(g),
+        history: crate::setup::history(g)?,
         max_hold: crate::setup::max_hold(keep.max_hold)?,
     }))
 }
@@ -188,9 +189,9 @@ pub(crate) fn acquire(
     g: &Global,
     locker: &mut Locker,
     key: &str,
-    mut req: Request,
+    req: Request,
 ) -> anyhow::Result<Lease> {
-    req.reenter = inherited(locker, key)?;
+    let req = req.to_builder().reenter(inherited(locker, key)?).build()?;
     let cancel = rlock::Cancel::new();
     std::thread::scope(|s| {
         let _guard = rlock::signals::cancel_on_signals(s, &cancel)?;

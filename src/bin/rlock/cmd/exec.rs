@@ -15,25 +15,29 @@ use crate::setup::{connect, inherited, waiting};
 pub(crate) fn exec(
     g: &Global,
     keys: &[String],
-    mut req: Request,
+    req: Request,
     run: &RunOpts,
     command: &[std::ffi::OsString],
 ) -> anyhow::Result<u8> {
     let key = &keys[0];
     let max_hold = crate::setup::max_hold(run.max_hold)?;
-    req.check()?;
-    // Request::new made the holder info of this process already: only
-    // the command is added (looking the user up again cost a second pass
+    // The request's holder info is this process's already: only the
+    // command is added (looking the user up again cost a second pass
     // through the password database where USER is not set).
-    req.info.cmd = Some(rlock::conn::redact_command(command));
+    let mut info = req.info().clone();
+    info.cmd = Some(rlock::conn::redact_command(command));
     let mut locker = connect(g)?;
     // Should rlock die, its guard gives the lock back through this binary.
     rlock::exec::release_if_killed(Some(rlock::exec::Releaser {
         opts: crate::setup::options(g),
         prefix: g.prefix.clone(),
-        history: crate::setup::history(g),
+        history: crate::setup::history(g)?,
     }));
-    req.reenter = inherited(&locker, key)?;
+    let req = req
+        .to_builder()
+        .info(info)
+        .reenter(inherited(&locker, key)?)
+        .build()?;
     let spec = Spec {
         program: command[0].clone(),
         args: command[1..].to_vec(),

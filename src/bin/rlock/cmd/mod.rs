@@ -31,7 +31,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             keep,
         }) => {
             let keys = lock_set(g, key, more)?;
-            let req = request(lock, slots.limit, Mode::Exclusive);
+            let req = request(lock, slots.limit, Mode::Exclusive)?;
             let keep = acquire::keeper(g, keep)?;
             if more.is_empty() {
                 acquire::print_token(g, key, req, keep)
@@ -55,7 +55,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             } else {
                 Mode::Exclusive
             };
-            let req = request(lock, slots.limit, mode);
+            let req = request(lock, slots.limit, mode)?;
             exec::exec(g, &keys, req, run, &flock.command(command))
         }
         Command::Rw(cli::Rw {
@@ -71,7 +71,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
                 RwMode::Read => Mode::Read,
                 RwMode::Write => Mode::Write,
             };
-            let req = request(lock, 1, mode);
+            let req = request(lock, 1, mode)?;
             if command.is_empty() {
                 if run.max_hold.is_some() {
                     return Err(rlock::Error::invalid(

@@ -37,10 +37,7 @@ fn releaser() -> Releaser {
             index: Default::default(),
         },
         prefix: "app:".into(),
-        history: HistoryLimits {
-            events: 50,
-            retention: Duration::from_secs(3600),
-        },
+        history: HistoryLimits::new(50, Duration::from_secs(3600)).unwrap(),
     }
 }
 
