@@ -3,7 +3,7 @@
 //! renders them).
 //!
 //! - stderr a terminal, rlock in its foreground, not -q: one live status line, redrawn in place
-//!   every second (indicatif) with who holds the lock (host, pid, since),
+//!   every second ([`LiveLine`]) with who holds the lock (host, pid, since),
 //!   our place in the queue, the time waited and the holder's lease time
 //!   left; erased when the wait ends, however it ends.
 //! - otherwise, not -q: one line when the wait begins, as always; with -v
@@ -15,10 +15,9 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rlock::Busy;
 use rlock::duration::human;
 
@@ -33,8 +32,8 @@ pub(crate) struct Progress {
 enum Shown {
     /// Not waited yet.
     Nothing,
-    /// The live line, and the observation it shows with when it came.
-    Line(ProgressBar, Arc<Mutex<(Busy, Instant)>>),
+    /// The live line.
+    Line(LiveLine),
     /// Plain lines; the holder named last.
     Plain(Busy),
     /// The wait is over.
@@ -60,21 +59,20 @@ impl Progress {
         // A new wait: the first, or the next lock of a set.
         let new_wait = match &*shown {
             Shown::Nothing => true,
-            Shown::Line(_, seen) => seen.lock().unwrap_or_else(|e| e.into_inner()).0.key != *key,
+            Shown::Line(line) => line.seen().busy.key != *key,
             Shown::Plain(last) => last.key != *key,
             Shown::Done => false,
         };
         if new_wait && let Some(hint) = self_wait_hint(busy) {
-            if let Shown::Line(bar, _) = &*shown {
-                bar.suspend(|| say(format_args!("{hint}")));
+            if let Shown::Line(line) = &*shown {
+                line.suspend(|| say(format_args!("{hint}")));
             } else {
                 say(format_args!("{hint}"));
             }
         }
         match &mut *shown {
             Shown::Nothing if std::io::stderr().is_terminal() && in_the_foreground() => {
-                let (bar, seen) = self.line(busy);
-                *shown = Shown::Line(bar, seen);
+                *shown = Shown::Line(LiveLine::start(busy));
             }
             Shown::Nothing => {
                 say(format_args!(
@@ -82,10 +80,7 @@ impl Progress {
                 ));
                 *shown = Shown::Plain(busy.clone());
             }
-            Shown::Line(bar, seen) => {
-                *seen.lock().unwrap_or_else(|e| e.into_inner()) = (busy.clone(), Instant::now());
-                bar.tick();
-            }
+            Shown::Line(line) => line.update(busy),
             Shown::Plain(last) => {
                 if new_wait {
                     say(format_args!(
@@ -103,41 +98,125 @@ impl Progress {
     /// The wait is over: erase the live line (before anything else is
     /// written: a message, the command's output).
     pub(crate) fn finish(&self) {
-        if let Shown::Line(bar, _) = self.shown.replace(Shown::Done) {
-            // Stops and joins the ticking thread first.
-            bar.disable_steady_tick();
-            bar.finish_and_clear();
+        if let Shown::Line(line) = self.shown.replace(Shown::Done) {
+            line.finish();
         }
     }
+}
 
-    /// The live line, and where it reads the latest observation.
-    #[allow(clippy::type_complexity)]
-    fn line(&self, busy: &Busy) -> (ProgressBar, Arc<Mutex<(Busy, Instant)>>) {
-        let seen = Arc::new(Mutex::new((busy.clone(), Instant::now())));
+/// The live line on stderr (a terminal): drawn at once, redrawn in place
+/// from the latest observation, aged locally (no extra calls to Redis),
+/// every second by a thread of its own and at each new observation;
+/// erased by [`LiveLine::finish`]. Every write to stderr is made holding
+/// the lock on [`Seen`], so a redraw never lands between an erase and
+/// what is written after it.
+///
+/// A few lines rather than a progress-bar crate: indicatif's rate
+/// estimator, which this line never shows, calls `pow`, and made every
+/// rlock start load libm (measured in BENCHMARKS.md).
+struct LiveLine {
+    seen: Arc<(Mutex<Seen>, Condvar)>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The latest observation and when it came; the spinner's frame.
+struct Seen {
+    busy: Busy,
+    at: Instant,
+    frame: usize,
+    done: bool,
+}
+
+/// Back to the line's start, and clear it.
+const ERASE: &str = "\r\x1b[2K";
+const SPINNER: [char; 8] = ['⠁', '⠂', '⠄', '⡀', '⢀', '⠠', '⠐', '⠈'];
+
+impl Seen {
+    fn draw(&mut self) {
+        let line = status(&self.busy, self.at.elapsed());
+        // One row, never wrapped: a wrapped line cannot be redrawn in
+        // place (the spinner and a space go first).
+        let width = usize::from(console::Term::stderr().size().1);
+        let line = console::truncate_str(&line, width.saturating_sub(3), "…");
+        let spin = SPINNER[self.frame % SPINNER.len()];
+        self.frame += 1;
+        let _ = std::io::stderr().write_all(format!("{ERASE}{spin} {line}").as_bytes());
+    }
+}
+
+impl LiveLine {
+    fn start(busy: &Busy) -> LiveLine {
+        let seen = Arc::new((
+            Mutex::new(Seen {
+                busy: busy.clone(),
+                at: Instant::now(),
+                frame: 0,
+                done: false,
+            }),
+            Condvar::new(),
+        ));
+        seen.0.lock().unwrap_or_else(|e| e.into_inner()).draw();
         let shared = seen.clone();
-        let style = ProgressStyle::with_template("{spinner} {status}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner())
-            .with_key(
-                "status",
-                move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let (busy, at) = &*shared.lock().unwrap_or_else(|e| e.into_inner());
-                    let line = status(busy, at.elapsed());
-                    // One row, never wrapped: a wrapped line cannot be
-                    // redrawn in place (the spinner and a space go first).
-                    let width = usize::from(console::Term::stderr().size().1);
-                    let _ =
-                        w.write_str(&console::truncate_str(&line, width.saturating_sub(3), "…"));
-                },
-            );
-        let bar =
-            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(style);
-        bar.tick();
-        // Redrawn every second from the latest observation, aged locally:
-        // no extra calls to Redis. The thread inherits this thread's signal
-        // mask, so the signals `rlock exec` takes through a signalfd stay
-        // blocked in it.
-        bar.enable_steady_tick(Duration::from_secs(1));
-        (bar, seen)
+        // The thread inherits this thread's signal mask, so the signals
+        // `rlock exec` takes through a signalfd stay blocked in it. Without
+        // it (none could start) the line is redrawn at each observation
+        // only.
+        let ticker = std::thread::Builder::new()
+            .name("rlock-line".into())
+            .spawn(move || {
+                let (lock, woken) = &*shared;
+                let mut seen = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let mut next = Instant::now() + Duration::from_secs(1);
+                loop {
+                    let wait = next.saturating_duration_since(Instant::now());
+                    seen = woken
+                        .wait_timeout(seen, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    if seen.done {
+                        return;
+                    }
+                    if Instant::now() >= next {
+                        seen.draw();
+                        next = Instant::now() + Duration::from_secs(1);
+                    }
+                }
+            })
+            .ok();
+        LiveLine { seen, ticker }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new observation: shown at once.
+    fn update(&self, busy: &Busy) {
+        let mut seen = self.seen();
+        seen.busy = busy.clone();
+        seen.at = Instant::now();
+        seen.draw();
+    }
+
+    /// Erase the line, run `f` (which writes to stderr), draw it again.
+    fn suspend(&self, f: impl FnOnce()) {
+        let mut seen = self.seen();
+        let _ = std::io::stderr().write_all(ERASE.as_bytes());
+        f();
+        seen.draw();
+    }
+
+    /// Erase the line for good; the thread ends before this returns.
+    fn finish(mut self) {
+        {
+            let mut seen = self.seen();
+            seen.done = true;
+            let _ = std::io::stderr().write_all(ERASE.as_bytes());
+        }
+        self.seen.1.notify_all();
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
     }
 }
 

@@ -44,6 +44,12 @@ impl HolderInfo {
 
 /// The login name of this process: USER, else LOGNAME, else the password
 /// database's entry for its real uid, else "".
+///
+/// The password database is read as /etc/passwd first, directly: the
+/// C library's lookup sets up NSS for it (two connects to nscd's socket,
+/// nsswitch.conf) on every rlock start where USER and LOGNAME are unset
+/// (cron, systemd units, containers). Only a uid /etc/passwd does not list
+/// goes through NSS (LDAP, sssd, systemd's dynamic users).
 pub(crate) fn login_name() -> String {
     for k in ["USER", "LOGNAME"] {
         if let Ok(v) = std::env::var(k)
@@ -52,6 +58,13 @@ pub(crate) fn login_name() -> String {
         {
             return v;
         }
+    }
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if let Ok(text) = std::fs::read("/etc/passwd")
+        && let Some(name) = passwd_name(&text, uid)
+    {
+        return name;
     }
     let mut buf = vec![0u8; 4096];
     // SAFETY: passwd is a plain C struct of pointers and integers, for
@@ -77,6 +90,24 @@ pub(crate) fn login_name() -> String {
     unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// The name of `uid`'s first entry in `text`, a file in passwd(5) format,
+/// as the C library's "files" source finds it: lines `name:pw:uid:...`,
+/// NIS compat lines (`+...`, `-...`) and malformed ones skipped; None for
+/// a uid it does not list.
+fn passwd_name(text: &[u8], uid: u32) -> Option<String> {
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let mut fields = line.split(|&b| b == b':');
+        let name = fields.next()?;
+        let _password = fields.next()?;
+        let id = std::str::from_utf8(fields.next()?).ok()?;
+        (!name.is_empty()
+            && !name.starts_with(b"+")
+            && !name.starts_with(b"-")
+            && id.parse::<u32>() == Ok(uid))
+        .then(|| String::from_utf8_lossy(name).into_owned())
+    })
 }
 
 /// The CI job this process runs in, as one line, when the environment
@@ -147,4 +178,28 @@ pub(crate) fn hostname() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passwd_name;
+
+    const PASSWD: &[u8] = b"root:x:0:0:root:/root:/bin/bash\n\
+        +nis:x:1000:1000::/:/bin/sh\n\
+        broken line\n\
+        :x:1000:1000::/:/bin/sh\n\
+        ann:x:1000:1000:Ann,,,:/home/ann:/bin/bash\n\
+        alias:x:1000:1000::/home/ann:/bin/bash\n\
+        bob:x:01001:1001::/home/bob:/bin/sh";
+
+    #[test]
+    fn passwd_gives_the_first_name_listed_for_the_uid() {
+        assert_eq!(passwd_name(PASSWD, 0).as_deref(), Some("root"));
+        // Compat and nameless lines are skipped; the first real entry wins.
+        assert_eq!(passwd_name(PASSWD, 1000).as_deref(), Some("ann"));
+        // The last line needs no newline; a uid is a number, not text.
+        assert_eq!(passwd_name(PASSWD, 1001).as_deref(), Some("bob"));
+        assert_eq!(passwd_name(PASSWD, 4242), None);
+        assert_eq!(passwd_name(b"", 0), None);
+    }
 }

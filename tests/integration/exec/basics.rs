@@ -174,6 +174,33 @@ fn renewals_reuse_one_connection() {
     assert_eq!(connections() - before, 3, "connections opened by one exec");
 }
 
+/// Where USER and LOGNAME are unset (cron, systemd units, containers),
+/// the holder's user is its uid's name, as `id -un` gives it (rlock reads
+/// /etc/passwd itself, NSS only for a uid it does not list).
+#[test]
+fn status_names_the_uids_user_without_user_or_logname() {
+    let r = Redis::shared();
+    let id = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    let want = String::from_utf8_lossy(&id.stdout).trim().to_string();
+    assert!(!want.is_empty(), "id -un: {id:?}");
+    // Empty counts as unset.
+    let child = rlock(&r)
+        .args(["exec", "user-k", "--", "sleep", "30"])
+        .env("USER", "")
+        .env("LOGNAME", "")
+        .spawn();
+    eventually(Duration::from_secs(5), "the lock", || r.held("user-k"));
+    let st = r.status_json("user-k");
+    assert_eq!(st["holders"][0]["user"], want.as_str(), "{st}");
+    // Passed on to `sleep`: 128+15, the lock released.
+    kill(child.id(), libc::SIGTERM);
+    finish(child, "exec").code(143);
+    r.assert_nothing_held(&[]);
+}
+
 #[test]
 fn status_shows_the_command_line_redacted() {
     let r = Redis::shared();
