@@ -303,7 +303,17 @@ pub(super) fn acl_check(
     probe: &mut Probe,
     needed: &[(&str, Vec<String>, Need)],
 ) -> std::result::Result<Vec<Option<bool>>, (bool, String)> {
-    let mut cmd = redis::cmd("EVAL");
+    acl_check_with("EVAL", probe, needed)
+}
+
+/// [`acl_check`] sent with `verb` (EVAL, or EVAL_RO for a user without
+/// EVAL); fails with `true` when the user may not run `verb`.
+pub(super) fn acl_check_with(
+    verb: &str,
+    probe: &mut Probe,
+    needed: &[(&str, Vec<String>, Need)],
+) -> std::result::Result<Vec<Option<bool>>, (bool, String)> {
+    let mut cmd = redis::cmd(verb);
     cmd.arg(ACL_CHECK).arg(0);
     for (_, argv, _) in needed {
         cmd.arg(argv.len()).arg(argv);

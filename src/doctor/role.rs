@@ -264,7 +264,10 @@ pub(super) fn role(ctx: &Ctx, role: Role, probe: &mut Probe, at: &str, report: &
         .or_else(|dry| {
             acl_check(probe, &asked).map_err(|(_, lua)| format!("ACL DRYRUN: {dry}; EVAL: {lua}"))
         })
-        .or_else(|why| acl_check_ro(probe, &asked).map_err(|ro| format!("{why}; EVAL_RO: {ro}")));
+        .or_else(|why| {
+            acl_check_with("EVAL_RO", probe, &asked)
+                .map_err(|(_, ro)| format!("{why}; EVAL_RO: {ro}"))
+        });
     let verdicts = match verdicts {
         Ok(v) => v,
         Err(why) => {
@@ -293,27 +296,6 @@ pub(super) fn role(ctx: &Ctx, role: Role, probe: &mut Probe, at: &str, report: &
     for (severity, what, fix) in judge(role, &ctx.prefix, &judged) {
         report.add(severity, at, "role", what, fix);
     }
-}
-
-/// [`acl_check`] through EVAL_RO, for a user (a monitor) without EVAL.
-fn acl_check_ro(
-    probe: &mut Probe,
-    asked: &[(&str, Vec<String>, Need)],
-) -> std::result::Result<Vec<Option<bool>>, String> {
-    let mut cmd = redis::cmd("EVAL_RO");
-    cmd.arg(ACL_CHECK).arg(0);
-    for (_, argv, _) in asked {
-        cmd.arg(argv.len()).arg(argv);
-    }
-    let reply: Vec<i64> = probe.query(&cmd).map_err(|e| short(&e))?;
-    Ok(reply
-        .iter()
-        .map(|v| match v {
-            1 => Some(true),
-            0 => Some(false),
-            _ => None,
-        })
-        .collect())
 }
 
 #[cfg(test)]
