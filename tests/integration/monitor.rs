@@ -217,7 +217,7 @@ fn the_monitor_user_reads_everything_and_writes_nothing() {
         &["break", "held", "--yes", "--reason", "monitor"],
     ] {
         let run = mon(a);
-        assert_ne!(run.code, 0, "{a:?} succeeded as the monitor user");
+        assert_eq!(run.code, 77, "{a:?} as the monitor user: {}", run.stderr);
         let lines: Vec<&str> = run.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{a:?}: {}", run.stderr);
         assert!(lines[0].starts_with("rlock: "), "{a:?}: {}", run.stderr);
