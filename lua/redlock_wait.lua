@@ -15,7 +15,13 @@
 --
 -- Waiters past their deadline are pruned here; the key expires at the
 -- latest deadline left, and is deleted when no waiter is left, so it is
--- never without an expiry. Returns how many waiters are left.
+-- never without an expiry. Returns how many waiters are left, or an
+-- error, changing nothing, if the key holds data rlock did not write
+-- (another type, or no expiry).
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and (ty ~= 'hash' or redis.call('PTTL', KEYS[1]) < 0) then
+  return redis.error_reply('NOTRLOCK key ' .. KEYS[1] .. ' holds data rlock did not write')
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, keep = ARGV[1], tonumber(ARGV[2]) or 0

@@ -88,7 +88,11 @@ fn two_waiters_show_in_status_list_and_top_and_go_when_served() {
         .ok()
         .stdout;
     let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON line");
-    assert_eq!((v["key"].as_str(), v["waiting"].as_u64()), (Some("k"), Some(2)), "{v}");
+    assert_eq!(
+        (v["key"].as_str(), v["waiting"].as_u64()),
+        (Some("k"), Some(2)),
+        "{v}"
+    );
     assert_eq!(v["waiters"][0]["user"], "bob", "{v}");
     assert!(v["oldest_wait_ms"].as_u64().is_some(), "{v}");
 
@@ -99,7 +103,10 @@ fn two_waiters_show_in_status_list_and_top_and_go_when_served() {
     // once, not after a deadline (2 s or more).
     let st = status(&ms, "k");
     assert_eq!(
-        (st["waiting"].as_u64(), st["waiters"].as_array().map(Vec::len)),
+        (
+            st["waiting"].as_u64(),
+            st["waiters"].as_array().map(Vec::len)
+        ),
         (Some(0), Some(0)),
         "{st}"
     );
@@ -124,18 +131,14 @@ fn a_killed_waiter_goes_with_its_deadline() {
     await_waiting(&ms, "k", 0);
     let key = "rlock:{k}:rw";
     eventually(Duration::from_secs(15), "the notes to expire", || {
-        ms.iter()
-            .all(|m| m.cmd::<i64>(&["EXISTS", key]) == 0)
+        ms.iter().all(|m| m.cmd::<i64>(&["EXISTS", key]) == 0)
     });
 }
 
 #[test]
 fn a_waiter_a_minority_lists_is_not_shown() {
     let ms = masters(3);
-    rl(&ms)
-        .args(["acquire", "k", "--ttl", "60s"])
-        .run()
-        .ok();
+    rl(&ms).args(["acquire", "k", "--ttl", "60s"]).run().ok();
     // Notes made by hand with the script: "both" on two masters of three,
     // "one" on the third only.
     let code = lua_script("redlock_wait.lua");
@@ -157,7 +160,11 @@ fn a_waiter_a_minority_lists_is_not_shown() {
         .collect();
     assert_eq!(users, ["bob"], "{st}");
     // The third master alone does list "one" (the note is readable there).
-    let alone = rlock(&ms[2]).args(["status", "k", "--json"]).run().ok().stdout;
+    let alone = rlock(&ms[2])
+        .args(["status", "k", "--json"])
+        .run()
+        .ok()
+        .stdout;
     assert!(alone.contains(r#""user":"eve""#), "{alone}");
     // Dropped on one of the two, "both" is on a minority too.
     let left: i64 = ms[1].cmd(&["EVAL", &code, "1", "rlock:{k}:rw", "both", "0", ""]);
@@ -166,4 +173,45 @@ fn a_waiter_a_minority_lists_is_not_shown() {
     let st = status(&ms, "k");
     assert_eq!(st["waiting"], 0, "{st}");
     every_key_expires(&ms);
+}
+
+#[test]
+fn a_note_leaves_data_rlock_did_not_write_alone() {
+    let ms = masters(3);
+    let code = lua_script("redlock_wait.lua");
+    let eval = |m: &Redis, key: &str| -> redis::RedisResult<i64> {
+        redis::cmd("EVAL")
+            .arg(&code)
+            .arg(1)
+            .arg(key)
+            .arg("w")
+            .arg("60000")
+            .arg("{}")
+            .query(&mut m.conn())
+    };
+    // A string, and a hash without an expiry, where the notes would go.
+    let _: () = ms[0].cmd(&["SET", "rlock:{s}:rw", "theirs"]);
+    let _: () = ms[0].cmd(&["HSET", "rlock:{h}:rw", "f", "theirs"]);
+    for key in ["rlock:{s}:rw", "rlock:{h}:rw"] {
+        let e = eval(&ms[0], key).expect_err("refused");
+        assert!(e.to_string().contains("NOTRLOCK"), "{e}");
+        assert_eq!(ms[0].cmd::<i64>(&["PTTL", key]), -1);
+    }
+    assert_eq!(
+        ms[0].cmd::<String>(&["HGET", "rlock:{h}:rw", "f"]),
+        "theirs"
+    );
+    // A waiter on such a lock still waits, and is served: the notes are
+    // best effort (shown from the other two masters).
+    let _: () = ms[0].cmd(&["SET", "rlock:{k}:rw", "theirs"]);
+    let tok = rl(&ms)
+        .args(["acquire", "k", "--ttl", "60s"])
+        .run()
+        .ok()
+        .token();
+    let w = waiter_as(&ms, "k", "bob");
+    await_waiting(&ms, "k", 1);
+    rl(&ms).args(["release", "k", "--token", &tok]).run().ok();
+    finish(w, "bob").ok();
+    assert_eq!(ms[0].cmd::<String>(&["GET", "rlock:{k}:rw"]), "theirs");
 }
