@@ -113,7 +113,8 @@
 //!   release, renewal or check adds up to), unit-tested in `tally/tests.rs`,
 //!   and in `tally/reads.rs` what the reads add up to: status, list,
 //!   overview and history decided by majority;
-//! - `acquire`: attempts, give-backs, re-entry and the acquire loop;
+//! - `acquire`: attempts, give-backs, re-entry and the acquire loop, with
+//!   its waiter notes;
 //! - `ops`: the operations of `lock::Backend`: what an acquire refuses,
 //!   release, renew, check, break and the reads (status, list, overview,
 //!   history), which ask every master and decide by majority.
