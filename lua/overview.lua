@@ -4,7 +4,7 @@
 -- Read-only.
 --
 -- Lean, as `top` reads every lock in use every second: several locks per
--- call (on one Redis up to 100, their keys in KEYS, 8 per lock; on a
+-- call (on one Redis up to 100, their keys in KEYS, 9 per lock; on a
 -- Cluster one, as a call's keys must share a slot), no prelude (no
 -- `--@common` line, see build.rs), and few commands per lock (each costs
 -- the server a few microseconds from Lua, more than the read itself): the
@@ -16,7 +16,9 @@
 -- client then makes again lock by lock, skipping that one; nothing is
 -- written either way.
 --
--- Per lock, 8 keys, as in common.lua (7 P{K}:log, 8 P{K}:n).
+-- Per lock, 9 keys: 8 as in common.lua (7 P{K}:log, 8 P{K}:n), and
+-- 9 P{K}:rw, RedLock's waiters (lua/redlock_wait.lua), shown as status.lua
+-- shows them.
 -- ARGV[1] the window for recent events, in ms
 -- ARGV[2] '1': also the locks nobody holds or waits for that have history
 --         counters (`rlock metrics`); else only locks in use (`top`)
@@ -48,7 +50,16 @@ local function one(b)
     hs = redis.call('ZRANGEBYSCORE', K(2), '(' .. now, '+inf', 'WITHSCORES')
     alive = redis.call('ZRANGEBYSCORE', K(4), '(' .. now, '+inf')
   end
-  local idle = #hs == 0 and #alive == 0
+  -- RedLock's waiters whose deadline has not passed (as in status.lua).
+  local noted = {}
+  local rw = redis.pcall('HGETALL', K(9))
+  for i = 1, rw.err and 0 or #rw, 2 do
+    local d, s, info = string.match(rw[i + 1], '^(%d+):(%d+):(.*)$')
+    if (tonumber(d) or 0) > now then
+      noted[#noted + 1] = {info, tonumber(s) or 0, '0', redis.sha1hex(rw[i]), 0}
+    end
+  end
+  local idle = #hs == 0 and #alive == 0 and #noted == 0
   if idle and not known then return {} end
   local n = redis.call('HGETALL', K(8))
   if idle and #n == 0 then return {} end
@@ -80,8 +91,13 @@ local function one(b)
   end
   -- The lock's fence is the highest of its holders' (the fence key is not
   -- read), and no keeper's loss record ('').
-  local status = {idle and '' or kind, idle and 0 or tonumber(f['limit']) or 0, 0, #alive,
-    writers, '', oldest, {}, queue}
+  for _, w in ipairs(noted) do
+    if w[2] > 0 and (oldest == 0 or w[2] < oldest) then oldest = w[2] end
+    if #queue < 100 then queue[#queue + 1] = w end
+  end
+  if not kind and #noted > 0 then kind, f['limit'] = 'x', '1' end
+  local status = {idle and '' or kind, idle and 0 or tonumber(f['limit']) or 0, 0,
+    #alive + #noted, writers, '', oldest, {}, queue}
   local holding, renewed = {}, 0
   for i = 1, #hs, 2 do
     local tok = hs[i]
@@ -135,5 +151,5 @@ local function one(b)
 end
 
 local out = {}
-for b = 0, #KEYS - 8, 8 do out[#out + 1] = one(b) end
+for b = 0, #KEYS - 9, 9 do out[#out + 1] = one(b) end
 return out

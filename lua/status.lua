@@ -2,6 +2,7 @@
 --
 -- KEYS[1..8] as in common.lua
 -- KEYS[9] P{K}:lost, where an `acquire --keep` keeper records a loss
+-- KEYS[10] P{K}:rw, RedLock's waiters (lua/redlock_wait.lua), if given
 --
 -- Returns {kind, limit, fence, waiters, waiting_writers, lost,
 -- oldest_wait_since, remains, queue, holder...}, lost being the loss record (JSON, '' if
@@ -25,7 +26,12 @@
 -- token_digest, writer}: info as the waiter sent it ('' if it joined
 -- before rlock kept it), since when it joined (0: unknown), score its
 -- place in the queue (priority band and arrival, see "Priority" in
--- acquire.lua), writer 1 for a waiting writer, else 0.
+-- acquire.lua), writer 1 for a waiting writer, else 0. RedLock's waiters
+-- (KEYS[10]) follow the queued ones, those whose deadline has not passed,
+-- each with score 0 (priority 0: no place in any queue) and its waiter
+-- id's digest for token_digest; they count in waiters and the oldest
+-- wait, and make a lock nobody holds 'x' with limit 1 (RedLock takes
+-- exclusive locks only).
 --@common
 local _, foreign, remains = lock_kind()
 if foreign then return foreign end
@@ -87,5 +93,23 @@ for i = 1, #hs, 2 do
   -- The fence key lasts for its grant's TTL (see grant() in acquire.lua);
   -- a holder that renewed outlives it, and its fence is still the last.
   if fence > out[3] then out[3] = fence end
+end
+if KEYS[10] then
+  -- (pcall: a key of another type is not ours, and shows no waiter.)
+  local rw = redis.pcall('HGETALL', KEYS[10])
+  for i = 1, rw.err and 0 or #rw, 2 do
+    local d, s, info = string.match(rw[i + 1], '^(%d+):(%d+):(.*)$')
+    s = tonumber(s) or 0
+    if (tonumber(d) or 0) > now then
+      out[4] = out[4] + 1
+      if s > 0 and (out[7] == 0 or s < out[7]) then out[7] = s end
+      if #out[9] < QUEUE_SHOWN then
+        out[9][#out[9] + 1] = {info, s, '0', redis.sha1hex(rw[i]), 0}
+      end
+    end
+  end
+  if out[1] == '' and out[4] > 0 then
+    out[1], out[2] = 'x', 1
+  end
 end
 return out

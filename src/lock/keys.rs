@@ -141,6 +141,29 @@ impl LockName {
         format!("{}:lost", self.base)
     }
 
+    /// Who waits under RedLock, a hash of waiter ids written by
+    /// lua/redlock_wait.lua (`status`, `list` and `top` read it).
+    pub(crate) fn waiters_key(&self) -> String {
+        format!("{}:rw", self.base)
+    }
+
+    /// The keys of a read of the lock's state by lua/status.lua:
+    /// [`LockName::keys`], the keeper's loss record and RedLock's waiters.
+    pub(super) fn status_keys(&self) -> Vec<String> {
+        let mut keys = self.keys(None);
+        keys.push(self.lost_key());
+        keys.push(self.waiters_key());
+        keys
+    }
+
+    /// The keys of one lock in lua/overview.lua: [`LockName::keys`] and
+    /// RedLock's waiters.
+    pub(super) fn overview_keys(&self) -> Vec<String> {
+        let mut keys = self.keys(None);
+        keys.push(self.waiters_key());
+        keys
+    }
+
     /// The wake-up list of the waiter with token `token`.
     pub(super) fn wake_key_of(&self, token: &str) -> String {
         format!("{}:w:{token}", self.base)
@@ -337,6 +360,7 @@ mod tests {
         let mut all = l.release_keys(&tok, "r");
         all.extend(l.noticed_keys());
         all.push(l.lost_key());
+        all.push(l.waiters_key());
         all.push(l.index_key());
         all.push(l.known_key());
         for k in all {

@@ -205,7 +205,7 @@ impl Node {
         for chunk in names.chunks(batch) {
             let keys: Vec<Vec<String>> = chunk
                 .iter()
-                .map(|n| Ok(self.name(n)?.keys(None)))
+                .map(|n| Ok(self.name(n)?.overview_keys()))
                 .collect::<Result<_>>()?;
             let all: Vec<String> = keys.concat();
             let replies = match self.eval::<Vec<Value>>(
@@ -274,7 +274,7 @@ impl Node {
     ) -> Result<Vec<LockView>> {
         let keys: Vec<Vec<String>> = names
             .iter()
-            .map(|n| Ok(self.name(n)?.keys(None)))
+            .map(|n| Ok(self.name(n)?.overview_keys()))
             .collect::<Result<_>>()?;
         let cmds: Vec<redis::Cmd> = keys
             .iter()

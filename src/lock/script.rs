@@ -53,6 +53,7 @@ pub(super) static BREAK: Lua = script!("break.lua");
 pub(super) static INDEX: Lua = script!("index.lua");
 pub(super) static INDEX_DROP: Lua = script!("index_drop.lua");
 pub(super) static OVERVIEW: Lua = script!("overview.lua", true);
+pub(super) static REDLOCK_WAIT: Lua = script!("redlock_wait.lua");
 
 /// The scripts' reply codes, named as in lua/common.lua.
 pub(super) mod reply {
@@ -131,6 +132,7 @@ mod tests {
             &INDEX,
             &INDEX_DROP,
             &OVERVIEW,
+            &REDLOCK_WAIT,
         ] {
             assert_eq!(s.sha, redis::Script::new(s.code).get_hash());
         }
@@ -236,7 +238,15 @@ mod tests {
         }
         assert!(STATUS.ro && HISTORY.ro && OVERVIEW.ro);
         // The writers are not sent read-only.
-        for s in [&ACQUIRE, &RELEASE, &RENEW, &SETTLE, &INDEX_DROP, &BREAK] {
+        for s in [
+            &ACQUIRE,
+            &RELEASE,
+            &RENEW,
+            &SETTLE,
+            &INDEX_DROP,
+            &BREAK,
+            &REDLOCK_WAIT,
+        ] {
             assert!(!s.ro);
         }
     }

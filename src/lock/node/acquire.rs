@@ -19,6 +19,29 @@ use crate::lock::*;
 use crate::{Busy, Cancel, Error, Result};
 
 impl Node {
+    /// Note a RedLock waiter on this master for `keep` from now (`None`:
+    /// drop it), with `info` (JSON) as its acquire sends it: only what
+    /// `status` shows of who waits (lua/redlock_wait.lua), no place in
+    /// line. `waiter` is the wait's own random id, not a token. Sent once,
+    /// without resends: a note that fails is made again at the next
+    /// round, or goes with its deadline.
+    pub(crate) fn note_waiter(
+        &mut self,
+        lock: &LockName,
+        waiter: &str,
+        keep: Option<Duration>,
+        info: &str,
+    ) -> Result<i64> {
+        let keep = keep.map_or(0, |k| millis(k).max(1)).to_string();
+        self.eval(
+            &REDLOCK_WAIT,
+            &[lock.waiters_key()],
+            &[waiter, &keep, info],
+            || format!("note a waiter of {:?}", lock.name()),
+            Duration::ZERO,
+        )
+    }
+
     /// One run of the acquire script, as `a` asks. A failure says how far
     /// the call got (see [`Node::abandon_unanswered`]).
     pub(crate) fn attempt(&mut self, a: &Attempt) -> std::result::Result<Outcome, Failed> {

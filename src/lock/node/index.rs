@@ -383,6 +383,7 @@ impl Node {
             .map(|(lock, _, _)| {
                 let mut keys = lock.keys(None);
                 keys.push(lock.lost_key());
+                keys.push(lock.waiters_key());
                 let mut c = self.script_cmd(&STATUS);
                 c.arg(keys.len()).arg(keys);
                 c

@@ -337,8 +337,7 @@ impl Backend for Node {
 
     fn status(&mut self, key: &str) -> Result<Status> {
         let lock = self.name(key)?;
-        let mut keys = lock.keys(None);
-        keys.push(lock.lost_key());
+        let keys = lock.status_keys();
         let reply: Vec<Value> = self.eval(
             &STATUS,
             &keys,

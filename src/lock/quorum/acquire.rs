@@ -1,6 +1,7 @@
 //! Acquiring under RedLock: one attempt on every master, giving back what
 //! a failed attempt may have left, re-entry, and the acquire loop (random
-//! retries: there is no shared queue across masters).
+//! retries: there is no shared queue across masters), which notes who
+//! waits on every master for `status` to show.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,8 @@ const MAX_DISAGREE: u32 = 3;
 /// Retry delays after a failed attempt: uniform in this range.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_millis(250);
+/// The least time a note keeps a waiter in view (see [`note_keep`]).
+const NOTE_MIN: Duration = Duration::from_secs(2);
 
 /// How long a failed acquire waits for a master that had not answered its
 /// attempt to take the grant back: twice what the attempt has taken so far
@@ -39,6 +42,38 @@ fn retry_delay(random: u64, left: Option<Duration>) -> Duration {
     let spread = u64::try_from((RETRY_MAX - RETRY_MIN).as_micros()).unwrap_or(u64::MAX);
     let delay = RETRY_MIN + Duration::from_micros(random % spread.max(1));
     left.map_or(delay, |left| delay.min(left))
+}
+
+/// How long a note made before a retry after `delay` keeps the waiter in
+/// view: past the next round's note (the retry, an attempt of at most
+/// twice the per-master timeout, the note), 3x the delay, at least
+/// [`NOTE_MIN`]. A waiter that stops noting (killed) goes with it.
+fn note_keep(delay: Duration) -> Duration {
+    (delay * 3).max(NOTE_MIN)
+}
+
+/// A waiting acquire as `status` shows it under RedLock, which keeps no
+/// queue: noted on every master after each busy round, dropped when the
+/// acquire ends (lua/redlock_wait.lua). No attempt reads it.
+struct Noted {
+    /// Random, one per waiting acquire (its attempts each have a fresh
+    /// token); not a lock token: it grants nothing, and reads show only
+    /// its digest.
+    id: Arc<String>,
+    /// The info the attempts send, as JSON.
+    info: Arc<String>,
+    /// How long the last attempt took, for the wait for the last call.
+    took: Duration,
+}
+
+impl Noted {
+    fn new(req: &Request) -> Noted {
+        Noted {
+            id: Arc::new(uuid::Uuid::new_v4().simple().to_string()),
+            info: Arc::new(serde_json::to_string(&req.info).unwrap_or_default()),
+            took: Duration::ZERO,
+        }
+    }
 }
 
 /// What an acquire does after a failed attempt.
@@ -230,15 +265,57 @@ impl Quorum {
         Ok(None)
     }
 
+    /// Note `n` as waiting on every master for `keep` (`None`: drop it),
+    /// waiting for the answers until every master has answered or
+    /// `patience` has passed. Best effort: the answers are not looked at.
+    /// A note skips a master still busy with an earlier call (no pile-up
+    /// behind a frozen one); the drop queues behind the notes.
+    fn note_all(&self, lock: &LockName, n: &Noted, keep: Option<Duration>, patience: Duration) {
+        let (l, id, info) = (lock.clone(), Arc::clone(&n.id), Arc::clone(&n.info));
+        let turn = if keep.is_some() {
+            Turn::Skip
+        } else {
+            Turn::Queue
+        };
+        self.on(
+            &self.all(),
+            turn,
+            patience,
+            move |node| node.note_waiter(&l, &id, keep, &info),
+            |_, late| late,
+        );
+    }
+
     /// Acquire afresh (a new token at every attempt) until a majority
-    /// grants it in time, or the wait `w` ends.
+    /// grants it in time, or the wait `w` ends; a wait is noted for
+    /// `status` meanwhile, and the note dropped at the end, whatever the
+    /// end (best effort: else it goes with its deadline).
     pub(super) fn acquire_fresh(
+        &self,
+        lock: &LockName,
+        key: &str,
+        req: &Request,
+        w: Waiting,
+        on_wait: &mut dyn FnMut(&Busy),
+    ) -> Result<Lease> {
+        let mut noted = None;
+        let got = self.wait_fresh(lock, key, req, w, on_wait, &mut noted);
+        if let Some(n) = noted {
+            self.note_all(lock, &n, None, patience(n.took));
+        }
+        got
+    }
+
+    /// [`Quorum::acquire_fresh`]'s loop; `noted`: the wait's note, once
+    /// the lock was found busy.
+    fn wait_fresh(
         &self,
         lock: &LockName,
         key: &str,
         req: &Request,
         mut w: Waiting,
         on_wait: &mut dyn FnMut(&Busy),
+        noted: &mut Option<Noted>,
     ) -> Result<Lease> {
         let m = self.majority();
         let mut unreachable = 0;
@@ -314,6 +391,7 @@ impl Quorum {
                 outage.over();
             }
             let busy = busy(&answers);
+            let mut busy_round = false;
             let next = if let Some(i) = refused(&answers) {
                 Next::Fail(match answers[i].take() {
                     Some(Err(e)) => e,
@@ -338,6 +416,7 @@ impl Quorum {
                 match w.busy(busy.as_ref(), on_wait) {
                     Err(e) => Next::Fail(e),
                     Ok(()) => {
+                        busy_round = true;
                         Next::Retry(retry_delay(uuid::Uuid::new_v4().as_u64_pair().1, w.left()))
                     }
                 }
@@ -372,6 +451,14 @@ impl Quorum {
                 Next::Retry(d) => d,
             };
             let until = Instant::now() + delay;
+            // Who waits, for `status`: noted on every master within the
+            // pause (not when the wait is about to end: the next attempt
+            // would find a master still busy with the note).
+            if busy_round && delay >= RETRY_MIN {
+                let n = noted.get_or_insert_with(|| Noted::new(req));
+                n.took = sent.elapsed();
+                self.note_all(lock, n, Some(note_keep(delay)), delay);
+            }
             while Instant::now() < until && !w.cancelled() {
                 std::thread::sleep(
                     until

@@ -14,6 +14,11 @@
 //!   attempt's time, plus 20 ms) for a master that had not answered yet
 //!   to give its grant back, so that a master a little behind the others
 //!   is not left holding it when the process exits.
+//! - Who waits is shown all the same: a waiting acquire notes itself on
+//!   every master after each busy attempt (one random waiter id per wait,
+//!   a deadline a few seconds ahead; lua/redlock_wait.lua) and drops the
+//!   note when it ends. No attempt reads the notes: they order nothing,
+//!   and the reads show a waiter a majority lists (`tally::reads`).
 //! - Too many masters silent for a majority to answer is an outage, not a
 //!   busy lock: a waiting acquire rides it out as one Redis's is
 //!   (`lock::wait::Outage`: backoff, until the deadline or for
@@ -108,7 +113,8 @@
 //!   release, renewal or check adds up to), unit-tested in `tally/tests.rs`,
 //!   and in `tally/reads.rs` what the reads add up to: status, list,
 //!   overview and history decided by majority;
-//! - `acquire`: attempts, give-backs, re-entry and the acquire loop;
+//! - `acquire`: attempts, give-backs, re-entry and the acquire loop, with
+//!   its waiter notes;
 //! - `ops`: the operations of `lock::Backend`: what an acquire refuses,
 //!   release, renew, check, break and the reads (status, list, overview,
 //!   history), which ask every master and decide by majority.

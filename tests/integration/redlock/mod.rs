@@ -314,3 +314,4 @@ fn fences_never_go_backwards_when_one_master_runs_ahead() {
 
 mod masters;
 mod outages;
+mod waiters;

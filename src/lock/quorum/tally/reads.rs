@@ -12,6 +12,11 @@
 //! - A figure (waiters, the last fence, grants in the last minute, each
 //!   history counter) is the m-th largest: a majority reports at least it.
 //!   A master that does not list a lock counts as reporting nothing.
+//! - A waiter is told apart by its digest (under RedLock that of its
+//!   waiter id, lua/redlock_wait.lua: one per waiting acquire, noted on
+//!   every master): it is shown when a majority lists it, and when every
+//!   master listed all its waiters, `waiters` counts those shown and the
+//!   oldest wait is theirs.
 //! - A history event is shown when a majority has it: the same event
 //!   (kind, holder's host and pid, fence; a missing fence matches any)
 //!   within [`SAME_EVENT`] of each other, at most once per master. An
@@ -21,7 +26,7 @@
 use std::time::Duration;
 
 use crate::lock::overview::{Counters, LockView, rank};
-use crate::lock::{Breaking, Event, HolderStatus, Status, WaiterStatus};
+use crate::lock::{Breaking, Event, HolderStatus, QUEUE_SHOWN, Status, WaiterStatus};
 
 /// How far apart (by the masters' clocks) one event's records on several
 /// masters may be: enough for the calls of one operation to reach each
@@ -76,8 +81,9 @@ pub(in crate::lock::quorum) fn holders_on_majority(
 }
 
 /// The waiters a majority of `answers` lists (a waiter queues on every
-/// master with one token): each as its first record, in queue order
-/// (higher priority first, then the earlier join).
+/// master with one token; under RedLock it is noted on every master with
+/// one waiter id): each as its first record, in queue order (higher
+/// priority first, then the earlier join).
 pub(in crate::lock::quorum) fn waiters_on_majority(
     answers: &[&Status],
     m: usize,
@@ -108,7 +114,19 @@ pub(in crate::lock::quorum) fn status_on_majority(
 ) -> Status {
     let holders = holders_on_majority(answers, m);
     let figure = |f: fn(&Status) -> u64| on_majority(answers.iter().map(|s| f(s)).collect(), m);
-    let waiters = figure(|s| s.waiters);
+    let queue = waiters_on_majority(answers, m);
+    // Every master listed every waiter it counts: who waits is known, and
+    // a waiter only a minority lists (noted there before it ended, or
+    // missed by the others' notes) counts for nothing. Else (a list cut
+    // at QUEUE_SHOWN) the figure.
+    let listed = answers
+        .iter()
+        .all(|s| s.queue.len() as u64 >= s.waiters && s.queue.len() < QUEUE_SHOWN);
+    let waiters = if listed {
+        queue.len() as u64
+    } else {
+        figure(|s| s.waiters)
+    };
     let fence = figure(|s| s.fence).max(holders.iter().map(|h| h.fence).max().unwrap_or(0));
     let in_use = !holders.is_empty() || waiters > 0;
     let (kind, limit) = answers
@@ -127,11 +145,15 @@ pub(in crate::lock::quorum) fn status_on_majority(
             .iter()
             .filter_map(|s| s.last_lost.clone())
             .max_by_key(|l| l.when_ms),
-        oldest_wait_since_ms: answers
-            .iter()
-            .filter_map(|s| s.oldest_wait_since_ms)
-            .min()
-            .filter(|_| waiters > 0),
+        oldest_wait_since_ms: if listed {
+            queue.iter().map(|w| w.since_ms).filter(|&ms| ms > 0).min()
+        } else {
+            answers
+                .iter()
+                .filter_map(|s| s.oldest_wait_since_ms)
+                .min()
+                .filter(|_| waiters > 0)
+        },
         // Remains on any master are worth the warning (break clears them
         // on every master).
         damaged: {
@@ -141,7 +163,7 @@ pub(in crate::lock::quorum) fn status_on_majority(
             d
         },
         holders,
-        queue: waiters_on_majority(answers, m),
+        queue,
     }
 }
 

@@ -323,3 +323,95 @@ fn waiters_show_where_a_majority_lists_them() {
     assert_eq!(order, ["hi", "x", "y", "z"]);
     assert!(waiters_on_majority(&[&a, &free("k"), &free("k")], 2).is_empty());
 }
+
+/// RedLock's noted waiters (lua/redlock_wait.lua), as each master lists
+/// them: priority 0, told apart by their waiter ids' digests.
+fn noted(ids: &[(&str, u64)]) -> Status {
+    let queue: Vec<WaiterStatus> = ids
+        .iter()
+        .map(|(id, since_ms)| WaiterStatus {
+            host: format!("host-{id}"),
+            pid: 7,
+            since_ms: *since_ms,
+            token_digest: (*id).into(),
+            ..WaiterStatus::default()
+        })
+        .collect();
+    Status {
+        waiters: queue.len() as u64,
+        oldest_wait_since_ms: queue.iter().map(|w| w.since_ms).min(),
+        queue,
+        ..held("k", vec![holder("t", 5, 9_000)])
+    }
+}
+
+#[test]
+fn waiting_counts_the_noted_waiters_a_majority_lists() {
+    // "old" is still listed by one master of three (its note there
+    // outlived its wait): it is not shown, and its earlier wait is not
+    // the oldest. Each master counts 2, and the one majority waiter "a"
+    // is all that waits.
+    let masters = [
+        noted(&[("a", 1_000), ("old", 10)]),
+        noted(&[("a", 1_002), ("b", 2_000)]),
+        noted(&[("a", 1_001), ("c", 3_000)]),
+    ];
+    let st = status_on_majority("k", &refs(&masters), 2);
+    let shown: Vec<&str> = st.queue.iter().map(|w| w.token_digest.as_str()).collect();
+    assert_eq!(shown, ["a"]);
+    assert_eq!(st.waiters, 1);
+    assert_eq!(st.oldest_wait_since_ms, Some(1_000));
+    assert_eq!(st.queue[0].host, "host-a");
+
+    // Two waiters on a majority of 5, one master silent about both.
+    let masters = [
+        noted(&[("a", 1_000), ("b", 2_000)]),
+        noted(&[("b", 2_001), ("a", 1_001)]),
+        noted(&[("a", 1_002), ("b", 2_002)]),
+        noted(&[]),
+        noted(&[("x", 5)]),
+    ];
+    let st = status_on_majority("k", &refs(&masters), 3);
+    let shown: Vec<&str> = st.queue.iter().map(|w| w.token_digest.as_str()).collect();
+    assert_eq!(shown, ["a", "b"]);
+    assert_eq!((st.waiters, st.oldest_wait_since_ms), (2, Some(1_000)));
+
+    // Nobody a majority lists: nobody waits, no oldest wait.
+    let masters = [noted(&[("a", 1_000)]), noted(&[("b", 2_000)]), noted(&[])];
+    let st = status_on_majority("k", &refs(&masters), 2);
+    assert!(st.queue.is_empty());
+    assert_eq!((st.waiters, st.oldest_wait_since_ms), (0, None));
+    // `list` leaves out a lock nobody holds or waits for on a majority.
+    let idle = |ids: &[(&str, u64)]| Status {
+        held: false,
+        holders: Vec::new(),
+        ..noted(ids)
+    };
+    let answers = [
+        vec![idle(&[("a", 1_000)])],
+        vec![idle(&[("b", 2_000)])],
+        vec![idle(&[])],
+    ];
+    assert!(list_on_majority(&answers, 2).is_empty());
+    let answers = [
+        vec![idle(&[("a", 1_000)])],
+        vec![idle(&[("a", 1_001)])],
+        vec![idle(&[])],
+    ];
+    let l = list_on_majority(&answers, 2);
+    assert_eq!((l.len(), l[0].waiters), (1, 1));
+}
+
+#[test]
+fn a_cut_list_leaves_the_count_to_the_figures() {
+    // A master that lists fewer waiters than it counts (QUEUE_SHOWN of
+    // them): the count is what a majority reports at least.
+    let mut a = noted(&[("a", 1_000)]);
+    a.waiters = 150;
+    let mut b = noted(&[("a", 1_000)]);
+    b.waiters = 120;
+    let c = noted(&[]);
+    let st = status_on_majority("k", &[&a, &b, &c], 2);
+    assert_eq!(st.waiters, 120);
+    assert_eq!(st.queue.len(), 1);
+}
