@@ -419,7 +419,11 @@ fn a_grant_that_arrives_after_its_lease_expired_never_runs_the_command() {
     let f = r.fence_ahead("k");
     kill(r.child_pid(), libc::SIGSTOP);
     let child = bare_rlock()
-        .args(["--url", &r.url(), "exec", "--ttl", "200ms", "k"])
+        // (A reply timeout well past the stop: on a loaded machine the
+        // test's own steps can take a second or two; the lease, 200 ms,
+        // runs out during the stop either way.)
+        .args(["--url", &r.url(), "--connect-timeout", "20s"])
+        .args(["exec", "--ttl", "200ms", "k"])
         .args(["--", "sh", "-c", "echo $RLOCK_FENCE"])
         .spawn();
     eventually(

@@ -254,12 +254,13 @@ fn each_sigkill_says_why() {
     let run = finish(child, "exec").code(137);
     one_line(&run, "a second SIGTERM");
 
-    // --kill-leftovers: the command exited at once, its leftover ignores
-    // the SIGTERM.
+    // --kill-leftovers: the command exits as soon as its leftover ignores
+    // the SIGTERM (not before: a TERM that came first would end it).
     let _ = std::fs::remove_file(&ready);
     let leftover = format!(
-        "(trap '' TERM; touch {}; exec sleep 60) & exit 3",
-        ready.display()
+        "(trap '' TERM; touch {r}; exec sleep 60) & \
+         while [ ! -e {r} ]; do sleep 0.01; done; exit 3",
+        r = ready.display()
     );
     let run = exec_sh(
         &r,
