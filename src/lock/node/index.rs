@@ -492,7 +492,10 @@ impl Node {
 /// indexes into `keys`, one group a script call: up to [`LIST_CALL`] in a
 /// row; on a cluster (`cluster`), up to as many whose keys share a slot,
 /// each group in the order of its first lock.
-fn call_groups<'a>(keys: impl Iterator<Item = &'a str>, cluster: bool) -> Vec<Vec<usize>> {
+pub(in crate::lock) fn call_groups<'a>(
+    keys: impl Iterator<Item = &'a str>,
+    cluster: bool,
+) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     // slot -> the group still filling for it
     let mut open: HashMap<u16, usize> = HashMap::new();
