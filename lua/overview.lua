@@ -1,30 +1,38 @@
 -- overview.lua: locks at a glance, for `top` and `metrics`
 -- (src/lock/overview.rs): for each lock, what status.lua returns, plus its
--- history's counters, last event and the events of the last ARGV[1] ms.
--- Read-only.
+-- history's counters, last event and the events of the last ARGV[1] ms;
+-- and, with ARGV[2] 'list', for `list` (src/lock/node/index.rs): what
+-- status.lua returns alone. Read-only.
 --
 -- Lean, as `top` reads every lock in use every second: several locks per
--- call (on one Redis up to 100, their keys in KEYS, 9 per lock; on a
--- Cluster one, as a call's keys must share a slot), no prelude (no
+-- call (on one Redis up to 100, their keys in KEYS; on a Cluster those
+-- whose keys share a slot, as a call's keys must), no prelude (no
 -- `--@common` line, see build.rs), and few commands per lock (each costs
 -- the server a few microseconds from Lua, more than the read itself): the
 -- lock's hash is read once (HGETALL), the fence key and a keeper's loss
--- record are not read (`top` and `metrics` show neither), and the last
--- event comes with the recent ones when there are any. Data rlock
--- did not write is not looked for as status.lua does: a hash without a
--- 'kind' is skipped, and a key of another type fails the call, which the
--- client then makes again lock by lock, skipping that one; nothing is
--- written either way.
+-- record are read only for `list` (`top` and `metrics` show neither), and
+-- the last event comes with the recent ones when there are any. Data
+-- rlock did not write is not looked for as status.lua does (no TYPE or
+-- PTTL per key): a hash without a 'kind' is skipped, and a key of another
+-- type fails the call, which the client then makes again lock by lock
+-- (`list`: with status.lua), skipping that one; nothing is written either
+-- way.
 --
 -- Per lock, 9 keys: 8 as in common.lua (7 P{K}:log, 8 P{K}:n), and
 -- 9 P{K}:rw, RedLock's waiters (lua/redlock_wait.lua), shown as status.lua
--- shows them.
+-- shows them; with ARGV[2] 'list', 10: the 10th P{K}:lost, as status.lua's.
 -- ARGV[1] the window for recent events, in ms
 -- ARGV[2] '1': also the locks nobody holds or waits for that have history
---         counters (`rlock metrics`); else only locks in use (`top`)
+--         counters (`rlock metrics`); 'list': only locks in use, and
+--         their status alone, fence key and loss record read (`list`);
+--         else only locks in use (`top`)
 --
--- Returns one entry per lock, in KEYS' order: {} when nobody holds or
--- waits for it (and, with ARGV[2], it has no counters), else {status,
+-- With 'list', returns one entry per lock, in KEYS' order: {} when nobody
+-- holds or waits for it, else status.lua's reply for it (the same for a
+-- lock rlock wrote: the fence the higher of the fence key's and the
+-- holders', the loss record read). Otherwise one entry per lock, in
+-- KEYS' order: {} when nobody holds or waits for it (and, with ARGV[2]
+-- '1', it has no counters), else {status,
 -- now_ms, counters, last, grants, renewed}: status as status.lua returns
 -- it (but fence: the highest holder's; lost: ''; a free lock's when
 -- idle), counters P{K}:n's counters (flat) and 'unsettled', the open
@@ -38,6 +46,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1]) or 60000
 local known = ARGV[2] == '1'
+local list = ARGV[2] == 'list'
+local width = list and 10 or 9
 
 local function one(b)
   local K = function(i) return KEYS[b + i] end
@@ -98,6 +108,10 @@ local function one(b)
   if not kind and #noted > 0 then kind, f['limit'] = 'x', '1' end
   local status = {idle and '' or kind, idle and 0 or tonumber(f['limit']) or 0, 0,
     #alive + #noted, writers, '', oldest, {}, queue}
+  if list then
+    status[3] = tonumber(redis.call('GET', K(5))) or 0
+    status[6] = redis.call('GET', K(10)) or ''
+  end
   local holding, renewed = {}, 0
   for i = 1, #hs, 2 do
     local tok = hs[i]
@@ -110,6 +124,7 @@ local function one(b)
     local r = math.max(tonumber(f['r:' .. tok]) or 0, tonumber(f['s:' .. tok]) or 0)
     if r > 0 and (renewed == 0 or r < renewed) then renewed = r end
   end
+  if list then return status end
   -- The counters (not `closed`, see open_grants in lua/part/log.lua),
   -- and 'unsettled': the open grants no running hold has (their lease ran
   -- out, not recorded yet). A parked hold (count 0) has ended already.
@@ -151,5 +166,5 @@ local function one(b)
 end
 
 local out = {}
-for b = 0, #KEYS - 9, 9 do out[#out + 1] = one(b) end
+for b = 0, #KEYS - width, width do out[#out + 1] = one(b) end
 return out

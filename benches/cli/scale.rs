@@ -4,12 +4,17 @@
 //! whole `rlock list --json`, `rlock metrics`, `rlock top --once --json`
 //! and `rlock history --all --limit 100 --json` processes (median of
 //! [`RUNS`]), and what one of each costs Redis: INFO commandstats usec
-//! summed over the masters (INFO itself left out), and the busiest
-//! master's share, which bounds the wall time when the masters work at
-//! the same time.
+//! of the commands these send (the script calls, ZSCAN and SCAN: Redis
+//! also counts each command a script runs, inside its script's time
+//! already) summed over the masters, and the busiest master's share,
+//! which bounds the wall time when the masters work at the same time.
 //!
 //! Goals (issue #31, item 9): on the cluster, `list` under 500 ms and
 //! `metrics` under 1 s.
+//!
+//! `RLOCK_BENCH_AB=/path/to/rlock` adds a row per command for that binary
+//! (another build, to compare), its runs taken in turn with this one's so
+//! that both see the same load.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -116,57 +121,72 @@ fn deployment(name: &str, servers: &[Redis], cluster: bool) {
         "", "locks", "ms", "goal", "server ms", "busiest ms"
     );
     let mut conns: Vec<redis::Connection> = servers.iter().map(Redis::conn).collect();
+    let other = std::env::var("RLOCK_BENCH_AB").ok();
+    let binaries: Vec<&str> = std::iter::once(RLOCK).chain(other.as_deref()).collect();
     for row in &ROWS {
-        let mut shown = 0;
-        let mut times = Vec::with_capacity(RUNS);
-        let before = usecs(&mut conns);
+        let mut shown = vec![0; binaries.len()];
+        let mut times = vec![Vec::with_capacity(RUNS); binaries.len()];
+        let mut spent = vec![vec![0.0; servers.len()]; binaries.len()];
         for _ in 0..RUNS {
-            let mut c = Command::new(RLOCK);
-            clean_env(&mut c);
-            c.env("RLOCK_URL", urls.join(","))
-                .env("RLOCK_PREFIX", PREFIX)
-                .args(row.args);
-            if cluster {
-                c.env("RLOCK_CLUSTER", "1");
+            for (b, binary) in binaries.iter().enumerate() {
+                let mut c = Command::new(binary);
+                clean_env(&mut c);
+                c.env("RLOCK_URL", urls.join(","))
+                    .env("RLOCK_PREFIX", PREFIX)
+                    .args(row.args);
+                if cluster {
+                    c.env("RLOCK_CLUSTER", "1");
+                }
+                let before = usecs(&mut conns);
+                let t = Instant::now();
+                let out = run_ok(&mut c);
+                times[b].push(t.elapsed());
+                let after = usecs(&mut conns);
+                for (s, (a, b4)) in spent[b].iter_mut().zip(after.iter().zip(&before)) {
+                    *s += (a - b4) / RUNS as f64 / 1e3;
+                }
+                shown[b] = (row.count)(&String::from_utf8_lossy(&out.stdout));
             }
-            let t = Instant::now();
-            let out = run_ok(&mut c);
-            times.push(t.elapsed());
-            shown = (row.count)(&String::from_utf8_lossy(&out.stdout));
         }
-        let after = usecs(&mut conns);
-        let spent: Vec<f64> = after
-            .iter()
-            .zip(&before)
-            .map(|(a, b)| (a - b) / RUNS as f64 / 1e3)
-            .collect();
-        println!(
-            "   {:<44} {:>6} {:>9.1} {:>7} {:>12.1} {:>12.1}",
-            format!("rlock {}", row.args.join(" ")),
-            shown,
-            ms(median(&times)),
-            if cluster { row.goal } else { "" },
-            spent.iter().sum::<f64>(),
-            spent.iter().cloned().fold(0.0, f64::max)
-        );
-        let want = if row.args[0] == "history" { 100 } else { LOCKS };
-        if shown != want {
+        for (b, binary) in binaries.iter().enumerate() {
+            let label = if b == 0 {
+                format!("rlock {}", row.args.join(" "))
+            } else {
+                format!("  (RLOCK_BENCH_AB) {}", row.args[0])
+            };
             println!(
-                "   ERROR: {} showed {shown}, not {want}",
-                row.args.join(" ")
+                "   {:<44} {:>6} {:>9.1} {:>7} {:>12.1} {:>12.1}",
+                label,
+                shown[b],
+                ms(median(&times[b])),
+                if cluster && b == 0 { row.goal } else { "" },
+                spent[b].iter().sum::<f64>(),
+                spent[b].iter().cloned().fold(0.0, f64::max)
             );
+            let want = if row.args[0] == "history" { 100 } else { LOCKS };
+            if shown[b] != want {
+                println!(
+                    "   ERROR: {binary} {} showed {}, not {want}",
+                    row.args.join(" "),
+                    shown[b]
+                );
+            }
         }
     }
 }
 
-/// Each server's commands' time so far (µs), INFO left out.
+/// The commands the operating commands send; the commands their scripts
+/// run are counted in the scripts' time.
+const SENT: [&str; 6] = ["eval", "evalsha", "eval_ro", "evalsha_ro", "zscan", "scan"];
+
+/// Each server's time so far (µs) in the [`SENT`] commands.
 fn usecs(conns: &mut [redis::Connection]) -> Vec<f64> {
     conns
         .iter_mut()
         .map(|c| {
             let i: HashMap<String, f64> = info(c, &["commandstats"]);
             i.iter()
-                .filter(|(k, _)| k.starts_with("usec_") && *k != "usec_info")
+                .filter(|(k, _)| k.strip_prefix("usec_").is_some_and(|k| SENT.contains(&k)))
                 .map(|(_, v)| v)
                 .sum()
         })

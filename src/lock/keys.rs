@@ -164,6 +164,14 @@ impl LockName {
         keys
     }
 
+    /// The keys of one lock in lua/overview.lua's list mode (`list`):
+    /// [`LockName::overview_keys`] and the keeper's loss record.
+    pub(super) fn list_keys(&self) -> Vec<String> {
+        let mut keys = self.overview_keys();
+        keys.push(self.lost_key());
+        keys
+    }
+
     /// The wake-up list of the waiter with token `token`.
     pub(super) fn wake_key_of(&self, token: &str) -> String {
         format!("{}:w:{token}", self.base)

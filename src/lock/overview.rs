@@ -5,9 +5,9 @@
 //!
 //! The names come from the same place as `list`'s (`Node::lock_names`);
 //! then lua/overview.lua, a lean read-only script, returns status.lua's
-//! answer and the history's figures together for 100 locks a call (one on
-//! a cluster). So a refresh costs the server O(locks in use) and writes
-//! nothing.
+//! answer and the history's figures together for 100 locks a call (on a
+//! cluster, the locks of one slot). So a refresh costs the server O(locks
+//! in use) and writes nothing.
 
 use std::cmp::Reverse;
 use std::time::Duration;
@@ -181,8 +181,8 @@ impl Node {
     /// See [`super::backend::Backend::overview`]: the names from
     /// [`Node::lock_names`], then lua/overview.lua for 100 locks a call on
     /// one server (a call costs the server more than one lock's reads:
-    /// measured by `make bench`, section top), one lock a call on a
-    /// cluster (a call's keys share a slot), pipelined
+    /// measured by `make bench`, section top), the locks of one slot a
+    /// call on a cluster (a call's keys share a slot), pipelined
     /// ([`Node::cluster_overview`]).
     /// With `known`, the locks with history too ([`Node::known_names`]),
     /// held or not.
@@ -263,19 +263,22 @@ impl Node {
 }
 
 impl Node {
-    /// [`Node::overview_of`] on a cluster: one lua/overview.lua call per
-    /// lock, all through [`Node::batch`] (cluster pipelines: the masters
-    /// answer their shares at the same time).
+    /// [`Node::overview_of`] on a cluster: one lua/overview.lua call for
+    /// the locks of one slot (up to 100; a call's keys must share a slot),
+    /// all through [`Node::batch`] (cluster pipelines: the masters answer
+    /// their shares at the same time).
     fn cluster_overview(
         &mut self,
         names: &[String],
         window: &str,
         known: &str,
     ) -> Result<Vec<LockView>> {
-        let keys: Vec<Vec<String>> = names
+        let locks: Vec<_> = names.iter().map(|n| self.name(n)).collect::<Result<_>>()?;
+        let groups = crate::lock::node::call_groups(locks.iter().map(|l| l.redis_key()), true);
+        let keys: Vec<Vec<String>> = groups
             .iter()
-            .map(|n| Ok(self.name(n)?.overview_keys()))
-            .collect::<Result<_>>()?;
+            .map(|g| g.iter().flat_map(|&i| locks[i].overview_keys()).collect())
+            .collect();
         let cmds: Vec<redis::Cmd> = keys
             .iter()
             .map(|k| {
@@ -288,7 +291,7 @@ impl Node {
             .batch(&cmds)
             .map_err(|e| self.batch_failed(e, "overview".into()))?;
         let mut out = Vec::new();
-        for ((n, k), reply) in names.iter().zip(&keys).zip(replies) {
+        for ((group, k), reply) in groups.iter().zip(&keys).zip(replies) {
             let reply = match reply {
                 Ok(v) => Ok(v),
                 // The script went (a restart, a failover, SCRIPT FLUSH):
@@ -299,22 +302,50 @@ impl Node {
                     &OVERVIEW,
                     k,
                     &[window, known],
-                    || format!("overview of {n:?}"),
+                    || "overview".into(),
                     RESEND_WINDOW,
                 ),
-                Err(e) => Err(self.fail(e, format!("overview of {n:?}"))),
+                Err(e) => Err(self.fail(e, "overview".into())),
             };
-            let reply = match reply {
-                Ok(Value::Array(mut v)) if v.len() == 1 => v.remove(0),
+            let replies = match reply {
+                Ok(Value::Array(v)) if v.len() == group.len() => v,
                 Ok(v) => {
                     return Err(crate::Error::Protocol(format!("overview returned {v:?}")));
                 }
-                // A key rlock did not write: skipped, as `list` does.
+                // A key rlock did not write: skipped, as `list` does (lock
+                // by lock when the call had several).
+                Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) if group.len() > 1 => {
+                    let mut r = Vec::with_capacity(group.len());
+                    for &i in group {
+                        let n = &names[i];
+                        match self.eval::<Vec<Value>>(
+                            &OVERVIEW,
+                            &locks[i].overview_keys(),
+                            &[window, known],
+                            || format!("overview of {n:?}"),
+                            RESEND_WINDOW,
+                        ) {
+                            Ok(mut v) if v.len() == 1 => r.push(v.remove(0)),
+                            Ok(v) => {
+                                return Err(crate::Error::Protocol(format!(
+                                    "overview returned {v:?}"
+                                )));
+                            }
+                            Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => {
+                                r.push(Value::Array(Vec::new()))
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    r
+                }
                 Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => continue,
                 Err(e) => return Err(e),
             };
-            if let Some(v) = view(n, reply)? {
-                out.push(v);
+            for (&i, reply) in group.iter().zip(replies) {
+                if let Some(v) = view(&names[i], reply)? {
+                    out.push(v);
+                }
             }
         }
         Ok(out)

@@ -43,12 +43,16 @@ use crate::conn::Conn;
 use crate::duration::millis;
 use crate::lock::Status;
 use crate::lock::decode;
-use crate::lock::keys::{LockName, index_shard_keys};
+use crate::lock::keys::{LockName, index_shard_keys, slot};
 use crate::lock::script::*;
 use crate::{Error, Result};
 
 /// Calls per pipeline in `list`.
 const BATCH: usize = 500;
+
+/// Locks per lua/overview.lua call in `list` (a call costs the server
+/// more than one lock's reads: see BENCHMARKS.md, section 17).
+const LIST_CALL: usize = 100;
 
 /// Calls per cluster pipeline (all masters together) in `list` and
 /// `overview`.
@@ -365,11 +369,15 @@ impl Node {
     }
 
     /// Every lock in use whose name matches the glob `pattern`, through
-    /// the index (see the module's comment).
+    /// the index (see the module's comment). Each named lock's state comes
+    /// from lua/overview.lua's list mode, status.lua's reply for up to
+    /// [`LIST_CALL`] locks a call (on a cluster, locks whose keys share a
+    /// slot), all pipelined ([`Node::batch`]); a call Redis refuses
+    /// (data rlock did not write) is made again lock by lock with
+    /// status.lua, which tells that lock apart.
     pub(super) fn list_indexed(&mut self, pattern: &str) -> Result<Vec<Status>> {
         let shards = index_shard_keys(&self.prefix);
         let entries = self.index_entries(pattern)?;
-        // Each named lock's state, pipelined.
         let mut named = Vec::new();
         let mut stale: Vec<Vec<String>> = vec![Vec::new(); shards.len()];
         for (name, shard, score) in entries {
@@ -378,35 +386,68 @@ impl Node {
                 Err(_) => stale[shard].extend([name, score]),
             }
         }
-        let cmds: Vec<redis::Cmd> = named
+        let groups = call_groups(
+            named.iter().map(|(lock, _, _)| lock.redis_key()),
+            self.server.is_cluster(),
+        );
+        let keys: Vec<Vec<String>> = groups
             .iter()
-            .map(|(lock, _, _)| {
-                let mut keys = lock.keys(None);
-                keys.push(lock.lost_key());
-                keys.push(lock.waiters_key());
-                let mut c = self.script_cmd(&STATUS);
-                c.arg(keys.len()).arg(keys);
+            .map(|g| g.iter().flat_map(|&i| named[i].0.list_keys()).collect())
+            .collect();
+        let cmds: Vec<redis::Cmd> = keys
+            .iter()
+            .map(|k| {
+                let mut c = self.script_cmd(&OVERVIEW);
+                c.arg(k.len()).arg(k).arg(0).arg("list");
                 c
             })
             .collect();
         let replies = self
             .batch(&cmds)
             .map_err(|e| self.batch_failed(e, "list locks".into()))?;
-        let mut out = Vec::new();
-        for ((lock, shard, score), reply) in named.into_iter().zip(replies) {
-            let status = match reply {
-                Ok(v) => Vec::<Value>::from_redis_value(v)
-                    .map_err(|e| Error::Protocol(format!("status {:?}: {e}", lock.name())))
-                    .and_then(|r| decode::status(lock.name(), r)),
+        // Each named lock's state, in `named`'s order (None: not in use).
+        let mut states: Vec<Result<Option<Status>>> = (0..named.len()).map(|_| Ok(None)).collect();
+        for ((group, k), reply) in groups.iter().zip(&keys).zip(replies) {
+            let reply = match reply {
+                Ok(v) => Ok(v),
                 // The script went (SCRIPT FLUSH, a restart), or Redis 6.2
-                // has no EVALSHA_RO: ask again alone, once.
-                Err(e) if super::transport::retry_alone(&e) => {
-                    crate::lock::backend::Backend::status(self, lock.name())
-                }
-                Err(e) => Err(self.fail(e, format!("status {:?}", lock.name()))),
+                // has no EVALSHA_RO: this call again alone, once.
+                Err(e) if super::transport::retry_alone(&e) => self.eval::<Value>(
+                    &OVERVIEW,
+                    k,
+                    &["0", "list"],
+                    || "list locks".into(),
+                    crate::lock::script::RESEND_WINDOW,
+                ),
+                Err(e) => Err(self.fail(e, "list locks".into())),
             };
+            let lone = match reply {
+                Ok(Value::Array(v)) if v.len() == group.len() => {
+                    for (&i, entry) in group.iter().zip(v) {
+                        states[i] = match entry {
+                            Value::Array(r) if r.is_empty() => Ok(None),
+                            Value::Array(r) => decode::status(named[i].0.name(), r).map(Some),
+                            v => Err(Error::Protocol(format!("list returned {v:?}"))),
+                        };
+                    }
+                    false
+                }
+                Ok(v) => return Err(Error::Protocol(format!("list returned {v:?}"))),
+                // A key of another type somewhere in the call.
+                Err(Error::Invalid(_) | Error::Conflict(_)) => true,
+                Err(e) => return Err(e),
+            };
+            if lone {
+                for &i in group {
+                    let name = named[i].0.name().to_string();
+                    states[i] = crate::lock::backend::Backend::status(self, &name).map(Some);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for ((lock, shard, score), status) in named.into_iter().zip(states) {
             match status {
-                Ok(s) if s.held || s.waiters > 0 => out.push(s),
+                Ok(Some(s)) if s.held || s.waiters > 0 => out.push(s),
                 // No state, or data rlock did not write: not a lock in use.
                 Ok(_) | Err(Error::Invalid(_) | Error::Conflict(_)) => {
                     stale[shard].extend([lock.name().to_string(), score]);
@@ -436,6 +477,30 @@ impl Node {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
+}
+
+/// The locks named by `keys` (their state hash keys), as groups of
+/// indexes into `keys`, one group a script call: up to [`LIST_CALL`] in a
+/// row; on a cluster (`cluster`), up to as many whose keys share a slot,
+/// each group in the order of its first lock.
+pub(in crate::lock) fn call_groups<'a>(
+    keys: impl Iterator<Item = &'a str>,
+    cluster: bool,
+) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    // slot -> the group still filling for it
+    let mut open: HashMap<u16, usize> = HashMap::new();
+    for (i, key) in keys.enumerate() {
+        let slot = if cluster { slot(key) } else { 0 };
+        match open.get(&slot) {
+            Some(&g) if groups[g].len() < LIST_CALL => groups[g].push(i),
+            _ => {
+                open.insert(slot, groups.len());
+                groups.push(vec![i]);
+            }
+        }
+    }
+    groups
 }
 
 /// `cmds` in one cluster pipeline (see [`Node::batch`]). redis-rs reads
@@ -482,4 +547,28 @@ fn one_by_one(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_calls_group_locks_by_slot_on_a_cluster_only() {
+        // {a} and {x} share no slot; "rlock:{a}" and "other{a}" do.
+        let keys = ["rlock:{a}", "rlock:{x}", "other{a}"];
+        assert_ne!(slot(keys[0]), slot(keys[1]));
+        assert_eq!(slot(keys[0]), slot(keys[2]));
+        assert_eq!(call_groups(keys.into_iter(), true), [vec![0, 2], vec![1]]);
+        assert_eq!(call_groups(keys.into_iter(), false), [vec![0, 1, 2]]);
+        // At most LIST_CALL locks a call, in order.
+        let many: Vec<String> = (0..LIST_CALL * 2 + 1).map(|_| "k{s}".to_string()).collect();
+        for cluster in [false, true] {
+            let groups = call_groups(many.iter().map(String::as_str), cluster);
+            let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+            assert_eq!(sizes, [LIST_CALL, LIST_CALL, 1]);
+            assert_eq!(groups.concat(), (0..many.len()).collect::<Vec<_>>());
+        }
+        assert!(call_groups(std::iter::empty(), true).is_empty());
+    }
 }

@@ -17,6 +17,7 @@ mod index;
 mod ops;
 mod transport;
 
+pub(super) use index::call_groups;
 pub(super) use transport::retry_alone;
 
 use std::time::{Duration, Instant};

@@ -45,11 +45,12 @@ fn retry_delay(random: u64, left: Option<Duration>) -> Duration {
 }
 
 /// How long a note made before a retry after `delay` keeps the waiter in
-/// view: past the next round's note (the retry, an attempt of at most
-/// twice the per-master timeout, the note), 3x the delay, at least
+/// view: past the next round's note (the retry, an attempt of up to
+/// `timeout` per master, twice over for its give-backs, and the note, on
+/// a loaded machine too): 3x the delay plus twice the timeout, at least
 /// [`NOTE_MIN`]. A waiter that stops noting (killed) goes with it.
-fn note_keep(delay: Duration) -> Duration {
-    (delay * 3).max(NOTE_MIN)
+fn note_keep(delay: Duration, timeout: Duration) -> Duration {
+    (delay * 3 + timeout * 2).max(NOTE_MIN)
 }
 
 /// A waiting acquire as `status` shows it under RedLock, which keeps no
@@ -457,7 +458,7 @@ impl Quorum {
             if busy_round && delay >= RETRY_MIN {
                 let n = noted.get_or_insert_with(|| Noted::new(req));
                 n.took = sent.elapsed();
-                self.note_all(lock, n, Some(note_keep(delay)), delay);
+                self.note_all(lock, n, Some(note_keep(delay, self.timeout)), delay);
             }
             while Instant::now() < until && !w.cancelled() {
                 std::thread::sleep(
