@@ -220,28 +220,10 @@ impl Node {
                 // by lock, skipping what rlock did not write, as `list`
                 // does.
                 _ if chunk.len() > 1 => {
-                    let mut r = Vec::with_capacity(chunk.len());
-                    for (n, k) in chunk.iter().zip(&keys) {
-                        match self.eval::<Vec<Value>>(
-                            &OVERVIEW,
-                            k,
-                            &[&window, known],
-                            || format!("overview of {n:?}"),
-                            RESEND_WINDOW,
-                        ) {
-                            Ok(mut v) if v.len() == 1 => r.push(v.remove(0)),
-                            Ok(v) => {
-                                return Err(crate::Error::Protocol(format!(
-                                    "overview returned {v:?}"
-                                )));
-                            }
-                            Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => {
-                                r.push(Value::Array(Vec::new()))
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    r
+                    let one = |(n, k): (&String, &Vec<String>)| {
+                        self.overview_one(n, k, &[&window, known])
+                    };
+                    chunk.iter().zip(&keys).map(one).collect::<Result<_>>()?
                 }
                 Ok(v) => {
                     return Err(crate::Error::Protocol(format!("overview returned {v:?}")));
@@ -263,6 +245,26 @@ impl Node {
 }
 
 impl Node {
+    /// One lock's lua/overview.lua reply, read alone (after a call of
+    /// several failed on a key of another type): an empty entry for a lock
+    /// rlock did not write, skipped as `list` skips it.
+    fn overview_one(&mut self, name: &str, keys: &[String], args: &[&str]) -> Result<Value> {
+        match self.eval::<Vec<Value>>(
+            &OVERVIEW,
+            keys,
+            args,
+            || format!("overview of {name:?}"),
+            RESEND_WINDOW,
+        ) {
+            Ok(mut v) if v.len() == 1 => Ok(v.remove(0)),
+            Ok(v) => Err(crate::Error::Protocol(format!("overview returned {v:?}"))),
+            Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => {
+                Ok(Value::Array(Vec::new()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`Node::overview_of`] on a cluster: one lua/overview.lua call for
     /// the locks of one slot (up to 100; a call's keys must share a slot),
     /// all through [`Node::batch`] (cluster pipelines: the masters answer
@@ -315,29 +317,10 @@ impl Node {
                 // A key rlock did not write: skipped, as `list` does (lock
                 // by lock when the call had several).
                 Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) if group.len() > 1 => {
-                    let mut r = Vec::with_capacity(group.len());
-                    for &i in group {
-                        let n = &names[i];
-                        match self.eval::<Vec<Value>>(
-                            &OVERVIEW,
-                            &locks[i].overview_keys(),
-                            &[window, known],
-                            || format!("overview of {n:?}"),
-                            RESEND_WINDOW,
-                        ) {
-                            Ok(mut v) if v.len() == 1 => r.push(v.remove(0)),
-                            Ok(v) => {
-                                return Err(crate::Error::Protocol(format!(
-                                    "overview returned {v:?}"
-                                )));
-                            }
-                            Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => {
-                                r.push(Value::Array(Vec::new()))
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    r
+                    let one = |&i: &usize| {
+                        self.overview_one(&names[i], &locks[i].overview_keys(), &[window, known])
+                    };
+                    group.iter().map(one).collect::<Result<_>>()?
                 }
                 Err(crate::Error::Invalid(_) | crate::Error::Conflict(_)) => continue,
                 Err(e) => return Err(e),
