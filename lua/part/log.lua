@@ -31,10 +31,11 @@ end
 -- most 10 minutes), and 'e' with them: steady events move the expiry
 -- about once per slack, and the history outlives its last event by the
 -- retention plus at most the slack. `e` is 'e' as the caller read it
--- from P{K}:n in this call (nil: read here, one HGET). A key made anew
--- (RPUSH or HINCRBY answering 1: deleted by hand, or a counter's first
--- event) is expired to the deadline at once: no key without a TTL.
--- Returns the deadline.
+-- from P{K}:n in this call (nil: read here, one HGET): found, P{K}:n
+-- exists and has its expiry; not found, both keys are expired now. A
+-- list made anew while P{K}:n has 'e' (RPUSH answering 1: P{K}:log
+-- deleted by hand) is expired to the deadline at once: no key without a
+-- TTL. Returns the deadline.
 --
 -- The first command reads P{K}:n (HGET, without `e`) or writes P{K}:log
 -- (RPUSH): a key of another type stops the script there (callers that
@@ -52,11 +53,9 @@ local function log_event(now, event, fence, info, fields, e)
     if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
     if n == 1 or deadline ~= e then redis.call('PEXPIREAT', KEYS[7], deadline) end
   end
-  local c = redis.call('HINCRBY', KEYS[8], counter_of(event), 1)
+  redis.call('HINCRBY', KEYS[8], counter_of(event), 1)
   if deadline ~= e then
     redis.call('HSET', KEYS[8], 'e', deadline)
-    redis.call('PEXPIREAT', KEYS[8], deadline)
-  elseif c == 1 then
     redis.call('PEXPIREAT', KEYS[8], deadline)
   end
   return deadline

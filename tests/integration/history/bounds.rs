@@ -124,6 +124,11 @@ fn every_event_is_kept_for_the_retention_though_the_expiry_moves_seldom() {
     let lease = l.acquire("seldom", &req, None, &mut |_| {}).unwrap();
     l.release("seldom", &lease.token).unwrap();
     check("a grant and release after the log's DEL");
+    // Only the counters deleted: no deadline, so the next event sets one.
+    r.cmd::<i64>(&["DEL", &keys[1]]);
+    let lease = l.acquire("seldom", &req, None, &mut |_| {}).unwrap();
+    l.release("seldom", &lease.token).unwrap();
+    check("a grant and release after the counters' DEL");
 }
 
 /// Command lines are stored redacted, as status shows them.
