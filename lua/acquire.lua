@@ -154,8 +154,9 @@ end
 -- The fence key is read, and the holders key written, before anything
 -- else is written: a key of another type stops the script there. That
 -- first write is one Redis refuses at maxmemory (ZADD), so the fast path
--- grants nothing at maxmemory (see common.lua).
-local function grant()
+-- grants nothing at maxmemory (see common.lua). `e`: the history's expiry
+-- deadline as open_grants read it (nil: log_event reads it).
+local function grant(e)
   local v = redis.call('GET', KEYS[5])
   local last = tonumber(v)
   if v and not last then
@@ -171,7 +172,7 @@ local function grant()
   -- grant is open until an end event counts it (open_grants). The RPUSH
   -- is the first write: at maxmemory, or on a P{K}:log rlock did not
   -- write (not a list), the script stops before anything is written.
-  log_event(now, 'granted', fence, ARGV[4], {'w', tonumber(ARGV[14]) or 0})
+  log_event(now, 'granted', fence, ARGV[4], {'w', tonumber(ARGV[14]) or 0}, e)
   redis.call('ZADD', KEYS[2], now + ttl, tok)
   local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
     'f:' .. tok, fence}
@@ -196,15 +197,17 @@ end
 -- history's counters (its state ran out unnoticed) takes the slow path,
 -- which records it as expired first (settle in common.lua). The HMGET
 -- of open_grants reads P{K}:n (a key of another type stops the script
--- there).
-if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0
-    and open_grants() <= 0 then
-  local fence, bad = grant()
-  if bad then return bad end
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  touch()
-  return {1, fence, 1}
+-- there), and the history's expiry deadline with it.
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0 then
+  local open, e = open_grants()
+  if open <= 0 then
+    local fence, bad = grant(e)
+    if bad then return bad end
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    touch()
+    return {1, fence, 1}
+  end
 end
 
 -- The rest runs as one function, `slow` (its body is not indented), so

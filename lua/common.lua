@@ -153,7 +153,7 @@ end
 -- is this token's: another writer may have been granted since.
 local function forget_remains(tok)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'u:' .. tok, 'r:' .. tok)
+    'u:' .. tok, 'r:' .. tok, 'n:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if redis.call('HGET', STATE, 'writer') == tok then redis.call('HDEL', STATE, 'writer') end
 end
@@ -216,7 +216,7 @@ end
 
 local function forget_holder(tok, mode)
   redis.call('HDEL', STATE, 'c:' .. tok, 'i:' .. tok, 's:' .. tok, 'f:' .. tok, 'm:' .. tok,
-    'u:' .. tok, 'p:' .. tok, 'k:' .. tok, 'r:' .. tok)
+    'u:' .. tok, 'p:' .. tok, 'k:' .. tok, 'r:' .. tok, 'n:' .. tok)
   redis.call('ZREM', HOLDERS, tok)
   if mode == 'w' then
     redis.call('HDEL', STATE, 'writer')

@@ -85,15 +85,18 @@ end
 -- waiting (KEYS[3] exists only while someone waits), no min-hold left:
 -- the lock's state goes. One hold's release first looks for its
 -- request's record: if a resend finds one, the count it sees is after
--- that release.
+-- that release. Only a release that dropped one of several holds leaves
+-- a record, and it marks the hold ('n:<token>', below): an unmarked hold
+-- has none to look for.
 local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
 if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
     and redis.call('EXISTS', KEYS[3]) == 0 then
   local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
-    'f:' .. tok, 'k:' .. tok)
+    'f:' .. tok, 'k:' .. tok, 'n:' .. tok)
   local ends = hold_end(h)
   -- (A hold being broken takes the path below, which says so.)
-  if h[1] and not h[6] and (all or (tonumber(h[1]) == 1 and not redis.call('GET', done)))
+  if h[1] and not h[6]
+      and (all or (tonumber(h[1]) == 1 and not (h[7] and redis.call('GET', done))))
       and (ends == 0 or ends <= clock()) then
     -- The first write adds no memory and reads P{K}:n's type (an HDEL of
     -- a field no hash has: see common.lua); the entry's RPUSH then reads
@@ -137,7 +140,10 @@ if held then
   local h = redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
     'f:' .. tok, 'm:' .. tok, 'k:' .. tok)
   if not all and (tonumber(h[1]) or 0) > 1 then
-    local n = redis.call('HINCRBY', STATE, 'c:' .. tok, -1)
+    -- One hold fewer, and the mark that a record may exist (read by the
+    -- fast path above; forget_holder deletes it with the holder).
+    local n = tonumber(h[1]) - 1
+    redis.call('HSET', STATE, 'c:' .. tok, n, 'n:' .. tok, 1)
     redis.call('SET', done, n, 'PX', tonumber(ARGV[6]) or 10000)
     return {n}
   end

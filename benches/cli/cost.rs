@@ -1,7 +1,10 @@
 //! Section 10: what one lock cycle costs the Redis server, side by side
-//! with the naive lock (`SET k tok NX PX` + a compare-and-delete EVALSHA),
-//! same server, same run: the library's acquire + release, and one whole
-//! `rlock exec cK -- true` from the CLI (its connection set-up included).
+//! with the naive lock (`SET k tok NX PX` + a compare-and-delete EVALSHA)
+//! and with Redisson's fair lock (its lock and unlock scripts, see
+//! fairlock.rs), same server, same run: the library's acquire + release,
+//! and one whole `rlock exec cK -- true` from the CLI (its connection
+//! set-up included). Then where the library cycle's time goes: each
+//! script's and each inner command's own time from the slow log.
 //!
 //! How the server time is read. `CONFIG RESETSTAT` zeroes INFO
 //! commandstats, the cycles run, and one `INFO commandstats` reads, per
@@ -22,6 +25,7 @@ use rlock::{Request, Wait};
 
 use crate::Bench;
 use crate::client::{locker, rlock};
+use crate::fairlock::FairLock;
 use crate::process::run_ok;
 use crate::server::info;
 use crate::stats::section;
@@ -34,6 +38,9 @@ const EXEC_CYCLES: usize = 100;
 const RLOCK_SENT: [&str; 3] = ["evalsha", "eval", "blpop"];
 /// The naive lock's client commands.
 const NAIVE_SENT: [&str; 2] = ["set", "evalsha"];
+/// The fair lock's: its two scripts (the latch's DEL Redisson sends after
+/// the unlock is left out, see `run`).
+const FAIR_SENT: [&str; 1] = ["evalsha"];
 
 /// One cycle's cost, averaged over the cycles measured.
 struct Cost {
@@ -99,6 +106,83 @@ fn measure(r: &Redis, n: usize, sent: &[&str], mut cycle: impl FnMut(usize)) -> 
     }
 }
 
+/// Where a cycle's server time goes, from the slow log at threshold 0 (a
+/// pass of its own: logging every command costs the server a little, so
+/// its times are a little above INFO's): per script (`scripts` names them
+/// by SHA1), its own time per call, its inner commands included, and how
+/// many it ran; per inner command, calls per cycle and own time per call.
+/// An inner command is logged before the script that ran it, by a client
+/// named `?:0`: so each is counted to the next script logged.
+struct Profile {
+    scripts: Vec<(String, f64, f64)>,
+    inner: Vec<(String, f64, f64)>,
+}
+
+fn profile(r: &Redis, n: usize, scripts: &[(&str, &str)], mut cycle: impl FnMut(usize)) -> Profile {
+    let mut conn = r.conn();
+    let set = |conn: &mut redis::Connection, k: &str, v: &str| {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .exec(conn)
+            .expect("CONFIG SET");
+    };
+    set(&mut conn, "slowlog-max-len", "100000");
+    set(&mut conn, "slowlog-log-slower-than", "0");
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .exec(&mut conn)
+        .expect("SLOWLOG RESET");
+    for i in 0..n {
+        cycle(i);
+    }
+    type Entry = (i64, i64, i64, Vec<String>, String, String);
+    let mut log: Vec<Entry> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(100_000)
+        .query(&mut conn)
+        .expect("SLOWLOG GET");
+    set(&mut conn, "slowlog-log-slower-than", "10000");
+    log.reverse();
+    // name -> (calls, usec, inner commands)
+    let mut by_script: HashMap<String, (f64, f64, f64)> = HashMap::new();
+    let mut by_inner: HashMap<String, (f64, f64)> = HashMap::new();
+    let mut pending = 0.0;
+    for (_, _, us, args, client, _) in log {
+        let cmd = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
+        let us = us as f64;
+        if client == "?:0" {
+            let e = by_inner.entry(cmd).or_default();
+            e.0 += 1.0;
+            e.1 += us;
+            pending += 1.0;
+        } else if cmd == "EVALSHA" {
+            let sha = args.get(1).map(String::as_str).unwrap_or("");
+            let name = scripts
+                .iter()
+                .find(|(s, _)| *s == sha)
+                .map_or_else(|| format!("script {sha}"), |(_, n)| (*n).to_string());
+            let e = by_script.entry(name).or_default();
+            e.0 += 1.0;
+            e.1 += us;
+            e.2 += pending;
+            pending = 0.0;
+        }
+    }
+    let mut scripts: Vec<(String, f64, f64)> = by_script
+        .into_iter()
+        .map(|(k, (calls, us, inner))| (k, us / calls, inner / calls))
+        .collect();
+    scripts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut inner: Vec<(String, f64, f64)> = by_inner
+        .into_iter()
+        .map(|(k, (calls, us))| (k, calls / n as f64, us / calls))
+        .collect();
+    inner.sort_by(|a, b| (b.1 * b.2).total_cmp(&(a.1 * a.2)).then(a.0.cmp(&b.0)));
+    Profile { scripts, inner }
+}
+
 pub(crate) fn run(_: &Bench) {
     let r = start_redis(&[]);
     let mut conn = r.conn();
@@ -126,6 +210,10 @@ pub(crate) fn run(_: &Bench) {
             .query(&mut conn)
             .expect("EVALSHA");
     });
+    // Redisson's fair lock, paced alike: one script call at a time from
+    // one connection.
+    let fair_lock = FairLock::new(&mut conn, "fair");
+    let fair = measure(&r, CYCLES, &FAIR_SENT, |_| fair_lock.cycle(&mut conn));
     let mut l = locker(&r);
     let req = Request::builder(Duration::from_secs(30))
         .wait(Wait::No)
@@ -147,12 +235,26 @@ pub(crate) fn run(_: &Bench) {
             .query(conn)
             .unwrap_or(0)
     };
-    let log_len: i64 = redis::cmd("XLEN")
+    let log_len: i64 = redis::cmd("LLEN")
         .arg(name.log_key())
         .query(&mut conn)
         .unwrap_or(0);
     let log_mem = weigh(&mut conn, &name.log_key());
     let stats_mem = weigh(&mut conn, &name.stats_key());
+    // Where the library cycle's time goes, and the fair lock's, on the
+    // same lock names (slow log; a pass of its own).
+    let scripts = [
+        (env!("RLOCK_LUA_SHA_acquire.lua"), "acquire.lua"),
+        (env!("RLOCK_LUA_SHA_release.lua"), "release.lua"),
+        (env!("RLOCK_LUA_SHA_index.lua"), "index.lua"),
+        (fair_lock.lock_sha(), "FairLock lock"),
+        (fair_lock.unlock_sha(), "FairLock unlock"),
+    ];
+    let lib_profile = profile(&r, CYCLES, &scripts, |_| {
+        let lease = l.acquire("cost", &req, None, &mut |_| {}).expect("acquire");
+        l.release("cost", &lease.token).expect("release");
+    });
+    let fair_profile = profile(&r, CYCLES, &scripts, |_| fair_lock.cycle(&mut conn));
     let keep = rlock::HistoryLimits::default().retention();
     l.set_history(rlock::HistoryLimits::new(0, keep).expect("history limits"));
     let lib_counters = measure(&r, CYCLES, &RLOCK_SENT, |_| {
@@ -196,6 +298,7 @@ pub(crate) fn run(_: &Bench) {
             &naive,
             &naive,
         ),
+        ("Redisson FairLock lock + unlock scripts", &fair, &naive),
         ("rlock library acquire + release", &lib, &naive),
         ("the same, --history-events 0", &lib_counters, &naive),
         (
@@ -216,7 +319,7 @@ pub(crate) fn run(_: &Bench) {
             cmds / (base.sent + base.inner)
         );
     }
-    for (name, c) in [("library", &lib), ("exec", &cli)] {
+    for (name, c) in [("library", &lib), ("FairLock", &fair), ("exec", &cli)] {
         let by: Vec<String> = c
             .inner_by
             .iter()
@@ -224,6 +327,37 @@ pub(crate) fn run(_: &Bench) {
             .collect();
         println!("   inside scripts per {name} cycle: {}", by.join(", "));
     }
+    println!(
+        "   rlock library cycle over FairLock's: usec {:.2}x, commands {:.2}x (goal, #32: usec at most 1.0x)",
+        lib.usec / fair.usec,
+        (lib.sent + lib.inner) / (fair.sent + fair.inner)
+    );
+    for (name, p) in [("library", &lib_profile), ("FairLock", &fair_profile)] {
+        let s: Vec<String> = p
+            .scripts
+            .iter()
+            .map(|(k, us, inner)| format!("{k} {us:.1} us ({inner:.1} inner)"))
+            .collect();
+        println!(
+            "   slow log, {name} cycle, per script call: {}",
+            s.join(", ")
+        );
+        let s: Vec<String> = p
+            .inner
+            .iter()
+            .map(|(k, calls, us)| format!("{k} {calls:.2}x{us:.2}"))
+            .collect();
+        println!(
+            "   slow log, {name} cycle, inner commands (calls per cycle x own us): {}",
+            s.join(", ")
+        );
+    }
+    println!(
+        "   FairLock: Redisson's RedissonFairLock scripts (commit a5077398, see fairlock.rs) as"
+    );
+    println!(
+        "   EVALSHA; Redisson also sends a DEL of its unlock latch after each unlock, not counted"
+    );
     println!(
         "   usec: server time per cycle, the sum over the commands clients sent (EVALSHA, EVAL,"
     );

@@ -46,6 +46,7 @@ mod cycle;
 mod dead;
 mod deployments;
 mod expiry;
+mod fairlock;
 mod handoff;
 mod idle;
 mod index;

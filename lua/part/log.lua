@@ -14,24 +14,49 @@ local function counter_of(event)
 end
 
 -- Record an event in the lock's history: one entry in KEYS[7] (P{K}:log),
--- one more in its counter, both keys kept for the retention from now. An
--- entry is a JSON array, [ms, event, fence, info, field, value, ...]: the
--- server's clock, the event, the grant's fence ('0': none) and holder
+-- one more in its counter, both keys kept at least the retention from now.
+-- An entry is a JSON array, [ms, event, fence, info, field, value, ...]:
+-- the server's clock, the event, the grant's fence ('0': none) and holder
 -- info JSON ('': none), then `fields`, a flat array {'d', held ms, 'x',
 -- exit code, ...} (src/lock/decode.rs reads them). Cap and retention are
 -- the script's last two ARGV; the list is trimmed to the cap once it is
 -- an eighth over it (one LTRIM per cap/8 events); a cap of 0 keeps
--- counters only. The RPUSH comes first: a P{K}:log of another type stops
--- the script there (callers that must not have written anything before
--- it see to P{K}:n's type and to maxmemory first).
-local function log_event(now, event, fence, info, fields)
+-- counters only.
+--
+-- Expiry. P{K}:n's field 'e' is the deadline (server ms) both keys were
+-- last PEXPIREATed to, and this function, the only one that sets their
+-- expiry, never moves it earlier: so while 'e' is at least now + the
+-- retention, neither key is expired again. Otherwise both are
+-- PEXPIREATed to now + retention + slack (a 64th of the retention, at
+-- most 10 minutes), and 'e' with them: steady events move the expiry
+-- about once per slack, and the history outlives its last event by the
+-- retention plus at most the slack. `e` is 'e' as the caller read it
+-- from P{K}:n in this call (nil: read here, one HGET): found, P{K}:n
+-- exists and has its expiry; not found, both keys are expired now. A
+-- list made anew while P{K}:n has 'e' (RPUSH answering 1: P{K}:log
+-- deleted by hand) is expired to the deadline at once: no key without a
+-- TTL. Returns the deadline.
+--
+-- The first command reads P{K}:n (HGET, without `e`) or writes P{K}:log
+-- (RPUSH): a key of another type stops the script there (callers that
+-- must not have written anything before it see to maxmemory, and to
+-- P{K}:n's type when they pass `e`, first).
+local function log_event(now, event, fence, info, fields, e)
   local cap, keep = tonumber(ARGV[#ARGV - 1]) or 200, tonumber(ARGV[#ARGV]) or 604800000
+  if e == nil then e = redis.call('HGET', KEYS[8], 'e') end
+  e = tonumber(e) or 0
+  local deadline = e
+  if e < now + keep then deadline = now + keep + math.min(math.floor(keep / 64), 600000) end
   if cap > 0 then
     local n = redis.call('RPUSH', KEYS[7], cjson.encode({now, event, tostring(fence or 0),
       info or '', unpack(fields or {})}))
     if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
-    redis.call('PEXPIRE', KEYS[7], keep)
+    if n == 1 or deadline ~= e then redis.call('PEXPIREAT', KEYS[7], deadline) end
   end
   redis.call('HINCRBY', KEYS[8], counter_of(event), 1)
-  redis.call('PEXPIRE', KEYS[8], keep)
+  if deadline ~= e then
+    redis.call('HSET', KEYS[8], 'e', deadline)
+    redis.call('PEXPIREAT', KEYS[8], deadline)
+  end
+  return deadline
 end

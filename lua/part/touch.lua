@@ -32,9 +32,9 @@ local function index_touch(call, now, shard, known, name, ms, keep)
   -- GT moves an entry only up; CH counts an entry added or moved.
   if call('ZADD', shard, 'GT', 'CH', score, name) == 0 then
     -- Already at that deadline or later (a longer lease touched it this
-    -- very millisecond): one above it.
-    score = tonumber(call('ZSCORE', shard, name)) + 1
-    call('ZADD', shard, score, name)
+    -- very millisecond, or touches come faster than the clock): one
+    -- above it, read and written by one command (INCR answers the score).
+    score = tonumber(call('ZADD', shard, 'INCR', 1, name))
   end
   call('ZREMRANGEBYSCORE', shard, '-inf', '(' .. now)
   -- One more command per touch (GT: an entry is never moved down, a

@@ -206,7 +206,8 @@ fn a_lease_nobody_released_shows_expired() {
 /// nobody releasing) are settled once each, with each grant's own fence
 /// and holder, by whichever call comes first; a released one between
 /// them is not. The uncontended path keeps no record per grant: the
-/// counters hash has the counters only.
+/// counters hash has the counters only, and the history's expiry
+/// deadline `e` (one per lock, lua/part/log.lua).
 #[test]
 fn unnoticed_expiries_settle_once_each_with_their_grants_fences() {
     let r = Redis::shared();
@@ -223,7 +224,7 @@ fn unnoticed_expiries_settle_once_each_with_their_grants_fences() {
     let fields: Vec<String> = r.cmd(&["HKEYS", &format!("{}:n", r.key("sem"))]);
     let mut fields: Vec<&str> = fields.iter().map(String::as_str).collect();
     fields.sort_unstable();
-    assert_eq!(fields, ["grants", "released"]);
+    assert_eq!(fields, ["e", "grants", "released"]);
     assert_eq!(open_grants(&r, "sem"), 3);
     std::thread::sleep(Duration::from_millis(600));
     let h = history(&r, "sem", &[]);
