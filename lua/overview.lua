@@ -125,14 +125,15 @@ local function one(b)
     if r > 0 and (renewed == 0 or r < renewed) then renewed = r end
   end
   if list then return status end
-  -- The counters (not `closed`, see open_grants in lua/part/log.lua),
+  -- The counters (not `closed`, see open_grants in lua/part/log.lua, nor
+  -- `e`, the history's expiry deadline, see lua/part/log.lua),
   -- and 'unsettled': the open grants no running hold has (their lease ran
   -- out, not recorded yet). A parked hold (count 0) has ended already.
   local counts, c = {}, {}
   for i = 1, #n, 2 do
     local k = n[i]
     c[k] = tonumber(n[i + 1]) or 0
-    if k ~= 'closed' then
+    if k ~= 'closed' and k ~= 'e' then
       counts[#counts + 1] = k
       counts[#counts + 1] = n[i + 1]
     end
