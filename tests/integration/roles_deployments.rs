@@ -213,6 +213,25 @@ fn the_roles_on_a_cluster() {
         all_unchanged(&after_reads, &dumps(&c.nodes), t1);
     }
 
+    // doctor --role finds each user has what its role needs with
+    // --cluster (PING and CLUSTER SLOTS included), and no more.
+    if redis_version() >= (7, 0) {
+        for role in roles() {
+            let d = run(role, &["doctor", "--role", role]);
+            let line = d
+                .stdout
+                .lines()
+                .find(|l| l.contains(" role: "))
+                .unwrap_or_else(|| panic!("{role}: exit {}: {}{}", d.code, d.stdout, d.stderr));
+            assert!(
+                line.starts_with("ok ")
+                    && line.contains(&format!("exactly what the {role} role needs")),
+                "{role}: {}",
+                d.stdout
+            );
+        }
+    }
+
     // The job: exec works; its break is refused, the holder keeps it.
     run("job", &["exec", "other", "--", "true"]).ok();
     let before = dumps(&c.nodes);
