@@ -330,23 +330,29 @@ fn the_roles_under_redlock() {
 fn the_roles_through_sentinel() {
     let s = Sentinels::start();
     // The first URL's user and password reach the first Sentinel as well
-    // as the master: a user of that name on each Sentinel, which may ask
-    // where the master is, and nothing more.
+    // as the master: each role's user on each Sentinel, from the doc's
+    // Sentinel line (the job's) word for word.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
+        .unwrap();
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER rlock-job ") && l.contains("+sentinel|"))
+        .expect("docs/deployments.md: the Sentinels' ACL line");
     for port in s.ports() {
         for role in roles() {
-            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            let line = line
+                .replace("rlock-job", &format!("rlock-{role}"))
+                .replace(">job-secret", &format!(">{role}-secret"));
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let mut c = redis::cmd(words[0]);
+            for w in &words[1..] {
+                c.arg(*w);
+            }
+            let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
                 .unwrap()
                 .get_connection()
                 .unwrap();
-            let _: () = redis::cmd("ACL")
-                .arg("SETUSER")
-                .arg(format!("rlock-{role}"))
-                .arg("on")
-                .arg(format!(">{role}-secret"))
-                .arg("-@all")
-                .arg("+sentinel|get-master-addr-by-name")
-                .query(&mut c)
-                .unwrap();
+            let _: () = c.query(&mut conn).unwrap();
         }
     }
     for r in [&s.master, &s.replica] {
