@@ -111,6 +111,8 @@ pub(super) fn needed(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String
         ("pexpireat", v(&["pexpireat", &ix, "1"]), Always),
         ("role", v(&["role"]), Sentinel),
         ("cluster|slots", v(&["cluster", "slots"]), Cluster),
+        // redis-rs' Cluster client checks every node connection with PING.
+        ("ping", v(&["ping"]), Cluster),
     ]
 }
 

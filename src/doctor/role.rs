@@ -105,6 +105,7 @@ const MONITOR_READS: &[&str] = &[
     "lrange",
     "role",
     "cluster|slots",
+    "ping",
 ];
 
 /// The break's script call: EVALSHA on a lock's keys and its last-break
@@ -157,7 +158,7 @@ fn fails(role: Role, name: &str) -> &'static str {
         "wait" => "every lock command with --min-replicas",
         "info" => "every command under RedLock",
         "role" => "every command with --sentinel",
-        "cluster|slots" => "every command with --cluster",
+        "cluster|slots" | "ping" => "every command with --cluster",
         "zscan" => "list, top, metrics and the exporter",
         "scan" => "list with RLOCK_LIST_SCAN=1",
         "time" => "doctor's clock check",

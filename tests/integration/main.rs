@@ -39,6 +39,7 @@ mod priority;
 mod redaction;
 mod redlock;
 mod roles;
+mod roles_deployments;
 mod rw;
 mod sentinel;
 mod server;

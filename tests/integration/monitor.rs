@@ -41,7 +41,7 @@ fn monitor(r: &Redis) -> String {
 }
 
 /// Every key with its type, value (DUMP) and PTTL, sorted by key.
-fn dump(r: &Redis) -> Vec<(String, String, Vec<u8>, i64)> {
+pub(crate) fn dump(r: &Redis) -> Vec<(String, String, Vec<u8>, i64)> {
     r.keys()
         .into_iter()
         .map(|k| {
@@ -57,7 +57,7 @@ fn dump(r: &Redis) -> Vec<(String, String, Vec<u8>, i64)> {
 /// the same keys, types and values, and each TTL only run down (by at
 /// most `elapsed`, plus a second for a loaded machine), none set anew.
 #[track_caller]
-fn unchanged(
+pub(crate) fn unchanged(
     before: &[(String, String, Vec<u8>, i64)],
     after: &[(String, String, Vec<u8>, i64)],
     elapsed: Duration,

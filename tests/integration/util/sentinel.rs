@@ -110,6 +110,11 @@ impl Sentinels {
             .join(",")
     }
 
+    /// The Sentinels' ports, in the order of [`Sentinels::urls`].
+    pub fn ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|(_, port, _)| *port).collect()
+    }
+
     /// Port of the master the first Sentinel names now.
     pub fn master_port(&self) -> u16 {
         let mut c = redis::Client::open(format!("redis://127.0.0.1:{}", self.sentinels[0].1))
