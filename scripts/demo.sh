@@ -9,17 +9,27 @@ cargo build --release --quiet --locked
 rlock=$PWD/target/release/rlock
 
 dir=$(mktemp -d)
+redis_pid=""
+trap '[ -z "$redis_pid" ] || { kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; }; rm -rf "$dir"' EXIT
+# A free port, and a server that is ours: a port found free can be taken
+# before redis-server binds it (then it exits, and another process may
+# answer there), so the server that answers must have our pid.
 port=""
-for _ in $(seq 50); do
+for _ in $(seq 20); do
   p=$((20000 + RANDOM % 40000))
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then continue; fi
+  redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$dir" --logfile "$dir/redis.log" &
+  redis_pid=$!
+  while kill -0 "$redis_pid" 2>/dev/null; do
+    pid=$(redis-cli -p "$p" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p' || true)
+    if [ "$pid" = "$redis_pid" ]; then port=$p; break 2; fi
+    sleep 0.05
+  done
+  wait "$redis_pid" 2>/dev/null || true
+  redis_pid=""
 done
-[ -n "$port" ] || { echo "no free port found" >&2; exit 1; }
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-  --dir "$dir" --logfile "$dir/redis.log" &
-redis_pid=$!
-trap 'kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; rm -rf "$dir"' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+[ -n "$port" ] || { echo "could not start a throwaway redis-server" >&2; exit 1; }
 export RLOCK_URL="redis://127.0.0.1:$port"
 echo "throwaway redis-server on 127.0.0.1:$port"
 
