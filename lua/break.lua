@@ -35,8 +35,8 @@
 -- KEYS[7] P{K}:log  LIST    the lock's history (as in common.lua)
 -- KEYS[8] P{K}:n    HASH    the lock's counters
 -- KEYS[9] P{K}:b    HASH    the break notices
--- KEYS[10] P!{K}    STRING  the lock's last break, JSON {by, reason, at}
---                           (written here only; see "Roles" below)
+-- KEYS[10] P!{K}            the break's permission key: declared, never
+--                           read or written (see "Roles" below)
 -- ARGV[1] '' to break every hold; else the fences to break, comma-separated
 -- ARGV[2] who breaks it (user@host)
 -- ARGV[3] why (the operator's --reason)
@@ -48,25 +48,27 @@
 -- counts again, with no second event.
 --
 -- Breaking is a write the operator must be able to make at maxmemory: it
--- adds at most a notice and a mark per broken holder, and the last-break
--- key (see writes_at_maxmemory in common.lua).
+-- adds at most a notice and a mark per broken holder (see
+-- writes_at_maxmemory in common.lua).
 --
 -- Roles: KEYS[10] is outside the keys every other script takes (P{K}...,
 -- P{i<n>}:index) but shares the lock's hash tag, so one call still lands
 -- on one Cluster slot. Redis checks a script call's KEYS against the
 -- caller's ACL key patterns before the script runs, so a user whose ACL
 -- covers `P{*` but not `P!{*` (the job role, docs/deployments.md) is
--- refused the whole call (NOPERM) before anything changes.
+-- refused the whole call (NOPERM) before anything changes. Declaring the
+-- key is all the check needs: nothing is stored there (what a break did
+-- is in the history and the marks).
 --@common
 local sel, by, reason = ARGV[1], ARGV[2], ARGV[3]
-local NOTES, LAST = KEYS[9], KEYS[10]
+local NOTES = KEYS[9]
 local kind, foreign, remains = lock_kind()
 if foreign then return foreign end
 -- free, nobody waits: nothing to break
 if not kind and not remains then return {0} end
 -- Read before any write: a key of another type, or one without a TTL
 -- (not rlock's), stops the script before it changes anything.
-for k, t in pairs({[NOTES] = 'hash', [LOG] = 'list', [STATS] = 'hash', [LAST] = 'string'}) do
+for k, t in pairs({[NOTES] = 'hash', [LOG] = 'list', [STATS] = 'hash'}) do
   local got = redis.call('TYPE', k).ok
   if got ~= 'none' and got ~= t then
     return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
@@ -127,11 +129,6 @@ for j = 1, #hs, 2 do
     out[1] = out[1] + 1
     out[#out + 1] = tonumber(fence) or 0
   end
-end
--- The last break, kept as long as the longest lease it broke would have
--- run (never without a TTL).
-if longest > 0 then
-  redis.call('SET', LAST, cjson.encode({by = by, reason = reason, at = now}), 'PX', longest)
 end
 clear_remains(remains)
 local wake = to_wake(nil, now)

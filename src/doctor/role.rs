@@ -108,7 +108,7 @@ const MONITOR_READS: &[&str] = &[
     "ping",
 ];
 
-/// The break's script call: EVALSHA on a lock's keys and its last-break
+/// The break's script call: EVALSHA on a lock's keys and its break
 /// key `<prefix>!{<name>}`, which only a break declares (lua/break.lua).
 pub(super) const BREAK: &str = "break";
 
@@ -119,12 +119,12 @@ pub(super) fn asked(probe: &str, prefix: &str) -> Vec<(&'static str, Vec<String>
     let mut all = needed(probe, prefix);
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<String>>();
     let sha = "0".repeat(40);
-    let last_break = LockName::new(prefix, "rlock-doctor")
-        .map(|l| l.last_break_key())
+    let break_key = LockName::new(prefix, "rlock-doctor")
+        .map(|l| l.break_permission_key())
         .unwrap_or_else(|_| format!("{prefix}!{{rlock-doctor}}"));
     all.push((
         BREAK,
-        v(&["evalsha", &sha, "2", probe, &last_break]),
+        v(&["evalsha", &sha, "2", probe, &break_key]),
         Need::Always,
     ));
     all
@@ -193,7 +193,7 @@ pub(super) fn judge(
         let what = match *name {
             BREAK => format!(
                 "too little for the {r} role: `rlock break` fails (exit 77): this user may not \
-                 write the last-break keys {prefix}!{{*"
+                 use the break permission keys {prefix}!{{*"
             ),
             n => format!(
                 "too little for the {r} role: {} fail (exit 77): this user may not run {n} on \
@@ -212,7 +212,7 @@ pub(super) fn judge(
             Severity::Unsafe,
             format!(
                 "too much for the {r} role: can break locks (`rlock break`): its ACL covers the \
-                 last-break keys {prefix}!{{*, which only an operator's may"
+                 break permission keys {prefix}!{{*, which only an operator's may"
             ),
             Some(format!(
                 "ACL SETUSER <user> resetkeys ~{prefix}{{* ({line})"

@@ -76,7 +76,7 @@ pub const MAX_REASON_LEN: usize = 1000;
 
 /// What a refused break says ([`Error::NoPermission`]'s `what`): Redis
 /// refused break.lua's call because the user's ACL does not cover the
-/// last-break key (the job role; [`crate::lock::LockName`]'s keys).
+/// break permission key (the job role; [`crate::lock::LockName`]'s keys).
 pub const MAY_NOT_BREAK: &str = "this Redis user may not break locks";
 
 /// What a refused break needs.

@@ -110,21 +110,22 @@ impl LockName {
         keys
     }
 
-    /// The lock's last break, a string only lua/break.lua writes:
-    /// `<prefix>!{<name>}`. It shares the lock's hash tag (one Cluster
-    /// slot) but not its keys' pattern: an ACL of `~<prefix>{*` refuses a
-    /// break, one that adds `~<prefix>!{*` allows it (the roles of
-    /// docs/deployments.md).
-    pub(crate) fn last_break_key(&self) -> String {
+    /// The break's permission key `<prefix>!{<name>}`: only lua/break.lua
+    /// declares it, and nothing is ever stored there. It shares the lock's
+    /// hash tag (one Cluster slot) but not its keys' pattern, so Redis,
+    /// which checks a script call's keys against the caller's ACL, refuses
+    /// a break to `~<prefix>{*` and allows it to a user that adds
+    /// `~<prefix>!{*` (the roles of docs/deployments.md).
+    pub(crate) fn break_permission_key(&self) -> String {
         let (prefix, tagged) = self.base.split_at(self.prefix_len);
         format!("{prefix}!{tagged}")
     }
 
-    /// The keys of a break: [`LockName::noticed_keys`] and the last-break
+    /// The keys of a break: [`LockName::noticed_keys`] and the permission
     /// key (lua/break.lua).
     pub(super) fn break_keys(&self) -> Vec<String> {
         let mut keys = self.noticed_keys();
-        keys.push(self.last_break_key());
+        keys.push(self.break_permission_key());
         keys
     }
 
@@ -359,12 +360,12 @@ mod tests {
     }
 
     #[test]
-    fn only_the_last_break_key_is_outside_the_job_pattern() {
+    fn only_the_break_permission_key_is_outside_the_job_pattern() {
         // The job role's ACL pattern is `~rlock:{*` (docs/deployments.md).
         let l = LockName::new("rlock:", "deploy").unwrap();
         let tok = Token::generate();
-        assert_eq!(l.last_break_key(), "rlock:!{deploy}");
-        assert_eq!(slot(&l.last_break_key()), slot(l.redis_key()));
+        assert_eq!(l.break_permission_key(), "rlock:!{deploy}");
+        assert_eq!(slot(&l.break_permission_key()), slot(l.redis_key()));
         let mut all = l.release_keys(&tok, "r");
         all.extend(l.noticed_keys());
         all.push(l.lost_key());
@@ -374,7 +375,7 @@ mod tests {
         for k in all {
             assert!(k.starts_with("rlock:{"), "{k}");
         }
-        assert!(!l.last_break_key().starts_with("rlock:{"));
+        assert!(!l.break_permission_key().starts_with("rlock:{"));
     }
 
     #[test]

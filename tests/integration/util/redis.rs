@@ -195,9 +195,6 @@ impl Redis {
                 // minutes (log_event's slack, lua/part/log.lua), never for
                 // ever.
                 let history = k.ends_with("}:log") || k.ends_with("}:n");
-                // A lock's last break (`<prefix>!{<name>}`, lua/break.lua)
-                // lasts as long as the longest lease the break ended.
-                let fence = fence || k.contains("!{");
                 // The list of locks with history, beside each index shard:
                 // the retention plus the index's hour and its lease.
                 let known = is_known_key(k);
