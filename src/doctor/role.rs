@@ -303,6 +303,30 @@ pub(super) fn role(ctx: &Ctx, role: Role, probe: &mut Probe, at: &str, report: &
 mod tests {
     use super::*;
 
+    /// The monitor's line in docs/deployments.md (the Redis 7 one) gives
+    /// exactly the commands [`MONITOR_READS`] says a monitor needs (less
+    /// what only --sentinel and --cluster add).
+    #[test]
+    fn monitor_reads_are_the_documented_line() {
+        let doc = include_str!("../../docs/deployments.md");
+        let line = doc
+            .lines()
+            .find(|l| l.starts_with("ACL SETUSER rlock-monitor ") && l.contains("%R~"))
+            .expect("the monitor line of docs/deployments.md#roles");
+        let mut documented: Vec<&str> = line
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix('+'))
+            .collect();
+        let mut reads: Vec<&str> = MONITOR_READS
+            .iter()
+            .copied()
+            .filter(|n| !matches!(*n, "role" | "cluster|slots"))
+            .collect();
+        documented.sort_unstable();
+        reads.sort_unstable();
+        assert_eq!(documented, reads);
+    }
+
     /// Every command asked about, allowed where `allowed` says (by name).
     fn user(role: Role, allowed: &dyn Fn(&str) -> bool) -> Vec<(Severity, String, Option<String>)> {
         let asked = asked("rlock:{rlock-doctor}", "rlock:");

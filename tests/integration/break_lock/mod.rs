@@ -206,15 +206,7 @@ fn breaking_a_read_write_lock_ends_every_reader_and_lets_the_writer_in() {
 fn a_broken_keeper_stops_its_script_and_status_shows_who_broke_it() {
     let r = Redis::shared();
     let d = crate::keep::tmp("broken");
-    let mut sh = script_in_pid_namespace(
-        &r,
-        "bash",
-        &d,
-        "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
-         tok=$(\"$B\" -v acquire k --keep --ttl 1500ms 2>\"$D/log\") || exit 9
-         echo \"$$\" > \"$D/pid\"
-         sleep 30 & wait",
-    );
+    let mut sh = script_in_pid_namespace(&r, "bash", &d, crate::keep::KEPT_UNTIL_SIGNALLED);
     wait_line(&d, "pid");
     rlock(&r)
         .args(["break", "k", "--reason", "script stuck", "--yes"])

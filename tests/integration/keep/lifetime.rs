@@ -113,15 +113,7 @@ fn release_ends_the_keeper_and_signals_nobody() {
 fn a_deleted_lock_makes_the_keeper_signal_the_script_and_status_shows_it() {
     let r = Redis::start();
     let d = tmp("deleted");
-    let mut sh = script_in_pid_namespace(
-        &r,
-        "bash",
-        &d,
-        "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
-         tok=$(\"$B\" -v acquire k --keep --ttl 1500ms 2>\"$D/log\") || exit 9
-         echo \"$$\" > \"$D/pid\"
-         sleep 30 & wait",
-    );
+    let mut sh = script_in_pid_namespace(&r, "bash", &d, super::KEPT_UNTIL_SIGNALLED);
     let pid = wait_line(&d, "pid");
     let keeper = keeper_pid(&d);
     delete_lock(&r, "k");

@@ -18,6 +18,14 @@ use std::time::Duration;
 
 use crate::util::*;
 
+/// A bash script (for `script_in_pid_namespace`) that keeps lock `k`
+/// (1.5 s TTL, the keeper's log in `$D/log`), writes its pid to `$D/pid`
+/// and waits; a SIGTERM makes it write `$D/signalled` and exit 5.
+pub const KEPT_UNTIL_SIGNALLED: &str = "trap 'echo TERM > \"$D/signalled\"; exit 5' TERM
+         tok=$(\"$B\" -v acquire k --keep --ttl 1500ms 2>\"$D/log\") || exit 9
+         echo \"$$\" > \"$D/pid\"
+         sleep 30 & wait";
+
 pub fn tmp(name: &str) -> PathBuf {
     tmp_dir("keep", name)
 }
