@@ -120,20 +120,7 @@ struct Profile {
 
 fn profile(r: &Redis, n: usize, scripts: &[(&str, &str)], mut cycle: impl FnMut(usize)) -> Profile {
     let mut conn = r.conn();
-    let set = |conn: &mut redis::Connection, k: &str, v: &str| {
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(k)
-            .arg(v)
-            .exec(conn)
-            .expect("CONFIG SET");
-    };
-    set(&mut conn, "slowlog-max-len", "100000");
-    set(&mut conn, "slowlog-log-slower-than", "0");
-    redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .exec(&mut conn)
-        .expect("SLOWLOG RESET");
+    crate::profile::slowlog_start(&mut conn);
     for i in 0..n {
         cycle(i);
     }
@@ -143,7 +130,7 @@ fn profile(r: &Redis, n: usize, scripts: &[(&str, &str)], mut cycle: impl FnMut(
         .arg(100_000)
         .query(&mut conn)
         .expect("SLOWLOG GET");
-    set(&mut conn, "slowlog-log-slower-than", "10000");
+    crate::profile::slowlog_stop(&mut conn);
     log.reverse();
     // name -> (calls, usec, inner commands)
     let mut by_script: HashMap<String, (f64, f64, f64)> = HashMap::new();

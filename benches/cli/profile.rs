@@ -29,7 +29,7 @@ const WALL: usize = 150;
 const COMMON: &str = include_str!("../../lua/common.lua");
 
 /// Every command from now on goes to the slow log.
-fn slowlog_start(conn: &mut redis::Connection) {
+pub(crate) fn slowlog_start(conn: &mut redis::Connection) {
     for (k, v) in [
         ("slowlog-log-slower-than", "0"),
         ("slowlog-max-len", "100000"),
@@ -47,6 +47,16 @@ fn slowlog_start(conn: &mut redis::Connection) {
         .expect("SLOWLOG RESET");
 }
 
+/// Back to logging only slow commands (10 ms, as the bench's server had).
+pub(crate) fn slowlog_stop(conn: &mut redis::Connection) {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("10000")
+        .exec(conn)
+        .expect("CONFIG SET");
+}
+
 /// The slow log's durations (µs) by what was called: the command, or for
 /// EVALSHA/FCALL the script named by `names` (else its first argument).
 fn slowlog_take(
@@ -58,12 +68,7 @@ fn slowlog_take(
         .arg(1_000_000)
         .query(conn)
         .expect("SLOWLOG GET");
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg("10000")
-        .exec(conn)
-        .expect("CONFIG SET");
+    slowlog_stop(conn);
     let mut out: HashMap<String, Vec<u64>> = HashMap::new();
     for e in entries {
         let redis::Value::Array(f) = e else { continue };

@@ -89,13 +89,7 @@ fn mixed_readers_writers_never_overlap() {
                     }
                     if rng.below(3) == 0 {
                         // Re-enter as the same mode, then release that hold.
-                        let nested = req
-                            .to_builder()
-                            .reenter(Some(lease.token.clone()))
-                            .wait(Wait::No)
-                            .supersede(false)
-                            .build()
-                            .unwrap();
+                        let nested = reentry(&req, &lease.token);
                         let n = l.acquire("mix", &nested, None, &mut |_| {}).unwrap();
                         assert_eq!(n.token, lease.token);
                         l.release("mix", &n.token).unwrap();
@@ -179,13 +173,7 @@ fn semaphore_with_vanishing_holders_never_overfills() {
                             l.check("sem", &lease.token).unwrap();
                         }
                         2 => {
-                            let nested = req
-                                .to_builder()
-                                .reenter(Some(lease.token.clone()))
-                                .wait(Wait::No)
-                                .supersede(false)
-                                .build()
-                                .unwrap();
+                            let nested = reentry(&req, &lease.token);
                             l.acquire("sem", &nested, None, &mut |_| {}).unwrap();
                             l.release("sem", &lease.token).unwrap();
                         }
@@ -436,4 +424,15 @@ fn a_late_grant_retried_does_not_supersede_a_newer_waiter() {
         "the newer --supersede waiter was superseded by an older call"
     );
     assert!(matches!(old, Err(Error::Superseded { .. })), "{old:?}");
+}
+
+/// `req` again, re-entering with `token` at once (no wait, so no
+/// --supersede either).
+fn reentry(req: &rlock::Request, token: &rlock::Token) -> rlock::Request {
+    req.to_builder()
+        .reenter(Some(token.clone()))
+        .wait(Wait::No)
+        .supersede(false)
+        .build()
+        .unwrap()
 }
