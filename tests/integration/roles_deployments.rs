@@ -124,6 +124,28 @@ impl Reads {
 
 /// A refusal by the ACL: exit 77, one line naming NOPERM.
 #[track_caller]
+/// The job: exec works; its break of lock `held` (held by the job's
+/// token `tok`) is refused, nothing changes on any of `servers`, and the
+/// holder keeps it; the operator's break works.
+fn job_and_operator(run: &dyn Fn(&str, &[&str]) -> Run, servers: &[Redis], tok: &str) {
+    run("job", &["exec", "other", "--", "true"]).ok();
+    let before = dumps(servers);
+    let t = Instant::now();
+    let b = refused(
+        run("job", &["break", "held", "--reason", "not mine", "--yes"]),
+        "job's break",
+    );
+    assert!(
+        b.stderr.contains("break needs the operator role"),
+        "{}",
+        b.stderr
+    );
+    all_unchanged(&before, &dumps(servers), t);
+    run("job", &["renew", "held", "--token", tok]).ok();
+    run("operator", &["break", "held", "--reason", "ops", "--yes"]).ok();
+    run("job", &["renew", "held", "--token", tok]).fails(79, "broken by");
+}
+
 fn refused(run: Run, what: &str) -> Run {
     assert_eq!(run.code, 77, "{what}: {}", run.stderr);
     let lines: Vec<&str> = run.stderr.lines().collect();
@@ -232,25 +254,7 @@ fn the_roles_on_a_cluster() {
         }
     }
 
-    // The job: exec works; its break is refused, the holder keeps it.
-    run("job", &["exec", "other", "--", "true"]).ok();
-    let before = dumps(&c.nodes);
-    let t2 = Instant::now();
-    let b = refused(
-        run("job", &["break", "held", "--reason", "not mine", "--yes"]),
-        "job's break",
-    );
-    assert!(
-        b.stderr.contains("break needs the operator role"),
-        "{}",
-        b.stderr
-    );
-    all_unchanged(&before, &dumps(&c.nodes), t2);
-    run("job", &["renew", "held", "--token", &tok]).ok();
-
-    // The operator's break works.
-    run("operator", &["break", "held", "--reason", "ops", "--yes"]).ok();
-    run("job", &["renew", "held", "--token", &tok]).fails(79, "broken by");
+    job_and_operator(&run, &c.nodes, &tok);
     kill(waiter.id(), libc::SIGKILL);
     finish(waiter, "waiter");
 }
@@ -311,17 +315,7 @@ fn the_roles_under_redlock() {
         all_unchanged(&after_reads, &dumps(&ms), t1);
     }
 
-    run("job", &["exec", "other", "--", "true"]).ok();
-    let before = dumps(&ms);
-    let t2 = Instant::now();
-    refused(
-        run("job", &["break", "held", "--reason", "not mine", "--yes"]),
-        "job's break",
-    );
-    all_unchanged(&before, &dumps(&ms), t2);
-    run("job", &["renew", "held", "--token", &tok]).ok();
-    run("operator", &["break", "held", "--reason", "ops", "--yes"]).ok();
-    run("job", &["renew", "held", "--token", &tok]).fails(79, "broken by");
+    job_and_operator(&run, &ms, &tok);
     kill(waiter.id(), libc::SIGKILL);
     finish(waiter, "waiter");
 }
