@@ -41,9 +41,18 @@ impl Sentinels {
         let master = Redis::start();
         let mport = master.port.to_string();
         let replica = replica_of(&master);
+        // Three different ports: a port free_port found is free again
+        // until its Sentinel binds it, so the next call may return it too.
+        let mut ports: Vec<u16> = Vec::new();
+        while ports.len() < 3 {
+            let p = free_port();
+            if !ports.contains(&p) && p != master.port && p != replica.port {
+                ports.push(p);
+            }
+        }
         let sentinels = (0..3)
             .map(|i| {
-                let port = free_port();
+                let port = ports[i];
                 let dir = std::env::temp_dir().join(format!(
                     "rlock-sentinel-{}-{}-{i}",
                     std::process::id(),
