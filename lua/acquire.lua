@@ -124,13 +124,13 @@ local function waiter_info(info)
   out = cjson.encode({host = t.host, pid = t.pid, user = t.user})
   return #out <= WAITER_INFO_MAX and out or ''
 end
+--@num
 --@log
 --@open
 --@touch
 local tok, ttl, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8]
 local kind = (mode == 'x') and 'x' or 'rw'
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now, now_s = clock_ms()
 
 -- The index touch of a reply that is not an error (see ARGV[16]): after
 -- every write of the lock's, through pcall, so that neither a shard key of
@@ -168,25 +168,27 @@ local function grant(e)
   local fence = last and last + 1 or now
   local floor = tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
+  -- (Numbers go to Redis as strings: lua/part/num.lua.)
+  local fence_s = fence == now and now_s or int(fence)
   -- The history's `granted` event (log_event, lua/part/log.lua): the
   -- grant is open until an end event counts it (open_grants). The RPUSH
   -- is the first write: at maxmemory, or on a P{K}:log rlock did not
   -- write (not a list), the script stops before anything is written.
-  log_event(now, 'granted', fence, ARGV[4], {'w', tonumber(ARGV[14]) or 0}, e)
-  redis.call('ZADD', KEYS[2], now + ttl, tok)
-  local fields = {'kind', kind, 'c:' .. tok, 1, 'i:' .. tok, ARGV[4], 's:' .. tok, now,
-    'f:' .. tok, fence}
+  log_event(now, 'granted', fence_s, ARGV[4], {'w', tonumber(ARGV[14]) or 0}, e)
+  redis.call('ZADD', KEYS[2], int(now + ttl), tok)
+  local fields = {'kind', kind, 'c:' .. tok, '1', 'i:' .. tok, ARGV[4], 's:' .. tok, now_s,
+    'f:' .. tok, fence_s}
   local function add(k, x) fields[#fields + 1] = k; fields[#fields + 1] = x end
   local min_hold = tonumber(ARGV[11]) or 0
-  if min_hold > 0 then add('u:' .. tok, now + min_hold) end
+  if min_hold > 0 then add('u:' .. tok, int(now + min_hold)) end
   if kind == 'x' then
-    add('limit', limit)
+    add('limit', int(limit))
   else
     add('m:' .. tok, mode)
     if mode == 'w' then add('writer', tok) end
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  redis.call('SET', KEYS[5], fence, 'PX', math.max(ttl, fence - now + 1))
+  redis.call('SET', KEYS[5], fence_s, 'PX', int(math.max(ttl, fence - now + 1)))
   return fence
 end
 
@@ -203,8 +205,9 @@ if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], K
   if open <= 0 then
     local fence, bad = grant(e)
     if bad then return bad end
-    redis.call('PEXPIRE', KEYS[1], ttl)
-    redis.call('PEXPIRE', KEYS[2], ttl)
+    local ttl_s = int(ttl)
+    redis.call('PEXPIRE', KEYS[1], ttl_s)
+    redis.call('PEXPIRE', KEYS[2], ttl_s)
     touch()
     return {1, fence, 1}
   end

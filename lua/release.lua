@@ -48,13 +48,11 @@
 --
 -- A hold is its lease in P{K}:h and its fields in P{K}: a lease whose
 -- count field is gone (P{K} deleted by hand) holds nothing.
+--@num
 local tok, done, all = ARGV[1], KEYS[10], ARGV[2] == '1'
 local now
 local function clock()
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  if not now then now = clock_ms() end
   return now
 end
 

@@ -1,6 +1,7 @@
 -- part/log.lua: the history writer, the one place an event is written
 -- (docs/internals.md, "History"). Put in by build.rs at a `--@log` line
 -- (common.lua has one; a fast path before `--@common` names it itself).
+--@num
 --
 -- The counter in KEYS[8] (P{K}:n) each event adds one to (a function,
 -- not a table: a table would be built on every call of every script).
@@ -53,7 +54,7 @@ local function log_event(now, event, fence, info, fields, e)
     if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
     if n == 1 or deadline ~= e then redis.call('PEXPIREAT', KEYS[7], deadline) end
   end
-  redis.call('HINCRBY', KEYS[8], counter_of(event), 1)
+  redis.call('HINCRBY', KEYS[8], counter_of(event), '1')
   if deadline ~= e then
     redis.call('HSET', KEYS[8], 'e', deadline)
     redis.call('PEXPIREAT', KEYS[8], deadline)

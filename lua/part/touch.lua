@@ -26,20 +26,22 @@
 -- then an eighth of `ms` beyond, so that steady touches of a shard move
 -- it about once per eighth of the keep: a touch is 4 commands (the 3rd
 -- the known list's ZADD), with no read of the shard's last entry.
--- Returns the entry's new score. ZADD GT: Redis 6.2+.
+-- Returns the entry's new score. ZADD GT: Redis 6.2+. (Numbers go to
+-- Redis as strings: lua/part/num.lua.)
+--@num
 local function index_touch(call, now, shard, known, name, ms, keep)
   local score = now + ms
   -- GT moves an entry only up; CH counts an entry added or moved.
-  if call('ZADD', shard, 'GT', 'CH', score, name) == 0 then
+  if call('ZADD', shard, 'GT', 'CH', int(score), name) == 0 then
     -- Already at that deadline or later (a longer lease touched it this
     -- very millisecond, or touches come faster than the clock): one
     -- above it, read and written by one command (INCR answers the score).
-    score = tonumber(call('ZADD', shard, 'INCR', 1, name))
+    score = tonumber(call('ZADD', shard, 'INCR', '1', name))
   end
-  call('ZREMRANGEBYSCORE', shard, '-inf', '(' .. now)
+  call('ZREMRANGEBYSCORE', shard, '-inf', '(' .. int(now))
   -- One more command per touch (GT: an entry is never moved down, a
   -- longer retention's deadline stays).
-  if known then call('ZADD', known, 'GT', score + keep, name) end
+  if known then call('ZADD', known, 'GT', int(score + keep), name) end
   -- PTTL through pcall: to a user whose ACL lacks +pttl (it is optional,
   -- see docs/deployments.md) the shard's expiry is moved every time, as
   -- before. -1 (no expiry: not possible for a shard rlock wrote) too.
