@@ -166,7 +166,8 @@ local function grant(e)
     return nil, redis.error_reply('NOTRLOCK key ' .. KEYS[5] .. ' holds data rlock did not write')
   end
   local fence = last and last + 1 or now
-  local floor = tonumber(ARGV[10]) or 0
+  -- ('0', the usual floor and min-hold, is not parsed: tonumber calls strtod)
+  local floor = ARGV[10] ~= '0' and tonumber(ARGV[10]) or 0
   if fence <= floor then fence = floor + 1 end
   -- (Numbers go to Redis as strings: lua/part/num.lua.)
   local fence_s = fence == now and now_s or int(fence)
@@ -179,7 +180,7 @@ local function grant(e)
   local fields = {'kind', kind, 'c:' .. tok, '1', 'i:' .. tok, ARGV[4], 's:' .. tok, now_s,
     'f:' .. tok, fence_s}
   local function add(k, x) fields[#fields + 1] = k; fields[#fields + 1] = x end
-  local min_hold = tonumber(ARGV[11]) or 0
+  local min_hold = ARGV[11] ~= '0' and tonumber(ARGV[11]) or 0
   if min_hold > 0 then add('u:' .. tok, int(now + min_hold)) end
   if kind == 'x' then
     add('limit', int(limit))

@@ -60,7 +60,10 @@ end
 -- with ARGV[5] = '1' the later of the min-hold given at the grant and
 -- grant + ARGV[4].
 local function hold_end(h)
-  if ARGV[5] ~= '1' or not (h[2] or (tonumber(ARGV[4]) or 0) > 0) then return 0 end
+  -- (ARGV[4] '0', no min-hold, is not parsed: tonumber calls strtod)
+  if ARGV[5] ~= '1' or not (h[2] or (ARGV[4] ~= '0' and (tonumber(ARGV[4]) or 0) > 0)) then
+    return 0
+  end
   return math.max(tonumber(h[2]) or 0, (tonumber(h[3]) or 0) + (tonumber(ARGV[4]) or 0))
 end
 
