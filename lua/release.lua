@@ -89,7 +89,7 @@ end
 -- that release. Only a release that dropped one of several holds leaves
 -- a record, and it marks the hold ('n:<token>', below): an unmarked hold
 -- has none to look for.
-local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
+local first = redis.call('ZRANGE', KEYS[2], '0', '1', 'WITHSCORES')
 if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
     and redis.call('EXISTS', KEYS[3]) == 0 then
   local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,

@@ -51,7 +51,7 @@ local function log_event(now, event, fence, info, fields, e)
   if cap > 0 then
     local n = redis.call('RPUSH', KEYS[7], cjson.encode({now, event, tostring(fence or 0),
       info or '', unpack(fields or {})}))
-    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], -cap, -1) end
+    if n > cap + math.floor(cap / 8) then redis.call('LTRIM', KEYS[7], int(-cap), '-1') end
     if n == 1 or deadline ~= e then redis.call('PEXPIREAT', KEYS[7], deadline) end
   end
   redis.call('HINCRBY', KEYS[8], counter_of(event), '1')
