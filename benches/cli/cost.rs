@@ -42,6 +42,163 @@ const NAIVE_SENT: [&str; 2] = ["set", "evalsha"];
 /// the unlock is left out, see `run`).
 const FAIR_SENT: [&str; 1] = ["evalsha"];
 
+/// The floor (#32, goal 1): the cheapest script pair that does what an
+/// uncontended rlock cycle's state alone must, written for this bench
+/// only, each feature switched on by an argument, so that each one's cost
+/// is measured beside FairLock's: a reentrant hold (its count and info in
+/// the state hash) with its own lease (a zset score on the server's
+/// clock, as every holder of a semaphore or read lock has), free only if
+/// nobody holds or waits (EXISTS of the state, holders and queue), every
+/// key expiring (PEXPIRE of the two it writes); ARGV[4] '1' adds the fence
+/// (GET + SET PX: one more than the last while it is kept), ARGV[5] '1' a
+/// history event per script (RPUSH of the JSON entry + HINCRBY of its
+/// counter; the list and counters get their expiry when made, where
+/// rlock moves it once per slack), ARGV[6] '1' the index touch (one ZADD
+/// GT; the shard's expiry set when the entry is new, where rlock keeps it
+/// ahead of every entry). No Cluster or RedLock concern, no maxmemory
+/// order, no check of foreign keys, no resends, no waiters.
+/// KEYS: state, holders, queue, fence, log, counters, index shard.
+/// ARGV: token, lease ms, info, fence, history, index, lock name.
+const FLOOR_ACQUIRE: &str = r"
+local tok, ttl = ARGV[1], ARGV[2]
+local t = redis.call('TIME')
+local now_s = t[1] .. string.sub('00000' .. t[2], -6, -4)
+local now = tonumber(now_s)
+local until_s = string.format('%d', now + tonumber(ttl))
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 then
+  local fence = '0'
+  if ARGV[4] == '1' then
+    local last = redis.call('GET', KEYS[4])
+    fence = last and string.format('%d', tonumber(last) + 1) or now_s
+    redis.call('SET', KEYS[4], fence, 'PX', ttl)
+  end
+  if ARGV[5] == '1' then
+    if redis.call('RPUSH', KEYS[5], cjson.encode({now, 'granted', fence, ARGV[3], 'w', 0})) == 1 then
+      redis.call('PEXPIRE', KEYS[5], 604800000)
+    end
+    if redis.call('HINCRBY', KEYS[6], 'grants', '1') == 1 then
+      redis.call('PEXPIRE', KEYS[6], 604800000)
+    end
+  end
+  redis.call('ZADD', KEYS[2], until_s, tok)
+  redis.call('HSET', KEYS[1], 'c:' .. tok, '1', 'f:' .. tok, fence, 'i:' .. tok, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if ARGV[6] == '1' and redis.call('ZADD', KEYS[7], 'GT', until_s, ARGV[7]) == 1 then
+    redis.call('PEXPIRE', KEYS[7], ttl)
+  end
+  return {1, fence, 1}
+end
+if redis.call('ZSCORE', KEYS[2], tok) then
+  local n = redis.call('HINCRBY', KEYS[1], 'c:' .. tok, '1')
+  redis.call('ZADD', KEYS[2], 'GT', until_s, tok)
+  return {1, redis.call('HGET', KEYS[1], 'f:' .. tok), n}
+end
+return {0}
+";
+
+/// The floor's release: the only holder, its lease running, nobody
+/// waiting: one hold fewer, the state gone with the last (and its history
+/// event with ARGV[2] '1').
+/// KEYS: as FLOOR_ACQUIRE's. ARGV: token, history.
+const FLOOR_RELEASE: &str = r"
+local tok = ARGV[1]
+local first = redis.call('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')
+local t = redis.call('TIME')
+local now = tonumber(t[1] .. string.sub('00000' .. t[2], -6, -4))
+if first[1] ~= tok or first[3] or tonumber(first[2]) <= now
+    or redis.call('EXISTS', KEYS[3]) == 1 then
+  return {-1}
+end
+local h = redis.call('HMGET', KEYS[1], 'c:' .. tok, 'f:' .. tok, 'i:' .. tok)
+if h[1] ~= '1' then return {redis.call('HINCRBY', KEYS[1], 'c:' .. tok, '-1')} end
+if ARGV[2] == '1' then
+  redis.call('RPUSH', KEYS[5], cjson.encode({now, 'released', h[2] or '0', h[3] or '', 'd', 0}))
+  redis.call('HINCRBY', KEYS[6], 'released', '1')
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return {0}
+";
+
+/// One variant of the floor (see FLOOR_ACQUIRE), on a lock of its own.
+struct Floor {
+    acquire: String,
+    release: String,
+    keys: Vec<String>,
+    fence: bool,
+    history: bool,
+    index: bool,
+}
+
+impl Floor {
+    fn new(
+        conn: &mut redis::Connection,
+        name: &str,
+        fence: bool,
+        history: bool,
+        index: bool,
+    ) -> Self {
+        let load = |conn: &mut redis::Connection, code: &str| -> String {
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(code)
+                .query(conn)
+                .expect("SCRIPT LOAD")
+        };
+        let keys = ["", ":h", ":q", ":fence", ":log", ":n"]
+            .iter()
+            .map(|s| format!("floor:{{{name}}}{s}"))
+            .chain(std::iter::once("floor:{i0}:index".to_string()))
+            .collect();
+        Self {
+            acquire: load(conn, FLOOR_ACQUIRE),
+            release: load(conn, FLOOR_RELEASE),
+            keys,
+            fence,
+            history,
+            index,
+        }
+    }
+
+    fn cycle(&self, conn: &mut redis::Connection, tok: &str) {
+        let flag = |b: bool| if b { "1" } else { "0" };
+        let got: Vec<redis::Value> = redis::cmd("EVALSHA")
+            .arg(&self.acquire)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(tok)
+            .arg(30_000)
+            .arg(r#"{"host":"vm","pid":9716,"user":"root"}"#)
+            .arg(flag(self.fence))
+            .arg(flag(self.history))
+            .arg(flag(self.index))
+            .arg(&self.keys[0])
+            .query(conn)
+            .expect("floor acquire");
+        assert_eq!(
+            got.first(),
+            Some(&redis::Value::Int(1)),
+            "the floor's lock was free"
+        );
+        let freed: Vec<i64> = redis::cmd("EVALSHA")
+            .arg(&self.release)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(tok)
+            .arg(flag(self.history))
+            .query(conn)
+            .expect("floor release");
+        assert_eq!(freed, [0], "the floor's lock was released");
+    }
+}
+
+/// Rounds of the library cycle, FairLock's and the floors, one block of
+/// each per round, alternating (a shared machine's load moves every
+/// variant of a round alike): each round's server time over its FairLock
+/// figure, median and range.
+const ROUNDS: usize = 7;
+const ROUND_CYCLES: usize = 200;
+
 /// One cycle's cost, averaged over the cycles measured.
 struct Cost {
     /// Server time of the commands clients sent, µs per cycle.
@@ -242,6 +399,48 @@ pub(crate) fn run(_: &Bench) {
         l.release("cost", &lease.token).expect("release");
     });
     let fair_profile = profile(&r, CYCLES, &scripts, |_| fair_lock.cycle(&mut conn));
+    // The floors and the library cycle against FairLock, round by round.
+    let floors = [
+        (
+            "floor: reentrant hold + lease + queue check",
+            Floor::new(&mut conn, "f0", false, false, false),
+        ),
+        (
+            "floor + fence",
+            Floor::new(&mut conn, "f1", true, false, false),
+        ),
+        (
+            "floor + fence + history event",
+            Floor::new(&mut conn, "f2", true, true, false),
+        ),
+        (
+            "floor + fence + history + index touch",
+            Floor::new(&mut conn, "f3", true, true, true),
+        ),
+    ];
+    let variants = 2 + floors.len();
+    let mut round_us = vec![Vec::new(); variants];
+    let mut round_cmds = vec![0.0; variants];
+    for round in 0..ROUNDS {
+        let mut order: Vec<usize> = (0..variants).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for v in order {
+            let c = match v {
+                0 => measure(&r, ROUND_CYCLES, &FAIR_SENT, |_| fair_lock.cycle(&mut conn)),
+                1 => measure(&r, ROUND_CYCLES, &RLOCK_SENT, |_| {
+                    let lease = l.acquire("cost", &req, None, &mut |_| {}).expect("acquire");
+                    l.release("cost", &lease.token).expect("release");
+                }),
+                k => measure(&r, ROUND_CYCLES, &FAIR_SENT, |i| {
+                    floors[k - 2].1.cycle(&mut conn, &format!("tok-{i}"));
+                }),
+            };
+            round_us[v].push(c.usec);
+            round_cmds[v] = c.sent + c.inner;
+        }
+    }
     let keep = rlock::HistoryLimits::default().retention();
     l.set_history(rlock::HistoryLimits::new(0, keep).expect("history limits"));
     let lib_counters = measure(&r, CYCLES, &RLOCK_SENT, |_| {
@@ -319,6 +518,37 @@ pub(crate) fn run(_: &Bench) {
         lib.usec / fair.usec,
         (lib.sent + lib.inner) / (fair.sent + fair.inner)
     );
+    println!(
+        "   {ROUNDS} rounds of {ROUND_CYCLES} cycles, alternating; each round's usec over its FairLock figure:"
+    );
+    let mut fair_us = round_us[0].clone();
+    fair_us.sort_by(f64::total_cmp);
+    println!(
+        "   {:<44} {:>6.1} us (median) {:>5.1} commands  1.00x",
+        "Redisson FairLock lock + unlock scripts",
+        fair_us[fair_us.len() / 2],
+        round_cmds[0]
+    );
+    let names =
+        std::iter::once("rlock library acquire + release").chain(floors.iter().map(|f| f.0));
+    for (v, name) in (1..variants).zip(names) {
+        let mut ratios: Vec<f64> = round_us[v]
+            .iter()
+            .zip(&round_us[0])
+            .map(|(x, fair)| x / fair)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let mut us = round_us[v].clone();
+        us.sort_by(f64::total_cmp);
+        println!(
+            "   {name:<44} {:>6.1} us (median) {:>5.1} commands  {:.2}x FairLock (median; {:.2} .. {:.2})",
+            us[us.len() / 2],
+            round_cmds[v],
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    }
     for (name, p) in [("library", &lib_profile), ("FairLock", &fair_profile)] {
         let s: Vec<String> = p
             .scripts
