@@ -4,7 +4,11 @@
 //! fairlock.rs), same server, same run: the library's acquire + release,
 //! and one whole `rlock exec cK -- true` from the CLI (its connection
 //! set-up included). Then where the library cycle's time goes: each
-//! script's and each inner command's own time from the slow log.
+//! script's and each inner command's own time from the slow log; and the
+//! floor (#32, goal 1: `FLOOR_ACQUIRE`), the cheapest script pair doing
+//! what the lock's state alone must, then with the fence, a history event
+//! and an index touch, run with the library cycle and FairLock in
+//! alternating rounds, each round's figure over its FairLock figure.
 //!
 //! How the server time is read. `CONFIG RESETSTAT` zeroes INFO
 //! commandstats, the cycles run, and one `INFO commandstats` reads, per
