@@ -41,8 +41,7 @@ mod setup;
 
 use std::io::Write;
 
-use clap::Parser;
-use cli::{Acquire, Cli, Command, Exec, Rw};
+use cli::{Acquire, Command, Exec, Rw};
 use rlock::exit_code;
 
 /// The process entry point, in place of std's. std's start-up costs ~80 µs
@@ -100,7 +99,7 @@ fn rlock_main() -> u8 {
         });
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match cli::parse(&args) {
         Ok(cli) => cli,
         Err(e) => return errors::clap_exit(e),
     };

@@ -105,7 +105,7 @@ fn two_readings(args: &[OsString], sub: &str, keys: &[String], command: &[OsStri
 /// The second reading: every word before the first `--` a lock name or an
 /// option, the command after it; `None` when clap finds that line invalid.
 fn lock_set(args: &[OsString], sub: &str) -> Option<(Vec<String>, Vec<OsString>)> {
-    let cmd = Cli::command().mut_subcommand(sub, |s| {
+    let cmd = <Cli>::command().mut_subcommand(sub, |s| {
         s.mut_arg("key", |a| a.num_args(1..).action(ArgAction::Append))
             .mut_arg("command", |a| a.last(true).trailing_var_arg(false))
     });
@@ -167,7 +167,7 @@ mod tests {
     /// The verdict on a command line, as `rlock` would give it.
     fn verdict(words: &str) -> Result<(Vec<String>, Vec<String>), String> {
         let args = line(words);
-        let cli = Cli::try_parse_from(&args).map_err(|e| format!("clap: {e}"))?;
+        let cli = <Cli>::try_parse_from(&args).map_err(|e| format!("clap: {e}"))?;
         check(&args, &cli).map_err(|e| e.to_string())?;
         let (key, also, command) = match cli.command {
             Command::Exec(Exec {

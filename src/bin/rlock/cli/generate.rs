@@ -28,7 +28,7 @@ pub(crate) fn page_of(name: &str) -> clap::Command {
     let writes = name != "doctor";
     // Hidden at the top before clap copies the globals into every
     // subcommand (build); hiding them in a built subcommand breaks it.
-    let mut top = Cli::command()
+    let mut top = <Cli>::command()
         .mut_arg("min_replicas", |a| a.hide(!grants))
         .mut_arg("history_events", |a| a.hide(!writes))
         .mut_arg("history_retention", |a| a.hide(!writes));
@@ -41,7 +41,7 @@ pub(crate) fn page_of(name: &str) -> clap::Command {
 /// Every generated file: its path under the crate's root and its bytes.
 fn generated() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut top = Cli::command();
+    let mut top = <Cli>::command();
     // The top page's synopsis lists every global option.
     top.build();
     // The environment has a section of its own (see `environment`), not
@@ -74,7 +74,7 @@ fn generated() -> Vec<(String, Vec<u8>)> {
         (Shell::Fish, "completions/rlock.fish"),
     ] {
         let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "rlock", &mut buf);
+        clap_complete::generate(shell, &mut <Cli>::command(), "rlock", &mut buf);
         out.push((file.to_string(), buf));
     }
     out
