@@ -149,6 +149,9 @@ pub(crate) fn run(b: &Bench) {
     worst = worst.max(end - last);
     let sections = lines(&done);
     let kills = lines(&dir.join("kills"));
+    // Killed waiters keep their place until a claim or their waiter lease
+    // lapses (docs/internals.md, "Dead and stalled waiters: claims").
+    let queued = waiters_of(&mut locker(r), "chaos");
     std::fs::write(dir.join("stop"), "").expect("write stop");
     let drained = wait_deadline(&mut child, Instant::now() + DRAIN);
     if drained.is_none() {
@@ -170,6 +173,9 @@ pub(crate) fn run(b: &Bench) {
         lines(&dir.join("stale"))
     );
     println!("   worst gap without progress      {:>8.0} ms", ms(worst));
+    println!(
+        "   queued at the window's end      {queued:>8}   (waiters, live or killed; {WORKERS} loops)"
+    );
     println!(
         "   other failures                  {:>8}   (exit codes but 0 and 137)",
         lines(&dir.join("failures"))
