@@ -40,7 +40,7 @@ pub(crate) fn budget() -> Duration {
 /// other than this one counts.
 const CS: &str = r#"if ! ln -s $$ "$1" 2>/dev/null; then
   o=$(readlink "$1")
-  if [ -n "$o" ] && [ "$o" != $$ ] && tr '\0' ' ' <"/proc/$o/cmdline" 2>/dev/null | grep -q cs.sh; then
+  if [ -n "$o" ] && [ "$o" != $$ ] && tr '\0' ' ' 2>/dev/null <"/proc/$o/cmdline" | grep -q cs.sh; then
     echo "overlap $o" >> "$2"
   else
     echo "$o" >> "$4"; rm -f "$1"; ln -s $$ "$1" 2>/dev/null || echo overlap >> "$2"
