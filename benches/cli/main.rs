@@ -14,7 +14,9 @@
 //! adds `etcdctl lock` rows; without them those rows are skipped. Sections
 //! 8 to 17 start redis-servers of their own (sections 8 and 17: a 3-master
 //! Redis Cluster; section 8 also two RedLock sets of 3 and 5 independent
-//! masters).
+//! masters). Section 18 runs its loops and their killer in a pid
+//! namespace of its own (`unshare -fp --mount-proc`, root; skipped
+//! without).
 //!
 //! Layout: this file picks and runs the sections; `server.rs` (Redis INFO,
 //! leftovers), `etcd.rs`, `client.rs` (the library and the `rlock` binary
@@ -39,6 +41,7 @@ mod process;
 mod server;
 mod stats;
 
+mod chaos;
 mod contended;
 mod cost;
 mod crowd;
@@ -63,7 +66,8 @@ use support::{Redis, redis_version, start_redis, watchdog};
 
 pub(crate) const RLOCK: &str = env!("CARGO_BIN_EXE_rlock");
 pub(crate) const PREFIX: &str = "rlock:";
-/// Past this the whole run is killed, so a wedged lock cannot hang CI.
+/// Past this (and section 18's window and drain) the whole run is
+/// killed, so a wedged lock cannot hang CI.
 const WATCHDOG: Duration = Duration::from_secs(420);
 
 /// What every section gets: the shared redis-server, and etcd or why not.
@@ -82,7 +86,7 @@ impl Bench {
 type Section = fn(&Bench);
 
 /// The sections in order; `RLOCK_BENCH_SECTIONS=3,9` runs only those.
-const SECTIONS: [(&str, Section); 17] = [
+const SECTIONS: [(&str, Section); 18] = [
     ("1", cycle::run),
     ("2", idle::run),
     ("3", handoff::run),
@@ -100,6 +104,7 @@ const SECTIONS: [(&str, Section); 17] = [
     ("15", profile::run),
     ("16", dead::run),
     ("17", scale::run),
+    ("18", chaos::run),
 ];
 
 fn main() {
@@ -111,7 +116,7 @@ fn main() {
         redis: start_redis(&[]),
         etcd: Etcd::start(),
     };
-    watchdog("bench", WATCHDOG);
+    watchdog("bench", WATCHDOG + chaos::budget());
     let r = &bench.redis;
     println!("rlock CLI benchmark");
     println!(

@@ -165,7 +165,7 @@ pub(crate) fn run(_: &Bench) {
         .query::<String>(&mut conn)
         .is_ok();
     let keys: Vec<String> = (1..=10).map(|i| format!("rlock:{{p}}:{i}")).collect();
-    let index_sha = env!("RLOCK_LUA_SHA_index.lua");
+    let index_sha = crate::index::load_index(&mut conn);
 
     let mut l = locker(&r);
     let req = Request::builder(Duration::from_secs(30))
@@ -215,7 +215,7 @@ pub(crate) fn run(_: &Bench) {
         l.release("p", &lease.token).expect("release");
         mark(&mut obs, 3, &mut per);
         let _: i64 = redis::cmd("EVALSHA")
-            .arg(index_sha)
+            .arg(&index_sha)
             .arg(1)
             .arg("rlock:{i0}:index")
             .arg("p2")
