@@ -166,6 +166,11 @@ pub(crate) fn run(b: &Bench) {
          #32 goal: at least {GOAL} in 60 s, {:.0}/s)",
         GOAL as f64 / 60.0
     );
+    crate::goal(format!(
+        "chaos volume (section 18): {sections} critical sections in {:.0} s, {kills} kills, {} overlaps   goal at least {GOAL} in 60 s",
+        window.as_secs_f64(),
+        lines(&dir.join("overlaps"))
+    ));
     println!("   rlock processes SIGKILLed       {kills:>8}");
     println!(
         "   overlaps                        {:>8}   (stale markers of killed holders: {})",

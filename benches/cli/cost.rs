@@ -552,6 +552,11 @@ pub(crate) fn run(_: &Bench) {
             ratios[0],
             ratios[ratios.len() - 1]
         );
+        crate::goal(format!(
+            "Redis server time, {name} over FairLock (section 10, median of rounds): {:.2}x{}",
+            ratios[ratios.len() / 2],
+            if v == 1 { "   goal at most 1.0x" } else { "" }
+        ));
     }
     for (name, p) in [("library", &lib_profile), ("FairLock", &fair_profile)] {
         let s: Vec<String> = p

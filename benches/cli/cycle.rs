@@ -91,6 +91,10 @@ pub(crate) fn run(b: &Bench) {
         m(2) / m(1),
         m(0) / m(1)
     );
+    crate::goal(format!(
+        "exec k -- true over flock FILE true (section 1, medians): {:.2}x   goal at most 1.3x",
+        m(2) / m(3)
+    ));
     match etcd {
         Ok(_) => println!(
             "   etcdctl: lock/exec {:.2}x   lock/flock {:.2}x   lock/version {:.2}x",

@@ -107,6 +107,16 @@ const SECTIONS: [(&str, Section); 18] = [
     ("18", chaos::run),
 ];
 
+/// Issue 32's table as this run measured it: the sections that measure a
+/// row (1, 5, 10, 18) add it here, and the run ends by printing them
+/// together, so that the four goals are read from one run.
+static GOALS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Add a row to the end-of-run summary of issue 32's goals.
+pub fn goal(row: String) {
+    GOALS.lock().unwrap_or_else(|e| e.into_inner()).push(row);
+}
+
 fn main() {
     if std::env::var_os(rss::RSS_HELPER).is_some() {
         rss::rss_helper_main();
@@ -144,6 +154,13 @@ fn main() {
         }
     }
 
+    let goals = GOALS.lock().unwrap_or_else(|e| e.into_inner());
+    if !goals.is_empty() {
+        stats::section("Issue 32's goals in this run");
+        for row in goals.iter() {
+            println!("   {row}");
+        }
+    }
     println!();
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
 }
