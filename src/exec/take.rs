@@ -3,7 +3,7 @@
 //! lets INT/TERM/HUP/QUIT end the wait.
 
 use crate::lock::First;
-use crate::{Busy, Cancel, Lease, Locker, Release, Request, Result};
+use crate::{Busy, Cancel, Lease, Locker, Release, Request, Result, Token};
 
 /// Acquire as `req` says; INT/TERM/HUP/QUIT received meanwhile end the
 /// wait (nothing held or queued), as does `cancel` (a lock set's loss of a
@@ -15,6 +15,11 @@ use crate::{Busy, Cancel, Lease, Locker, Release, Request, Result};
 /// acquire run, with a thread taking signals and cancelling the wait at
 /// once. The uncontended case so starts no thread at all; a waiter pays
 /// one extra non-queued attempt.
+///
+/// Before it waits, `before_wait` hears the token the wait asks (and
+/// queues) with: a fresh one, made here, so nobody else has it (None if
+/// the backend takes a token of its own per attempt, RedLock). The
+/// uncontended case never calls it.
 pub(super) fn acquire(
     locker: &mut Locker,
     key: &str,
@@ -22,11 +27,19 @@ pub(super) fn acquire(
     signals: &crate::signals::Blocked,
     cancel: &Cancel,
     on_wait: &mut dyn FnMut(&Busy),
+    before_wait: &mut dyn FnMut(Option<&Token>),
 ) -> Result<Lease> {
-    let rest = match locker.acquire_first(key, req)? {
+    let mut rest = match locker.acquire_first(key, req)? {
         First::Granted(lease) => return Ok(lease),
         First::Wait(rest) => rest,
     };
+    if locker.takes_token() {
+        let token = Token::generate();
+        before_wait(Some(&token));
+        rest = rest.with_token(token);
+    } else {
+        before_wait(None);
+    }
     let lease = std::thread::scope(|s| {
         let _watcher = signals.watch(s, |sig| {
             if crate::signals::ENDS_WAIT.contains(&sig) {

@@ -92,6 +92,14 @@ pub trait Backend: Send {
         Ok(First::Wait(req.clone()))
     }
 
+    /// Whether a fresh acquire asks (and queues) with the token its
+    /// request names, if it names one (exec's waits: see `exec::run_set`).
+    /// One server does; RedLock takes a new token at every attempt and
+    /// keeps no queue, so a token named beforehand never holds there.
+    fn takes_token(&self) -> bool {
+        false
+    }
+
     /// Give back holds of `token` on `key` as `how` says (see [`Release`]).
     /// Under RedLock the lock was ours only if a majority still knew it.
     fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released>;

@@ -99,6 +99,9 @@ pub struct Request {
     pub(crate) min_hold: Duration,
     pub(crate) supersede: bool,
     pub(crate) priority: i32,
+    /// The token a fresh acquire asks (and queues) with, chosen by the
+    /// caller (see [`Request::with_token`]); None: a new one.
+    pub(crate) token: Option<Token>,
 }
 
 impl Request {
@@ -148,6 +151,18 @@ impl Request {
         Request {
             wait,
             supersede: self.supersede && !matches!(wait, Wait::No | Wait::For(Duration::ZERO)),
+            ..self.clone()
+        }
+    }
+
+    /// The same request, its fresh acquire asking with `token` (a token
+    /// nobody else has): exec tells its guard the token before it waits,
+    /// so that the guard can give up the place should rlock die (see
+    /// `exec::run_set`). A backend that takes a new token per attempt
+    /// (RedLock) ignores it: see [`crate::Backend::takes_token`].
+    pub(crate) fn with_token(&self, token: Token) -> Request {
+        Request {
+            token: Some(token),
             ..self.clone()
         }
     }
@@ -337,6 +352,7 @@ impl RequestBuilder {
             min_hold: self.min_hold,
             supersede: self.supersede,
             priority: self.priority,
+            token: None,
         })
     }
 }

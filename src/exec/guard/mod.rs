@@ -32,8 +32,8 @@ mod handle;
 mod reach;
 mod spawn;
 
-pub(crate) use crate::hold::guard::release::settings as release_settings;
 pub use crate::hold::guard::release::{RELEASER_ARG, Releaser, release_if_killed, releaser_main};
+pub(crate) use crate::hold::guard::release::{settings as release_settings, waiting_settings};
 pub(crate) use crate::hold::guard::wire::Report;
 pub(crate) use handle::{Guard, Launch};
 

@@ -167,8 +167,17 @@ fn closed(state: &mut State, finished: bool, now: BootTime, out: &mut Vec<Action
         HolderIs::Dead
     };
     if state.starts && !state.started {
-        // Nothing was started: the holder gave up (busy, an error) or died
-        // before the go.
+        // Nothing was started: the holder gave up (busy, an error, a
+        // timeout or signal ending its wait: it released what it had and
+        // said "finished") or died before the go. Dead with settings sent
+        // (exec sends them once a first try found a lock busy, and before
+        // the go), it may hold locks of a set, a grant, or a place in a
+        // queue: the command never ran (only the guard starts it, and only
+        // on the go), so nothing acts under them, and they go back now.
+        // Finished, it never released beside the guard: no release.
+        if !finished && state.release {
+            out.push(Action::Release);
+        }
         out.push(Action::Exit);
         return;
     }

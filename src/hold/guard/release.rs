@@ -104,6 +104,48 @@ fn encode(r: &Releaser, leases: &[&Lease]) -> Option<Vec<u8>> {
     encode_holds(r, holds)
 }
 
+/// The settings while exec waits (sent only once a first try found a
+/// lock busy): the place of `waiting` (key, token), the token rlock waits
+/// with, given up (every hold of it: a grant that landed meanwhile too),
+/// then `held`, the locks of the set taken so far, in reverse. Only holds
+/// that are this rlock's alone are named: `waiting` is a fresh token
+/// nobody else has, and of `held` only first holds of their token (count
+/// 1: a fresh token too). A re-entered hold (count above 1) shares its
+/// token with the enclosing holder and is left out: it ends with the
+/// enclosing holder's release of every hold, or with its lease. None if
+/// no [`Releaser`] is set, or nothing is named.
+pub(crate) fn waiting_settings(
+    held: &[Lease],
+    waiting: Option<(&str, &crate::Token)>,
+) -> Option<Vec<u8>> {
+    let r = RELEASER.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+    encode_waiting(&r, held, waiting)
+}
+
+fn encode_waiting(
+    r: &Releaser,
+    held: &[Lease],
+    waiting: Option<(&str, &crate::Token)>,
+) -> Option<Vec<u8>> {
+    let place = waiting.map(|(key, t)| Hold {
+        key: key.to_string(),
+        token: t.as_str().to_string(),
+        all: true,
+    });
+    let holds: Vec<Hold> = place
+        .into_iter()
+        .chain(held.iter().rev().filter(|l| l.count == 1).map(|l| Hold {
+            key: l.key.clone(),
+            token: l.token.as_str().to_string(),
+            all: true,
+        }))
+        .collect();
+    if holds.is_empty() {
+        return None;
+    }
+    encode_holds(r, holds)
+}
+
 /// A keeper's settings: `own` single holds of `token` on `key`, the
 /// keeper's grant and the re-entered `acquire --keep`s it adopted, never
 /// more (another hold of the token, a re-entered exec's, is its holder's).

@@ -150,8 +150,9 @@ pub(crate) fn spawn_message(env: &[(&str, &str)]) -> Result<Vec<u8>> {
     Ok(msg)
 }
 
-/// The longest release settings rlock sends: with the deadline and the
-/// longest go they fit the socket's buffer before the guard reads any
+/// The longest release settings rlock sends, and what exec sends while
+/// it waits at most, all together: with the deadline and the longest go
+/// they fit the socket's buffer before the guard reads any
 /// (a go dropped on a full socket would leave rlock waiting for a start
 /// that never comes). Longer ones are not sent: no release after
 /// rlock's death then.

@@ -282,7 +282,9 @@ impl Node {
         let began = Instant::now();
         let mut w = Waiting::new(key, req.wait, cancel);
         let heartbeat = heartbeat(req.ttl);
-        let mut token = Token::generate();
+        // The caller's, if it named one (a token nobody else has: see
+        // `Request::with_token`); a late grant below changes it.
+        let mut token = req.token.clone().unwrap_or_else(Token::generate);
         let mut failures = 0;
         let mut outage = Outage::default();
         // This token has called (and may have queued) before.

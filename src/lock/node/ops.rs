@@ -239,6 +239,10 @@ impl Backend for Node {
         }
     }
 
+    fn takes_token(&self) -> bool {
+        true
+    }
+
     fn release(&mut self, key: &str, token: &Token, how: &Release) -> Result<Released> {
         let lock = self.name(key)?;
         let ending = Ending::Noted(&how.note);

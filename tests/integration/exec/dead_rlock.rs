@@ -213,3 +213,142 @@ EOS
     eprintln!("the exec's hold given back {took:?} after the kill");
     r.assert_nothing_held(&[]);
 }
+
+/// How soon a killed waiter's place (and what it held of a set) must be
+/// given back: generous for a loaded machine, well below the 15 s waiter
+/// lease that gave it back before (a holder that holds for a minute wakes
+/// nobody, so no claim lapses sooner).
+const GIVEN_UP_WITHIN: Duration = Duration::from_secs(5);
+
+/// Waiters queued for `key`: `status`'s count, and the queue itself.
+fn queued(r: &Redis, key: &str) -> (u64, u64) {
+    let waiting = r.status_json(key)["waiting"].as_u64().unwrap_or(u64::MAX);
+    let zset: u64 = r.cmd(&["ZCARD", &format!("{}:q", r.key(key))]);
+    (waiting, zset)
+}
+
+/// The holder of `key` (`status`'s first): its count and fence.
+fn first_holder(r: &Redis, key: &str) -> (Option<u64>, Option<u64>) {
+    let h = &r.status_json(key)["holders"][0];
+    (h["count"].as_u64(), h["fence"].as_u64())
+}
+
+/// A namespace whose body starts `cmd` (an rlock, `"$B"`) in the
+/// background, waits for `$D/go`, SIGKILLs that rlock, and says so.
+fn kill_waiter(r: &Redis, name: &str, cmd: &str) -> Namespace {
+    Namespace::start(
+        r,
+        name,
+        &format!(
+            r#"{cmd} &
+        rl=$!
+        i=0; until [ -e "$D/go" ]; do i=$((i+1)); [ $i -le 600 ] || exit 3; sleep 0.05; done
+        kill -9 $rl
+        touch "$D/killed""#
+        ),
+    )
+}
+
+#[test]
+fn kill_9_of_a_waiting_rlock_gives_its_place_back_at_once() {
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "60s", "k"])
+        .run()
+        .ok()
+        .token();
+    let fence = first_holder(&r, "k").1;
+    let mut ns = kill_waiter(&r, "dead-waiter", r#""$B" exec --ttl 30s k -- true"#);
+    r.await_waiters("k", 1);
+    std::fs::write(ns.path("go"), "").unwrap();
+    let since = ns.killed();
+    eventually(GIVEN_UP_WITHIN, "the killed waiter's place to go", || {
+        queued(&r, "k") == (0, 0)
+    });
+    let took = since.elapsed();
+    // The holder still holds: only the place went.
+    assert_eq!(first_holder(&r, "k"), (Some(1), fence));
+    // Then the lock passes on at once: nobody dead is ahead in the queue
+    // (-n: a place ahead would make it busy).
+    rlock(&r).args(["release", "k", "--token", &tok]).run().ok();
+    rlock(&r).args(["exec", "-n", "k", "--", "true"]).run().ok();
+    ns.stop();
+    eprintln!("place given up {took:?} after the kill");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn kill_9_of_rlock_waiting_for_a_later_lock_of_a_set_frees_the_earlier_ones() {
+    let r = Redis::shared();
+    let tok = rlock(&r)
+        .args(["acquire", "--ttl", "60s", "b"])
+        .run()
+        .ok()
+        .token();
+    let mut ns = kill_waiter(
+        &r,
+        "dead-set-waiter",
+        r#""$B" exec --ttl 30s a --and b -- true"#,
+    );
+    r.await_waiters("b", 1);
+    assert!(r.held("a"), "a is taken before b is waited for");
+    std::fs::write(ns.path("go"), "").unwrap();
+    let since = ns.killed();
+    eventually(GIVEN_UP_WITHIN, "a free and b's place gone", || {
+        !r.held("a") && queued(&r, "b") == (0, 0)
+    });
+    let took = since.elapsed();
+    assert!(r.held("b"), "b's holder lost it");
+    rlock(&r).args(["release", "b", "--token", &tok]).run().ok();
+    ns.stop();
+    eprintln!("a freed {took:?} after the kill");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
+fn kill_9_of_a_reentered_exec_waiting_for_another_lock_keeps_the_parents_hold() {
+    // The enclosing holder (the test, with the token) holds a; the exec
+    // re-enters a with that token (count 2) and waits for b. Killed, it
+    // gives up b's place, and never a's holds: they are its parent's.
+    let r = Redis::shared();
+    let parent = rlock(&r)
+        .args(["acquire", "--ttl", "60s", "a"])
+        .run()
+        .ok()
+        .token();
+    let other = rlock(&r)
+        .args(["acquire", "--ttl", "60s", "b"])
+        .run()
+        .ok()
+        .token();
+    let fence = first_holder(&r, "a").1;
+    let mut ns = kill_waiter(
+        &r,
+        "dead-reentered-waiter",
+        &format!(r#"RLOCK_TOKEN={parent} "$B" exec --ttl 30s a --and b -- true"#),
+    );
+    r.await_waiters("b", 1);
+    assert_eq!(first_holder(&r, "a"), (Some(2), fence), "a re-entered");
+    std::fs::write(ns.path("go"), "").unwrap();
+    let since = ns.killed();
+    eventually(GIVEN_UP_WITHIN, "b's place to go", || {
+        queued(&r, "b") == (0, 0)
+    });
+    let took = since.elapsed();
+    // Give a release of a's holds every chance to land: none may.
+    std::thread::sleep(Duration::from_secs(2));
+    let (count, still) = first_holder(&r, "a");
+    assert!(
+        count.is_some_and(|c| c >= 1) && still == fence,
+        "the parent's hold of a was given back: {}",
+        r.status_json("a")
+    );
+    let all = rlock::Release::holds(true, None).unwrap();
+    for (key, t) in [("a", &parent), ("b", &other)] {
+        let t = rlock::Token::parse(t).unwrap();
+        r.locker().release_with(key, &t, &all).unwrap();
+    }
+    ns.stop();
+    eprintln!("b's place given up {took:?} after the kill");
+    r.assert_nothing_held(&[]);
+}

@@ -251,3 +251,50 @@ fn a_dead_holders_lock_is_released_after_a_deadline_kill_too() {
         [Action::Release, Action::Exit]
     );
 }
+
+#[test]
+fn exec_dead_before_the_go_with_settings_releases() {
+    // rlock waited (settings of its place and of the set's locks taken so
+    // far) or was granted, and died before the go: nothing was started.
+    let mut s = State::new(OnDeath::Kill, OnFinish::Kill, true);
+    decide(&mut s, Event::Release(true), at(0));
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: false }, at(5)),
+        [Action::Release, Action::Exit]
+    );
+    assert!(!s.started);
+}
+
+#[test]
+fn exec_dead_before_the_go_without_settings_exits() {
+    // The uncontended path sends its settings only with the go.
+    let mut s = State::new(OnDeath::Kill, OnFinish::Kill, true);
+    decide(&mut s, Event::Deadline(Some(at(10_000))), at(0));
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: false }, at(5)),
+        [Action::Exit]
+    );
+    // Settings taken back (an empty `R`) count as none.
+    let mut s = State::new(OnDeath::Kill, OnFinish::Kill, true);
+    decide(&mut s, Event::Release(true), at(0));
+    decide(&mut s, Event::Release(false), at(1));
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: false }, at(5)),
+        [Action::Exit]
+    );
+}
+
+#[test]
+fn exec_finished_before_the_go_never_releases() {
+    // A live rlock that stopped waiting (timeout, signal, busy) released
+    // what it had itself, then said "finished".
+    let mut s = State::new(OnDeath::Kill, OnFinish::Kill, true);
+    decide(&mut s, Event::Release(true), at(0));
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: true }, at(5)),
+        [Action::Exit]
+    );
+    // And a later close, or the tree's emptiness, changes nothing.
+    assert!(decide(&mut s, Event::Closed { finished: false }, at(6)).is_empty());
+    assert_eq!(decide(&mut s, Event::Empty, at(7)), [Action::Exit]);
+}

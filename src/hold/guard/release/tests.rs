@@ -128,3 +128,43 @@ fn a_usual_set_of_settings_is_sent() {
         raw.len()
     );
 }
+
+#[test]
+fn a_waiting_exec_gives_up_its_place_then_what_it_holds_in_reverse() {
+    let (a, b) = (lease("a", 1), lease("b", 1));
+    let t = Token::generate();
+    let raw = encode_waiting(&releaser(), &[a.clone(), b.clone()], Some(("c", &t))).unwrap();
+    let s = Settings::decode(&raw).unwrap();
+    let order: Vec<(&str, &str, bool)> = s
+        .holds
+        .iter()
+        .map(|h| (h.key.as_str(), h.token.as_str(), h.all))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("c", t.as_str(), true),
+            ("b", b.token.as_str(), true),
+            ("a", a.token.as_str(), true)
+        ]
+    );
+}
+
+#[test]
+fn a_waiting_exec_never_names_a_reentered_hold() {
+    // Its token is the enclosing holder's: releasing it would drop theirs.
+    let (outer, reentered) = (lease("a", 1), lease("b", 2));
+    let t = Token::generate();
+    let raw = encode_waiting(&releaser(), &[outer.clone(), reentered], Some(("c", &t))).unwrap();
+    let s = Settings::decode(&raw).unwrap();
+    let keys: Vec<&str> = s.holds.iter().map(|h| h.key.as_str()).collect();
+    assert_eq!(keys, ["c", "a"]);
+    // Nothing of its own (a re-entered hold, no token named: RedLock):
+    // nothing to send.
+    assert!(encode_waiting(&releaser(), &[lease("b", 2)], None).is_none());
+    assert!(encode_waiting(&releaser(), &[], None).is_none());
+    let only = encode_waiting(&releaser(), std::slice::from_ref(&outer), None).unwrap();
+    let s = Settings::decode(&only).unwrap();
+    assert_eq!(s.holds.len(), 1);
+    assert!(s.holds[0].all && s.holds[0].token == outer.token.as_str());
+}
