@@ -48,6 +48,9 @@
 //!   those `release` below gives back, so a re-entered exec gives back its
 //!   own only; a release after the lease ended or the lock was lost finds
 //!   its token holding nothing and frees nothing else (lua/release.lua).
+//!   Killed after the tree's end and before its own release, rlock is
+//!   released for too: the guard reports the empty tree and stays until
+//!   rlock's end closes.
 //!   A live rlock that closes the socket itself sets "finished" first, so
 //!   the guard never releases beside it. Without [`release_if_killed`] (a
 //!   library caller whose binary has no releaser) the lease ends with its

@@ -115,9 +115,11 @@ impl Guard {
 
 impl Drop for Guard {
     /// Closing our end after the page's "finished" tells the guard that
-    /// rlock is done (not dead: it releases on its own): if anything is
+    /// rlock is done (not dead: it released on its own): if anything is
     /// left in the tree it is killed; then the guard exits and is reaped
-    /// here, so no zombie stays behind.
+    /// here, so no zombie stays behind. (A guard that reported the empty
+    /// tree waits for this close, so that rlock killed before its release
+    /// is released for: the usual case waits here for its exit.)
     fn drop(&mut self) {
         self.end.finish();
         // SAFETY: plain syscalls on our own socket and child.
@@ -128,7 +130,7 @@ impl Drop for Guard {
             // A pidfd says the moment it exits; without one (Linux < 5.3),
             // look every millisecond.
             if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 {
-                return; // the usual case: it had exited already
+                return; // it had exited already (a dead guard, a kill)
             }
             let pidfd = crate::fd::pidfd_open(self.pid).ok();
             let pidfd = pidfd.as_ref().map_or(-1, AsRawFd::as_raw_fd);

@@ -16,7 +16,9 @@
 //!   process of it is left gives back rlock's holds if rlock sent it how
 //!   (see `hold::guard::release`);
 //! - reaps everything, reports the command's start, stops and exit, and
-//!   reports "empty" once no descendant is left, then exits.
+//!   reports "empty" once no descendant is left, then stays until rlock's
+//!   end closes: rlock releases after that report, and should it die
+//!   before (closed without "finished"), the guard gives its holds back.
 //!
 //! It reads the environment only through the C library's `environ` (no
 //! lock): in the binary it is forked while rlock has one thread; a library

@@ -58,6 +58,10 @@ pub(crate) struct State {
     pub release: bool,
     /// exec: the command was started.
     pub started: bool,
+    /// exec: the empty tree was reported. The guard stays until the
+    /// holder's end closes: should rlock die before it has released (its
+    /// release follows the report), the guard gives the holds back.
+    pub emptied: bool,
 }
 
 impl State {
@@ -72,6 +76,7 @@ impl State {
             kill_at: None,
             release: false,
             started: false,
+            emptied: false,
         }
     }
 }
@@ -150,7 +155,9 @@ fn go(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
         return;
     }
     if state.deadline.is_some_and(|d| d <= now) {
-        out.extend([Action::ReportEnforced, Action::ReportEmpty, Action::Exit]);
+        // Not started: the guard stays for the holder's close (see
+        // `closed`), which releases, or has the guard release if it died.
+        out.extend([Action::ReportEnforced, Action::ReportEmpty]);
         return;
     }
     state.started = true;
@@ -185,6 +192,17 @@ fn closed(state: &mut State, finished: bool, now: BootTime, out: &mut Vec<Action
         // First, as the holder's shell is already on its way.
         out.push(Action::HandBackTerminal);
     }
+    if state.emptied {
+        // The tree was gone and said so; the holder released after that
+        // report (then said "finished"), or died on the way: nothing of
+        // the tree can act under the holds, so they go back now rather
+        // than when the lease ends.
+        if !finished && state.release {
+            out.push(Action::Release);
+        }
+        out.push(Action::Exit);
+        return;
+    }
     match (finished, state.on_finish, state.on_death) {
         (true, OnFinish::Leave, _) => out.push(Action::Exit),
         (true, OnFinish::Kill, _) | (false, _, OnDeath::Kill) => out.push(Action::Kill),
@@ -197,9 +215,13 @@ fn closed(state: &mut State, finished: bool, now: BootTime, out: &mut Vec<Action
 
 fn empty(state: &mut State, out: &mut Vec<Action>) {
     match state.holder {
-        // The holder decides while it lives; exec's hears of it.
+        // The holder decides while it lives; exec's hears of it, once,
+        // and releases: the guard stays until its end closes (`closed`).
         HolderIs::Alive if state.starts && state.started => {
-            out.extend([Action::ReportEmpty, Action::Exit]);
+            if !state.emptied {
+                state.emptied = true;
+                out.push(Action::ReportEmpty);
+            }
         }
         HolderIs::Alive => {}
         HolderIs::Finished => out.push(Action::Exit),
@@ -216,8 +238,10 @@ fn empty(state: &mut State, out: &mut Vec<Action>) {
 }
 
 fn tick(state: &mut State, now: BootTime, out: &mut Vec<Action>) {
-    if state.starts && !state.started {
-        return; // nothing runs yet: the go looks at the deadline
+    if state.starts && (!state.started || state.emptied) {
+        // Nothing runs yet (the go looks at the deadline), or nothing is
+        // left to kill.
+        return;
     }
     if let Some(d) = state.deadline.filter(|&d| d <= now)
         && state.enforced != Some(d)

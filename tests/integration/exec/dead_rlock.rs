@@ -108,6 +108,35 @@ fn kill_9_of_rlock_frees_the_lock_once_its_command_is_gone() {
 }
 
 #[test]
+fn kill_9_of_rlock_after_its_command_ended_and_before_its_release_frees_the_lock() {
+    // rlock is stopped while its command runs, the command ends (the guard
+    // reaps it and reports the empty tree), then rlock is killed before it
+    // could release: the guard, which stays until rlock's end closes, gives
+    // the lock back (before, it had exited on reporting the empty tree,
+    // and the lock waited for its lease).
+    let r = Redis::shared();
+    let mut ns = Namespace::start(
+        &r,
+        "dead-before-release",
+        r#""$B" exec --ttl 30s k -- sh -c 'echo $$ >"$D/cmd"; until [ -e "$D/end" ]; do sleep 0.05; done' &
+        rl=$!
+        i=0; until [ -s "$D/cmd" ]; do i=$((i+1)); [ $i -le 200 ] || exit 3; sleep 0.05; done
+        kill -STOP $rl
+        touch "$D/end"
+        i=0; while kill -0 "$(cat "$D/cmd")" 2>/dev/null; do i=$((i+1)); [ $i -le 100 ] || exit 4; sleep 0.1; done
+        # The guard reaps the command at once and reports to the stopped rlock.
+        sleep 0.5
+        kill -9 $rl
+        touch "$D/killed""#,
+    );
+    let since = ns.killed();
+    let took = freed(&r, &["k"], since);
+    ns.stop();
+    eprintln!("freed {took:?} after the kill");
+    r.assert_nothing_held(&[]);
+}
+
+#[test]
 fn a_killed_script_with_a_reentered_exec_frees_the_lock_well_before_its_lease() {
     // The issue's row: `export RLOCK_TOKEN=$(rlock acquire k --keep)`,
     // then `rlock exec k -- ...` (re-entering the kept hold), the script's

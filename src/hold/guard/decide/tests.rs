@@ -35,9 +35,14 @@ fn exec_does_not_start_the_command_past_the_deadline() {
     decide(&mut s, Event::Deadline(Some(at(10_000))), at(0));
     assert_eq!(
         decide(&mut s, Event::Go, at(10_000)),
-        [Action::ReportEnforced, Action::ReportEmpty, Action::Exit]
+        [Action::ReportEnforced, Action::ReportEmpty]
     );
     assert!(!s.started);
+    // It stays for rlock's close: rlock releases, then says "finished".
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: true }, at(10_001)),
+        [Action::Exit]
+    );
 }
 
 #[test]
@@ -150,9 +155,36 @@ fn no_release_without_settings() {
 #[test]
 fn exec_empty_while_the_holder_lives_is_reported() {
     let mut s = exec();
+    assert_eq!(decide(&mut s, Event::Empty, at(500)), [Action::ReportEmpty]);
+    // Once: the loop sees the empty reach on every turn.
+    assert!(decide(&mut s, Event::Empty, at(501)).is_empty());
+    // The guard stays for rlock's release, then its close as "finished".
     assert_eq!(
-        decide(&mut s, Event::Empty, at(500)),
-        [Action::ReportEmpty, Action::Exit]
+        decide(&mut s, Event::Closed { finished: true }, at(600)),
+        [Action::HandBackTerminal, Action::Exit]
+    );
+}
+
+#[test]
+fn exec_dead_between_the_empty_tree_and_its_release_is_released_for() {
+    // rlock heard the tree was gone and died before its release went out
+    // (killed, crashed): the guard gives the holds back, not the lease's
+    // end; the kill deadline passing meanwhile has nothing left to kill.
+    let mut s = exec();
+    decide(&mut s, Event::Release(true), at(0));
+    assert_eq!(decide(&mut s, Event::Empty, at(500)), [Action::ReportEmpty]);
+    assert!(decide(&mut s, Event::Tick, at(20_000)).is_empty());
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: false }, at(20_001)),
+        [Action::HandBackTerminal, Action::Release, Action::Exit]
+    );
+    // Without settings (a library caller without a releaser): none.
+    let mut s = exec();
+    decide(&mut s, Event::Release(false), at(0));
+    decide(&mut s, Event::Empty, at(500));
+    assert_eq!(
+        decide(&mut s, Event::Closed { finished: false }, at(600)),
+        [Action::HandBackTerminal, Action::Exit]
     );
 }
 
