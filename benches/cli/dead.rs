@@ -62,7 +62,7 @@ pub(crate) fn run(b: &Bench) {
     }
     let left = leftovers(r);
     section(&format!(
-        "14. Dead waiter: a queued `rlock exec` SIGKILLed, a live one behind it, the lock released ({ROUNDS} rounds)"
+        "16. Dead waiter: a queued `rlock exec` SIGKILLed, a live one behind it, the lock released ({ROUNDS} rounds)"
     ));
     if !skip.is_empty() {
         let each: Vec<String> = skip.iter().map(|d| format!("{:.0}", ms(*d))).collect();

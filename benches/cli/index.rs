@@ -216,13 +216,36 @@ pub(crate) fn run(_: &Bench) {
     );
 }
 
-/// Load lua/index.lua as build.rs assembles it (its one part, `--@touch`,
-/// put in) and the library sends it: a library acquire on one server no
-/// longer does (the touch is inside the acquire script), so a bench that
-/// runs it loads it. Its SHA1 is checked against the library's.
+/// Load lua/index.lua as build.rs assembles it (its parts put in, each
+/// once, recursively) and the library sends it: a library acquire on one
+/// server no longer does (the touch is inside the acquire script), so a
+/// bench that runs it loads it. Its SHA1 is checked against the library's.
 pub(crate) fn load_index(c: &mut redis::Connection) -> String {
-    let code = include_str!("../../lua/index.lua")
-        .replace("--@touch\n", include_str!("../../lua/part/touch.lua"));
+    fn assemble(path: &std::path::Path, done: &mut Vec<String>, code: &mut String) {
+        let text = std::fs::read_to_string(path).expect("read a Lua script");
+        for line in text.split_inclusive('\n') {
+            let part = line.trim_end().strip_prefix("--@").filter(|p| {
+                !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            });
+            match part {
+                Some(p) if done.iter().any(|d| d == p) => {}
+                Some(p) => {
+                    done.push(p.to_string());
+                    let lua = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+                    let file = if p == "common" {
+                        lua.join("common.lua")
+                    } else {
+                        lua.join("part").join(format!("{p}.lua"))
+                    };
+                    assemble(&file, done, code);
+                }
+                None => code.push_str(line),
+            }
+        }
+    }
+    let mut code = String::new();
+    let index = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/index.lua");
+    assemble(&index, &mut Vec::new(), &mut code);
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(&code)

@@ -273,7 +273,7 @@ pub(crate) fn run(_: &Bench) {
     });
 
     section(&format!(
-        "14. Server time per step (#21; INFO commandstats usec added by each call, {CYCLES} interleaved cycles)"
+        "15. Server time per step (#21; INFO commandstats usec added by each call, {CYCLES} interleaved cycles)"
     ));
     println!(
         "   {:<48} {:>7} {:>7} {:>7}",

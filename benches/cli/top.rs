@@ -29,7 +29,7 @@ const TTL: Duration = Duration::from_secs(300);
 
 pub(crate) fn run(_: &Bench) {
     section(&format!(
-        "top. rlock top -d 1 with {LOCKS} locks in use ({WAITED} with a waiter): redis-server \
+        "14. rlock top -d 1 with {LOCKS} locks in use ({WAITED} with a waiter): redis-server \
          cost over {:.0} s, without and with top",
         WINDOW.as_secs_f64()
     ));
