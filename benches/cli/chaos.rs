@@ -181,9 +181,22 @@ pub(crate) fn run(b: &Bench) {
     println!(
         "   queued at the window's end      {queued:>8}   (waiters, live or killed; {WORKERS} loops)"
     );
+    // Which codes, with how many of each ("exit 79" x 1, ...).
+    let mut codes: Vec<String> = std::fs::read_to_string(dir.join("failures"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    codes.sort();
+    codes.dedup_by(|a, b| a == b);
     println!(
-        "   other failures                  {:>8}   (exit codes but 0 and 137)",
-        lines(&dir.join("failures"))
+        "   other failures                  {:>8}   (exit codes but 0 and 137: {})",
+        lines(&dir.join("failures")),
+        if codes.is_empty() {
+            "none".to_string()
+        } else {
+            codes.join(", ")
+        }
     );
     if drained.is_none() {
         println!(
