@@ -142,13 +142,7 @@ impl Floor {
         history: bool,
         index: bool,
     ) -> Self {
-        let load = |conn: &mut redis::Connection, code: &str| -> String {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(code)
-                .query(conn)
-                .expect("SCRIPT LOAD")
-        };
+        let load = crate::server::script_load;
         let keys = ["", ":h", ":q", ":fence", ":log", ":n"]
             .iter()
             .map(|s| format!("floor:{{{name}}}{s}"))

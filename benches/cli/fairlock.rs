@@ -134,13 +134,7 @@ const LATCH_MS: u64 = 18_000;
 
 impl FairLock {
     pub(crate) fn new(conn: &mut redis::Connection, name: &str) -> Self {
-        let load = |conn: &mut redis::Connection, code: &str| -> String {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(code)
-                .query(conn)
-                .expect("SCRIPT LOAD")
-        };
+        let load = crate::server::script_load;
         Self {
             lock: name.to_string(),
             queue: format!("redisson_lock_queue:{{{name}}}"),

@@ -246,11 +246,7 @@ pub(crate) fn load_index(c: &mut redis::Connection) -> String {
     let mut code = String::new();
     let index = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/index.lua");
     assemble(&index, &mut Vec::new(), &mut code);
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(&code)
-        .query(c)
-        .expect("SCRIPT LOAD");
+    let sha = crate::server::script_load(c, &code);
     assert_eq!(
         sha,
         env!("RLOCK_LUA_SHA_index.lua"),

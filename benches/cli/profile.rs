@@ -148,13 +148,7 @@ pub(crate) fn run(_: &Bench) {
     let mut conn = r.conn();
     let mut obs = r.conn();
     let cad = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-    let load = |conn: &mut redis::Connection, code: &str| -> String {
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(code)
-            .query(conn)
-            .expect("SCRIPT LOAD")
-    };
+    let load = crate::server::script_load;
     let cad_sha = load(&mut conn, cad);
     let empty_sha = load(&mut conn, "return 0");
     let prelude_sha = load(&mut conn, &format!("{COMMON}\nreturn 0"));

@@ -5,6 +5,15 @@ use std::collections::HashMap;
 
 use crate::support::Redis;
 
+/// SCRIPT LOAD `code`; its SHA1.
+pub(crate) fn script_load(conn: &mut redis::Connection, code: &str) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(code)
+        .query(conn)
+        .expect("SCRIPT LOAD")
+}
+
 /// One INFO reply as field -> number; a commandstats line becomes
 /// `cmdstat_<name>` -> calls and `usec_<name>` -> microseconds spent. One
 /// INFO call for all sections, so that the cost of observing is exactly one

@@ -41,6 +41,14 @@ fn releaser() -> Releaser {
     }
 }
 
+/// The holds `s` names, in order: key, token, all.
+fn holds(s: &Settings) -> Vec<(&str, &str, bool)> {
+    s.holds
+        .iter()
+        .map(|h| (h.key.as_str(), h.token.as_str(), h.all))
+        .collect()
+}
+
 #[test]
 fn the_settings_round_trip_with_everything_a_connection_needs() {
     let l = lease("k", 1);
@@ -76,11 +84,7 @@ fn a_first_grant_gives_back_every_hold_a_reentry_only_its_own() {
 fn a_set_gives_back_every_lock_the_others_first_in_reverse() {
     let (a, b, c) = (lease("a", 1), lease("b", 2), lease("c", 1));
     let s = Settings::decode(&encode(&releaser(), &[&a, &b, &c]).unwrap()).unwrap();
-    let order: Vec<(&str, &str, bool)> = s
-        .holds
-        .iter()
-        .map(|h| (h.key.as_str(), h.token.as_str(), h.all))
-        .collect();
+    let order = holds(&s);
     assert_eq!(
         order,
         [
@@ -135,11 +139,7 @@ fn a_waiting_exec_gives_up_its_place_then_what_it_holds_in_reverse() {
     let t = Token::generate();
     let raw = encode_waiting(&releaser(), &[a.clone(), b.clone()], Some(("c", &t))).unwrap();
     let s = Settings::decode(&raw).unwrap();
-    let order: Vec<(&str, &str, bool)> = s
-        .holds
-        .iter()
-        .map(|h| (h.key.as_str(), h.token.as_str(), h.all))
-        .collect();
+    let order = holds(&s);
     assert_eq!(
         order,
         [
