@@ -53,10 +53,10 @@ fn job(r: &Redis, key: &str, n: u64, name: &str, file: &std::path::Path, extra: 
     child
 }
 
-/// SIGKILL `child` (an `rlock exec` blocked in its wait) and reap it.
+/// SIGKILL `child` (an `rlock exec` blocked in its wait) with its guard
+/// (which would otherwise give its place back at once) and reap it.
 fn kill_queued(mut child: Child) {
-    kill(child.id(), libc::SIGKILL);
-    child.wait().unwrap();
+    kill_waiter_with_guard(&mut child);
 }
 
 #[test]

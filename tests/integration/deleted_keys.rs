@@ -200,8 +200,7 @@ fn a_dead_waiter_loses_its_place_when_the_waiter_leases_are_deleted() {
         .unwrap();
     let mut dead = rlock(&r).args(["exec", "q", "--", "true"]).spawn();
     r.await_waiters("q", 1);
-    kill(dead.id(), libc::SIGKILL);
-    let _ = dead.wait();
+    kill_waiter_with_guard(&mut dead);
     let live = rlock(&r)
         .args(["exec", "-w", "20s", "q", "--", "true"])
         .spawn();

@@ -97,6 +97,32 @@ pub fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// SIGKILL an `rlock exec` that waits for its turn together with its
+/// guard, as a host's crash or an OOM kill of its whole cgroup would: the
+/// guard (rlock's child) first, so it cannot give the waiter's place back
+/// (an rlock killed alone has its guard do that at once; a stopped guard
+/// would not do: its group, orphaned by rlock's death, gets SIGHUP and
+/// SIGCONT), then rlock, which does not look at its guard while it waits.
+/// What stays in Redis is a place nobody will take: the claims and waiter
+/// leases deal with it.
+#[track_caller]
+pub fn kill_waiter_with_guard(child: &mut std::process::Child) {
+    let pid = child.id() as i32;
+    let guards: Vec<i32> = read(std::path::Path::new(&format!(
+        "/proc/{pid}/task/{pid}/children"
+    )))
+    .split_whitespace()
+    .filter_map(|p| p.parse().ok())
+    .collect();
+    assert!(!guards.is_empty(), "rlock {pid} has no guard");
+    for &g in &guards {
+        kill(g, libc::SIGKILL);
+        eventually(Duration::from_secs(10), "the guard to die", || !alive(g));
+    }
+    kill(pid, libc::SIGKILL);
+    child.wait().unwrap();
+}
+
 /// Where the next pid of this pid namespace is set (root only): tests that
 /// need a pid reused write the pid before it there.
 pub const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
