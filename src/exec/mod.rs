@@ -38,19 +38,15 @@
 //!   the lease ends: it runs this binary as a short-lived releaser
 //!   (`hold/guard/release.rs`) with the settings rlock sent it after the
 //!   grant; the guard itself runs no Redis client (a fork of a process
-//!   that may have had threads). Killed *before* the go (waiting for the
-//!   lock, or between the grant and the go), rlock has started nothing:
-//!   if it had sent settings the guard runs the releaser at once. rlock
-//!   sends them once a first try finds a lock busy: its place in the
-//!   queue (a fresh token's every hold, so a grant that landed meanwhile
-//!   goes too) and the set's locks taken so far, never a re-entered
-//!   hold (see `run_set`). The holds are
-//!   those `release` below gives back, so a re-entered exec gives back its
-//!   own only; a release after the lease ended or the lock was lost finds
-//!   its token holding nothing and frees nothing else (lua/release.lua).
-//!   Killed after the tree's end and before its own release, rlock is
-//!   released for too: the guard reports the empty tree and stays until
-//!   rlock's end closes.
+//!   that may have had threads). Killed *before* the go (waiting, or
+//!   between the grant and the go), rlock has started nothing: if it had
+//!   told the guard (`take::Told`) the guard runs the releaser at once.
+//!   The holds are those `release` below gives back, so a re-entered exec
+//!   gives back its own only; a release after the lease ended or the lock
+//!   was lost finds its token holding nothing and frees nothing else
+//!   (lua/release.lua).
+//!   Killed after the tree's end and before its own release, too: the
+//!   guard reports the empty tree and stays until rlock's end closes.
 //!   A live rlock that closes the socket itself sets "finished" first, so
 //!   the guard never releases beside it. Without [`release_if_killed`] (a
 //!   library caller whose binary has no releaser) the lease ends with its
@@ -310,23 +306,7 @@ pub fn run_set(
     // an enclosing exec holds it with (RLOCK_HELD), else takes a fresh
     // grant: `rlock exec a b -- rlock exec b a -- ...` re-enters both.
     let held_env = spec.held.as_deref();
-    // Should rlock die while it waits, or between a grant and the go, the
-    // guard gives back its place in the queue and the set's locks taken so
-    // far (hold/guard/release.rs, `waiting_settings`): told once a first
-    // try finds a lock busy (the uncontended path sends nothing more than
-    // it did), and again after every grant from then on. Two holders
-    // cannot come of it: the guard releases only once rlock is dead and
-    // before the go (it alone starts the command, so nothing runs under
-    // these holds); it names only tokens nobody else has (the wait's, made
-    // fresh in `acquire`, and first holds, count 1), never a re-entered
-    // hold's token, which is the enclosing holder's; and release.lua drops
-    // only the holds and the place of the token it is given, so a grant
-    // that landed between the kill and the release frees that token's hold
-    // and nothing else. A live rlock that stops waiting (timeout, signal)
-    // gives back what it has itself and closes its end as "finished",
-    // after which the guard releases nothing.
-    let mut taken: Vec<Lease> = Vec::new();
-    let mut told = false;
+    let mut told = take::Told::new(&guard, keys.len());
     let mut leases = crate::lock::set::take_all(locker, keys, req, None, &mut |l, k, r, c| {
         let mut r = r.clone();
         if k != key {
@@ -336,23 +316,10 @@ pub fn run_set(
                 .find(|(_, n)| *n == k)
                 .and_then(|(name, _)| reentry_token(held_env, None, name));
         }
-        let got = acquire(l, k, &r, &signals, c, &mut *on_wait, &mut |token| {
-            if let Some(settings) = guard::waiting_settings(&taken, token.map(|t| (k, t))) {
-                told |= guard.release_while_waiting(&settings);
-            }
-        });
-        if let Ok(lease) = &got {
-            taken.push(lease.clone());
-            // With more locks to take (the last's settings follow before
-            // the go): the wait's token is now this lease's (or unused, if
-            // it re-entered), and the settings name what is held, or
-            // nothing (empty).
-            if told && taken.len() < keys.len() {
-                let settings = guard::waiting_settings(&taken, None).unwrap_or_default();
-                guard.release_while_waiting(&settings);
-            }
-        }
-        got
+        acquire(l, k, &r, &signals, c, &mut *on_wait, &mut |t| {
+            told.waiting(k, t)
+        })
+        .inspect(|lease| told.granted(lease))
     })?;
     let mut lease = leases.remove(0);
     let others = leases;

@@ -71,3 +71,60 @@ pub(super) fn ends_wait(signals: &crate::signals::Blocked) -> Option<i32> {
     }
     first
 }
+
+/// What rlock's guard is told to give back, should rlock die while it
+/// takes the locks of an exec (a wait, or between a grant and the go):
+/// its place in the queue and the set's locks taken so far
+/// (hold/guard/release.rs, `waiting_settings`). Told once a first try
+/// finds a lock busy (the uncontended path sends nothing more than it
+/// did), and again after every grant from then on.
+///
+/// Two holders cannot come of it: the guard releases only once rlock is
+/// dead and before the go (it alone starts the command, so nothing runs
+/// under these holds); it names only tokens nobody else has (the wait's,
+/// made fresh in [`acquire`], and first holds, count 1), never a
+/// re-entered hold's token, which is the enclosing holder's; and
+/// release.lua drops only the holds and the place of the token it is
+/// given, so a grant that landed between the kill and the release frees
+/// that token's hold and nothing else. A live rlock that stops waiting
+/// (timeout, signal) gives back what it has itself and closes its end as
+/// "finished", after which the guard releases nothing.
+pub(super) struct Told<'g> {
+    guard: &'g super::guard::Guard,
+    /// How many locks the set has.
+    of: usize,
+    taken: Vec<Lease>,
+    told: bool,
+}
+
+impl<'g> Told<'g> {
+    pub(super) fn new(guard: &'g super::guard::Guard, of: usize) -> Told<'g> {
+        Told {
+            guard,
+            of,
+            taken: Vec::new(),
+            told: false,
+        }
+    }
+
+    /// Before a wait for `key` with `token` (None: RedLock's, a token per
+    /// attempt).
+    pub(super) fn waiting(&mut self, key: &str, token: Option<&Token>) {
+        let place = token.map(|t| (key, t));
+        if let Some(settings) = super::guard::waiting_settings(&self.taken, place) {
+            self.told |= self.guard.release_while_waiting(&settings);
+        }
+    }
+
+    /// After a grant: with more locks to take (the last's settings follow
+    /// before the go), the wait's token is now this lease's (or unused, if
+    /// it re-entered), and the settings name what is held, or nothing
+    /// (empty).
+    pub(super) fn granted(&mut self, lease: &Lease) {
+        self.taken.push(lease.clone());
+        if self.told && self.taken.len() < self.of {
+            let settings = super::guard::waiting_settings(&self.taken, None).unwrap_or_default();
+            self.guard.release_while_waiting(&settings);
+        }
+    }
+}
