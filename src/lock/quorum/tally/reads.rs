@@ -82,7 +82,9 @@ pub(in crate::lock::quorum) fn holders_on_majority(
 
 /// The waiters a majority of `answers` lists (a waiter queues on every
 /// master with one token; under RedLock it is noted on every master with
-/// one waiter id): each as its first record, in queue order (higher
+/// one waiter id): each as its first record, joined since the earliest
+/// any master knows (each master counts from its own first note, and the
+/// answers come in whatever order they arrived), in queue order (higher
 /// priority first, then the earlier join).
 pub(in crate::lock::quorum) fn waiters_on_majority(
     answers: &[&Status],
@@ -93,12 +95,17 @@ pub(in crate::lock::quorum) fn waiters_on_majority(
         if out.iter().any(|o| o.token_digest == w.token_digest) {
             continue;
         }
-        let seen = answers
+        let records: Vec<&WaiterStatus> = answers
             .iter()
-            .filter(|st| st.queue.iter().any(|x| x.token_digest == w.token_digest))
-            .count();
-        if seen >= m {
-            out.push(w.clone());
+            .filter_map(|st| st.queue.iter().find(|x| x.token_digest == w.token_digest))
+            .collect();
+        if records.len() >= m {
+            let mut first = w.clone();
+            // 0: a master that does not know since when.
+            if let Some(since) = records.iter().map(|r| r.since_ms).filter(|&s| s > 0).min() {
+                first.since_ms = since;
+            }
+            out.push(first);
         }
     }
     out.sort_by_key(|w| (std::cmp::Reverse(w.priority), w.since_ms));

@@ -324,6 +324,34 @@ fn waiters_show_where_a_majority_lists_them() {
     assert!(waiters_on_majority(&[&a, &free("k"), &free("k")], 2).is_empty());
 }
 
+/// Each master counts a waiter's wait from its own first note of it, and
+/// answers arrive in any order: the earliest a master knows is the one
+/// shown and ordered by, whichever answer came first.
+#[test]
+fn a_waiter_is_shown_since_the_earliest_any_master_knows() {
+    let w = |token: &str, since_ms: u64| WaiterStatus {
+        since_ms,
+        token_digest: token.into(),
+        ..WaiterStatus::default()
+    };
+    let queued = |ws: Vec<WaiterStatus>| Status {
+        waiters: ws.len() as u64,
+        queue: ws,
+        ..free("k")
+    };
+    // bob joined first (10), eve later (20); master a noted bob late (30).
+    let a = queued(vec![w("eve", 20), w("bob", 30)]);
+    let b = queued(vec![w("bob", 10), w("eve", 21)]);
+    let c = queued(vec![w("bob", 0), w("eve", 0)]);
+    for answers in [[&a, &b, &c], [&c, &a, &b], [&b, &c, &a]] {
+        let shown: Vec<(String, u64)> = waiters_on_majority(&answers, 2)
+            .into_iter()
+            .map(|w| (w.token_digest, w.since_ms))
+            .collect();
+        assert_eq!(shown, [("bob".into(), 10), ("eve".into(), 20)]);
+    }
+}
+
 /// RedLock's noted waiters (lua/redlock_wait.lua), as each master lists
 /// them: priority 0, told apart by their waiter ids' digests.
 fn noted(ids: &[(&str, u64)]) -> Status {
