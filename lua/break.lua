@@ -76,7 +76,7 @@ for k, t in pairs({[NOTES] = 'hash', [LOG] = 'list', [STATS] = 'hash'}) do
   if got ~= 'none' and no_ttl(k) then return not_ours(k) end
 end
 writes_at_maxmemory()
-local now = now_ms()
+local now = clock_ms()
 prune(now)
 local want
 if sel ~= '' then

@@ -19,7 +19,7 @@
 --@common
 local tok = ARGV[1]
 local exp = redis.call('ZSCORE', HOLDERS, tok)
-local now = now_ms()
+local now = clock_ms()
 if exp and tonumber(exp) > now then
   local held = redis.call('HMGET', STATE, 'c:' .. tok, 'f:' .. tok, 'k:' .. tok)
   if held[1] and held[3] then

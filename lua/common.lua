@@ -88,10 +88,8 @@ local function refuse_at_maxmemory()
   redis.call('ZADD', HOLDERS, 'XX', 0, '-') -- XX: only a member '-', never one
 end
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- The server's clock in ms: clock_ms (lua/part/num.lua).
+--@num
 
 local function no_ttl(k)
   return redis.pcall('PTTL', k) == -1

@@ -17,7 +17,7 @@
 --@common
 local _, foreign = lock_kind()
 if foreign then return foreign end
-local now = now_ms()
+local now = clock_ms()
 local cap = tonumber(ARGV[#ARGV - 1]) or 200
 local pending = {}
 local function pend(fence, info, fields)

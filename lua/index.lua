@@ -29,7 +29,6 @@
 -- another type fails the ZADD before anything is written (and at
 -- maxmemory the ZADD is refused, nothing written). ZADD GT: Redis 6.2+.
 --@touch
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock_ms()
 return index_touch(redis.call, now, KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]),
   tonumber(ARGV[3]))

@@ -15,7 +15,7 @@
 -- `expired` already; or it is still held) the loss closes nothing, and
 -- its info is ARGV[2]. Sent once per loss; a resend may record it twice.
 --@common
-local now = now_ms()
+local now = clock_ms()
 writes_at_maxmemory()
 if redis.call('EXISTS', STATE) == 1 then prune(now) end
 local f, info, closes = 0, ARGV[2], false

@@ -42,8 +42,8 @@
 -- last a list holding the last history entry (if any), grants the
 -- 'granted' events of the window, renewed the stalest holder's last
 -- renewal or grant (server ms; 0: not held).
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@num
+local now = clock_ms()
 local window = tonumber(ARGV[1]) or 60000
 local known = ARGV[2] == '1'
 local list = ARGV[2] == 'list'

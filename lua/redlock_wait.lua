@@ -22,8 +22,8 @@ local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and (ty ~= 'hash' or redis.call('PTTL', KEYS[1]) < 0) then
   return redis.error_reply('NOTRLOCK key ' .. KEYS[1] .. ' holds data rlock did not write')
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@num
+local now = clock_ms()
 local id, keep = ARGV[1], tonumber(ARGV[2]) or 0
 local since, latest, left = now, 0, 0
 local h = redis.call('HGETALL', KEYS[1])

@@ -32,7 +32,7 @@
 --@common
 local tok, ttl = ARGV[1], tonumber(ARGV[2])
 local exp = redis.call('ZSCORE', HOLDERS, tok)
-local now = now_ms()
+local now = clock_ms()
 if exp and tonumber(exp) > now then
   local h = redis.call('HMGET', STATE, 'c:' .. tok, 'k:' .. tok, 'p:' .. tok)
   local count = h[1]

@@ -14,7 +14,7 @@
 --@common
 local _, foreign = lock_kind()
 if foreign then return foreign end
-local now = now_ms()
+local now = clock_ms()
 if redis.call('EXISTS', STATE) == 1 then
   writes_at_maxmemory()
   prune(now)

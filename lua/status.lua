@@ -39,7 +39,7 @@ if remains then
   return {'', 0, tonumber(redis.call('GET', FENCE)) or 0, 0, 0,
     redis.call('GET', KEYS[9]) or '', 0, remains, {}}
 end
-local now = now_ms()
+local now = clock_ms()
 local writers = 0
 for _, tok in ipairs(redis.call('ZRANGE', WRITERS, 0, -1)) do
   local alive = redis.call('ZSCORE', ALIVE, tok)

@@ -23,7 +23,7 @@
 -- first waiter's lease ends); only a change of holder costs more.
 --@common
 local tok = ARGV[1]
-local now = now_ms()
+local now = clock_ms()
 -- A queued waiter keeps its place at maxmemory (see common.lua); it is
 -- refused when its turn comes, by acquire.lua, if memory is still full.
 writes_at_maxmemory()

@@ -94,7 +94,12 @@ pub(super) struct Told<'g> {
     /// How many locks the set has.
     of: usize,
     taken: Vec<Lease>,
-    told: bool,
+    /// Bytes of settings sent so far (0: none). All of them together stay
+    /// within MAX_RELEASE, so that, as before, the socket never holds so
+    /// much before the go that the go could be dropped on it (see
+    /// `End::send`); settings past that are not sent, and the guard keeps
+    /// the last it got, which names only what was this rlock's then.
+    sent: usize,
 }
 
 impl<'g> Told<'g> {
@@ -103,7 +108,7 @@ impl<'g> Told<'g> {
             guard,
             of,
             taken: Vec::new(),
-            told: false,
+            sent: 0,
         }
     }
 
@@ -112,7 +117,7 @@ impl<'g> Told<'g> {
     pub(super) fn waiting(&mut self, key: &str, token: Option<&Token>) {
         let place = token.map(|t| (key, t));
         if let Some(settings) = super::guard::waiting_settings(&self.taken, place) {
-            self.told |= self.guard.release_while_waiting(&settings);
+            self.send(&settings);
         }
     }
 
@@ -122,9 +127,16 @@ impl<'g> Told<'g> {
     /// (empty).
     pub(super) fn granted(&mut self, lease: &Lease) {
         self.taken.push(lease.clone());
-        if self.told && self.taken.len() < self.of {
+        if self.sent > 0 && self.taken.len() < self.of {
             let settings = super::guard::waiting_settings(&self.taken, None).unwrap_or_default();
-            self.guard.release_while_waiting(&settings);
+            self.send(&settings);
+        }
+    }
+
+    fn send(&mut self, settings: &[u8]) {
+        if self.sent + settings.len() <= crate::hold::guard::wire::MAX_RELEASE {
+            self.sent += settings.len();
+            self.guard.release_if_killed(settings);
         }
     }
 }

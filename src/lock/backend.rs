@@ -93,7 +93,7 @@ pub trait Backend: Send {
     }
 
     /// Whether a fresh acquire asks (and queues) with the token its
-    /// request names, if it names one (exec's waits: see `exec::run_set`).
+    /// request names, if it names one (exec's waits: see `exec::take::Told`).
     /// One server does; RedLock takes a new token at every attempt and
     /// keeps no queue, so a token named beforehand never holds there.
     fn takes_token(&self) -> bool {

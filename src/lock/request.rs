@@ -158,7 +158,7 @@ impl Request {
     /// The same request, its fresh acquire asking with `token` (a token
     /// nobody else has): exec tells its guard the token before it waits,
     /// so that the guard can give up the place should rlock die (see
-    /// `exec::run_set`). A backend that takes a new token per attempt
+    /// `exec::take::Told`). A backend that takes a new token per attempt
     /// (RedLock) ignores it: see [`crate::Backend::takes_token`].
     pub(crate) fn with_token(&self, token: Token) -> Request {
         Request {

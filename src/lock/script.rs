@@ -198,7 +198,7 @@ mod tests {
             include_str!("../../lua/history.lua"),
             include_str!("../../lua/overview.lua"),
         ];
-        let readers = ["lock_kind", "now_ms", "no_ttl", "not_ours", "open_entries"];
+        let readers = ["lock_kind", "no_ttl", "not_ours", "open_entries"];
         let writers = [
             "prune",
             "settle",

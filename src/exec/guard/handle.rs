@@ -4,7 +4,6 @@
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::clock::BootTime;
@@ -12,15 +11,12 @@ use crate::{Error, Result};
 
 use super::last_errno;
 use crate::hold::guard::End;
-use crate::hold::guard::wire::{MAX_RELEASE, MAX_REPORT, Report, ToGuard, spawn_message};
+use crate::hold::guard::wire::{MAX_REPORT, Report, ToGuard, spawn_message};
 
 /// rlock's handle on its guard.
 pub(crate) struct Guard {
     pid: libc::pid_t,
     end: End,
-    /// Bytes of release settings sent while waiting (see
-    /// [`Guard::release_while_waiting`]).
-    waiting: AtomicUsize,
 }
 
 /// What the command is and how to start it.
@@ -40,11 +36,7 @@ impl Guard {
             super::reach::guard_main(sock, launch, page)
         })
         .map_err(|e| Error::Protocol(format!("cannot fork the guard process: {e}")))?;
-        Ok(Guard {
-            pid,
-            end,
-            waiting: AtomicUsize::new(0),
-        })
+        Ok(Guard { pid, end })
     }
 
     pub(crate) fn pid(&self) -> libc::pid_t {
@@ -63,22 +55,6 @@ impl Guard {
     /// replaces the last (empty: none).
     pub(crate) fn release_if_killed(&self, settings: &[u8]) {
         self.end.release_if_killed(settings);
-    }
-
-    /// [`Guard::release_if_killed`] while rlock waits for the lock (a set
-    /// may send some for each lock), as long as all of them together stay
-    /// within [`MAX_RELEASE`] bytes; false if these were not sent (the
-    /// guard keeps the last it got, which names only what was this rlock's
-    /// then). So, as before, the socket never holds so much before the go
-    /// that the go could be dropped on it (see `End::send`).
-    pub(crate) fn release_while_waiting(&self, settings: &[u8]) -> bool {
-        let sent = self.waiting.load(Ordering::Relaxed);
-        if sent + settings.len() > MAX_RELEASE {
-            return false;
-        }
-        self.waiting.store(sent + settings.len(), Ordering::Relaxed);
-        self.end.release_if_killed(settings);
-        true
     }
 
     /// Start the command with `env` added to rlock's environment.

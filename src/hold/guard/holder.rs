@@ -64,7 +64,7 @@ impl End {
     /// every kill that matters is also made by the holder itself. Before
     /// exec's start the socket holds at most a wake-up, the release
     /// settings sent while waiting (at most MAX_RELEASE bytes together:
-    /// exec's `Guard::release_while_waiting`) and the last ones (see
+    /// exec's `take::Told`) and the last ones (see
     /// MAX_RELEASE), so the go is never dropped.
     pub(crate) fn send(&self, msg: &[u8]) {
         // SAFETY: plain syscall on our socket.

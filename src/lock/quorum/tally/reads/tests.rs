@@ -298,21 +298,29 @@ fn a_break_shows_where_a_majority_carries_its_mark() {
     assert_eq!(hs[0].breaking, None);
 }
 
-/// A waiter shows when a majority of masters lists it, in queue order.
-#[test]
-fn waiters_show_where_a_majority_lists_them() {
-    let w = |token: &str, priority: i64, since_ms: u64| WaiterStatus {
+/// A waiter told apart by `token`, with its priority and join time.
+fn w(token: &str, priority: i64, since_ms: u64) -> WaiterStatus {
+    WaiterStatus {
         host: "h".into(),
         priority,
         since_ms,
         token_digest: token.into(),
         ..WaiterStatus::default()
-    };
-    let queued = |ws: Vec<WaiterStatus>| Status {
+    }
+}
+
+/// A free lock's status on a master that lists `ws` as its waiters.
+fn queued(ws: Vec<WaiterStatus>) -> Status {
+    Status {
         waiters: ws.len() as u64,
         queue: ws,
         ..free("k")
-    };
+    }
+}
+
+/// A waiter shows when a majority of masters lists it, in queue order.
+#[test]
+fn waiters_show_where_a_majority_lists_them() {
     let a = queued(vec![w("x", 0, 5), w("y", 0, 6), w("z", 0, 7)]);
     let b = queued(vec![w("y", 0, 6), w("x", 0, 5), w("hi", 3, 8)]);
     let c = queued(vec![w("hi", 3, 8), w("z", 0, 7)]);
@@ -329,20 +337,10 @@ fn waiters_show_where_a_majority_lists_them() {
 /// shown and ordered by, whichever answer came first.
 #[test]
 fn a_waiter_is_shown_since_the_earliest_any_master_knows() {
-    let w = |token: &str, since_ms: u64| WaiterStatus {
-        since_ms,
-        token_digest: token.into(),
-        ..WaiterStatus::default()
-    };
-    let queued = |ws: Vec<WaiterStatus>| Status {
-        waiters: ws.len() as u64,
-        queue: ws,
-        ..free("k")
-    };
     // bob joined first (10), eve later (20); master a noted bob late (30).
-    let a = queued(vec![w("eve", 20), w("bob", 30)]);
-    let b = queued(vec![w("bob", 10), w("eve", 21)]);
-    let c = queued(vec![w("bob", 0), w("eve", 0)]);
+    let a = queued(vec![w("eve", 0, 20), w("bob", 0, 30)]);
+    let b = queued(vec![w("bob", 0, 10), w("eve", 0, 21)]);
+    let c = queued(vec![w("bob", 0, 0), w("eve", 0, 0)]);
     for answers in [[&a, &b, &c], [&c, &a, &b], [&b, &c, &a]] {
         let shown: Vec<(String, u64)> = waiters_on_majority(&answers, 2)
             .into_iter()
