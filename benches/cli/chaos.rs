@@ -54,8 +54,11 @@ echo . >> "$3"
 /// $D: the worker loops, until the file `stop` exists, and the killer.
 /// The killer sees only the namespace's processes, so it cannot signal a
 /// stranger: it picks one whose name (comm) is `rlock` (the guard is
-/// `rl-guard`, the releaser `rl-release`), pid and pause from awk's
-/// random numbers.
+/// `rl-guard`, the releaser `rl-release`) and whose parent's is neither
+/// `rlock` nor `rl-guard`: a guard is named `rlock` from its fork until it
+/// renames itself, a releaser from its exec until it does, and killing
+/// either is not killing an rlock (a killed guard is a lost lock for its
+/// rlock, exit 79, by design). Pid and pause from awk's random numbers.
 const NS: &str = r#"cd "$D" || exit 3
 i=0
 while [ $i -lt "$N" ]; do
@@ -69,10 +72,16 @@ done
 awk 'BEGIN { srand(); while (1) printf "0.%03d %d\n", 50 + int(rand() * 151), int(rand() * 1000000) }' |
 while [ ! -e stop ] && read nap pick; do
   sleep "$nap"
-  set --
+  pids=
   for f in /proc/[0-9]*/comm; do
-    { read c < "$f"; } 2>/dev/null && [ "$c" = rlock ] && { p=${f#/proc/}; set -- "$@" "${p%/comm}"; }
+    { read c < "$f"; } 2>/dev/null && [ "$c" = rlock ] || continue
+    p=${f#/proc/}; p=${p%/comm}
+    { read st < "/proc/$p/stat"; } 2>/dev/null || continue
+    pp=${st#*) ? }; pp=${pp%% *}
+    { read pc < "/proc/$pp/comm"; } 2>/dev/null || continue
+    [ "$pc" = rlock ] || [ "$pc" = rl-guard ] || pids="$pids $p"
   done
+  set -- $pids
   [ $# -gt 0 ] || continue
   shift $((pick % $#))
   kill -9 "$1" 2>/dev/null && echo "$1" >> kills
