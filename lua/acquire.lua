@@ -41,7 +41,8 @@
 --         always the last two)
 --
 -- Returns one of (names as in common.lua)
---   {GRANTED, fence, count, wake...}   count > 1 means re-entered
+--   {GRANTED, fence, count, wake..., hint...}   count > 1 means re-entered;
+--                               hint: see "Next in line" below
 --   {BUSY, wait_ms, position, holder_info, holder_since_ms, holders,
 --    fence, holder_ttl_ms, holder_id, wake...}
 --                               wait_ms is when the first lease of a
@@ -61,6 +62,19 @@
 --   {NO_UPGRADE}                a reader asked to re-enter as a writer
 -- `wake...`: tokens of other waiters that may now take the lock, for the
 -- client to wake (common.lua).
+--
+-- Next in line: a grant made while others wait (the slow path only; the
+-- fast path has nobody waiting) ends its reply with hints, '^' .. token
+-- for the queue's head and '^~' .. token for the waiter after it: whom
+-- to_wake (common.lua) names when an exclusive lock is released, the head
+-- to wake and the one after it as the scout. A wake token never starts
+-- with '^' (a UUID, or '~' and a UUID): a parser that does not know hints
+-- tells them apart, and one that does not filter them pushes to a list
+-- nobody reads, which expires. The holder keeps them with its lease and
+-- its release declares their wake-up lists, so that release.lua wakes
+-- them in its own call when to_wake names them (see release.lua). Only
+-- a hint: to_wake decides whom a release wakes, and a stale one (that
+-- waiter gave up, or another went ahead) is not used.
 --
 -- Resends: a client whose reply was lost (a timeout, a dropped connection,
 -- a failover) cannot know whether the script ran, so it sends the same
@@ -341,6 +355,14 @@ if supersede ~= '0' and ARGV[5] == '1' then
   redis.call('HSET', STATE, 'sup', tok, 'supi', ARGV[4])
 end
 
+-- The hints of a grant (see "Next in line"): appended to its reply.
+local function with_hints(reply)
+  local q = redis.call('ZRANGE', QUEUE, 0, 1)
+  if q[1] then reply[#reply + 1] = '^' .. q[1] end
+  if q[2] then reply[#reply + 1] = '^~' .. q[2] end
+  return reply
+end
+
 local rank = redis.call('ZRANK', QUEUE, tok)
 redis.call('DEL', KEYS[9])
 if may_enter(kind, mode, limit, tok, rank) then
@@ -349,7 +371,7 @@ if may_enter(kind, mode, limit, tok, rank) then
   leave_queue(tok)
   local wake = with_wake(to_wake(tok, now), superseded)
   tidy(now)
-  return with_wake({GRANTED, fence, 1}, wake)
+  return with_hints(with_wake({GRANTED, fence, 1}, wake))
 end
 
 local position = rank or redis.call('ZCARD', QUEUE)
@@ -402,7 +424,7 @@ if ARGV[5] == '1' then
       leave_queue(tok)
       local wake = with_wake(to_wake(tok, now), superseded)
       tidy(now)
-      return with_wake({GRANTED, fence, 1}, wake)
+      return with_hints(with_wake({GRANTED, fence, 1}, wake))
     end
     position = now_rank
   end

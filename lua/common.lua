@@ -23,7 +23,9 @@
 -- Scripts touch only the keys in KEYS. Waking another waiter means pushing
 -- to its wake-up list, a key only the client can name: a script that frees
 -- a place returns the tokens to wake after its answer, and the client
--- pushes to their lists (src/lock/node/mod.rs, `wake`).
+-- pushes to their lists (src/lock/node/mod.rs, `wake`). A release pushes
+-- itself to the lists its holder's grant named as next in line, when
+-- to_wake names them (acquire.lua, "Next in line"; release.lua).
 --
 -- build.rs puts this prelude in at a script's `--@common` line (a script
 -- without one, wake.lua, runs without it), with the parts it names
@@ -47,7 +49,7 @@
 -- see lock_kind); and
 -- every key rlock writes has a TTL from the script that creates it, the
 -- fence key and wake-up lists included (grant() in acquire.lua,
--- wake.lua). PTTL goes through pcall: to a user whose ACL lacks +pttl it
+-- wake.lua, wake_hinted in release.lua). PTTL goes through pcall: to a user whose ACL lacks +pttl it
 -- says nothing, and the key passes. Paths that find the
 -- caller's own token in P{K}:h need no check (only rlock puts a token
 -- there, and never past this check); wait.lua writes only the caller's

@@ -3,6 +3,8 @@
 --
 -- KEYS[1..10] as in common.lua (KEYS[10]: P{K}:r:<request id>)
 -- KEYS[11] P{K}:b  HASH  break.lua's notices (see renew.lua)
+-- KEYS[12] P{K}:w:<ARGV[12]>, KEYS[13] P{K}:w:<ARGV[13]>: the wake-up
+--          lists of the hinted waiters, each only when its token is given
 -- ARGV[1] token
 -- ARGV[2] '1' to abandon: release all re-entries and leave the queue
 -- ARGV[3] request id, the same for every resend of one call
@@ -21,7 +23,11 @@
 -- ARGV[8] exit code of exec's command ('' if none)
 -- ARGV[9] the caller's holder info, JSON (for `timeout`)
 -- ARGV[10] how long (ms) the caller waited (for `timeout`)
--- ARGV[11] history cap, ARGV[12] history retention in ms (see common.lua)
+-- ARGV[11] how long (ms) a wake-up waits in a list (as wake.lua's ARGV[1])
+-- ARGV[12] the waiter next in line as this hold's grant named it ('^'
+--          .. token, lua/acquire.lua "Next in line"), without the '^';
+--          '': none. ARGV[13] the one after it ('^~' .. token), or ''
+-- ARGV[14] history cap, ARGV[15] history retention in ms (see common.lua)
 --
 -- Resends (see acquire.lua): a release that dropped one of several holds
 -- leaves its answer in P{K}:r:<request id>, and a resend finds it before
@@ -38,7 +44,9 @@
 --   NOT_HELD      this token holds nothing (already released, or expired);
 --                 the lock may have other holders if it is shared
 --   OTHER_OWNER   an exclusive lock (or a writer) is held by another token
--- and `wake...` the tokens of waiters that may now take the lock; or
+-- and `wake...` the tokens of waiters that may now take the lock (those
+-- hinted in KEYS[12], KEYS[13] are woken here and left out: see
+-- wake_hinted); or
 -- {BROKEN, notice, wake...}: this token's hold was broken (`rlock break`),
 -- notice being the JSON {by, reason} break.lua left: the hold was being
 -- broken and this release ended it (as a release), or it had ended
@@ -114,6 +122,35 @@ end
 -- The history's keys are read before a hold's end writes anything (the
 -- slow paths): data rlock did not write there (another type) stops the
 -- script first. Returns an error reply, or nil.
+-- Wake the waiters of `wake` (to_wake's list) whose wake-up lists this
+-- call has (KEYS[12], KEYS[13]: the hints of the grant), as wake.lua
+-- would: '1' for a token, 's' for a scout's '~' .. token; the list
+-- expires in ARGV[11] ms, and one without a TTL is not rlock's (see
+-- common.lua): left alone, as a push Redis refuses (a key of another
+-- type) is, after everything else was written. The rest is returned, for
+-- the client to wake with wake.lua. A hint to_wake does not name is not
+-- used: to_wake decides, and a wake-up is only a signal to look.
+local function wake_hinted(wake)
+  if not KEYS[12] then return wake end
+  local ttl, out = tonumber(ARGV[11]) or 10000, {}
+  for _, w in ipairs(wake) do
+    local key, signal
+    for i = 12, 13 do
+      local t = KEYS[i] and ARGV[i] or ''
+      if t ~= '' and w == t then key, signal = KEYS[i], '1'
+      elseif t ~= '' and w == '~' .. t then key, signal = KEYS[i], 's' end
+      if key then break end
+    end
+    if not key then
+      out[#out + 1] = w
+    elseif redis.pcall('PTTL', key) ~= -1 then
+      local pushed = redis.pcall('RPUSH', key, signal)
+      if type(pushed) == 'number' then redis.call('PEXPIRE', key, ttl) end
+    end
+  end
+  return out
+end
+
 local function history_readable()
   redis.call('HEXISTS', KEYS[8], '-')
   local t = redis.call('TYPE', KEYS[7]).ok
@@ -173,7 +210,7 @@ if held then
   -- them a wake-up to check: a dead waiter at the head costs the live ones
   -- at most the claim. Only leases are shortened here, nothing is granted:
   -- see to_wake in common.lua for why that never makes two holders.
-  local wake = to_wake(nil, now)
+  local wake = wake_hinted(to_wake(nil, now))
   tidy(now)
   -- Released as any hold (its history says how it ended); the releaser
   -- is told of the break it had not noticed yet.
@@ -205,7 +242,7 @@ prune(now)
 clear_remains(remains)
 forget_remains(tok)
 local result = not_held_reply()
-local wake = to_wake(nil, now)
+local wake = wake_hinted(to_wake(nil, now))
 tidy(now)
 if notice then return with_wake({BROKEN, notice}, wake) end
 return with_wake({result}, wake)

@@ -61,6 +61,42 @@ pub(super) fn acquire<'r>(
     (attempt(reply, code, key, limit), wake)
 }
 
+/// The waiters a grant named next in line (lua/acquire.lua, "Next in
+/// line"): the queue's head, and the one behind it (the scout a release
+/// would signal). Tokens of other waiters: never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct NextInLine {
+    pub(super) next: String,
+    pub(super) scout: Option<String>,
+}
+
+/// Is this entry of a grant's reply a hint ('^' .. token), not a token to
+/// wake?
+pub(super) fn is_hint(t: &str) -> bool {
+    t.starts_with('^')
+}
+
+/// The hints at the end of a grant's reply (`wake`, as [`acquire`] gives
+/// it), if any: '^' .. token the next in line, '^~' .. token the one
+/// behind it.
+pub(super) fn next_in_line(wake: &[Value]) -> Option<NextInLine> {
+    let (mut next, mut scout) = (None, None);
+    for v in wake {
+        let Ok(t) = String::from_redis_value(v.clone()) else {
+            continue;
+        };
+        let Some(s) = t.strip_prefix('^') else {
+            continue;
+        };
+        match s.strip_prefix('~') {
+            Some(s) if !s.is_empty() => scout = Some(s.to_string()),
+            None if !s.is_empty() => next = Some(s.to_string()),
+            _ => {}
+        }
+    }
+    next.map(|next| NextInLine { next, scout })
+}
+
 /// The integer at `i` of `what`'s reply.
 fn int(reply: &[Value], i: usize, what: &str) -> Result<i64> {
     reply

@@ -22,6 +22,7 @@ mod exec;
 mod exporter;
 mod failover;
 mod flock;
+mod handoff;
 mod history;
 mod index;
 mod install;

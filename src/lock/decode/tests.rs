@@ -63,6 +63,26 @@ fn a_grant_gives_its_fence_and_depth_then_the_waiters_to_wake() {
     assert!(wake.is_empty());
 }
 
+/// A grant made while others wait ends with its hints (lua/acquire.lua,
+/// "Next in line"): told apart from the tokens to wake, which never start
+/// with '^'.
+#[test]
+fn a_grant_names_the_next_in_line_after_the_waiters_to_wake() {
+    let reply = [i(1), i(42), i(1), s("w1"), s("~w2"), s("^n1"), s("^~n2")];
+    let (a, wake) = acquire(&reply, "k", 2);
+    assert!(matches!(a, Ok(Outcome::Granted { count: 1, .. })));
+    let hint = next_in_line(wake).expect("a hint");
+    assert!(hint.next == "n1" && hint.scout.as_deref() == Some("n2"));
+    let plain: Vec<String> = texts(wake).into_iter().filter(|t| !is_hint(t)).collect();
+    assert_eq!(plain, ["w1", "~w2"]);
+    // The head alone (nobody behind it), and none at all.
+    let hint = next_in_line(&[s("^n1")]).expect("a hint");
+    assert!(hint.next == "n1" && hint.scout.is_none());
+    assert!(next_in_line(&[s("w1"), s("~w2")]).is_none());
+    // A scout without a head, or an empty token, is no hint.
+    assert!(next_in_line(&[s("^~n2"), s("^")]).is_none());
+}
+
 #[test]
 fn a_busy_answer_says_who_holds_it_and_how_long() {
     let reply = [

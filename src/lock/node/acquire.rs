@@ -131,6 +131,13 @@ impl Node {
         let (attempt, wake) = decode::acquire(&reply, lock.name(), req.limit);
         self.wake(lock, wake);
         let outcome = attempt?;
+        // A new grant made while others wait names the next in line: its
+        // release wakes them in the same call (lua/acquire.lua).
+        if let Outcome::Granted { count: 1, .. } = outcome
+            && let Some(hint) = decode::next_in_line(wake)
+        {
+            self.hints.keep(lock, token, hint);
+        }
         if let Outcome::Granted { count: 1, .. } = outcome
             && self.server.min_replicas > 0
         {

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, Value};
 
 use super::HistoryLimits;
+use super::decode;
 use super::keys::{LockName, WAKE_TTL_MS};
 use super::script::*;
 use crate::conn::{Conn, Server};
@@ -93,6 +94,41 @@ impl<'a> Attempt<'a> {
     }
 }
 
+/// At most this many grants' hints are kept per node (see [`Hints`]): a
+/// holder that never releases through this node (its lease ran out, or
+/// another locker released it) costs at most this many entries.
+const MAX_HINTS: usize = 16;
+
+/// The waiters each grant of this node named next in line
+/// (lua/acquire.lua, "Next in line"), per lock and token, until its last
+/// hold is released: that release declares their wake-up lists, so that
+/// the script wakes them itself (lua/release.lua). Only hints: a missing
+/// or stale one costs a `lua/wake.lua` call, never a wrong grant.
+#[derive(Default)]
+pub(super) struct Hints(Vec<(String, String, decode::NextInLine)>);
+
+impl Hints {
+    /// Keep `hint` for `token`'s grant of `lock` (the oldest goes past
+    /// [`MAX_HINTS`]).
+    fn keep(&mut self, lock: &LockName, token: &Token, hint: decode::NextInLine) {
+        self.take(lock, token);
+        if self.0.len() >= MAX_HINTS {
+            self.0.remove(0);
+        }
+        let key = lock.redis_key().to_string();
+        self.0.push((key, token.as_str().to_string(), hint));
+    }
+
+    /// The hint kept for `token`'s grant of `lock`, no longer kept.
+    pub(super) fn take(&mut self, lock: &LockName, token: &Token) -> Option<decode::NextInLine> {
+        let at = self
+            .0
+            .iter()
+            .position(|(k, t, _)| k == lock.redis_key() && t == token.as_str())?;
+        Some(self.0.remove(at).2)
+    }
+}
+
 /// One Redis server and a connection to it, with the lock operations.
 pub(crate) struct Node {
     pub(super) server: Server,
@@ -109,6 +145,8 @@ pub(crate) struct Node {
     pub(super) then: Option<index::Touch>,
     /// When this process last touched each lock's index entry.
     pub(super) touched: index::Touched,
+    /// The hints of the grants made here, for their releases.
+    pub(super) hints: Hints,
     /// How much history the scripts keep per lock (ARGV of each).
     pub(super) history: HistoryLimits,
     /// The server on this connection does not know EVALSHA_RO (Redis
@@ -133,6 +171,7 @@ impl Node {
             answered: false,
             then: None,
             touched: index::Touched::default(),
+            hints: Hints::default(),
             history: HistoryLimits::default(),
             no_ro: false,
             read_only: false,
@@ -207,7 +246,8 @@ impl Node {
     /// key is declared and a cluster routes it). Best effort, sent once: a
     /// waiter that is not woken finds out at its next heartbeat. A token
     /// named `~<token>` is a scout's (see `to_wake` in lua/common.lua): it
-    /// gets the signal [`SCOUT`], not a wake-up.
+    /// gets the signal [`SCOUT`], not a wake-up. A grant's hints
+    /// (`^<token>`, lua/acquire.lua "Next in line") are not tokens to wake.
     fn wake(&mut self, lock: &LockName, tokens: &[Value]) {
         let mut keys = Vec::with_capacity(tokens.len());
         let mut args = vec![WAKE_TTL_MS.to_string()];
@@ -215,6 +255,9 @@ impl Node {
             let Ok(t) = String::from_redis_value(t.clone()) else {
                 continue;
             };
+            if decode::is_hint(&t) {
+                continue;
+            }
             let (t, signal) = match t.strip_prefix('~') {
                 Some(scout) => (scout, SCOUT),
                 None => (&*t, "1"),

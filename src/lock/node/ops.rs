@@ -11,8 +11,8 @@ use crate::conn::Conn;
 use crate::duration::millis;
 use crate::lock::backend::{Backend, First, Watch};
 use crate::lock::breaking::{Break, Broken, Holders};
-use crate::lock::decode;
-use crate::lock::keys::{LockName, escape_glob, request_id};
+use crate::lock::decode::{self, NextInLine};
+use crate::lock::keys::{LockName, WAKE_TTL_MS, escape_glob, request_id};
 use crate::lock::script::*;
 use crate::lock::*;
 use crate::{Error, Result};
@@ -30,7 +30,10 @@ pub(crate) enum Ending<'a> {
 
 /// lua/release.lua's ARGV: give back one hold of `token` (every hold with
 /// `all`) as request `id`; `min_hold` as [`Backend::release`] takes it;
-/// `ending` for the history, whose limits are `server`'s.
+/// `ending` for the history, whose limits are `server`'s; `hint` the
+/// waiters the grant named next in line (their wake-up lists follow the
+/// keys: [`release_keys`]).
+#[allow(clippy::too_many_arguments)]
 fn release_args(
     token: &Token,
     all: bool,
@@ -39,7 +42,8 @@ fn release_args(
     timeout: Duration,
     history: &HistoryLimits,
     ending: Ending,
-) -> [String; 12] {
+    hint: Option<&NextInLine>,
+) -> [String; 15] {
     let (how, exit, info, waited) = match ending {
         Ending::Plain => ("", String::new(), "", 0),
         Ending::Noted(n) => (
@@ -62,9 +66,30 @@ fn release_args(
         exit,
         info.to_string(),
         waited.to_string(),
+        WAKE_TTL_MS.to_string(),
+        hint.map(|h| h.next.clone()).unwrap_or_default(),
+        hint.and_then(|h| h.scout.clone()).unwrap_or_default(),
         cap,
         retention,
     ]
+}
+
+/// lua/release.lua's KEYS for a release by `token` as request `id`, with
+/// the wake-up lists of `hint`'s waiters (KEYS[12], KEYS[13]).
+fn release_keys(
+    lock: &LockName,
+    token: &Token,
+    id: &str,
+    hint: Option<&NextInLine>,
+) -> Vec<String> {
+    let mut keys = lock.release_keys(token, id);
+    if let Some(h) = hint {
+        keys.push(lock.wake_key_of(&h.next));
+        if let Some(scout) = &h.scout {
+            keys.push(lock.wake_key_of(scout));
+        }
+    }
+    keys
 }
 impl Node {
     /// Leave the wait queue and drop every hold of `token`, at once (a
@@ -117,6 +142,7 @@ impl Node {
                 self.server.timeout,
                 &self.history,
                 Ending::Plain,
+                None,
             );
             let mut c = redis::cmd("EVAL");
             c.arg(RELEASE.code)
@@ -132,7 +158,8 @@ impl Node {
 
     /// One run of the release script (see lua/release.lua for the reply):
     /// its count or reply code, a broken hold's notice, and whether it was
-    /// sent more than once.
+    /// sent more than once. The grant's hint goes with it, and is kept
+    /// while the token still holds.
     fn release_script(
         &mut self,
         lock: &LockName,
@@ -143,6 +170,7 @@ impl Node {
         ending: Ending,
     ) -> Result<(i64, Option<String>, bool)> {
         let id = request_id();
+        let hint = self.hints.take(lock, token);
         let args = release_args(
             token,
             all,
@@ -151,6 +179,7 @@ impl Node {
             self.server.timeout,
             &self.history,
             ending,
+            hint.as_ref(),
         );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // A min-hold given here may park the lock for longer than its
@@ -165,13 +194,18 @@ impl Node {
         let (reply, resent): (Vec<Value>, _) = self
             .eval_traced(
                 &RELEASE,
-                &lock.release_keys(token, &id),
+                &release_keys(lock, token, &id, hint.as_ref()),
                 &args,
                 || format!("release {:?}", lock.name()),
                 resend_for,
             )
             .map_err(|f| f.error)?;
         let (n, notice, wake) = decode::release(&reply)?;
+        if let Some(hint) = hint
+            && n > 0
+        {
+            self.hints.keep(lock, token, hint);
+        }
         self.wake(lock, wake);
         Ok((n, notice, resent))
     }
