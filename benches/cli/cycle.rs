@@ -1,6 +1,10 @@
 //! Section 1: one uncontended lock cycle, one process per command, next
-//! to flock, redis-cli PING, /bin/true (and etcdctl lock).
+//! to flock, redis-cli PING, /bin/true (and etcdctl lock), and the floor
+//! program (floor/floor.rs) with and without a dead-man guard: what any
+//! Redis lock around a command pays, and what one with rlock's safety net
+//! pays at least.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -23,6 +27,14 @@ pub(crate) fn run(b: &Bench) {
     let port = r.port.to_string();
     let lockfile = r.dir.join("flock-cycle.lock");
     let lockfile = lockfile.to_str().expect("temp path is UTF-8");
+    let addr = format!("127.0.0.1:{port}");
+    let floor_bin = match build_floor() {
+        Ok(bin) => Some(bin),
+        Err(why) => {
+            println!("   floor program: {why}; its rows are skipped");
+            None
+        }
+    };
     let mut cases: Vec<Case> = vec![
         (
             "a  rlock acquire k + rlock release k",
@@ -56,6 +68,28 @@ pub(crate) fn run(b: &Bench) {
             Box::new(|| timed(Command::new("redis-cli").arg("--version"), "redis-cli")),
         ),
     ];
+    if let Some(bin) = &floor_bin {
+        // Beside flock in the table, in the same rounds as the rest.
+        let at = cases
+            .iter()
+            .position(|(n, _)| n.starts_with("d "))
+            .expect("d")
+            + 1;
+        cases.insert(
+            at,
+            (
+                "d1 floor (SET NX PX, true, EVAL del)",
+                Box::new(|| floor(bin, "plain", &addr)),
+            ),
+        );
+        cases.insert(
+            at + 1,
+            (
+                "d2 floor-guard (floor + dead-man guard)",
+                Box::new(|| floor(bin, "guard", &addr)),
+            ),
+        );
+    }
     if let Ok(e) = etcd {
         cases.push((
             "g  etcdctl lock k true",
@@ -84,26 +118,113 @@ pub(crate) fn run(b: &Bench) {
     for ((name, _), s) in cases.iter().zip(&samples) {
         println!("   {:<40} {:>9.2} {:>9.2}", name, ms(median(s)), ms(p99(s)));
     }
-    let m = |i: usize| ms(median(&samples[i]));
+    // The median of the case whose label starts with `tag` ("c", "d1"..).
+    let m = |tag: &str| {
+        let i = cases
+            .iter()
+            .position(|(name, _)| name.split(' ').next() == Some(tag))
+            .expect("a case of that tag");
+        ms(median(&samples[i]))
+    };
     println!(
         "   ratios: exec/flock {:.2}x   exec/PING {:.2}x   pair/PING {:.2}x",
-        m(2) / m(3),
-        m(2) / m(1),
-        m(0) / m(1)
+        m("c") / m("d"),
+        m("c") / m("b"),
+        m("a") / m("b")
     );
+    let floors = floor_bin.is_some().then(|| {
+        println!(
+            "   floors: floor/flock {:.2}x   floor-guard/flock {:.2}x   exec/floor-guard {:.2}x",
+            m("d1") / m("d"),
+            m("d2") / m("d"),
+            m("c") / m("d2")
+        );
+        format!(
+            "; floor-guard {:.2}x, floor {:.2}x (floor/floor.rs)",
+            m("d2") / m("d"),
+            m("d1") / m("d")
+        )
+    });
     crate::goal(format!(
-        "exec k -- true over flock FILE true (section 1, medians): {:.2}x   goal at most 1.3x",
-        m(2) / m(3)
+        "exec k -- true over flock FILE true (section 1, medians): {:.2}x   goal at most 1.3x{}",
+        m("c") / m("d"),
+        floors.unwrap_or_default()
     ));
     match etcd {
         Ok(_) => println!(
             "   etcdctl: lock/exec {:.2}x   lock/flock {:.2}x   lock/version {:.2}x",
-            m(6) / m(2),
-            m(6) / m(3),
-            m(6) / m(7)
+            m("g") / m("c"),
+            m("g") / m("d"),
+            m("g") / m("h")
         ),
         Err(why) => println!("   etcd: {why}, skipped"),
     }
+}
+
+/// One run of the floor program on key `floor-cycle` (its own, without
+/// rlock's prefix; it deletes it at the end).
+fn floor(bin: &std::path::Path, mode: &str, addr: &str) -> Duration {
+    timed(
+        Command::new(bin).args([mode, addr, "floor-cycle", "true"]),
+        "",
+    )
+}
+
+/// Compile floor/floor.rs beside the rlock binary with the rustc that
+/// Cargo runs and what rlock's release profile and build.rs give rlock
+/// (LTO, one codegen unit, panic=abort, stripped, the unwinder linked
+/// statically so that libgcc_s is not loaded), so that the two differ in
+/// what they do, not in how they were built. Rebuilt only when the source
+/// is newer.
+fn build_floor() -> Result<PathBuf, String> {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/cli/floor/floor.rs");
+    let bin = std::path::Path::new(crate::RLOCK).with_file_name("rlock-bench-floor");
+    let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if mtime(&bin).is_some() && mtime(&bin) >= mtime(src.as_ref()) {
+        return Ok(bin);
+    }
+    // Cargo names its rustc in RUSTC for build scripts only; beside
+    // `cargo` (rustup's proxies, or a toolchain's bin/) is the usual place.
+    let rustc = std::env::var_os("RUSTC")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cargo = PathBuf::from(std::env::var_os("CARGO")?).with_file_name("rustc");
+            cargo.exists().then_some(cargo)
+        })
+        .unwrap_or_else(|| "rustc".into());
+    let mut cmd = Command::new(&rustc);
+    cmd.args(["--edition", "2024", "-C", "opt-level=3", "-C", "lto"])
+        .args([
+            "-C",
+            "codegen-units=1",
+            "-C",
+            "panic=abort",
+            "-C",
+            "strip=symbols",
+        ]);
+    let eh = Command::new("cc")
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.is_absolute() && p.exists());
+    if let Some(dir) = eh.as_ref().and_then(|p| p.parent()) {
+        cmd.arg("-L").arg(dir).args(["-l", "static=gcc_eh"]);
+    }
+    let out = cmd
+        .arg("-o")
+        .arg(&bin)
+        .arg(src)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", rustc.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            rustc.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(bin)
 }
 
 /// `rlock acquire` then `rlock release` with the printed token: the wall

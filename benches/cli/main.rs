@@ -8,7 +8,10 @@
 //! because a fast but wrong lock is no benchmark.
 //!
 //! Starts its own throwaway redis-server on a free loopback port, and uses
-//! the `rlock` binary Cargo built for this bench (bench profile). If `etcd`
+//! the `rlock` binary Cargo built for this bench (bench profile). Section 1
+//! also compiles `floor/floor.rs` (std only) with rustc into the same
+//! directory: the floor of a Redis lock around a command, with and without
+//! a dead-man guard. If `etcd`
 //! and `etcdctl` are on PATH (`make bench` installs Debian's etcd-server and
 //! etcd-client), it starts a throwaway single-node etcd the same way and
 //! adds `etcdctl lock` rows; without them those rows are skipped. Sections
