@@ -27,7 +27,7 @@ fn make_deb(dir: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let _ = std::fs::remove_dir_all(dir);
     let printed = stdout(
-        Command::new("make")
+        crate::util::make()
             .current_dir(root)
             .args(["-s", "deb"])
             .arg(format!("RLOCK_BIN={}", env!("CARGO_BIN_EXE_rlock")))
@@ -269,7 +269,7 @@ fn kib(dir: &Path) -> u64 {
 fn make_deb_without_a_binary_says_what_is_missing_and_writes_nothing() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::temp_dir().join(format!("rlock-nodeb-{}", std::process::id()));
-    let out = Command::new("make")
+    let out = crate::util::make()
         .current_dir(root)
         .args(["-s", "deb", "RLOCK_BIN=/nonexistent/rlock"])
         .arg(format!("DEB_DIR={}", dir.display()))
@@ -292,7 +292,7 @@ fn make_deb_builds_the_release_binary_unless_given_one() {
     // minutes).
     let plan = |args: &[&str]| {
         stdout(
-            Command::new("make")
+            crate::util::make()
                 .current_dir(root)
                 .args(["-n", "deb"])
                 .args(args),
@@ -325,7 +325,7 @@ fn make_deb_without_git_needs_source_date_epoch() {
     let dir = std::env::temp_dir().join(format!("rlock-nogit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let make = || {
-        let mut cmd = Command::new("make");
+        let mut cmd = crate::util::make();
         cmd.current_dir(root)
             .args(["-s", "deb"])
             .arg(format!("RLOCK_BIN={}", env!("CARGO_BIN_EXE_rlock")))

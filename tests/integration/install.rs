@@ -11,7 +11,7 @@ fn make_install_puts_every_file_where_it_belongs_and_uninstall_removes_them() {
     // The binary this test run built stands in for `make build`'s (same
     // sources): install only copies, it never builds.
     let make = |target: &str| {
-        Command::new("make")
+        crate::util::make()
             .current_dir(root)
             .arg(target)
             .arg(format!("DESTDIR={}", dest.display()))
@@ -82,7 +82,7 @@ fn make_install_never_builds_and_says_what_is_missing() {
     // as root would leave a root-owned target/.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dest = std::env::temp_dir().join(format!("rlock-noinstall-{}", std::process::id()));
-    let out = Command::new("make")
+    let out = crate::util::make()
         .current_dir(root)
         .arg("install")
         .arg(format!("DESTDIR={}", dest.display()))

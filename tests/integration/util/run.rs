@@ -229,3 +229,14 @@ pub fn contenders(count: usize, script: &str, url: &str, port_of: &Redis) {
         finish(k, "contender").ok();
     }
 }
+
+/// `make`, as a user runs it from a shell: without the MAKEFLAGS,
+/// MAKELEVEL and MFLAGS a parent make (`make test`) exports, which turn
+/// on `--print-directory` and pass its flags down.
+pub fn make() -> Command {
+    let mut cmd = Command::new("make");
+    for k in ["MAKEFLAGS", "MAKELEVEL", "MFLAGS"] {
+        cmd.env_remove(k);
+    }
+    cmd
+}
