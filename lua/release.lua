@@ -205,12 +205,12 @@ if held then
   end
   forget_holder(tok, h[6])
   ended(h)
-  prune(now)
+  local queued = prune(now)
   -- The waiters woken get a claim (a short waiter lease), the one behind
   -- them a wake-up to check: a dead waiter at the head costs the live ones
   -- at most the claim. Only leases are shortened here, nothing is granted:
   -- see to_wake in common.lua for why that never makes two holders.
-  local wake = wake_hinted(to_wake(nil, now))
+  local wake = wake_hinted(to_wake(nil, now, queued))
   tidy(now)
   -- Released as any hold (its history says how it ended); the releaser
   -- is told of the break it had not noticed yet.
@@ -238,11 +238,12 @@ if all then
   leave_queue(tok)
   redis.call('DEL', KEYS[9])
 end
-prune(now)
+local queued = prune(now)
 clear_remains(remains)
 forget_remains(tok)
 local result = not_held_reply()
-local wake = wake_hinted(to_wake(nil, now))
+-- (The queue's size as prune left it, unless remains went with it.)
+local wake = wake_hinted(to_wake(nil, now, not remains and queued or nil))
 tidy(now)
 if notice then return with_wake({BROKEN, notice}, wake) end
 return with_wake({result}, wake)
