@@ -435,7 +435,8 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-local wake = with_wake(to_wake(tok, now), superseded)
+-- (Joining and leaving the queue change none of the holders.)
+local wake = with_wake(to_wake(tok, now, nil, holders), superseded)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or

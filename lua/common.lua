@@ -347,9 +347,10 @@ local CLAIM_MS = 800
 -- no longer; the waiter behind them, the scout, is named '~' .. token and
 -- looks again when the claims end. A claim only shortens a waiter lease and
 -- grants are made only under may_enter: no two holders (docs/internals.md,
--- "Dead and stalled waiters: claims"). `queued`: the ZCARD of P{K}:q when
--- the caller has it as it is now (nil: read here).
-local function to_wake(except, now, queued)
+-- "Dead and stalled waiters: claims"). `queued`, `holders`: the ZCARDs of
+-- P{K}:q and P{K}:h when the caller has them as they are now (nil: read
+-- here).
+local function to_wake(except, now, queued, holders)
   local out, head = {}, {}
   if (queued or redis.call('EXISTS', QUEUE)) == 0 then return out end
   local st = redis.call('HMGET', STATE, 'kind', 'limit')
@@ -366,7 +367,7 @@ local function to_wake(except, now, queued)
   else
     local limit = tonumber(st[2])
     if not limit then return out end
-    local free = limit - redis.call('ZCARD', HOLDERS)
+    local free = limit - (holders or redis.call('ZCARD', HOLDERS))
     if free > 0 then head = redis.call('ZRANGE', QUEUE, 0, free - 1) end
   end
   for _, tok in ipairs(head) do
