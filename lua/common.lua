@@ -36,7 +36,8 @@
 -- Key types are not checked on every call. Every path reads each key
 -- before it first writes it (a read of a key of another type fails the
 -- script), in an order such that nothing is written before a failure;
--- where a waiter creates the queue keys, their types are checked first.
+-- where a waiter creates the queue keys, their types are checked first
+-- (check_types: those lock_kind and prune have not read already).
 --
 -- Data rlock did not write is refused (NOTRLOCK, exit 64) before anything
 -- is written (lock_kind, check_types). rlock knows its keys by what each
