@@ -242,8 +242,11 @@ refuse_at_maxmemory()
 -- A damaged lock (its state hash deleted by hand) holds nothing: its
 -- remains go, and it is taken as a free one.
 clear_remains(remains)
-prune(now)
-settle(now, true)
+-- The sizes of the holders and of the queue as they are now (`queued`
+-- nil: unknown), for the reads below until a write changes them.
+local queued = prune(now)
+local holders = redis.call('ZCARD', HOLDERS)
+settle(now, true, holders)
 local supersede = ARGV[13] or '0'
 if supersede ~= '0' then
   local by = redis.call('HGET', STATE, 'x:' .. tok)
@@ -252,7 +255,7 @@ if supersede ~= '0' then
     return {SUPERSEDED, by}
   end
 end
-local in_use = redis.call('ZCARD', HOLDERS) > 0 or redis.call('EXISTS', QUEUE) == 1
+local in_use = holders > 0 or (queued or redis.call('ZCARD', QUEUE)) > 0
 if cur_kind and cur_kind ~= kind and in_use then
   -- An exclusive lock is a write lock: flock(1)'s shared and exclusive
   -- locks on one file work together, so `rlock exec -s K` (a read) and
@@ -334,6 +337,7 @@ end
 
 local superseded = {}
 if supersede ~= '0' and ARGV[5] == '1' then
+  queued = nil -- (it may leave the queue, or remove another waiter)
   -- It writes before grant() reads the fence key: check types first.
   local bad = check_types()
   if bad then return bad end
@@ -365,7 +369,7 @@ end
 
 local rank = redis.call('ZRANK', QUEUE, tok)
 redis.call('DEL', KEYS[9])
-if may_enter(kind, mode, limit, tok, rank) then
+if may_enter(kind, mode, limit, tok, rank, holders, queued) then
   local fence, bad = grant()
   if bad then return bad end
   leave_queue(tok)
@@ -374,7 +378,7 @@ if may_enter(kind, mode, limit, tok, rank) then
   return with_hints(with_wake({GRANTED, fence, 1}, wake))
 end
 
-local position = rank or redis.call('ZCARD', QUEUE)
+local position = rank or queued or redis.call('ZCARD', QUEUE)
 if ARGV[5] == '1' then
   if not rank then
     -- Joining creates the queue keys: check their types first.
@@ -418,7 +422,7 @@ if ARGV[5] == '1' then
     -- At the tail, as every priority-0 newcomer, this is the may_enter
     -- above again, and false.
     local now_rank = redis.call('ZRANK', QUEUE, tok)
-    if now_rank < position and may_enter(kind, mode, limit, tok, now_rank) then
+    if now_rank < position and may_enter(kind, mode, limit, tok, now_rank, holders) then
       local fence, bad = grant()
       if bad then return bad end
       leave_queue(tok)
@@ -431,7 +435,8 @@ if ARGV[5] == '1' then
 elseif rank then
   leave_queue(tok)
 end
-local wake = with_wake(to_wake(tok, now), superseded)
+-- (Joining and leaving the queue change none of the holders.)
+local wake = with_wake(to_wake(tok, now, nil, holders), superseded)
 tidy(now)
 
 -- Nothing can change for the caller before the first holder's lease or
@@ -457,7 +462,9 @@ for i = 1, #alive, 2 do
   local left = tonumber(alive[i + 1]) - now
   if alive[i] ~= tok and (wait_ms == 0 or left < wait_ms) then wait_ms = left end
 end
-return with_wake({BUSY, wait_ms, position, info, since, redis.call('ZCARD', HOLDERS),
+-- (`holders`: nothing since changed P{K}:h; tidy deletes it only when
+-- no lease is left in it)
+return with_wake({BUSY, wait_ms, position, info, since, holders,
   tonumber(redis.call('GET', FENCE)) or 0, holder_ttl, holder_id}, wake)
 end
 

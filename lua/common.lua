@@ -36,7 +36,8 @@
 -- Key types are not checked on every call. Every path reads each key
 -- before it first writes it (a read of a key of another type fails the
 -- script), in an order such that nothing is written before a failure;
--- where a waiter creates the queue keys, their types are checked first.
+-- where a waiter creates the queue keys, their types are checked first
+-- (check_types: those lock_kind and prune have not read already).
 --
 -- Data rlock did not write is refused (NOTRLOCK, exit 64) before anything
 -- is written (lock_kind, check_types). rlock knows its keys by what each
@@ -110,6 +111,13 @@ end
 -- field: renew.lua, release.lua), so writers clear them
 -- (clear_remains) and go on as on a free lock, and status.lua reports
 -- them. Such a zset is rlock's by its type and its TTL.
+-- What lock_kind found of the state keys, for check_types: 'none' (the
+-- key was missing), 'ttl' (it had a TTL, or PTTL is not allowed), 'ok'
+-- (it had a TTL and rlock's type; prune makes 'ttl' 'ok' for the keys it
+-- reads, as a key of another type stops the script there). nil: not
+-- looked at.
+local seen = {}
+
 local function lock_kind()
   -- The history's keys (their types; a TTL, as every key rlock writes).
   for k, want in pairs({[LOG] = 'list', [STATS] = 'hash'}) do
@@ -119,14 +127,20 @@ local function lock_kind()
   local kind = redis.call('HGET', STATE, 'kind')
   local keys = {STATE, HOLDERS, QUEUE, ALIVE, WRITERS}
   if kind ~= 'x' and kind ~= 'rw' then
-    if not kind and redis.call('EXISTS', unpack(keys)) == 0 then return nil end
+    if not kind and redis.call('EXISTS', unpack(keys)) == 0 then
+      for _, k in ipairs(keys) do seen[k] = 'none' end
+      return nil
+    end
     if redis.call('EXISTS', STATE) == 0 then
+      seen[STATE] = 'none'
       local left = {}
       for _, k in ipairs({HOLDERS, QUEUE, ALIVE, WRITERS}) do
         local got = redis.call('TYPE', k).ok
+        seen[k] = 'none'
         if got ~= 'none' then
           if got ~= 'zset' or no_ttl(k) then return nil, not_ours(k) end
           left[#left + 1] = k
+          seen[k] = 'ok'
         end
       end
       return nil, nil, left
@@ -136,8 +150,13 @@ local function lock_kind()
     end
   end
   for _, k in ipairs(keys) do
-    if no_ttl(k) then return nil, not_ours(k) end
+    -- (as no_ttl; -2: no such key)
+    local t = redis.pcall('PTTL', k)
+    if t == -1 then return nil, not_ours(k) end
+    seen[k] = t == -2 and 'none' or 'ttl'
   end
+  -- (HGET answered: a hash)
+  seen[STATE] = 'ok'
   return kind
 end
 
@@ -158,18 +177,25 @@ local function forget_remains(tok)
   if redis.call('HGET', STATE, 'writer') == tok then redis.call('HDEL', STATE, 'writer') end
 end
 
--- Refuse to create keys where someone else's data is.
+-- Refuse to create keys where someone else's data is. A state key that
+-- lock_kind found missing is missing still, or this script made it
+-- (rlock's); one it found with a TTL still has it (nothing before a
+-- check_types deletes and makes again a key), and one of rlock's type
+-- (seen 'ok') is not looked at again.
 local function check_types()
   local want = {[STATE] = 'hash', [HOLDERS] = 'zset', [QUEUE] = 'zset',
     [ALIVE] = 'zset', [FENCE] = 'string', [WRITERS] = 'zset'}
   for k, t in pairs(want) do
-    local got = redis.call('TYPE', k).ok
-    if got ~= 'none' and got ~= t then
-      return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
-    end
-    if got ~= 'none' and no_ttl(k) then return not_ours(k) end
-    if k == FENCE and got ~= 'none' and not tonumber(redis.call('GET', k)) then
-      return redis.error_reply('ERR value is not an integer: the fencing key ' .. k)
+    local known = seen[k]
+    if known ~= 'none' and known ~= 'ok' then
+      local got = redis.call('TYPE', k).ok
+      if got ~= 'none' and got ~= t then
+        return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. got)
+      end
+      if got ~= 'none' and known ~= 'ttl' and no_ttl(k) then return not_ours(k) end
+      if k == FENCE and got ~= 'none' and not tonumber(redis.call('GET', k)) then
+        return redis.error_reply('ERR value is not an integer: the fencing key ' .. k)
+      end
     end
   end
 end
@@ -245,7 +271,8 @@ end
 -- Drop holders whose lease ran out and waiters that stopped calling in.
 -- A holder whose lease ran out with its grant still open (nobody
 -- released it: a crashed or stopped holder) is recorded as `expired`; a
--- parked one (count 0) ended with its release.
+-- parked one (count 0) ended with its release. Returns the queue's size
+-- (ZCARD of P{K}:q) after it, or nil when a repair changed it.
 local function prune(now)
   local gone = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', now, 'WITHSCORES')
   for j = 1, #gone, 2 do
@@ -265,15 +292,22 @@ local function prune(now)
   -- a lock"), two reads when there is nothing to repair. Every queued
   -- token has a waiter lease (acquire.lua adds both, leave_queue drops
   -- both): without P{K}:qa, a dead waiter would keep its place for ever.
-  if redis.call('ZCARD', QUEUE) > redis.call('ZCARD', ALIVE) then
+  local queued = redis.call('ZCARD', QUEUE)
+  if queued > redis.call('ZCARD', ALIVE) then
+    queued = nil
     for _, tok in ipairs(redis.call('ZRANGE', QUEUE, 0, -1)) do
       if not redis.call('ZSCORE', ALIVE, tok) then leave_queue(tok) end
     end
+  end
+  -- (Read above: a key of another type would have stopped the script.)
+  for _, k in ipairs({HOLDERS, QUEUE, ALIVE}) do
+    if seen[k] == 'ttl' then seen[k] = 'ok' end
   end
   -- The writer mark names a holder (grant() sets both, forget_holder
   -- drops both): without P{K}:h, it would keep every reader out.
   local w = redis.call('HGET', STATE, 'writer')
   if w and not redis.call('ZSCORE', HOLDERS, w) then redis.call('HDEL', STATE, 'writer') end
+  return queued
 end
 
 -- The first waiting writer and its score in the queue (as in QUEUE), or nil.
@@ -283,13 +317,15 @@ local function first_writer()
 end
 
 -- May `tok` (queue position `rank`, false if not queued) take the lock now?
-local function may_enter(kind, mode, limit, tok, rank)
-  local holders = redis.call('ZCARD', HOLDERS)
+-- `holders`, `queued`: the ZCARDs of P{K}:h and P{K}:q when the caller has
+-- them as they are now (nil: read here).
+local function may_enter(kind, mode, limit, tok, rank, holders, queued)
+  holders = holders or redis.call('ZCARD', HOLDERS)
   if kind == 'x' then
-    return (rank or redis.call('ZCARD', QUEUE)) < limit - holders
+    return (rank or queued or redis.call('ZCARD', QUEUE)) < limit - holders
   end
   if mode == 'w' then
-    return holders == 0 and (rank or redis.call('ZCARD', QUEUE)) == 0
+    return holders == 0 and (rank or queued or redis.call('ZCARD', QUEUE)) == 0
   end
   -- A reader shares with readers, but not with a writer holding, nor with
   -- one waiting ahead of it: once a writer waits, new readers queue behind.
@@ -312,11 +348,14 @@ local CLAIM_MS = 800
 -- no longer; the waiter behind them, the scout, is named '~' .. token and
 -- looks again when the claims end. A claim only shortens a waiter lease and
 -- grants are made only under may_enter: no two holders (docs/internals.md,
--- "Dead and stalled waiters: claims").
-local function to_wake(except, now)
+-- "Dead and stalled waiters: claims"). `queued`, `holders`: the ZCARDs of
+-- P{K}:q and P{K}:h when the caller has them as they are now (nil: read
+-- here).
+local function to_wake(except, now, queued, holders)
   local out, head = {}, {}
-  if redis.call('EXISTS', QUEUE) == 0 then return out end
-  local kind = redis.call('HGET', STATE, 'kind')
+  if (queued or redis.call('EXISTS', QUEUE)) == 0 then return out end
+  local st = redis.call('HMGET', STATE, 'kind', 'limit')
+  local kind = st[1]
   if kind == 'rw' then
     if redis.call('HEXISTS', STATE, 'writer') == 1 then return out end
     local wtok, wseq = first_writer()
@@ -327,9 +366,9 @@ local function to_wake(except, now)
       head = redis.call('ZRANGEBYSCORE', QUEUE, '-inf', upto, 'LIMIT', 0, 1000)
     end
   else
-    local limit = tonumber(redis.call('HGET', STATE, 'limit'))
+    local limit = tonumber(st[2])
     if not limit then return out end
-    local free = limit - redis.call('ZCARD', HOLDERS)
+    local free = limit - (holders or redis.call('ZCARD', HOLDERS))
     if free > 0 then head = redis.call('ZRANGE', QUEUE, 0, free - 1) end
   end
   for _, tok in ipairs(head) do
@@ -381,7 +420,8 @@ end
 -- '' where the history no longer has them). With `cheap`, only when
 -- there are more open grants than holders (the slow path of an acquire);
 -- otherwise the holders are looked at one by one (the history read).
--- Runs after prune: every lease left is running. gone_grants: how many
+-- Runs after prune: every lease left is running. `holders`: the ZCARD of
+-- P{K}:h when the caller has it (nil: read here). gone_grants: how many
 -- open grants no holder has (a parked hold's ended already; remains,
 -- without fields, count as held), and the live holders' fences.
 local function gone_grants()
@@ -396,10 +436,10 @@ local function gone_grants()
   return open_grants() - held, live
 end
 
-local function settle(now, cheap)
+local function settle(now, cheap, holders)
   if cheap then
     local open = open_grants()
-    if open <= 0 or open <= redis.call('ZCARD', HOLDERS) then return end
+    if open <= 0 or open <= (holders or redis.call('ZCARD', HOLDERS)) then return end
   end
   local count, live = gone_grants()
   if count <= 0 then return end

@@ -77,16 +77,16 @@ end
 
 -- The history's end of `tok`'s hold (`h`: its c:, u:, s:, i:, f: fields):
 -- `released` (or `overran`, counted in overruns), which closes its grant
--- (open_grants, lua/part/log.lua).
+-- (open_grants, lua/part/log.lua). `e`: as log_event's.
 --@log
-local function ended(h)
+local function ended(h, e)
   local entry = {'d', math.max(clock() - (tonumber(h[3]) or clock()), 0)}
   if tonumber(ARGV[8]) then
     entry[#entry + 1] = 'x'
     entry[#entry + 1] = tonumber(ARGV[8])
   end
   log_event(clock(), ARGV[7] == 'overran' and 'overran' or 'released', h[5] or '0', h[4] or '',
-    entry)
+    entry, e)
 end
 
 -- Fast path, before the prelude (see build.rs): the last hold
@@ -121,7 +121,9 @@ end
 
 -- The history's keys are read before a hold's end writes anything (the
 -- slow paths): data rlock did not write there (another type) stops the
--- script first. Returns an error reply, or nil.
+-- script first. Returns an error reply, or nil and P{K}:n's field 'e'
+-- (the history's expiry deadline, for log_event: nothing writes P{K}:n
+-- before the hold's end event).
 -- Wake the waiters of `wake` (to_wake's list) whose wake-up lists this
 -- call has (KEYS[12], KEYS[13]: the hints of the grant), as wake.lua
 -- would: '1' for a token, 's' for a scout's '~' .. token; the list
@@ -152,11 +154,12 @@ local function wake_hinted(wake)
 end
 
 local function history_readable()
-  redis.call('HEXISTS', KEYS[8], '-')
+  local e = redis.call('HGET', KEYS[8], 'e')
   local t = redis.call('TYPE', KEYS[7]).ok
   if t ~= 'none' and t ~= 'list' then
     return redis.error_reply('NOTRLOCK key ' .. KEYS[7] .. ' holds data rlock did not write')
   end
+  return nil, e
 end
 
 -- A release goes on at maxmemory (see common.lua): it adds at most a
@@ -164,10 +167,12 @@ end
 writes_at_maxmemory()
 clock()
 local exp = (first[1] == tok and first[2]) or redis.call('ZSCORE', HOLDERS, tok)
-local held = exp and tonumber(exp) > now
-  and redis.call('HEXISTS', STATE, 'c:' .. tok) == 1
-if held then
-  local bad = history_readable()
+-- (Its fields, read once: held while its count field is there.)
+local h = exp and tonumber(exp) > now
+  and redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
+    'f:' .. tok, 'm:' .. tok, 'k:' .. tok)
+if h and h[1] then
+  local bad, e = history_readable()
   if bad then return bad end
   if not all then
     -- Once per request: a sibling may have released since this one's
@@ -175,8 +180,6 @@ if held then
     local prev = redis.call('GET', done)
     if prev then return {tonumber(prev)} end
   end
-  local h = redis.call('HMGET', STATE, 'c:' .. tok, 'u:' .. tok, 's:' .. tok, 'i:' .. tok,
-    'f:' .. tok, 'm:' .. tok, 'k:' .. tok)
   if not all and (tonumber(h[1]) or 0) > 1 then
     -- One hold fewer, and the mark that a record may exist (read by the
     -- fast path above; forget_holder deletes it with the holder).
@@ -199,18 +202,18 @@ if held then
     -- later release keeps the end, a renewal would move it).
     redis.call('HSET', STATE, 'c:' .. tok, 0, 'u:' .. tok, park)
     redis.call('ZADD', HOLDERS, park, tok)
-    ended(h)
+    ended(h, e)
     tidy(now)
     return {0}
   end
   forget_holder(tok, h[6])
-  ended(h)
-  prune(now)
+  ended(h, e)
+  local queued = prune(now)
   -- The waiters woken get a claim (a short waiter lease), the one behind
   -- them a wake-up to check: a dead waiter at the head costs the live ones
   -- at most the claim. Only leases are shortened here, nothing is granted:
   -- see to_wake in common.lua for why that never makes two holders.
-  local wake = wake_hinted(to_wake(nil, now))
+  local wake = wake_hinted(to_wake(nil, now, queued))
   tidy(now)
   -- Released as any hold (its history says how it ended); the releaser
   -- is told of the break it had not noticed yet.
@@ -238,11 +241,12 @@ if all then
   leave_queue(tok)
   redis.call('DEL', KEYS[9])
 end
-prune(now)
+local queued = prune(now)
 clear_remains(remains)
 forget_remains(tok)
 local result = not_held_reply()
-local wake = wake_hinted(to_wake(nil, now))
+-- (The queue's size as prune left it, unless remains went with it.)
+local wake = wake_hinted(to_wake(nil, now, not remains and queued or nil))
 tidy(now)
 if notice then return with_wake({BROKEN, notice}, wake) end
 return with_wake({result}, wake)
