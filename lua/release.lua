@@ -119,11 +119,6 @@ if first[1] == tok and not first[3] and tonumber(first[2]) > clock()
 end
 --@common
 
--- The history's keys are read before a hold's end writes anything (the
--- slow paths): data rlock did not write there (another type) stops the
--- script first. Returns an error reply, or nil and P{K}:n's field 'e'
--- (the history's expiry deadline, for log_event: nothing writes P{K}:n
--- before the hold's end event).
 -- Wake the waiters of `wake` (to_wake's list) whose wake-up lists this
 -- call has (KEYS[12], KEYS[13]: the hints of the grant), as wake.lua
 -- would: '1' for a token, 's' for a scout's '~' .. token; the list
@@ -153,6 +148,11 @@ local function wake_hinted(wake)
   return out
 end
 
+-- The history's keys are read before a hold's end writes anything (the
+-- slow paths): data rlock did not write there (another type) stops the
+-- script first. Returns an error reply, or nil and P{K}:n's field 'e'
+-- (the history's expiry deadline, for log_event: nothing writes P{K}:n
+-- before the hold's end event).
 local function history_readable()
   local e = redis.call('HGET', KEYS[8], 'e')
   local t = redis.call('TYPE', KEYS[7]).ok
