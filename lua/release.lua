@@ -23,11 +23,13 @@
 -- ARGV[8] exit code of exec's command ('' if none)
 -- ARGV[9] the caller's holder info, JSON (for `timeout`)
 -- ARGV[10] how long (ms) the caller waited (for `timeout`)
--- ARGV[11] how long (ms) a wake-up waits in a list (as wake.lua's ARGV[1])
--- ARGV[12] the waiter next in line as this hold's grant named it ('^'
---          .. token, lua/acquire.lua "Next in line"), without the '^';
---          '': none. ARGV[13] the one after it ('^~' .. token), or ''
--- ARGV[14] history cap, ARGV[15] history retention in ms (see common.lua)
+-- ARGV[11..13] only with KEYS[12] (a release without hints sends none):
+--          ARGV[11] how long (ms) a wake-up waits in a list (as wake.lua's
+--          ARGV[1]); ARGV[12] the waiter next in line as this hold's grant
+--          named it ('^' .. token, lua/acquire.lua "Next in line"), without
+--          the '^'; ARGV[13] the one after it ('^~' .. token), or ''
+-- then the history cap and retention in ms, always the last two (see
+-- common.lua): ARGV[11], ARGV[12] without hints, ARGV[14], ARGV[15] with
 --
 -- Resends (see acquire.lua): a release that dropped one of several holds
 -- leaves its answer in P{K}:r:<request id>, and a resend finds it before

@@ -366,23 +366,12 @@ impl ByHand<'_> {
             keys.push(self.wake(t));
         }
         let all = if all { "1" } else { "0" };
-        let args = [
-            tok,
-            all,
-            &id,
-            "0",
-            "0",
-            "20000",
-            "",
-            "",
-            "",
-            "0",
-            "10000",
-            next,
-            scout,
-            "200",
-            "604800000",
-        ];
+        let mut args = vec![tok, all, &id, "0", "0", "20000", "", "", "", "0"];
+        // The hints' arguments go only with their keys (ops.rs).
+        if !next.is_empty() {
+            args.extend(["10000", next, scout]);
+        }
+        args.extend(["200", "604800000"]);
         self.eval("release.lua", &keys, &args)
     }
 

@@ -173,34 +173,23 @@ fn closed(state: &mut State, finished: bool, now: BootTime, out: &mut Vec<Action
     } else {
         HolderIs::Dead
     };
-    if state.starts && !state.started {
-        // Nothing was started: the holder gave up (busy, an error, a
-        // timeout or signal ending its wait: it released what it had and
-        // said "finished") or died before the go. Dead with settings sent
-        // (exec sends them once a first try found a lock busy, and before
-        // the go), it may hold locks of a set, a grant, or a place in a
-        // queue: the command never ran (only the guard starts it, and only
-        // on the go), so nothing acts under them, and they go back now.
-        // Finished, it never released beside the guard: no release.
-        if !finished && state.release {
-            out.push(Action::Release);
-        }
-        out.push(Action::Exit);
-        return;
-    }
-    if state.starts {
+    if state.starts && state.started {
         // First, as the holder's shell is already on its way.
         out.push(Action::HandBackTerminal);
     }
-    if state.emptied {
-        // The tree was gone and said so; the holder released after that
-        // report (then said "finished"), or died on the way: nothing of
-        // the tree can act under the holds, so they go back now rather
-        // than when the lease ends.
-        if !finished && state.release {
-            out.push(Action::Release);
-        }
-        out.push(Action::Exit);
+    if state.starts && (!state.started || state.emptied) {
+        // Nothing acts under the holds: the command never ran (only the
+        // guard starts it, and only on the go), or its tree was gone and
+        // said so. Not started, the holder gave up (busy, an error, a
+        // timeout or signal ending its wait: it released what it had and
+        // said "finished") or died before the go, holding what the
+        // settings name (exec sends them once a first try found a lock
+        // busy, and before the go: locks of a set, a grant, a place in a
+        // queue). Emptied, it released after the report (then said
+        // "finished") or died on the way. Finished, it never released
+        // beside the guard; dead, its holds go back now rather than when
+        // the lease ends.
+        exit_releasing(state, !finished, out);
         return;
     }
     match (finished, state.on_finish, state.on_death) {
@@ -225,16 +214,20 @@ fn empty(state: &mut State, out: &mut Vec<Action>) {
         }
         HolderIs::Alive => {}
         HolderIs::Finished => out.push(Action::Exit),
-        HolderIs::Dead => {
-            // The holder died holding the lock, and nothing of the reach
-            // is left to act under it: give the holds back now rather
-            // than when the lease ends.
-            if state.release {
-                out.push(Action::Release);
-            }
-            out.push(Action::Exit);
-        }
+        // The holder died holding the lock, and nothing of the reach is
+        // left to act under it: the holds go back now rather than when
+        // the lease ends.
+        HolderIs::Dead => exit_releasing(state, true, out),
     }
+}
+
+/// Exit, giving the holds back first if the holder is `dead` and sent
+/// the settings to (the callers say why nothing acts under them).
+fn exit_releasing(state: &State, dead: bool, out: &mut Vec<Action>) {
+    if dead && state.release {
+        out.push(Action::Release);
+    }
+    out.push(Action::Exit);
 }
 
 fn tick(state: &mut State, now: BootTime, out: &mut Vec<Action>) {

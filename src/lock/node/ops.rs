@@ -32,7 +32,8 @@ pub(crate) enum Ending<'a> {
 /// `all`) as request `id`; `min_hold` as [`Backend::release`] takes it;
 /// `ending` for the history, whose limits are `server`'s; `hint` the
 /// waiters the grant named next in line (their wake-up lists follow the
-/// keys: [`release_keys`]).
+/// keys: [`release_keys`]), sent only when there is one, so that a release
+/// without waiters carries no more than it did.
 #[allow(clippy::too_many_arguments)]
 fn release_args(
     token: &Token,
@@ -43,7 +44,7 @@ fn release_args(
     history: &HistoryLimits,
     ending: Ending,
     hint: Option<&NextInLine>,
-) -> [String; 15] {
+) -> Vec<String> {
     let (how, exit, info, waited) = match ending {
         Ending::Plain => ("", String::new(), "", 0),
         Ending::Noted(n) => (
@@ -55,7 +56,7 @@ fn release_args(
         Ending::TimedOut(info, waited) => ("timeout", String::new(), info, waited),
     };
     let [cap, retention] = history.args();
-    [
+    let mut args = vec![
         token.as_str().to_string(),
         if all { "1" } else { "0" }.to_string(),
         id.to_string(),
@@ -66,12 +67,16 @@ fn release_args(
         exit,
         info.to_string(),
         waited.to_string(),
-        WAKE_TTL_MS.to_string(),
-        hint.map(|h| h.next.clone()).unwrap_or_default(),
-        hint.and_then(|h| h.scout.clone()).unwrap_or_default(),
-        cap,
-        retention,
-    ]
+    ];
+    if let Some(h) = hint {
+        args.extend([
+            WAKE_TTL_MS.to_string(),
+            h.next.clone(),
+            h.scout.clone().unwrap_or_default(),
+        ]);
+    }
+    args.extend([cap, retention]);
+    args
 }
 
 /// lua/release.lua's KEYS for a release by `token` as request `id`, with
