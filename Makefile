@@ -18,7 +18,7 @@ bench:
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    etcd-server etcd-client >/dev/null || \
 	  echo "rlock: could not install etcd; the bench will skip it" >&2; }
-	cargo bench --locked --bench cli
+	scripts/cargo-release.sh bench --locked --bench cli
 
 # The seed-000 market simulation beside the article's table (about 50 s);
 # MARKET_ARGS="--seconds 60" for the article's cell length.
@@ -45,11 +45,13 @@ MANDIR = $(DESTDIR)$(PREFIX)/share/man/man1
 BASHDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISHDIR = $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
-# The binary to install (a test installs the one it built).
-RLOCK_BIN ?= target/release/rlock
+# The binary to install (a test installs the one it built): what `make
+# build` makes (scripts/cargo-release.sh: on Linux with glibc, the C
+# library linked in, under target/<host>/release).
+RLOCK_BIN ?= $(shell scripts/cargo-release.sh --dir)/rlock
 
 build:
-	cargo build --locked --release --bin rlock
+	scripts/cargo-release.sh build --locked --release --bin rlock
 
 # Copies only: build first as yourself (`make build`, or `cargo install`
 # and RLOCK_BIN=~/.cargo/bin/rlock). A build under sudo would find no
@@ -68,7 +70,7 @@ uninstall:
 	for page in man/*.1; do rm -f $(MANDIR)/$$(basename $$page); done
 
 # The Debian package, target/debian/rlock_<version>_<arch>.deb (see
-# scripts/deb.sh): builds the release binary first, as yourself; root is
+# scripts/deb.sh): builds the release binary first (`make build`), as yourself; root is
 # not needed. Given RLOCK_BIN=path, packages that binary instead of
 # building (a test packages the one it built); DEB_DIR=dir writes there.
 DEB_DIR ?= target/debian

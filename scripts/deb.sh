@@ -2,13 +2,13 @@
 # Build the Debian package of rlock (`make deb`): dpkg-deb only, no extra
 # tool (cargo-deb would be one more thing to install on every builder).
 #
-#   scripts/deb.sh                 packages target/release/rlock
+#   scripts/deb.sh                 packages what `make build` made
 #   RLOCK_BIN=path DEB_DIR=dir scripts/deb.sh
 #
 # Writes $DEB_DIR/rlock_<version>_<arch>.deb (DEB_DIR defaults to
 # target/debian) and prints its path. It never builds: `make deb` runs
-# `cargo build --release` first. Needs dpkg-deb (dpkg) and dpkg-shlibdeps
-# (dpkg-dev), not root: the files are owned by root in the package
+# `make build` first. Needs dpkg-deb (dpkg), dpkg-shlibdeps (dpkg-dev) and
+# readelf (binutils), not root: the files are owned by root in the package
 # (--root-owner-group) whoever builds it.
 #
 # What goes where (Debian policy and the shells' vendor directories):
@@ -47,12 +47,13 @@ die() {
   exit 1
 }
 
-bin=${RLOCK_BIN:-target/release/rlock}
+bin=${RLOCK_BIN:-$(scripts/cargo-release.sh --dir)/rlock}
 out=${DEB_DIR:-target/debian}
 [ -x "$bin" ] || die "$bin is missing: run \`make deb\` (it builds first), or give RLOCK_BIN=path/to/rlock"
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing: is this Debian?"
 command -v dpkg-shlibdeps >/dev/null || die "dpkg-shlibdeps is missing: apt-get install dpkg-dev"
 command -v strip >/dev/null || die "strip is missing: apt-get install binutils"
+command -v readelf >/dev/null || die "readelf is missing: apt-get install binutils"
 
 # `key = "value"` of one [section] of Cargo.toml (the first one).
 toml() {
@@ -189,13 +190,20 @@ chmod 644 "$root/$doc/copyright"
 # Depends: dpkg-shlibdeps maps each library the binary links (ELF NEEDED)
 # to the package that ships it and the oldest version with the symbols it
 # uses. It wants a debian/control naming the package, so it runs in a
-# scratch source tree.
-install -d "$work/src/debian"
-printf 'Source: rlock\n\nPackage: rlock\nArchitecture: any\n' >"$work/src/debian/control"
-depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/rlock" 2>"$work/shlibdeps.err") ||
-  die "dpkg-shlibdeps failed: $(cat "$work/shlibdeps.err")"
-depends=${depends#shlibs:Depends=}
-[ -n "$depends" ] || die "dpkg-shlibdeps found no dependency"
+# scratch source tree. A binary with its C library linked in (`make
+# build` on Linux/glibc: no program interpreter, nothing NEEDED) depends
+# on no package, and has no Depends field.
+depends_line=
+if LC_ALL=C readelf -lW "$root/usr/bin/rlock" | grep -q 'program interpreter'; then
+  install -d "$work/src/debian"
+  printf 'Source: rlock\n\nPackage: rlock\nArchitecture: any\n' >"$work/src/debian/control"
+  depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/rlock" 2>"$work/shlibdeps.err") ||
+    die "dpkg-shlibdeps failed: $(cat "$work/shlibdeps.err")"
+  depends=${depends#shlibs:Depends=}
+  [ -n "$depends" ] || die "dpkg-shlibdeps found no dependency"
+  depends_line="Depends: $depends
+"
+fi
 
 # Installed-Size as dpkg-gencontrol counts it: KiB per file, rounded up,
 # and 1 per directory.
@@ -208,8 +216,7 @@ Version: $version
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
-Depends: $depends
-Section: $section
+${depends_line}Section: $section
 Priority: $priority
 Homepage: $homepage
 Description: $summary

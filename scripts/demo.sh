@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
-cargo build --release --quiet --locked
-rlock=$PWD/target/release/rlock
+# The binary as shipped (`make build`: scripts/cargo-release.sh).
+scripts/cargo-release.sh build --release --quiet --locked --bin rlock
+rlock=$PWD/$(scripts/cargo-release.sh --dir)/rlock
 
 dir=$(mktemp -d)
 redis_pid=""

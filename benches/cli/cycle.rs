@@ -202,6 +202,11 @@ fn build_floor() -> Result<PathBuf, String> {
             "-C",
             "strip=symbols",
         ]);
+    // Linked as rlock is: `make bench` (scripts/cargo-release.sh) builds
+    // rlock and this bench with the C library linked in on Linux/glibc.
+    if cfg!(target_feature = "crt-static") {
+        cmd.args(["-C", "target-feature=+crt-static"]);
+    }
     let eh = Command::new("cc")
         .arg("-print-file-name=libgcc_eh.a")
         .output()

@@ -133,10 +133,16 @@ fn main() {
     let r = &bench.redis;
     println!("rlock CLI benchmark");
     println!(
-        "  redis-server {} on 127.0.0.1:{}, {} CPUs, binary {RLOCK}",
+        "  redis-server {} on 127.0.0.1:{}, {} CPUs, binary {RLOCK} ({})",
         redis_version(r),
         r.port,
-        thread::available_parallelism().map_or(0, |n| n.get())
+        thread::available_parallelism().map_or(0, |n| n.get()),
+        // `make bench` builds as `make build` does (scripts/cargo-release.sh).
+        if cfg!(target_feature = "crt-static") {
+            "C library linked in"
+        } else {
+            "C library linked dynamically"
+        }
     );
     match &bench.etcd {
         Ok(e) => println!(

@@ -18,19 +18,25 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-fn stdout(cmd: &mut Command) -> String {
+pub(crate) fn stdout(cmd: &mut Command) -> String {
     String::from_utf8(run(cmd).stdout).unwrap()
 }
 
-/// `make deb` into a fresh directory; returns the .deb's path.
+/// `make deb` of this test run's binary into a fresh directory; returns
+/// the .deb's path.
 fn make_deb(dir: &Path) -> PathBuf {
+    make_deb_of(Path::new(env!("CARGO_BIN_EXE_rlock")), dir)
+}
+
+/// `make deb RLOCK_BIN=bin` into a fresh directory; returns the .deb's path.
+pub(crate) fn make_deb_of(bin: &Path, dir: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let _ = std::fs::remove_dir_all(dir);
     let printed = stdout(
         crate::util::make()
             .current_dir(root)
             .args(["-s", "deb"])
-            .arg(format!("RLOCK_BIN={}", env!("CARGO_BIN_EXE_rlock")))
+            .arg(format!("RLOCK_BIN={}", bin.display()))
             .arg(format!("DEB_DIR={}", dir.display())),
     );
     let arch = stdout(Command::new("dpkg").arg("--print-architecture"));
@@ -301,12 +307,20 @@ fn make_deb_builds_the_release_binary_unless_given_one() {
     let default = plan(&[]);
     let lines: Vec<_> = default.lines().collect();
     assert_eq!(lines.len(), 2, "{default}");
+    // `make build`: the shipped build (scripts/cargo-release.sh), whose
+    // binary is where the script says.
     assert!(
-        lines[0].starts_with("cargo build --locked --release"),
+        lines[0].starts_with("scripts/cargo-release.sh build --locked --release"),
         "{default}"
     );
+    let dir = stdout(
+        Command::new("scripts/cargo-release.sh")
+            .current_dir(root)
+            .arg("--dir"),
+    );
     assert!(
-        lines[1].contains("RLOCK_BIN=target/release/rlock") && lines[1].ends_with("scripts/deb.sh"),
+        lines[1].contains(&format!("RLOCK_BIN={}/rlock", dir.trim()))
+            && lines[1].ends_with("scripts/deb.sh"),
         "{default}"
     );
     let given = plan(&["RLOCK_BIN=/some/rlock"]);

@@ -44,6 +44,7 @@ mod roles_deployments;
 mod rw;
 mod sentinel;
 mod server;
+mod shipped;
 mod tls_acl;
 mod top;
 mod wait_outage;

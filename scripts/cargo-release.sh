@@ -1,0 +1,56 @@
+#!/bin/sh
+# cargo, as the shipped binary is built (`make build`, `make deb`, `make
+# bench`, the demo): on Linux with glibc, the C library is linked into the
+# binary (`-C target-feature=+crt-static`, a static PIE), elsewhere cargo's
+# defaults.
+#
+#   scripts/cargo-release.sh build --locked --release --bin rlock
+#   scripts/cargo-release.sh bench --locked --bench cli
+#   scripts/cargo-release.sh --dir     # where its release binaries go
+#
+# Why: every `rlock` run starts a process, and a dynamically linked one
+# first has ld.so load libc.so.6 and bind its symbols: about 0.45 ms of
+# the 3.8 ms an `rlock exec k -- true` took here (BENCHMARKS.md, "Issue 32:
+# a binary that links its C library"). The flag goes through --target so
+# that it reaches only what runs on the target (rlock, the tests and
+# benches), never the build's proc-macros, which cannot be linked
+# statically; so the binaries land in target/<host>/release, and a plain
+# `cargo build --release` (target/release) stays as cargo makes it.
+#
+# What a static glibc changes (README, "Install"): host names resolve
+# from /etc/hosts and DNS (glibc's built-in `files` and `dns`); other
+# nsswitch.conf sources (mdns, myhostname, LDAP/SSSD users) are used only
+# if the installed glibc is the one rlock was built with.
+set -eu
+dir=${CARGO_TARGET_DIR:-target}
+host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p') || true
+if [ -z "$host" ] && [ "${1:-}" = --dir ]; then
+  # No rustc on PATH (`sudo make install`): the directory a build left
+  # an rlock in.
+  for d in "$dir"/*-linux-gnu*/release; do
+    if [ -x "$d/rlock" ]; then
+      echo "$d"
+      exit 0
+    fi
+  done
+  echo "$dir/release"
+  exit 0
+fi
+case $host in
+*-linux-gnu*)
+  if [ "${1:-}" = --dir ]; then
+    echo "$dir/$host/release"
+    exit 0
+  fi
+  cmd=$1
+  shift
+  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" exec cargo "$cmd" --target "$host" "$@"
+  ;;
+*)
+  if [ "${1:-}" = --dir ]; then
+    echo "$dir/release"
+    exit 0
+  fi
+  exec cargo "$@"
+  ;;
+esac
