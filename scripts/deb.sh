@@ -194,7 +194,8 @@ chmod 644 "$root/$doc/copyright"
 # build` on Linux/glibc: no program interpreter, nothing NEEDED) depends
 # on no package, and has no Depends field.
 depends_line=
-if LC_ALL=C readelf -lW "$root/usr/bin/rlock" | grep -q 'program interpreter'; then
+headers=$(LC_ALL=C readelf -lW "$root/usr/bin/rlock") || die "readelf cannot read $bin"
+if [[ $headers == *"program interpreter"* ]]; then
   install -d "$work/src/debian"
   printf 'Source: rlock\n\nPackage: rlock\nArchitecture: any\n' >"$work/src/debian/control"
   depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/rlock" 2>"$work/shlibdeps.err") ||

@@ -30,7 +30,7 @@ fn has_interpreter(path: &Path) -> bool {
         "{path:?} is not a little-endian ELF64 file"
     );
     let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
-    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let phoff = usize::try_from(u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap())).unwrap();
     let (size, count) = (u16_at(0x36), u16_at(0x38));
     (0..count).any(|i| {
         let at = phoff + i * size;
