@@ -293,12 +293,19 @@ fn the_roles_under_redlock() {
         let list = reads.monitor(&run, &["list", "--json"]);
         assert!(list.contains("\"held\""), "{list}");
         let m = reads.monitor(&run, &["metrics"]);
-        for want in [
-            "rlock_lock_holders{lock=\"held\"} 1",
-            "rlock_lock_grants_total{lock=\"idle\"} 1",
-        ] {
-            assert!(m.contains(want), "{want} not in:\n{m}");
-        }
+        assert!(
+            m.contains("rlock_lock_holders{lock=\"held\"} 1"),
+            "holders not in:\n{m}"
+        );
+        // The history's counter, read by the monitor: at least the exec's
+        // grant. A RedLock attempt that outlived its validity on a loaded
+        // machine is released and tried again, and each master's history
+        // counts both grants (a CI run saw 2).
+        let grants = m
+            .lines()
+            .find_map(|l| l.strip_prefix("rlock_lock_grants_total{lock=\"idle\"} "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert!(grants.is_some_and(|g| g >= 1), "grants of idle in:\n{m}");
         let after_reads = dumps(&ms);
         all_unchanged(&before, &after_reads, t0);
         reads.same_for_the_operator(&run);
