@@ -2,12 +2,12 @@
 //! allocations, the system allocator (glibc's malloc) for the rest.
 //!
 //! A run of `rlock exec k -- true` makes about 1,000 allocations before it
-//! connects (most of them clap's). From the arena
-//! an allocation is one atomic compare-and-swap and a free is nothing,
-//! where glibc's malloc keeps bins and chunk headers; and the guard rlock
-//! forks takes its 64 KiB receive buffer from the arena's untouched zero
-//! pages, where glibc's calloc cleared heap it had used (16 page faults).
-//! Measured in BENCHMARKS.md ("faults and allocations").
+//! connects (most of them clap's). From the arena an allocation is one
+//! atomic compare-and-swap and a free is nothing, where glibc's malloc
+//! keeps bins and chunk headers; and the guard rlock forks takes its 64
+//! KiB receive buffer from the arena's untouched zero pages, where glibc's
+//! calloc cleared heap it had used (15 page faults). Measured in
+//! BENCHMARKS.md ("faults and allocations").
 //!
 //! The arena is never reused: a freed block's bytes stay taken, and once
 //! the arena is full (or an allocation does not fit) every allocation goes
