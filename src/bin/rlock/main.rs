@@ -11,7 +11,9 @@
 //! - `errors.rs`: an error's one line, and clap's;
 //! - `progress.rs` (the wait on stderr) and `render.rs` (status for people);
 //! - `frame.rs` (one frame of `top`) and `screen.rs` (its terminal);
-//! - `http.rs`: the requests and responses of `metrics --listen`.
+//! - `http.rs`: the requests and responses of `metrics --listen`;
+//! - `arena.rs`: the global allocator, a bump arena for the first
+//!   allocations.
 
 // The entry point is ours, not std's: see `main` below. (The unit tests
 // keep the test harness's.)
@@ -26,6 +28,7 @@ macro_rules! say {
     }};
 }
 
+mod arena;
 mod cli;
 mod cmd;
 mod errors;
