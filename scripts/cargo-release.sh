@@ -11,7 +11,7 @@
 # Why: every `rlock` run starts a process, and a dynamically linked one
 # first has ld.so load libc.so.6 and bind its symbols: about 0.45 ms of
 # the 3.8 ms an `rlock exec k -- true` took here (BENCHMARKS.md, "Issue 32:
-# a binary that links its C library"). The flag goes through --target so
+# the run of session 12"). The flag goes through --target so
 # that it reaches only what runs on the target (rlock, the tests and
 # benches), never the build's proc-macros, which cannot be linked
 # statically; so the binaries land in target/<host>/release, and a plain
