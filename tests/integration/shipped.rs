@@ -5,7 +5,8 @@
 //! (a plain cargo build, dynamically linked). What a static glibc could
 //! change is what they check: the link itself, a host name resolved
 //! through nsswitch.conf's `files`, the holder's user name from the
-//! password database, and the package's dependencies.
+//! password database, TLS (certificate files, random numbers), and the
+//! package's dependencies.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -128,5 +129,41 @@ fn the_shipped_binary_packages_with_the_dependencies_it_has() {
         has_interpreter(&root.join("usr/bin/rlock")),
         has_interpreter(&bin)
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_shipped_binary_runs_a_command_over_tls() {
+    // rustls, its CA file read from disk and ring's random numbers, in
+    // the binary as linked: a TLS server whose certificate names
+    // localhost, and a client certificate it asks for.
+    let (bin, _) = binary();
+    let dir = crate::tls_acl::certificates("shipped");
+    let r = crate::tls_acl::tls_server(&dir, true);
+    let file = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let out = Command::new(&bin)
+        .env("RLOCK_URL", format!("rediss://localhost:{}", r.port))
+        .env("RLOCK_TLS_CA", file("ca.crt"))
+        .env("RLOCK_TLS_CERT", file("client.crt"))
+        .env("RLOCK_TLS_KEY", file("client.key"))
+        .args([
+            "exec",
+            "tls",
+            "--",
+            "sh",
+            "-c",
+            "echo \"fence $RLOCK_FENCE\"",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    let fence = said.trim().strip_prefix("fence ").unwrap_or_default();
+    assert!(fence.parse::<u64>().is_ok_and(|f| f > 0), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@ use crate::util::*;
 
 /// A CA, a server certificate for localhost/127.0.0.1 and a client
 /// certificate, all signed by the CA, in a fresh directory.
-fn certificates(name: &str) -> PathBuf {
+pub(crate) fn certificates(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rlock-tls-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -38,7 +38,7 @@ fn certificates(name: &str) -> PathBuf {
     dir
 }
 
-fn tls_server(dir: &Path, client_certs: bool) -> Redis {
+pub(crate) fn tls_server(dir: &Path, client_certs: bool) -> Redis {
     let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let auth = if client_certs { "yes" } else { "no" };
     Redis::start_with(&[
