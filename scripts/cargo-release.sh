@@ -24,33 +24,29 @@
 set -eu
 dir=${CARGO_TARGET_DIR:-target}
 host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p') || true
-if [ -z "$host" ] && [ "${1:-}" = --dir ]; then
-  # No rustc on PATH (`sudo make install`): the directory a build left
-  # an rlock in.
+case $host in
+*-linux-gnu*) out=$dir/$host/release ;;
+'')
+  # No rustc on PATH (`sudo make install`): where a build left an rlock.
+  out=$dir/release
   for d in "$dir"/*-linux-gnu*/release; do
     if [ -x "$d/rlock" ]; then
-      echo "$d"
-      exit 0
+      out=$d
+      break
     fi
   done
-  echo "$dir/release"
+  ;;
+*) out=$dir/release ;;
+esac
+if [ "${1:-}" = --dir ]; then
+  echo "$out"
   exit 0
 fi
 case $host in
 *-linux-gnu*)
-  if [ "${1:-}" = --dir ]; then
-    echo "$dir/$host/release"
-    exit 0
-  fi
   cmd=$1
   shift
   RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" exec cargo "$cmd" --target "$host" "$@"
   ;;
-*)
-  if [ "${1:-}" = --dir ]; then
-    echo "$dir/release"
-    exit 0
-  fi
-  exec cargo "$@"
-  ;;
+*) exec cargo "$@" ;;
 esac
