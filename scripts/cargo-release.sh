@@ -24,6 +24,18 @@
 set -eu
 dir=${CARGO_TARGET_DIR:-target}
 host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p') || true
+# The static link needs glibc's archive, libc.a (Debian's libc6-dev, which
+# a Rust toolchain's C linker comes with; some distributions package it
+# apart, e.g. glibc-static): without it, cargo's defaults.
+case $host in
+*-linux-gnu*)
+  libc_a=$(${CC:-cc} -print-file-name=libc.a 2>/dev/null) || libc_a=
+  case $libc_a in
+  /*) [ -e "$libc_a" ] || host=dynamic ;;
+  *) host=dynamic ;;
+  esac
+  ;;
+esac
 case $host in
 *-linux-gnu*) out=$dir/$host/release ;;
 '')
@@ -47,6 +59,10 @@ case $host in
   cmd=$1
   shift
   RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" exec cargo "$cmd" --target "$host" "$@"
+  ;;
+dynamic)
+  echo "rlock: no static C library (libc.a) here: building a dynamically linked rlock" >&2
+  exec cargo "$@"
   ;;
 *) exec cargo "$@" ;;
 esac
