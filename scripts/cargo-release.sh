@@ -27,42 +27,37 @@ host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p') || true
 # The static link needs glibc's archive, libc.a (Debian's libc6-dev, which
 # a Rust toolchain's C linker comes with; some distributions package it
 # apart, e.g. glibc-static): without it, cargo's defaults.
+static=no
 case $host in
 *-linux-gnu*)
   libc_a=$(${CC:-cc} -print-file-name=libc.a 2>/dev/null) || libc_a=
-  case $libc_a in
-  /*) [ -e "$libc_a" ] || host=dynamic ;;
-  *) host=dynamic ;;
-  esac
+  case $libc_a in /*) [ ! -e "$libc_a" ] || static=yes ;; esac
   ;;
 esac
-case $host in
-*-linux-gnu*) out=$dir/$host/release ;;
-'')
-  # No rustc on PATH (`sudo make install`): where a build left an rlock.
+if [ $static = yes ]; then
+  out=$dir/$host/release
+else
   out=$dir/release
-  for d in "$dir"/*-linux-gnu*/release; do
-    if [ -x "$d/rlock" ]; then
-      out=$d
-      break
-    fi
-  done
-  ;;
-*) out=$dir/release ;;
-esac
+  # No rustc on PATH (`sudo make install`): where a build left an rlock.
+  if [ -z "$host" ]; then
+    for d in "$dir"/*-linux-gnu*/release; do
+      if [ -x "$d/rlock" ]; then
+        out=$d
+        break
+      fi
+    done
+  fi
+fi
 if [ "${1:-}" = --dir ]; then
   echo "$out"
   exit 0
 fi
-case $host in
-*-linux-gnu*)
+if [ $static = yes ]; then
   cmd=$1
   shift
   RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" exec cargo "$cmd" --target "$host" "$@"
-  ;;
-dynamic)
-  echo "rlock: no static C library (libc.a) here: building a dynamically linked rlock" >&2
-  exec cargo "$@"
-  ;;
-*) exec cargo "$@" ;;
+fi
+case $host in
+*-linux-gnu*) echo "rlock: no static C library (libc.a) here: building a dynamically linked rlock" >&2 ;;
 esac
+exec cargo "$@"

@@ -6,11 +6,12 @@
 //! change is what they check: the link itself, a host name resolved
 //! through nsswitch.conf's `files`, the holder's user name from the
 //! password database, TLS (certificate files, random numbers), and the
-//! package's dependencies.
+//! package's dependencies; and the script's choice of link.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::deb::stdout;
 use crate::util::*;
 
 /// The binary under test, and whether it is the shipped build.
@@ -21,36 +22,38 @@ fn binary() -> (PathBuf, bool) {
     }
 }
 
-/// Whether the ELF file has a program interpreter (PT_INTERP): a
+/// Whether the ELF file names a program interpreter (ld.so): a
 /// dynamically linked executable does, a static one (static PIE included)
-/// does not. ELF64 little-endian only (what this suite runs on).
+/// does not. readelf, as scripts/deb.sh asks it.
 fn has_interpreter(path: &Path) -> bool {
-    let elf = std::fs::read(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    assert!(
-        elf.len() > 64 && elf[..4] == *b"\x7fELF" && elf[4] == 2 && elf[5] == 1,
-        "{path:?} is not a little-endian ELF64 file"
-    );
-    let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
-    let phoff = usize::try_from(u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap())).unwrap();
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    (0..count).any(|i| {
-        let at = phoff + i * size;
-        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == 3 // PT_INTERP
-    })
+    stdout(
+        Command::new("readelf")
+            .env("LC_ALL", "C")
+            .arg("-lW")
+            .arg(path),
+    )
+    .contains("program interpreter")
+}
+
+/// scripts/cargo-release.sh, run from the repository's root.
+fn release_script() -> Command {
+    let mut cmd = Command::new("scripts/cargo-release.sh");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
 }
 
 #[test]
 fn the_shipped_build_links_the_c_library_in_on_linux_with_glibc() {
     let (bin, shipped) = binary();
-    let linux_gnu = cfg!(all(target_os = "linux", target_env = "gnu"));
-    // scripts/cargo-release.sh links statically where the C compiler
-    // finds glibc's archive, and says it builds a dynamic binary where not.
-    let libc_a = Command::new("cc")
-        .arg("-print-file-name=libc.a")
-        .output()
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .is_ok_and(|p| p.is_absolute() && p.exists());
-    if shipped && linux_gnu && libc_a {
+    // The script links statically where it puts the binaries under
+    // target/<host>/release (Linux with glibc and its libc.a), and leaves
+    // cargo's defaults (target/release) elsewhere.
+    let dir = stdout(release_script().arg("--dir"));
+    let host_dir = Path::new(dir.trim())
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d.to_string_lossy().contains("-linux-gnu"));
+    if shipped && host_dir {
         assert!(
             !has_interpreter(&bin),
             "{bin:?} (make build's) loads its C library at run time"
@@ -68,6 +71,42 @@ fn the_shipped_build_links_the_c_library_in_on_linux_with_glibc() {
 }
 
 #[test]
+fn the_release_script_says_when_it_cannot_link_statically_and_where_its_binary_is() {
+    // No C compiler's libc.a (CC=false answers nothing): cargo's own
+    // build, in target/release, said on stderr.
+    let out = release_script()
+        .env("CC", "false")
+        .args(["build", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        assert!(err.contains("no static C library (libc.a)"), "{err}");
+    }
+    let scratch = tmp_dir("shipped", "release-dir");
+    let target = scratch.to_str().unwrap();
+    let dir = |envs: &[(&str, &str)]| {
+        let mut cmd = release_script();
+        cmd.env("CARGO_TARGET_DIR", target).arg("--dir");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        stdout(&mut cmd).trim().to_string()
+    };
+    assert_eq!(dir(&[("CC", "false")]), format!("{target}/release"));
+    // Without rustc on PATH (`sudo make install`): the directory a build
+    // left an rlock in, else target/release.
+    let no_rustc = [("PATH", "/usr/bin:/bin")];
+    assert_eq!(dir(&no_rustc), format!("{target}/release"));
+    let built = scratch.join("x86_64-unknown-linux-gnu/release");
+    std::fs::create_dir_all(&built).unwrap();
+    std::fs::copy("/bin/true", built.join("rlock")).unwrap();
+    assert_eq!(dir(&no_rustc), built.to_str().unwrap());
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
 fn the_shipped_binary_resolves_a_host_name_and_names_its_user() {
     let (bin, _) = binary();
     let r = Redis::start();
@@ -75,41 +114,23 @@ fn the_shipped_binary_resolves_a_host_name_and_names_its_user() {
     // listens on 127.0.0.1 only, so an address list without it fails.
     let url = r.url().replace("127.0.0.1", "localhost");
     assert!(url.contains("localhost"), "{url}");
-    let out = Command::new(&bin)
+    let out = bare_rlock_at(&bin)
         .env("RLOCK_URL", &url)
         .env("RLOCK_PREFIX", &r.prefix)
-        .args([
-            "exec",
-            "shipped",
-            "--",
-            "sh",
-            "-c",
-            "exec \"$0\" status shipped --json",
-        ])
-        .arg(&bin)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        .args(["exec", "shipped", "--", "sh", "-c"])
+        .args(["exec \"$0\" status shipped --json", bin.to_str().unwrap()])
+        .run()
+        .ok();
+    let status: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let holder = &status["holders"][0];
     assert_eq!(status["held"], true, "{status}");
-    // The password database's name for this uid, and the kernel's host
-    // name: what the holder info says the build looked up.
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-    let user = passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.len() > 2 && f[2] == uid.to_string())
-        .map(|f| f[0].to_string());
-    if let Some(user) = user {
-        assert_eq!(holder["user"], user.as_str(), "{status}");
+    // The password database's name for this uid (id(1), through the C
+    // library's own lookup; a uid without one has none to compare), and
+    // the kernel's host name.
+    let id = Command::new("id").arg("-un").output().unwrap();
+    if id.status.success() {
+        let user = String::from_utf8_lossy(&id.stdout);
+        assert_eq!(holder["user"], user.trim(), "{status}");
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     assert_eq!(holder["host"], host.trim(), "{status}");
@@ -121,7 +142,7 @@ fn the_shipped_binary_packages_with_the_dependencies_it_has() {
     let (bin, _) = binary();
     let dir = std::env::temp_dir().join(format!("rlock-shipped-deb-{}", std::process::id()));
     let deb = crate::deb::make_deb_of(&bin, &dir);
-    let control = crate::deb::stdout(Command::new("dpkg-deb").arg("-f").arg(&deb));
+    let control = stdout(Command::new("dpkg-deb").arg("-f").arg(&deb));
     let depends = control.lines().find(|l| l.starts_with("Depends:"));
     if has_interpreter(&bin) {
         let depends = depends.unwrap_or_else(|| panic!("no Depends: {control}"));
@@ -131,7 +152,7 @@ fn the_shipped_binary_packages_with_the_dependencies_it_has() {
     }
     // The packaged binary is the one given (stripped: same link).
     let root = dir.join("root");
-    crate::deb::stdout(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
+    stdout(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
     assert_eq!(
         has_interpreter(&root.join("usr/bin/rlock")),
         has_interpreter(&bin)
@@ -148,11 +169,11 @@ fn the_shipped_binary_runs_a_command_over_tls() {
     let dir = crate::tls_acl::certificates("shipped");
     let r = crate::tls_acl::tls_server(&dir, true);
     let file = |f: &str| dir.join(f).to_str().unwrap().to_string();
-    let out = Command::new(&bin)
-        .env("RLOCK_URL", format!("rediss://localhost:{}", r.port))
-        .env("RLOCK_TLS_CA", file("ca.crt"))
-        .env("RLOCK_TLS_CERT", file("client.crt"))
-        .env("RLOCK_TLS_KEY", file("client.key"))
+    let out = bare_rlock_at(&bin)
+        .env("RLOCK_URL", &format!("rediss://localhost:{}", r.port))
+        .env("RLOCK_TLS_CA", &file("ca.crt"))
+        .env("RLOCK_TLS_CERT", &file("client.crt"))
+        .env("RLOCK_TLS_KEY", &file("client.key"))
         .args([
             "exec",
             "tls",
@@ -161,16 +182,9 @@ fn the_shipped_binary_runs_a_command_over_tls() {
             "-c",
             "echo \"fence $RLOCK_FENCE\"",
         ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let said = String::from_utf8_lossy(&out.stdout);
-    let fence = said.trim().strip_prefix("fence ").unwrap_or_default();
-    assert!(fence.parse::<u64>().is_ok_and(|f| f > 0), "{said}");
+        .run()
+        .ok();
+    let fence = out.stdout.trim().strip_prefix("fence ").unwrap_or_default();
+    assert!(fence.parse::<u64>().is_ok_and(|f| f > 0), "{}", out.stdout);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,7 +24,12 @@ pub fn rlock(redis: &Redis) -> Rlock {
 
 /// The binary with a clean environment (no RLOCK_* from the caller).
 pub fn bare_rlock() -> Rlock {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlock"));
+    bare_rlock_at(std::path::Path::new(env!("CARGO_BIN_EXE_rlock")))
+}
+
+/// [`bare_rlock`] of another build of the binary (the shipped one).
+pub fn bare_rlock_at(bin: &std::path::Path) -> Rlock {
+    let mut cmd = Command::new(bin);
     for (k, _) in std::env::vars() {
         if k.starts_with("RLOCK_") {
             cmd.env_remove(k);
