@@ -122,6 +122,14 @@ Keys:
   The {K} hash tag keeps them in one Redis Cluster slot. Data rlock did not
   write at any of them is refused (exit 64) and left as it is.";
 
+// The defaults of the options below, which `fast.rs` fills in too.
+pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+pub(crate) const DEFAULT_MIN_REPLICAS: u32 = 0;
+pub(crate) const DEFAULT_PREFIX: &str = "rlock:";
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: &str = "2s";
+pub(crate) const DEFAULT_HISTORY_EVENTS: u32 = 200;
+pub(crate) const DEFAULT_HISTORY_RETENTION: &str = "7d";
+
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Connection")]
 pub(crate) struct Global {
@@ -134,7 +142,7 @@ pub(crate) struct Global {
         env = "RLOCK_URL",
         value_delimiter = ',',
         value_name = "URL",
-        default_value = "redis://127.0.0.1:6379",
+        default_value = DEFAULT_URL,
         hide_env_values = true
     )]
     pub url: Vec<String>,
@@ -154,7 +162,7 @@ pub(crate) struct Global {
     pub sentinel: Option<String>,
 
     /// Confirm each new grant on N replicas (WAIT) or fail and release it
-    #[arg(long, global = true, env = "RLOCK_MIN_REPLICAS", default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    #[arg(long, global = true, env = "RLOCK_MIN_REPLICAS", default_value_t = DEFAULT_MIN_REPLICAS, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub min_replicas: u32,
 
     /// CA certificate (PEM) to trust for rediss:// instead of the system's
@@ -176,19 +184,19 @@ pub(crate) struct Global {
         long,
         global = true,
         env = "RLOCK_PREFIX",
-        default_value = "rlock:",
+        default_value = DEFAULT_PREFIX,
         value_name = "PREFIX"
     )]
     pub prefix: String,
 
     /// Give up connecting (or waiting for a reply) after this long: exit 69,
     /// "Redis at HOST:PORT did not answer within D"
-    #[arg(long, global = true, default_value = "2s", value_name = "D")]
+    #[arg(long, global = true, default_value = DEFAULT_CONNECT_TIMEOUT, value_name = "D")]
     pub connect_timeout: Span,
 
     /// Events each lock's history keeps (about; 0: counters only), see
     /// `rlock history`
-    #[arg(long, global = true, env = "RLOCK_HISTORY_EVENTS", default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    #[arg(long, global = true, env = "RLOCK_HISTORY_EVENTS", default_value_t = DEFAULT_HISTORY_EVENTS, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub history_events: u32,
 
     /// How long a lock's history and counters outlive its last event
@@ -197,7 +205,7 @@ pub(crate) struct Global {
         long,
         global = true,
         env = "RLOCK_HISTORY_RETENTION",
-        default_value = "7d",
+        default_value = DEFAULT_HISTORY_RETENTION,
         value_name = "D"
     )]
     pub history_retention: Span,

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod acquire;
 mod breaking;
 mod exec;
+mod fast;
 #[cfg(test)]
 mod generate;
 mod global;
@@ -54,16 +55,21 @@ pub(crate) struct Cli<S: Subcommand = Command> {
     pub command: S,
 }
 
-/// The command line as clap reads it, with every subcommand built, or
-/// with only the one `args[1]` names when it is exactly a subcommand's
-/// name (`rlock exec ...`): clap builds every argument of every
-/// subcommand before it parses, a tenth of an `exec`'s CPU. The same
-/// declaration, so the same parse, errors and help: `args[1]` cannot be
-/// an option's value (nothing precedes it), so clap picks that subcommand
-/// in both builds; anything else (global options first, `help`, an
-/// unknown word) builds them all. Tested in `tests::partial_build_*`.
+/// The command line as clap reads it: `exec`'s usual line read without
+/// clap ([`fast`]: the same value), else with only the subcommand
+/// `args[1]` names built when it is exactly a subcommand's name (`rlock
+/// exec ...`), else with every subcommand built. clap builds every
+/// argument of every subcommand before it parses, a tenth of an `exec`'s
+/// CPU. The same declaration, so the same parse, errors and help:
+/// `args[1]` cannot be an option's value (nothing precedes it), so clap
+/// picks that subcommand in both builds; anything else (global options
+/// first, `help`, an unknown word) builds them all. Tested in
+/// `tests::partial_build_*` and `fast::tests`.
 pub(crate) fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
-    parse_one(args).unwrap_or_else(|| <Cli>::try_parse_from(args))
+    match fast::exec(args) {
+        Some(cli) => Ok(cli),
+        None => parse_one(args).unwrap_or_else(|| <Cli>::try_parse_from(args)),
+    }
 }
 
 impl<S: Subcommand + Into<Command>> Cli<S> {

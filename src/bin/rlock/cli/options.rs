@@ -6,10 +6,18 @@ use clap::Args;
 
 use rlock::duration::{Seconds, Span};
 
+// The defaults of the options below, which `fast.rs` fills in too.
+pub(crate) const DEFAULT_TTL: &str = "30s";
+pub(crate) const DEFAULT_PRIORITY: i32 = 0;
+pub(crate) const DEFAULT_CONFLICT_EXIT_CODE: u8 = 75;
+pub(crate) const DEFAULT_LIMIT: u32 = 1;
+pub(crate) const DEFAULT_ON_LOST: OnLost = OnLost::Term;
+pub(crate) const DEFAULT_GRACE: &str = "10s";
+
 #[derive(Debug, Args)]
 pub(crate) struct LockOpts {
     /// Lease time; the lock frees itself this long after the last renewal
-    #[arg(long, default_value = "30s", value_name = "D", help_heading = "Lock")]
+    #[arg(long, default_value = DEFAULT_TTL, value_name = "D", help_heading = "Lock")]
     pub ttl: Span,
 
     /// Wait at most this long for a busy lock (default: forever); a bare
@@ -54,7 +62,7 @@ pub(crate) struct LockOpts {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 0,
+        default_value_t = DEFAULT_PRIORITY,
         allow_negative_numbers = true,
         value_parser = clap::value_parser!(i32).range(-1000..=1000),
         help_heading = "Lock"
@@ -66,7 +74,7 @@ pub(crate) struct LockOpts {
     #[arg(
         short = 'E',
         long,
-        default_value_t = 75,
+        default_value_t = DEFAULT_CONFLICT_EXIT_CODE,
         value_name = "CODE",
         help_heading = "Lock"
     )]
@@ -76,7 +84,7 @@ pub(crate) struct LockOpts {
 #[derive(Debug, Args)]
 pub(crate) struct Slots {
     /// Let up to N holders in at once (counting semaphore)
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = "Lock")]
+    #[arg(long, default_value_t = DEFAULT_LIMIT, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = "Lock")]
     pub limit: u32,
 }
 
@@ -86,7 +94,7 @@ pub(crate) struct RunOpts {
     #[arg(
         long,
         value_enum,
-        default_value = "term",
+        default_value_t = DEFAULT_ON_LOST,
         value_name = "ACTION",
         help_heading = "Command"
     )]
@@ -98,7 +106,7 @@ pub(crate) struct RunOpts {
     /// Time the command gets to exit after SIGTERM before SIGKILL
     #[arg(
         long,
-        default_value = "10s",
+        default_value = DEFAULT_GRACE,
         value_name = "D",
         help_heading = "Command"
     )]
@@ -119,6 +127,17 @@ pub enum OnLost {
     Kill,
     /// Let the command, and what it started, run on; only report the loss
     Ignore,
+}
+
+/// Its name on the command line (for clap's default).
+impl std::fmt::Display for OnLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
+    }
 }
 
 impl From<OnLost> for rlock::exec::OnLost {
