@@ -55,7 +55,11 @@ fi
 if [ $static = yes ]; then
   cmd=$1
   shift
-  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" exec cargo "$cmd" --target "$host" "$@"
+  # The getrandom crate (owner tokens) finds glibc's getrandom(3) with
+  # dlsym, which a static binary cannot answer: it then opens /dev/random,
+  # polls it and reads /dev/urandom, four system calls and a file each
+  # run. Named here, it calls getrandom(3) (glibc 2.25 on) directly.
+  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\"" exec cargo "$cmd" --target "$host" "$@"
 fi
 case $host in
 *-linux-gnu*) echo "rlock: no static C library (libc.a) here: building a dynamically linked rlock" >&2 ;;
