@@ -7,7 +7,8 @@
 # test checks them against objdump's list of linked libraries), busybox
 # (`acquire --keep` is tested in a busybox sh script) and sudo (and under
 # `sudo -u` as the same user), iproute2 (`ss` shows a test the bytes a
-# stopped guard has not read).
+# stopped guard has not read) and strace (the files the shipped binary
+# opens).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
@@ -19,6 +20,7 @@ command -v objdump >/dev/null || missing+=(binutils)
 command -v busybox >/dev/null || missing+=(busybox)
 command -v sudo >/dev/null || missing+=(sudo)
 command -v ss >/dev/null || missing+=(iproute2)
+command -v strace >/dev/null || missing+=(strace)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "rlock: installing ${missing[*]} (apt-get)..." >&2
 sudo=""

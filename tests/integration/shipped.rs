@@ -137,6 +137,42 @@ fn the_shipped_binary_resolves_a_host_name_and_names_its_user() {
     assert!(!r.held("shipped"), "released after the command");
 }
 
+/// Owner tokens come from the kernel's getrandom(2) through glibc: a
+/// static binary cannot find glibc's function with dlsym, which the
+/// getrandom crate tries first and, failing, opens and polls /dev/random
+/// and reads /dev/urandom on every run (scripts/cargo-release.sh names its
+/// backend). strace(1) shows the files an exec opens, its guard's too.
+#[test]
+fn the_shipped_binary_takes_its_randomness_without_opening_a_device() {
+    let (bin, _) = binary();
+    let r = Redis::start();
+    let trace = r.dir.join("shipped-random.strace");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=open,openat", "-o"])
+        .arg(&trace)
+        .arg(&bin)
+        .args(["exec", "shipped-random", "--", "true"])
+        .env("RLOCK_URL", r.url())
+        .env("RLOCK_PREFIX", &r.prefix)
+        .output()
+        .expect("strace (scripts/ensure-redis.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let opened = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        opened.contains("openat"),
+        "strace saw no open at all: {opened}"
+    );
+    assert!(
+        !opened.contains("/dev/random") && !opened.contains("/dev/urandom"),
+        "{opened}"
+    );
+    assert!(!r.held("shipped-random"));
+}
+
 #[test]
 fn the_shipped_binary_packages_with_the_dependencies_it_has() {
     let (bin, _) = binary();
