@@ -4,7 +4,7 @@
 //! each at most once, before the key.
 //!
 //! Why: clap builds exec's ~40 arguments, matches and converts them on
-//! every run, about 0.2-0.4 ms and 40 page faults of an `exec` that takes
+//! every run, about 0.2-0.4 ms and 50 page faults of an `exec` that takes
 //! 2.5 ms in all, the largest step rlock adds before its first request
 //! (BENCHMARKS.md, "Issue 32"). The line cron and CI scripts write is
 //! this simple one.
