@@ -1,8 +1,9 @@
 //! The binary's global allocator: a bump arena for the process's first
 //! allocations, the system allocator (glibc's malloc) for the rest.
 //!
-//! A run of `rlock exec k -- true` makes about 1,000 allocations before it
-//! connects (most of them clap's). From the arena an allocation is one
+//! A run of rlock that clap parses makes about 1,000 allocations before
+//! it connects (most of them clap's; exec's usual line, which
+//! `cli/fast.rs` reads, far fewer). From the arena an allocation is one
 //! atomic compare-and-swap and a free is nothing, where glibc's malloc
 //! keeps bins and chunk headers; and the guard rlock forks takes its 64
 //! KiB receive buffer from the arena's untouched zero pages, where glibc's
@@ -27,8 +28,8 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The arena's bytes (.bss: a page costs nothing until it is written):
-/// room for what a run of `exec` allocates, about 200 KiB in rlock and
-/// the guard's 64 KiB after the fork.
+/// room for what a run of `exec` allocates, about 200 KiB in rlock when
+/// clap parses its line, and the guard's 64 KiB after the fork.
 pub(crate) const SIZE: usize = 512 * 1024;
 
 /// Larger allocations, or more strictly aligned ones, go to the system

@@ -56,6 +56,50 @@ fn durations() {
     );
 }
 
+/// exec's usual line (`rlock exec [OPTION]... KEY -- CMD`), which rlock
+/// reads without clap when it can (src/bin/rlock/cli/fast.rs): with a bad
+/// value, a repeated or conflicting option, a bad key or no command it is
+/// refused as clap refuses it, and nothing is held or run.
+#[test]
+fn usual_exec_lines() {
+    let r = Redis::shared();
+    let ran = r.dir.join("usual-exec-lines-ran");
+    let touch = format!("touch {}", ran.display());
+    let line = |opts: &[&'static str], key: &'static str| -> Vec<String> {
+        let mut v: Vec<String> = ["exec"].iter().chain(opts).map(|s| s.to_string()).collect();
+        v.extend([
+            key.into(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            touch.clone(),
+        ]);
+        v
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (line(&["--ttl", "soon"], "k"), "invalid duration"),
+        (line(&["--ttl", "30"], "k"), "no unit"),
+        (line(&["--ttl", "0s"], "k"), "out of range"),
+        (line(&["-w", "1.2.3"], "k"), "invalid number of seconds"),
+        (line(&["-w", "-1"], "k"), "unexpected argument '-1'"),
+        (line(&["-E", "256"], "k"), "256 is not in 0..=255"),
+        (line(&["-E", "x"], "k"), "--conflict-exit-code"),
+        (line(&["-n", "-n"], "k"), "cannot be used multiple times"),
+        (line(&["-q", "-v"], "k"), "cannot be used with"),
+        (line(&[], ""), "must not be empty"),
+        (line(&[], "a\tb"), "control characters"),
+        (
+            vec!["exec".into(), "k".into(), "--".into()],
+            "no command given",
+        ),
+    ];
+    for (args, needle) in &cases {
+        rlock(&r).args(args).run().fails(64, needle);
+        r.assert_nothing_held(&[]);
+    }
+    assert!(!ran.exists(), "a refused line ran its command");
+}
+
 #[test]
 fn keys_and_flags() {
     let r = Redis::shared();

@@ -18,7 +18,9 @@
 //! environment variable clap reads other than RLOCK_URL and RLOCK_PREFIX
 //! (or those two empty, not UTF-8, or with an empty URL in the list). The
 //! values go through the parsers clap uses (`FromStr` of Span and
-//! Seconds) and the defaults are the constants clap's declarations name.
+//! Seconds; for `-E`, u8's, which takes a subset of what clap's u8 parser
+//! takes, an i64 in range: `+7` and `007` alike, `-0` left to clap) and
+//! the defaults are the constants clap's declarations name.
 //! Tested against clap on generated lines in each environment
 //! (`tests::agrees_with_clap_in_every_environment`).
 
@@ -76,11 +78,7 @@ pub(super) fn exec(args: &[OsString]) -> Option<Cli> {
             "-w" | "--wait" if wait.is_none() => wait = Some(value(words.next()?)?),
             "--ttl" if ttl.is_none() => ttl = Some(value(words.next()?)?),
             "-E" if conflict_exit_code.is_none() => {
-                let code = words.next()?.to_str()?;
-                if code.is_empty() || !code.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                conflict_exit_code = Some(code.parse::<u8>().ok()?);
+                conflict_exit_code = Some(value::<u8>(words.next()?)?);
             }
             _ if word.is_empty() || word.starts_with('-') => return None,
             key => break key.to_owned(),

@@ -267,7 +267,7 @@ mod tests {
 
     /// What clap makes of a command line, comparable: the parsed value,
     /// or the error's kind, exit code and text.
-    fn outcome(r: Result<Cli, clap::Error>) -> String {
+    pub(super) fn outcome(r: Result<Cli, clap::Error>) -> String {
         match r {
             Ok(cli) => format!("ok {cli:?}"),
             Err(e) => format!("err {:?} {} {}", e.kind(), e.exit_code(), e.render()),

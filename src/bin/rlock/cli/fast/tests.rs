@@ -6,6 +6,7 @@ use clap::Parser;
 
 use super::{DECLINED_ENV, TAKEN_ENV, exec};
 use crate::cli::Cli;
+use crate::cli::tests::outcome;
 
 /// The environments the lines are read in: (variables, whether the fast
 /// path may answer in it).
@@ -36,15 +37,6 @@ const ENVIRONMENTS: &[(&[(&str, &str)], bool)] = &[
     (&[("RLOCK_HISTORY_EVENTS", "0")], false),
     (&[("RLOCK_HISTORY_RETENTION", "1d")], false),
 ];
-
-/// What clap makes of a line, comparable: the parsed value, or the
-/// error's kind, exit code and text.
-fn outcome(r: Result<Cli, clap::Error>) -> String {
-    match r {
-        Ok(cli) => format!("ok {cli:?}"),
-        Err(e) => format!("err {:?} {} {}", e.kind(), e.exit_code(), e.render()),
-    }
-}
 
 /// The words lines are made of: the options the fast path takes, in every
 /// form, their values good and bad, and words it must leave to clap.
