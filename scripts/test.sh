@@ -11,7 +11,7 @@ scripts/ensure-promtool.sh
 # Cargo's default test threads (one per CPU): the tests wait for events
 # (a line, a key, a process state), not for the clock, and their time
 # bounds leave a loaded machine room, so they pass however many run at once.
-cargo test --locked
+cargo test --locked --workspace
 # The binary as shipped (`make build`: scripts/cargo-release.sh links the C
 # library in on Linux/glibc): built, then the tests about what that link
 # could change run again against it (tests/integration/shipped.rs).

@@ -40,11 +40,7 @@ impl Etcd {
         let (a, b) = (bind(), bind());
         let port_of = |l: TcpListener| l.local_addr().expect("local address").port();
         let (port, peer) = (port_of(a), port_of(b));
-        let dir = std::env::temp_dir().join(format!(
-            "rlock-bench-etcd-{}-{attempt}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let dir = rlock_test_support::scratch_dir(&format!("bench-etcd-{attempt}-{port}"));
         let log = std::fs::File::create(dir.join("etcd.log")).expect("create etcd.log");
         let client_url = format!("http://127.0.0.1:{port}");
         let peer_url = format!("http://127.0.0.1:{peer}");

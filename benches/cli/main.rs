@@ -120,10 +120,54 @@ pub fn goal(row: String) {
     GOALS.lock().unwrap_or_else(|e| e.into_inner()).push(row);
 }
 
+/// Take out of LD_LIBRARY_PATH what cargo put in front of it; says how
+/// many entries that was.
+///
+/// cargo runs a bench with its build's directories and the toolchain's
+/// library directories first in LD_LIBRARY_PATH. Every dynamically linked
+/// program the bench starts would then look for each of its libraries in
+/// each of them first (glibc tries some twenty subdirectories in each:
+/// about 80 failed opens for flock's libc alone): flock, redis-cli,
+/// /bin/true and the command under rlock pay that, rlock and the floor
+/// program (linked statically, no loader) do not. Against flock that
+/// favoured rlock: section 1 measured exec/flock 1.31x under cargo's path
+/// and 1.6x without it on the same machine and build (BENCHMARKS.md,
+/// session 14). So the programs timed get the caller's path.
+fn drop_cargo_library_path() -> usize {
+    let Some(path) = std::env::var_os("LD_LIBRARY_PATH") else {
+        return 0;
+    };
+    // The build's target directory: the bench is <target>[/<host>]/
+    // <profile>/deps/cli-<hash>; and the toolchain that cargo is from.
+    let exe = std::env::current_exe().unwrap_or_default();
+    let target = exe.ancestors().nth(3).map(std::path::Path::to_path_buf);
+    let toolchain = std::env::var_os("CARGO")
+        .map(std::path::PathBuf::from)
+        .and_then(|c| c.ancestors().nth(2).map(std::path::Path::to_path_buf));
+    let cargos = |p: &std::path::Path| {
+        target.as_deref().is_some_and(|t| p.starts_with(t))
+            || toolchain.as_deref().is_some_and(|t| p.starts_with(t))
+    };
+    let all: Vec<_> = std::env::split_paths(&path).collect();
+    let kept: Vec<_> = all.iter().filter(|p| !cargos(p)).collect();
+    let dropped = all.len() - kept.len();
+    // SAFETY: first thing in main, before any thread is started.
+    unsafe {
+        if kept.is_empty() {
+            std::env::remove_var("LD_LIBRARY_PATH");
+        } else if dropped > 0 {
+            let kept = std::env::join_paths(kept).expect("the entries were split from one path");
+            std::env::set_var("LD_LIBRARY_PATH", kept);
+        }
+    }
+    dropped
+}
+
 fn main() {
     if std::env::var_os(rss::RSS_HELPER).is_some() {
         rss::rss_helper_main();
     }
+    let cargo_paths = drop_cargo_library_path();
     let started = Instant::now();
     let bench = Bench {
         redis: start_redis(&[]),
@@ -151,6 +195,9 @@ fn main() {
         ),
         Err(why) => println!("  etcd: {why}, skipped"),
     }
+    println!(
+        "  LD_LIBRARY_PATH as the caller had it ({cargo_paths} entries cargo put in front taken out)"
+    );
     println!("  all times in ms; median over N runs unless said otherwise");
 
     let only = std::env::var("RLOCK_BENCH_SECTIONS").ok();

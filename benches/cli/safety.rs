@@ -85,9 +85,7 @@ fn alive(pid: i32) -> bool {
 fn one_run(stall: Stall) -> Option<i64> {
     let r = start_redis(&[]);
     let proxy = Proxy::start(r.port);
-    let dir = std::env::temp_dir().join(format!("rlock-bench-safety-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).ok()?;
+    let dir = rlock_test_support::scratch_dir("bench-safety");
     let pidfile = dir.join("pid");
     let script = format!(
         "trap '' TERM; echo $$ > {}; while :; do sleep 0.01; done",

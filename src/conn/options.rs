@@ -384,8 +384,7 @@ mod tests {
     #[cfg(feature = "tls")]
     impl TempFile {
         fn new(name: &str, text: &str) -> TempFile {
-            let path =
-                std::env::temp_dir().join(format!("rlock-conn-test-{}-{name}", std::process::id()));
+            let path = rlock_test_support::scratch_path(&format!("conn-test-{name}"));
             std::fs::write(&path, text).unwrap();
             TempFile(path)
         }

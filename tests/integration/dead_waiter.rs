@@ -28,9 +28,7 @@ fn release(r: &Redis, key: &str, token: &str) {
 }
 
 fn tmpfile(name: &str) -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("rlock-dead-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
+    rlock_test_support::scratch_path(&format!("dead-{name}"))
 }
 
 /// `rlock exec [extra] key` of a job that writes `<name>+` to `file`,

@@ -50,7 +50,7 @@ pub(crate) fn make_deb_of(bin: &Path, dir: &Path) -> PathBuf {
 
 #[test]
 fn make_deb_builds_a_package_whose_fields_files_and_binary_are_right() {
-    let dir = std::env::temp_dir().join(format!("rlock-deb-{}", std::process::id()));
+    let dir = rlock_test_support::scratch_path("deb");
     let deb = make_deb(&dir);
     let field = |name: &str| stdout(Command::new("dpkg-deb").arg("-f").arg(&deb).arg(name));
 
@@ -274,7 +274,7 @@ fn kib(dir: &Path) -> u64 {
 #[test]
 fn make_deb_without_a_binary_says_what_is_missing_and_writes_nothing() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("rlock-nodeb-{}", std::process::id()));
+    let dir = rlock_test_support::scratch_path("nodeb");
     let out = crate::util::make()
         .current_dir(root)
         .args(["-s", "deb", "RLOCK_BIN=/nonexistent/rlock"])
@@ -336,8 +336,7 @@ fn make_deb_builds_the_release_binary_unless_given_one() {
 #[test]
 fn make_deb_without_git_needs_source_date_epoch() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("rlock-nogit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = rlock_test_support::scratch_path("nogit");
     let make = || {
         let mut cmd = crate::util::make();
         cmd.current_dir(root)

@@ -53,12 +53,10 @@ struct Span {
 
 impl Ledger {
     fn new() -> Ledger {
-        let dir = std::env::temp_dir().join(format!(
-            "rlock-ledger-{}-{}",
-            std::process::id(),
+        let dir = rlock_test_support::scratch_dir(&format!(
+            "ledger-{}",
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
-        std::fs::create_dir_all(&dir).unwrap();
         Ledger { dir }
     }
 

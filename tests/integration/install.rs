@@ -6,8 +6,7 @@ use std::process::Command;
 #[test]
 fn make_install_puts_every_file_where_it_belongs_and_uninstall_removes_them() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dest = std::env::temp_dir().join(format!("rlock-install-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dest);
+    let dest = rlock_test_support::scratch_path("install");
     // The binary this test run built stands in for `make build`'s (same
     // sources): install only copies, it never builds.
     let make = |target: &str| {
@@ -81,7 +80,7 @@ fn make_install_never_builds_and_says_what_is_missing() {
     // copy: under sudo rustup's cargo is usually not on PATH, and a build
     // as root would leave a root-owned target/.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dest = std::env::temp_dir().join(format!("rlock-noinstall-{}", std::process::id()));
+    let dest = rlock_test_support::scratch_path("noinstall");
     let out = crate::util::make()
         .current_dir(root)
         .arg("install")

@@ -9,9 +9,7 @@ use std::time::Duration;
 use crate::util::*;
 
 fn tmpfile(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("rlock-priority-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
+    rlock_test_support::scratch_path(&format!("priority-{name}"))
 }
 
 /// `rlock <cmd...> --priority P KEY -- sh -c 'echo NAME >> FILE'`, started

@@ -20,9 +20,7 @@ fn req(mode: Mode, ttl_ms: u64) -> Request {
 fn readers_overlap() {
     // Each reader waits (bounded) until all three are inside at once.
     let r = Redis::shared();
-    let dir = std::env::temp_dir().join(format!("rlock-rw-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = rlock_test_support::scratch_dir("rw");
     let script = format!(
         "touch {d}/$1; for i in $(seq 100); do [ $(ls {d} | wc -l) -ge 3 ] && exit 0; sleep 0.05; done; exit 9",
         d = dir.display()

@@ -176,7 +176,7 @@ fn the_shipped_binary_takes_its_randomness_without_opening_a_device() {
 #[test]
 fn the_shipped_binary_packages_with_the_dependencies_it_has() {
     let (bin, _) = binary();
-    let dir = std::env::temp_dir().join(format!("rlock-shipped-deb-{}", std::process::id()));
+    let dir = rlock_test_support::scratch_path("shipped-deb");
     let deb = crate::deb::make_deb_of(&bin, &dir);
     let control = stdout(Command::new("dpkg-deb").arg("-f").arg(&deb));
     let depends = control.lines().find(|l| l.starts_with("Depends:"));

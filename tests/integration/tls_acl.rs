@@ -9,9 +9,7 @@ use crate::util::*;
 /// A CA, a server certificate for localhost/127.0.0.1 and a client
 /// certificate, all signed by the CA, in a fresh directory.
 pub(crate) fn certificates(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlock-tls-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = rlock_test_support::scratch_dir(&format!("tls-{name}"));
     let sh = |script: &str| {
         let out = Command::new("sh")
             .arg("-c")

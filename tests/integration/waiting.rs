@@ -268,9 +268,7 @@ fn assert_ran(r: &Redis, file: &std::path::Path, want: &str) {
 }
 
 fn tmpfile(name: &str) -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("rlock-waiting-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
+    rlock_test_support::scratch_path(&format!("waiting-{name}"))
 }
 
 /// Three jobs queue behind a running deploy: the deploy finishes, the

@@ -117,9 +117,7 @@ fn a_frozen_majority_fails_cleanly_with_69() {
 #[test]
 fn exec_loses_the_lock_when_a_majority_stops_answering() {
     let ms = masters(3);
-    let dir = std::env::temp_dir().join(format!("rlock-redlock-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = rlock_test_support::scratch_dir("redlock");
     let ready = dir.join("ready");
     let term = dir.join("term");
     let script = format!(

@@ -33,10 +33,7 @@ pub fn fed(cmd: &mut std::process::Command, input: &str) -> std::process::Output
 
 /// A fresh directory `rlock-AREA-PID-NAME` under the temp dir.
 pub fn tmp_dir(area: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlock-{area}-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    rlock_test_support::scratch_dir(&format!("{area}-{name}"))
 }
 
 /// Send `sig` to process `pid` and wait (up to 10 s) until it has taken

@@ -53,12 +53,10 @@ impl Sentinels {
         let sentinels = (0..3)
             .map(|i| {
                 let port = ports[i];
-                let dir = std::env::temp_dir().join(format!(
-                    "rlock-sentinel-{}-{}-{i}",
-                    std::process::id(),
+                let dir = rlock_test_support::scratch_dir(&format!(
+                    "sentinel-{}-{i}",
                     SEQ.fetch_add(1, Ordering::SeqCst)
                 ));
-                std::fs::create_dir_all(&dir).unwrap();
                 let conf = dir.join("sentinel.conf");
                 std::fs::write(
                     &conf,

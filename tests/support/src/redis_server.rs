@@ -133,12 +133,10 @@ impl Redis {
         } else {
             free_port()
         };
-        let dir = std::env::temp_dir().join(format!(
-            "rlock-redis-{}-{}-{port}",
-            std::process::id(),
+        let dir = crate::scratch_dir(&format!(
+            "redis-{}-{port}",
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
-        std::fs::create_dir_all(&dir).expect("create a temp dir");
         let at = |f: &str| {
             dir.join(f)
                 .to_str()

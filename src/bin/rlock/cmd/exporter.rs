@@ -306,10 +306,7 @@ mod tests {
     use super::*;
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("rlock-textfile-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        rlock_test_support::scratch_dir(&format!("textfile-{name}"))
     }
 
     #[test]
