@@ -33,7 +33,7 @@ docs:
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --locked --all-targets -- -D warnings
+	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo clippy --locked --lib --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps
 
