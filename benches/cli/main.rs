@@ -127,11 +127,11 @@ pub fn goal(row: String) {
 /// library directories first in LD_LIBRARY_PATH. Every dynamically linked
 /// program the bench starts would then look for each of its libraries in
 /// each of them first (glibc tries some twenty subdirectories in each:
-/// about 80 failed opens for flock's libc alone): flock, redis-cli,
+/// about 100 failed opens for flock's libc alone): flock, redis-cli,
 /// /bin/true and the command under rlock pay that, rlock and the floor
 /// program (linked statically, no loader) do not. Against flock that
 /// favoured rlock: section 1 measured exec/flock 1.31x under cargo's path
-/// and 1.6x without it on the same machine and build (BENCHMARKS.md,
+/// and 1.52x without it on the same machine and build (BENCHMARKS.md,
 /// session 14). So the programs timed get the caller's path.
 fn drop_cargo_library_path() -> usize {
     let Some(path) = std::env::var_os("LD_LIBRARY_PATH") else {
