@@ -27,10 +27,6 @@ fn release(r: &Redis, key: &str, token: &str) {
     rlock(r).args(["release", key, "--token", token]).run().ok();
 }
 
-fn tmpfile(name: &str) -> std::path::PathBuf {
-    rlock_test_support::scratch_path(&format!("dead-{name}"))
-}
-
 /// `rlock exec [extra] key` of a job that writes `<name>+` to `file`,
 /// sleeps a little, then writes `<name>-`: overlapping holders would
 /// interleave their lines. Queued (the `n`th waiter) when this returns.
@@ -60,7 +56,7 @@ fn kill_queued(mut child: Child) {
 #[test]
 fn a_waiter_killed_while_queued_is_skipped_once_the_lock_is_free() {
     let r = Redis::start();
-    let file = tmpfile("killed");
+    let file = tmp_file("dead", "killed");
     let tok = hold(&r, "k", &[]);
     let dead = job(&r, "k", 1, "dead", &file, &[]);
     let live = job(&r, "k", 2, "live", &file, &[]);
@@ -82,7 +78,7 @@ fn a_waiter_killed_while_queued_is_skipped_once_the_lock_is_free() {
 #[test]
 fn a_stopped_waiter_loses_its_turn_and_runs_after_never_beside() {
     let r = Redis::start();
-    let file = tmpfile("stopped");
+    let file = tmp_file("dead", "stopped");
     let tok = hold(&r, "k", &[]);
     let stopped = job(&r, "k", 1, "stopped", &file, &["-w", "30"]);
     let live = job(&r, "k", 2, "live", &file, &[]);
@@ -105,7 +101,7 @@ fn a_stopped_waiter_loses_its_turn_and_runs_after_never_beside() {
 #[test]
 fn a_dead_reader_among_woken_readers_holds_up_neither_them_nor_the_writer() {
     let r = Redis::start();
-    let file = tmpfile("readers");
+    let file = tmp_file("dead", "readers");
     let tok = hold(&r, "k", &[]);
     let dead = job(&r, "k", 1, "dead", &file, &["-s"]);
     let reader = job(&r, "k", 2, "reader", &file, &["-s"]);
@@ -123,7 +119,7 @@ fn a_dead_reader_among_woken_readers_holds_up_neither_them_nor_the_writer() {
 #[test]
 fn a_dead_waiter_for_a_semaphore_slot_is_skipped() {
     let r = Redis::start();
-    let file = tmpfile("sem");
+    let file = tmp_file("dead", "sem");
     let a = hold(&r, "s", &["--limit", "2"]);
     let b = hold(&r, "s", &["--limit", "2"]);
     let dead = job(&r, "s", 1, "dead", &file, &["--limit", "2"]);

@@ -2,15 +2,11 @@
 //! priorities in arrival order, holders never pre-empted; semaphores and
 //! read-write locks; refused (64, nothing written) where it means nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
 use crate::util::*;
-
-fn tmpfile(name: &str) -> PathBuf {
-    rlock_test_support::scratch_path(&format!("priority-{name}"))
-}
 
 /// `rlock <cmd...> --priority P KEY -- sh -c 'echo NAME >> FILE'`, started
 /// and queued: it is waiter number `queued` once this returns.
@@ -60,7 +56,7 @@ fn ran(file: &Path) -> Vec<String> {
 #[test]
 fn higher_priorities_run_first_and_equal_ones_in_arrival_order() {
     let r = Redis::start();
-    let file = tmpfile("order");
+    let file = tmp_file("priority", "order");
     let tok = rlock(&r)
         .args(["acquire", "--ttl", "30s", "k"])
         .run()
@@ -85,7 +81,7 @@ fn higher_priorities_run_first_and_equal_ones_in_arrival_order() {
 #[test]
 fn a_semaphore_serves_by_priority() {
     let r = Redis::start();
-    let file = tmpfile("sem");
+    let file = tmp_file("priority", "sem");
     let hold = || {
         rlock(&r)
             .args(["acquire", "--limit", "2", "--ttl", "30s", "s"])
@@ -114,7 +110,7 @@ fn a_semaphore_serves_by_priority() {
 #[test]
 fn a_high_priority_writer_goes_before_readers_queued_earlier() {
     let r = Redis::start();
-    let file = tmpfile("writer");
+    let file = tmp_file("priority", "writer");
     let tok = rlock(&r)
         .args(["rw", "write", "--ttl", "30s", "db"])
         .run()
@@ -141,7 +137,7 @@ fn a_high_priority_writer_goes_before_readers_queued_earlier() {
 #[test]
 fn a_high_priority_reader_goes_before_a_waiting_writer() {
     let r = Redis::start();
-    let file = tmpfile("reader");
+    let file = tmp_file("priority", "reader");
     let tok = rlock(&r)
         .args(["rw", "read", "--ttl", "30s", "db"])
         .run()
@@ -174,7 +170,7 @@ fn a_high_priority_reader_goes_before_a_waiting_writer() {
 #[test]
 fn acquire_and_several_keys_queue_by_priority() {
     let r = Redis::start();
-    let file = tmpfile("multi");
+    let file = tmp_file("priority", "multi");
     let tok = rlock(&r)
         .args(["acquire", "--ttl", "30s", "a"])
         .run()
@@ -216,7 +212,7 @@ fn acquire_and_several_keys_queue_by_priority() {
 
 #[track_caller]
 fn refused(r: &Redis, args: &[&str], needle: &str) {
-    let file = tmpfile("bad");
+    let file = tmp_file("priority", "bad");
     let line = format!("echo ran >> {}", file.display());
     rlock(r)
         .args(args)
@@ -269,7 +265,7 @@ fn a_priority_is_refused_with_redlock() {
         }
         cmd
     };
-    let file = tmpfile("redlock");
+    let file = tmp_file("priority", "redlock");
     let line = format!("echo ran >> {}", file.display());
     with_urls()
         .args(["exec", "--priority", "5", "k", "--", "sh", "-c", &line])
@@ -294,7 +290,7 @@ fn a_priority_is_refused_with_redlock() {
 #[test]
 fn a_queue_of_an_older_release_keeps_its_order() {
     let r = Redis::start();
-    let file = tmpfile("upgrade");
+    let file = tmp_file("priority", "upgrade");
     let tok = rlock(&r)
         .args(["acquire", "--ttl", "30s", "k"])
         .run()
@@ -333,7 +329,7 @@ fn priorities_work_on_a_cluster() {
             .contains(&format!("\"waiting\":{n}"))
     };
     for k in ["a", "b", "c", "d"] {
-        let file = tmpfile(&format!("cluster-{k}"));
+        let file = tmp_file("priority", &format!("cluster-{k}"));
         let tok = rc().args(["acquire", "--ttl", "30s", k]).run().ok().token();
         let mut kids = Vec::new();
         for (n, (p, name)) in [(1u32, ("0", "low")), (2, ("10", "high"))] {
@@ -360,7 +356,7 @@ fn priorities_work_on_a_cluster() {
 #[test]
 fn the_oldest_wait_is_the_earliest_join_not_the_head() {
     let r = Redis::start();
-    let file = tmpfile("oldest");
+    let file = tmp_file("priority", "oldest");
     let tok = rlock(&r)
         .args(["acquire", "--ttl", "30s", "k"])
         .run()

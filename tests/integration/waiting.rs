@@ -267,17 +267,13 @@ fn assert_ran(r: &Redis, file: &std::path::Path, want: &str) {
     r.assert_nothing_held(&[]);
 }
 
-fn tmpfile(name: &str) -> std::path::PathBuf {
-    rlock_test_support::scratch_path(&format!("waiting-{name}"))
-}
-
 /// Three jobs queue behind a running deploy: the deploy finishes, the
 /// two older jobs are superseded (busy code, one line naming the newer),
 /// only the newest runs, and nothing is left held.
 #[test]
 fn supersede_runs_only_the_newest_queued_job() {
     let r = Redis::start();
-    let file = tmpfile("newest");
+    let file = tmp_file("waiting", "newest");
     let running = format!("sleep 1.5; echo deploy >> {}", file.display());
     let deploy = rlock(&r)
         .args(["exec", "--supersede", "ci", "--", "sh", "-c", &running])
@@ -314,7 +310,7 @@ fn supersede_runs_only_the_newest_queued_job() {
 #[test]
 fn supersede_leaves_other_waiters_alone() {
     let r = Redis::start();
-    let file = tmpfile("fifo");
+    let file = tmp_file("waiting", "fifo");
     let tok = hold(&r, "ci");
     let old = first_queued_job(&r, "old", &file, &["-E", "9"]);
     let line = format!("echo plain >> {}", file.display());
@@ -336,7 +332,7 @@ fn supersede_leaves_other_waiters_alone() {
 #[test]
 fn supersede_with_wait_and_no_wait() {
     let r = Redis::start();
-    let file = tmpfile("wait");
+    let file = tmp_file("waiting", "wait");
     let tok = hold(&r, "ci");
     let old = first_queued_job(&r, "old", &file, &[]);
     let new = job(&r, "new", &file, &["-w", "1"]);

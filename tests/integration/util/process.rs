@@ -31,9 +31,16 @@ pub fn fed(cmd: &mut std::process::Command, input: &str) -> std::process::Output
     child.wait_with_output().unwrap()
 }
 
-/// A fresh directory `rlock-AREA-PID-NAME` under the temp dir.
+/// A fresh directory `AREA-NAME` of this test process's scratch
+/// directory (`rlock_test_support::scratch_dir`).
 pub fn tmp_dir(area: &str, name: &str) -> PathBuf {
     rlock_test_support::scratch_dir(&format!("{area}-{name}"))
+}
+
+/// The path of a file `AREA-NAME` there, with nothing at it yet
+/// (`rlock_test_support::scratch_path`).
+pub fn tmp_file(area: &str, name: &str) -> PathBuf {
+    rlock_test_support::scratch_path(&format!("{area}-{name}"))
 }
 
 /// Send `sig` to process `pid` and wait (up to 10 s) until it has taken

@@ -9,20 +9,24 @@ use std::sync::Once;
 
 /// A fresh (emptied) directory `name` of this process's own.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    static SWEPT: Once = Once::new();
-    let root = std::env::temp_dir().join("rlock-scratch");
-    SWEPT.call_once(|| sweep(&root));
-    let dir = root.join(std::process::id().to_string()).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    let dir = scratch_path(name);
+    std::fs::create_dir(&dir).expect("create a scratch directory");
     dir
 }
 
 /// A path `name` in this process's scratch directory, with nothing there
-/// (for what a test expects to be made, or not made, by what it runs).
+/// (what an earlier use left, file or directory, removed): for a file, or
+/// for what a test expects to be made, or not made, by what it runs.
 pub fn scratch_path(name: &str) -> PathBuf {
-    let path = scratch_dir(name);
-    std::fs::remove_dir(&path).expect("remove the empty scratch directory");
+    static SWEPT: Once = Once::new();
+    let root = std::env::temp_dir().join("rlock-scratch");
+    SWEPT.call_once(|| sweep(&root));
+    let ours = root.join(std::process::id().to_string());
+    std::fs::create_dir_all(&ours).expect("create this process's scratch directory");
+    let path = ours.join(name);
+    if std::fs::remove_dir_all(&path).is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
     path
 }
 
@@ -69,5 +73,20 @@ mod tests {
         assert!(ours.exists(), "a running process's directory went");
         assert!(other.exists(), "a name that is no pid went");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_name_is_fresh_whatever_its_last_use_left() {
+        let name = "reused";
+        let file = scratch_path(name);
+        std::fs::write(&file, "x").unwrap();
+        let dir = scratch_dir(name);
+        assert_eq!(dir, file);
+        assert!(dir.is_dir() && std::fs::read_dir(&dir).unwrap().next().is_none());
+        std::fs::write(dir.join("f"), "x").unwrap();
+        assert!(
+            !scratch_path(name).exists(),
+            "a directory with a file stayed"
+        );
     }
 }
